@@ -1,0 +1,80 @@
+"""The control-plane record on the data volume.
+
+Buckets (with their configuration), users, credentials and settings are written here as one
+small JSON file per entity next to the blobs, so that `objstore recover` can rebuild them
+when the database is lost (DESIGN invariant 2). Files are replaced atomically and durably;
+the database stays the source of truth while it exists. Blocking: IO thread pool only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+FAMILIES = ("buckets", "users", "credentials", "settings")
+
+
+def _file_name(key: str) -> str:
+    return base64.urlsafe_b64encode(key.encode()).decode().rstrip("=") + ".json"
+
+
+class ControlRecord:
+    def __init__(self, data_dir: str, *, fsync: bool = True) -> None:
+        self.root = os.path.join(os.path.abspath(data_dir), "control")
+        self._tmp = os.path.join(os.path.abspath(data_dir), "tmp")
+        self._fsync = fsync
+
+    def prepare(self) -> None:
+        for family in FAMILIES:
+            os.makedirs(os.path.join(self.root, family), exist_ok=True)
+        os.makedirs(self._tmp, exist_ok=True)
+
+    def _path(self, family: str, key: str) -> str:
+        if family not in FAMILIES:
+            raise ValueError(f"unknown control-plane family {family!r}")
+        return os.path.join(self.root, family, _file_name(key))
+
+    def write(self, family: str, key: str, data: dict[str, Any]) -> None:
+        path = self._path(family, key)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = os.path.join(self._tmp, f"{uuid.uuid4()}.ctl")
+        body = json.dumps({"key": key, "data": data}, sort_keys=True).encode()
+        with open(tmp, "wb") as handle:
+            handle.write(body)
+            handle.flush()
+            if self._fsync:
+                os.fsync(handle.fileno())
+        os.rename(tmp, path)
+        self._fsync_dir(os.path.dirname(path))
+
+    def remove(self, family: str, key: str) -> None:
+        path = self._path(family, key)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        self._fsync_dir(os.path.dirname(path))
+
+    def items(self, family: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        directory = os.path.join(self.root, family)
+        if not os.path.isdir(directory):
+            return
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(".json"):
+                continue
+            with open(os.path.join(directory, name), "rb") as handle:
+                doc = json.load(handle)
+            yield doc["key"], doc["data"]
+
+    def _fsync_dir(self, path: str) -> None:
+        if not self._fsync:
+            return
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

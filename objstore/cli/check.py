@@ -1,0 +1,143 @@
+"""`objstore check`: compare metadata rows with blob files and sidecars.
+
+Reports rows whose blob is missing or has the wrong size (or, with --deep, the wrong MD5),
+rows whose sidecar is missing, and orphans (blobs or sidecars no row references). --repair
+removes orphans older than the grace period (younger ones may be uploads in flight) and
+rewrites missing sidecars from their rows; it never deletes a row. Exit 0 only when, after
+any repair, nothing is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.store import BlobStore
+from objstore.cli.progress import Progress
+from objstore.config import Config
+from objstore.meta.records import ObjectRecord
+from objstore.meta.store import SyncMetaStore, open_sync_store
+
+
+@dataclass
+class Report:
+    missing_blobs: list[str] = field(default_factory=list)
+    size_mismatches: list[str] = field(default_factory=list)
+    hash_mismatches: list[str] = field(default_factory=list)
+    missing_sidecars: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    repaired: int = 0
+
+    def problems(self) -> int:
+        return (len(self.missing_blobs) + len(self.size_mismatches) + len(self.hash_mismatches)
+                + len(self.missing_sidecars) + len(self.orphans))
+
+
+def run_check(config: Config, *, repair: bool, deep: bool, orphan_grace_seconds: float) -> int:
+    storage = config.storage
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
+    store = open_sync_store(storage)
+    try:
+        store.migrate()
+        report = check(store, blobs, repair=repair, deep=deep,
+                       orphan_grace_seconds=orphan_grace_seconds)
+    finally:
+        store.close()
+    _print(report)
+    return 0 if report.problems() == 0 else 1
+
+
+def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
+          orphan_grace_seconds: float) -> Report:
+    report = Report()
+    referenced: set[str] = set()
+    progress = Progress("checking objects")
+    for record in store.iter_objects():
+        progress.advance()
+        for blob_id, size, etag in _blobs_of(record):
+            referenced.add(blob_id)
+            _check_blob(blobs, record, blob_id, size, etag, deep, report)
+        if record.blob_id and not os.path.exists(blobs.sidecar_path(record.blob_id)):
+            if repair:
+                blobs.write_sidecar(record.blob_id, record_to_sidecar(record))
+                report.repaired += 1
+            else:
+                report.missing_sidecars.append(_name(record))
+    progress.finish()
+    for bucket in store.list_buckets():
+        for upload in store.list_uploads(bucket.name, limit=1_000_000):
+            referenced.update(p.blob_id for p in store.list_parts(upload.upload_id))
+    now = time.time()
+    for info in blobs.iter_blobs():
+        if info.blob_id in referenced:
+            continue
+        path = blobs.blob_path(info.blob_id) if info.size >= 0 else blobs.sidecar_path(
+            info.blob_id)
+        try:
+            age = now - os.stat(path).st_mtime
+        except FileNotFoundError:
+            continue
+        if age < orphan_grace_seconds:
+            continue
+        if repair:
+            blobs.delete(info.blob_id)
+            report.repaired += 1
+        else:
+            report.orphans.append(info.blob_id)
+    return report
+
+
+def _blobs_of(record: ObjectRecord) -> list[tuple[str, int, str | None]]:
+    if record.parts:
+        return [(p.blob_id, p.size, p.etag) for p in record.parts]
+    if record.blob_id is None:
+        return []
+    return [(record.blob_id, record.size, record.etag)]
+
+
+def _check_blob(blobs: BlobStore, record: ObjectRecord, blob_id: str, size: int,
+                etag: str | None, deep: bool, report: Report) -> None:
+    actual = blobs.blob_size(blob_id)
+    if actual is None:
+        report.missing_blobs.append(f"{_name(record)} (blob {blob_id})")
+        return
+    if actual != size and not record.compression and not record.encryption_algorithm:
+        report.size_mismatches.append(f"{_name(record)}: {actual} bytes, expected {size}")
+        return
+    if deep and etag and "-" not in etag and not record.encryption_algorithm:
+        digest = hashlib.md5()
+        with open(blobs.blob_path(blob_id), "rb") as handle:
+            for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != etag:
+            report.hash_mismatches.append(f"{_name(record)} (blob {blob_id})")
+
+
+def _name(record: ObjectRecord) -> str:
+    return f"{record.bucket}/{record.key}@{record.version_id}"
+
+
+def _print(report: Report) -> None:
+    sections = [
+        ("missing blobs", report.missing_blobs),
+        ("size mismatches", report.size_mismatches),
+        ("hash mismatches", report.hash_mismatches),
+        ("rows without a sidecar", report.missing_sidecars),
+        ("orphans (reclaimable with --repair)", report.orphans),
+    ]
+    for title, items in sections:
+        if items:
+            print(f"{title}: {len(items)}")
+            for item in items[:50]:
+                print(f"  {item}")
+            if len(items) > 50:
+                print(f"  ... and {len(items) - 50} more")
+    if report.repaired:
+        print(f"repaired: {report.repaired}")
+    print("ok: database and files agree" if report.problems() == 0 else
+          f"problems: {report.problems()}")
+    sys.stdout.flush()

@@ -1,0 +1,90 @@
+"""Bucket use cases: create, look up, list, delete.
+
+Every client-facing bucket mutation goes through here, so the control-plane record on the
+data volume (for `recover`) and, later, audit and cluster fan-out cannot be skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from objstore.blobs.control import ControlRecord
+from objstore.engine.names import bucket_name_problem
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.records import BucketRecord
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+
+class BucketService:
+    def __init__(
+        self,
+        meta: MetaStore,
+        control: ControlRecord,
+        io: Runner,
+        *,
+        region: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self._meta = meta
+        self._control = control
+        self._io = io
+        self.region = region
+        self._clock = clock
+
+    async def create(
+        self, principal: Principal, name: str, *, location: str | None, object_lock: bool
+    ) -> BucketRecord:
+        problem = bucket_name_problem(name)
+        if problem:
+            raise S3Error("InvalidBucketName", problem, BucketName=name)
+        if location not in (None, "", self.region):
+            raise S3Error(
+                "InvalidLocationConstraint",
+                f"The specified location-constraint is not valid: this server's region is "
+                f"{self.region}.",
+                LocationConstraint=location or "",
+            )
+        now = self._clock()
+        record = BucketRecord(
+            name=name,
+            owner_id=principal.user_id,
+            region=self.region,
+            created_at=now,
+            versioning="Enabled" if object_lock else "Disabled",
+            object_lock=object_lock,
+            updated_at=now,
+        )
+        created = await self._meta.create_bucket(record)
+        if not created:
+            existing = await self.get(name)
+            if existing.owner_id != principal.user_id:
+                raise S3Error("BucketAlreadyExists", BucketName=name)
+            return existing  # idempotent for its owner (spec: CreateBucket is idempotent)
+        await self._io.run(
+            self._control.write, "buckets", name, dataclasses.asdict(record)
+        )
+        return record
+
+    async def get(self, name: str) -> BucketRecord:
+        bucket: BucketRecord | None = await self._meta.get_bucket(name)
+        if bucket is None:
+            raise S3Error("NoSuchBucket", BucketName=name)
+        return bucket
+
+    async def list(self) -> list[BucketRecord]:
+        buckets: list[BucketRecord] = await self._meta.list_buckets()
+        return buckets
+
+    async def delete(self, name: str) -> None:
+        outcome = await self._meta.delete_bucket(name)
+        if outcome == "missing":
+            raise S3Error("NoSuchBucket", BucketName=name)
+        if outcome == "not_empty":
+            raise S3Error("BucketNotEmpty", BucketName=name)
+        await self._io.run(self._control.remove, "buckets", name)

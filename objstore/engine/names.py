@@ -1,0 +1,42 @@
+"""Pure naming rules for buckets and keys (no I/O, no Twisted)."""
+
+from __future__ import annotations
+
+import re
+
+_BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_SHAPE = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+MAX_KEY_BYTES = 1024
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why `name` is not a valid bucket name, or None when it is."""
+    if not 3 <= len(name) <= 63:
+        return "Bucket names must be between 3 and 63 characters long."
+    if not _BUCKET_CHARS.match(name):
+        return (
+            "Bucket names may contain only lowercase letters, digits, periods and hyphens, "
+            "and must begin and end with a letter or digit."
+        )
+    if ".." in name or ".-" in name or "-." in name:
+        return "Bucket names must not contain '..', '.-' or '-.'."
+    if _IP_SHAPE.match(name):
+        return "Bucket names must not be formatted as an IP address."
+    if name.startswith("xn--") or name.endswith("-s3alias") or name.endswith("--ol-s3"):
+        return "Bucket names must not use a reserved prefix or suffix."
+    return None
+
+
+def key_problem(key: str) -> tuple[str, str] | None:
+    """(S3 error code, message) when `key` is not acceptable, else None."""
+    if not key:
+        return ("InvalidArgument", "An object key must not be empty.")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        return ("KeyTooLongError", "Your key is too long.")
+    if "\x00" in key:
+        return ("InvalidArgument", "Object keys must not contain null bytes.")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return ("InvalidURI", "Couldn't parse the specified URI.")
+    return None

@@ -1,0 +1,122 @@
+"""The one error table: every S3 error code and its HTTP status, plus the admin and cluster
+error types.
+
+Handlers raise `S3Error("NoSuchKey", key=...)` or `AdminError(404, "NotFound", "...")`
+anywhere; the API layers render them once (XML or JSON). No other module maps codes to
+statuses.
+"""
+
+from __future__ import annotations
+
+# code -> (HTTP status, default message)
+S3_ERRORS: dict[str, tuple[int, str]] = {
+    "AccessDenied": (403, "Access Denied"),
+    "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
+    "AuthorizationQueryParametersError": (400, "Error parsing the query authorization parameters."),
+    "BadDigest": (400, "The Content-MD5 or checksum you specified did not match what we received."),
+    "BucketAlreadyExists": (409, "The requested bucket name is not available."),
+    "BucketAlreadyOwnedByYou": (409, "Your previous request to create the named bucket succeeded and you already own it."),  # noqa: E501
+    "BucketNotEmpty": (409, "The bucket you tried to delete is not empty."),
+    "ConditionalRequestConflict": (409, "A conflicting operation occurred. Retry the request."),
+    "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed size."),
+    "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),  # noqa: E501
+    "IllegalLocationConstraintException": (400, "The location constraint is not valid for this endpoint."),  # noqa: E501
+    "IllegalVersioningConfigurationException": (400, "The versioning configuration specified in the request is invalid."),  # noqa: E501
+    "IncompleteBody": (400, "You did not provide the number of bytes specified by the Content-Length HTTP header."),  # noqa: E501
+    "InsufficientStorage": (507, "Not enough storage space to complete the request."),
+    "InternalError": (500, "We encountered an internal error. Please try again."),
+    "InvalidAccessKeyId": (403, "The AWS access key Id you provided does not exist in our records."),  # noqa: E501
+    "InvalidArgument": (400, "Invalid Argument"),
+    "InvalidBucketName": (400, "The specified bucket is not valid."),
+    "InvalidBucketState": (409, "The request is not valid with the current state of the bucket."),  # noqa: E501
+    "InvalidDigest": (400, "The Content-MD5 you specified is not valid."),
+    "InvalidEncryptionAlgorithmError": (400, "The encryption request you specified is not valid."),  # noqa: E501
+    "InvalidLocationConstraint": (400, "The specified location constraint is not valid."),
+    "InvalidObjectState": (403, "The operation is not valid for the current state of the object."),  # noqa: E501
+    "InvalidPart": (400, "One or more of the specified parts could not be found."),
+    "InvalidPartOrder": (400, "The list of parts was not in ascending order."),
+    "InvalidRange": (416, "The requested range is not satisfiable"),
+    "InvalidRequest": (400, "Invalid Request"),
+    "InvalidStorageClass": (400, "The storage class you specified is not valid."),
+    "InvalidTag": (400, "The tag provided was not a valid tag."),
+    "InvalidURI": (400, "Couldn't parse the specified URI."),
+    "KeyTooLongError": (400, "Your key is too long."),
+    "MalformedTrailerError": (400, "The request contained trailing data that was not well-formed."),  # noqa: E501
+    "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
+    "MaxMessageLengthExceeded": (400, "Your request was too big."),
+    "MetadataTooLarge": (400, "Your metadata headers exceed the maximum allowed metadata size."),
+    "MethodNotAllowed": (405, "The specified method is not allowed against this resource."),
+    "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
+    "MissingRequestBodyError": (400, "Request Body is empty."),
+    "MissingSecurityHeader": (400, "Your request is missing a required header."),
+    "NoSuchBucket": (404, "The specified bucket does not exist."),
+    "NoSuchKey": (404, "The specified key does not exist."),
+    "NoSuchUpload": (404, "The specified multipart upload does not exist."),
+    "NoSuchVersion": (404, "The specified version does not exist."),
+    "NotImplemented": (501, "A header you provided implies functionality that is not implemented."),  # noqa: E501
+    "NotModified": (304, "Not Modified"),
+    "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
+    "QuotaExceeded": (403, "The bucket quota would be exceeded by this request."),
+    "RequestHeaderSectionTooLarge": (400, "Your request header section exceeds the maximum allowed size."),  # noqa: E501
+    "RequestTimeTooSkewed": (403, "The difference between the request time and the server's time is too large."),  # noqa: E501
+    "RequestTimeout": (400, "Your socket connection to the server was not read from or written to within the timeout period."),  # noqa: E501
+    "ServiceUnavailable": (503, "Please reduce your request rate."),
+    "SignatureDoesNotMatch": (403, "The request signature we calculated does not match the signature you provided. Check your key and signing method."),  # noqa: E501
+    "SlowDown": (503, "Please reduce your request rate."),
+    "UnexpectedContent": (400, "This request does not support content."),
+    "XAmzContentSHA256Mismatch": (400, "The provided 'x-amz-content-sha256' header does not match what was computed."),  # noqa: E501
+}
+
+RETRY_AFTER_SECONDS = 5
+
+
+def s3_status(code: str) -> int:
+    return S3_ERRORS.get(code, (500, ""))[0]
+
+
+class S3Error(Exception):
+    """An S3 error response. `fields` become extra XML elements (Key, BucketName, ...);
+    `headers` are added to the response (e.g. x-amz-delete-marker, Content-Range)."""
+
+    def __init__(
+        self,
+        code: str,
+        message: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+        **fields: str,
+    ) -> None:
+        if code not in S3_ERRORS:
+            raise ValueError(f"unknown S3 error code {code!r}")
+        status, default = S3_ERRORS[code]
+        self.code = code
+        self.status = status
+        self.message = message or default
+        self.fields = fields
+        self.headers = dict(headers or {})
+        super().__init__(f"{code}: {self.message}")
+
+
+# Admin JSON errors: error code -> status
+ADMIN_ERRORS: dict[str, int] = {
+    "BadRequest": 400,
+    "AccessDenied": 403,
+    "NotFound": 404,
+    "MethodNotAllowed": 405,
+    "Conflict": 409,
+    "PayloadTooLarge": 413,
+    "InternalError": 500,
+    "ServiceUnavailable": 503,
+}
+
+
+class AdminError(Exception):
+    """An admin API error, rendered as JSON {"error": code, "message": message}."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in ADMIN_ERRORS:
+            raise ValueError(f"unknown admin error code {code!r}")
+        self.code = code
+        self.status = ADMIN_ERRORS[code]
+        self.message = message
+        super().__init__(f"{code}: {message}")

@@ -1,0 +1,1 @@
+"""HTTP plumbing shared by every API: site, request, body sink, SigV4, dispatch."""

@@ -1,0 +1,154 @@
+"""Authentication of S3 and admin requests: SigV4 (header or presigned) against the stored
+credential, then the integrity of the body the client claimed (payload hash, chunk
+signatures, Content-MD5, x-amz-checksum-*).
+
+The request body has fully arrived (spooled, hashed) before this runs; nothing has been
+stored yet, so a refusal here changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime
+import hashlib
+from collections.abc import Callable, Collection, Mapping
+
+from objstore.blobs.spool import BodySpool
+from objstore.errors import S3Error
+from objstore.http import sigv4
+from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
+from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import IdentityResolver, Principal
+
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def request_view(request: ObjstoreRequest) -> sigv4.RequestView:
+    uri = request.uri.decode("utf-8", "surrogateescape")
+    raw_path, _, raw_query = uri.partition("?")
+    headers: dict[str, str] = {}
+    for name, values in request.requestHeaders.getAllRawHeaders():
+        key = name.decode("latin-1").lower()
+        headers[key] = ",".join(v.decode("utf-8", "surrogateescape") for v in values)
+    return sigv4.RequestView(
+        method=request.method.decode("ascii", "replace"),
+        raw_path=raw_path,
+        raw_query=raw_query,
+        headers=headers,
+    )
+
+
+class Authenticator:
+    def __init__(
+        self,
+        identities: IdentityResolver,
+        *,
+        regions: Collection[str],
+        now: Callable[[], datetime.datetime],
+    ) -> None:
+        self._identities = identities
+        self._regions = frozenset(regions)
+        self._now = now
+
+    async def authenticate(self, request: ObjstoreRequest) -> Principal:
+        view = request_view(request)
+        try:
+            auth = sigv4.parse_auth(view)
+        except sigv4.SigV4Error as exc:
+            raise S3Error(exc.code, exc.message) from None
+        if auth is None:
+            raise S3Error("AccessDenied", "Anonymous access is not allowed.")
+        resolved = await self._identities.resolve(auth.access_key)
+        if resolved is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
+        try:
+            context = sigv4.verify(auth, view, resolved.secret_key, self._now(), self._regions)
+            verify_payload(request.spool, auth, context, view.headers)
+        except sigv4.SigV4Error as exc:
+            raise S3Error(exc.code, exc.message) from None
+        return resolved.principal
+
+
+def verify_payload(
+    spool: BodySpool | None,
+    auth: sigv4.AuthRequest,
+    context: sigv4.SigningContext,
+    headers: Mapping[str, str],
+) -> None:
+    """Check every claim the client made about the body; raise S3Error on the first lie."""
+    if spool is None:
+        if sigv4.payload_hash_is_hex(auth.payload_hash) and auth.payload_hash != EMPTY_SHA256:
+            raise S3Error("XAmzContentSHA256Mismatch")
+        return
+    if spool.too_large:
+        raise S3Error("EntityTooLarge")
+    if spool.error is not None:
+        raise S3Error(spool.error.code, spool.error.message)
+    claimed = headers.get("x-amz-content-sha256", auth.payload_hash)
+    if sigv4.payload_hash_is_hex(claimed) and claimed != spool.sha256_hex:
+        raise S3Error("XAmzContentSHA256Mismatch", ClientComputedContentSHA256=claimed,
+                      S3ComputedContentSHA256=spool.sha256_hex or "")
+    if spool.decoder is not None:
+        sigv4.verify_chunk_signatures(context, spool.decoder)
+        _verify_announced_trailers(spool.decoder, headers.get("x-amz-trailer"))
+        declared = headers.get("x-amz-decoded-content-length")
+        if declared is not None and declared.isdigit() and int(declared) != spool.length:
+            raise S3Error("IncompleteBody")
+    _verify_content_md5(spool, headers.get("content-md5"))
+    _verify_checksums(spool, headers)
+
+
+def _verify_announced_trailers(decoder: sigv4.AwsChunkedDecoder, announced: str | None) -> None:
+    """Unsigned trailers are protected by nothing but this: every trailer the headers
+    announced must have arrived."""
+    for name in (announced or "").split(","):
+        name = name.strip().lower()
+        if name and name not in decoder.trailers:
+            raise S3Error("MalformedTrailerError", f"The announced trailer {name} is missing.")
+
+
+def _verify_content_md5(spool: BodySpool, claimed: str | None) -> None:
+    if claimed is None:
+        return
+    try:
+        digest = base64.b64decode(claimed.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        raise S3Error("InvalidDigest") from None
+    if len(digest) != 16:
+        raise S3Error("InvalidDigest")
+    if digest != spool.md5_digest:
+        raise S3Error("BadDigest")
+
+
+def _verify_checksums(spool: BodySpool, headers: Mapping[str, str]) -> None:
+    trailers = spool.decoder.trailers if spool.decoder is not None else {}
+    claims = {
+        name: value
+        for name, value in list(headers.items()) + list(trailers.items())
+        if is_checksum_claim(name)
+    }
+    if len(claims) > 1:
+        raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- header.")
+    for name, value in claims.items():
+        algorithm = name[len(PREFIX):]
+        computed = spool.checksum_b64(algorithm)
+        if computed is None:
+            raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm}.")
+        if value.strip() != computed:
+            raise S3Error("BadDigest", f"The {algorithm.upper()} you specified did not match "
+                                       "the calculated checksum.")
+
+
+def claimed_checksums(spool: BodySpool | None, headers: Mapping[str, str]) -> dict[str, str]:
+    """The verified checksums to store with the object, by algorithm name."""
+    if spool is None:
+        return {}
+    trailers = spool.decoder.trailers if spool.decoder is not None else {}
+    found: dict[str, str] = {}
+    for name in list(headers) + list(trailers):
+        algorithm = claimed_algorithm(name)
+        value = spool.checksum_b64(algorithm) if algorithm else None
+        if algorithm and value is not None:
+            found[algorithm] = value
+    return found

@@ -1,0 +1,105 @@
+"""Versioned schema migrations for the metadata database.
+
+This module owns the ordered list of migrations and the runner that applies the pending ones,
+recording each in `schema_version`. It never drops data it does not understand and never runs
+from the reactor thread.
+
+Rules for adding a migration: append `Migration(version=N+1, ...)` whose function brings a
+database at version N to exactly what `schema.metadata.create_all` now produces. A brand-new
+database is created from the current metadata in one step and stamped with every version, so
+old migration functions never run against the new metadata.
+
+Two processes starting at once are safe: the whole run is one transaction that first takes
+an exclusive lock (PostgreSQL: `pg_advisory_xact_lock`; SQLite: `BEGIN IMMEDIATE`), so the
+second process waits and then finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from objstore.meta import schema
+from objstore.meta.engine import write_transaction
+
+# Arbitrary constant identifying "objstore schema migration" among advisory locks.
+MIGRATION_LOCK_ID = 0x6F626A7374_01
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _create_initial_schema(conn: Connection) -> None:
+    schema.metadata.create_all(conn, checkfirst=True)
+    _ensure_seq_counter(conn)
+
+
+def _ensure_seq_counter(conn: Connection) -> None:
+    row = conn.execute(
+        sa.select(schema.seq_counter.c.value).where(
+            schema.seq_counter.c.name == schema.OBJECTS_SEQ_NAME
+        )
+    ).first()
+    if row is None:
+        conn.execute(sa.insert(schema.seq_counter).values(name=schema.OBJECTS_SEQ_NAME, value=0))
+
+
+MIGRATIONS: Sequence[Migration] = (Migration(1, "initial schema", _create_initial_schema),)
+
+
+def current_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:
+    return max((m.version for m in migrations), default=0)
+
+
+def migrate(
+    engine: Engine,
+    migrations: Sequence[Migration] = MIGRATIONS,
+    clock: Callable[[], float] = time.time,
+) -> list[int]:
+    """Bring the database to the newest version; returns the versions applied by this call
+    (empty when the schema was already current). Idempotent and safe under concurrency."""
+    _check_order(migrations)
+    with write_transaction(engine) as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK_ID)))
+        schema.schema_version.create(conn, checkfirst=True)
+        applied = set(conn.execute(sa.select(schema.schema_version.c.version)).scalars())
+        if not applied:
+            # A new database: build today's schema at once and stamp every version.
+            _create_initial_schema(conn)
+            pending = list(migrations)
+        else:
+            pending = [m for m in migrations if m.version not in applied]
+            for migration in pending:
+                migration.apply(conn)
+        for migration in pending:
+            conn.execute(
+                sa.insert(schema.schema_version).values(
+                    version=migration.version,
+                    description=migration.description,
+                    applied_at=clock(),
+                )
+            )
+        return [m.version for m in pending]
+
+
+def applied_versions(engine: Engine) -> list[int]:
+    """Versions recorded in schema_version, ascending (empty for a blank database)."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(schema.schema_version.name):
+            return []
+        return sorted(conn.execute(sa.select(schema.schema_version.c.version)).scalars())
+
+
+def _check_order(migrations: Sequence[Migration]) -> None:
+    versions = [m.version for m in migrations]
+    if versions != sorted(set(versions)) or (versions and versions[0] != 1):
+        raise ValueError(f"migrations must be numbered 1, 2, ... in order: {versions}")

@@ -1,0 +1,183 @@
+"""The DB thread pools: where every metadata query of the daemon runs.
+
+`DbPool` owns two named `twisted.python.threadpool.ThreadPool`s, a writer pool
+("objstore-db-write": one thread for SQLite, which admits one writer at a time anyway; N for
+PostgreSQL) and a reader pool ("objstore-db-read", N threads), and hands results back to the
+reactor as Deferreds. `SyncDbPool` runs the same calls inline, for unit tests without a
+reactor. Neither knows SQL: they run callables. The engine's connection pool must hold at
+least as many connections as both pools have threads (`engine.connection_count`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from twisted.application.service import Service
+from twisted.internet import defer, threads
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorFromThreads
+from twisted.python.failure import Failure
+from twisted.python.threadpool import ThreadPool
+
+from objstore.meta.engine import thread_counts
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+WRITE_POOL_NAME = "objstore-db-write"
+READ_POOL_NAME = "objstore-db-read"
+
+
+class DbRunner(Protocol):
+    """What `MetaStore` needs from a pool: run a callable as a read or as a write."""
+
+    def run_read(
+        self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
+    ) -> Deferred[_R]: ...
+
+    def run_write(
+        self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
+    ) -> Deferred[_R]: ...
+
+    def stats(self) -> dict[str, int]: ...
+
+
+class DbPool(Service):
+    """Writer and reader thread pools for the metadata database, as a Twisted service.
+
+    `dispose` (normally `SqlMetaStore.close`) runs on the writer pool when the pool stops,
+    so the engine's connections are closed from a DB thread, not from the reactor."""
+
+    name = "objstore-db"
+
+    def __init__(
+        self,
+        reactor: IReactorFromThreads,
+        *,
+        write_threads: int,
+        read_threads: int,
+        dispose: Callable[[], Any] | None = None,
+    ) -> None:
+        if write_threads < 1 or read_threads < 1:
+            raise ValueError("a DB pool needs at least one writer and one reader thread")
+        self._reactor = reactor
+        self._dispose = dispose
+        self._write_pool = ThreadPool(write_threads, write_threads, name=WRITE_POOL_NAME)
+        self._read_pool = ThreadPool(read_threads, read_threads, name=READ_POOL_NAME)
+        self._started = False
+
+    @classmethod
+    def for_backend(
+        cls,
+        reactor: IReactorFromThreads,
+        backend: str,
+        db_pool_size: int,
+        dispose: Callable[[], Any] | None = None,
+    ) -> DbPool:
+        writers, readers = thread_counts(backend, db_pool_size)
+        return cls(reactor, write_threads=writers, read_threads=readers, dispose=dispose)
+
+    @property
+    def write_pool(self) -> ThreadPool:
+        return self._write_pool
+
+    @property
+    def read_pool(self) -> ThreadPool:
+        return self._read_pool
+
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._write_pool.start()
+        self._read_pool.start()
+
+    def stop(self) -> Deferred[None]:
+        """Dispose the engine on the writer pool, then stop (join) both pools. Callers drain
+        their requests first: queries still running delay the join."""
+        if not self._started:
+            return defer.succeed(None)
+        self._started = False
+        if self._dispose is None:
+            self._stop_pools()
+            return defer.succeed(None)
+        d: Deferred[Any] = threads.deferToThreadPool(self._reactor, self._write_pool, self._dispose)
+
+        def stop_pools(result: object) -> object:
+            self._stop_pools()
+            return result
+
+        d.addBoth(stop_pools)
+        return d.addCallback(lambda _: None)
+
+    def _stop_pools(self) -> None:
+        self._write_pool.stop()
+        self._read_pool.stop()
+
+    def startService(self) -> None:
+        super().startService()
+        self.start()
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()
+        return self.stop()
+
+    def run_read(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        return threads.deferToThreadPool(self._reactor, self._read_pool, fn, *args, **kwargs)
+
+    def run_write(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        return threads.deferToThreadPool(self._reactor, self._write_pool, fn, *args, **kwargs)
+
+    def stats(self) -> dict[str, int]:
+        """Thread counts, busy threads and queued calls of each pool, for metrics."""
+        return {**_pool_stats("write", self._write_pool), **_pool_stats("read", self._read_pool)}
+
+
+def _pool_stats(prefix: str, pool: ThreadPool) -> dict[str, int]:
+    return {
+        f"{prefix}_threads": pool.max,
+        f"{prefix}_busy": len(pool.working),
+        f"{prefix}_queued": pool.q.qsize(),
+    }
+
+
+class SyncDbPool:
+    """`DbPool` for unit tests: runs every call inline on the calling thread and returns an
+    already-fired Deferred (a failed one when the call raised)."""
+
+    def __init__(self, dispose: Callable[[], Any] | None = None) -> None:
+        self._dispose = dispose
+        self.reads = 0
+        self.writes = 0
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> Deferred[None]:
+        if self._dispose is not None:
+            try:
+                self._dispose()
+            except Exception:
+                return defer.fail(Failure())
+        return defer.succeed(None)
+
+    def run_read(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        self.reads += 1
+        return _call_now(fn, *args, **kwargs)
+
+    def run_write(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        self.writes += 1
+        return _call_now(fn, *args, **kwargs)
+
+    def stats(self) -> dict[str, int]:
+        keys = ("threads", "busy", "queued")
+        return {f"{side}_{key}": 0 for side in ("write", "read") for key in keys}
+
+
+def _call_now(fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+    try:
+        result = fn(*args, **kwargs)
+    except Exception:
+        return defer.fail(Failure())
+    return defer.succeed(result)

@@ -1,0 +1,138 @@
+"""Plain records exchanged with the metadata store.
+
+They carry no behaviour and no database types: the store turns rows into these and back,
+so the engine, the sidecars and the cluster code share one shape. Timestamps are float
+seconds since the Unix epoch (UTC).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+NULL_VERSION = "null"
+
+
+@dataclass(frozen=True)
+class PartRef:
+    """One part of a composite (multipart) object: which blob holds its bytes."""
+
+    part_number: int
+    blob_id: str
+    size: int
+    etag: str
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BucketRecord:
+    name: str
+    owner_id: str
+    region: str
+    created_at: float
+    versioning: str = "Disabled"  # Disabled | Enabled | Suspended
+    object_lock: bool = False
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class ObjectRecord:
+    """One version of one key (or a delete marker)."""
+
+    bucket: str
+    key: str
+    version_id: str  # NULL_VERSION for writes to unversioned or suspended buckets
+    blob_id: str | None  # None only for delete markers
+    size: int
+    etag: str  # hex md5 without quotes, or "hex-N" for multipart
+    last_modified: float
+    is_latest: bool = True
+    is_delete_marker: bool = False
+    owner_id: str = ""
+    owner_name: str = ""
+    content_type: str = "binary/octet-stream"
+    user_metadata: dict[str, str] = field(default_factory=dict)  # x-amz-meta-<name> -> value
+    system_headers: dict[str, str] = field(default_factory=dict)  # cache-control, expires, ...
+    storage_class: str = "STANDARD"
+    checksums: dict[str, str] = field(default_factory=dict)  # "crc32" -> base64 digest, ...
+    checksum_type: str | None = None  # FULL_OBJECT | COMPOSITE
+    tags: dict[str, str] = field(default_factory=dict)
+    encryption_algorithm: str | None = None  # AES256 | aws:kms | SSE-C
+    encryption_key_id: str | None = None
+    encryption_params: dict[str, Any] = field(default_factory=dict)
+    compression: str | None = None
+    retention_mode: str | None = None  # GOVERNANCE | COMPLIANCE
+    retain_until_date: float | None = None
+    legal_hold_status: str | None = None  # ON | OFF
+    lock_updated_at: float | None = None
+    replication_status: str | None = None  # PENDING | COMPLETED | FAILED | REPLICA
+    parts: tuple[PartRef, ...] = ()  # non-empty for composite (multipart) objects
+    seq: int = 0  # assigned by the store inside the writing transaction
+
+
+@dataclass(frozen=True)
+class UploadRecord:
+    upload_id: str
+    bucket: str
+    key: str
+    initiated_at: float
+    owner_id: str = ""
+    owner_name: str = ""
+    content_type: str = "binary/octet-stream"
+    user_metadata: dict[str, str] = field(default_factory=dict)
+    system_headers: dict[str, str] = field(default_factory=dict)
+    storage_class: str = "STANDARD"
+    checksum_algorithm: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # encryption, lock headers, ...
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PartRecord:
+    upload_id: str
+    part_number: int
+    blob_id: str
+    size: int
+    etag: str
+    last_modified: float
+    checksums: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    user_id: str
+    username: str
+    created_at: float
+    description: str = ""
+    is_root: bool = False
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class CredentialRecord:
+    access_key_id: str
+    secret_access_key: str
+    user_id: str
+    created_at: float
+    description: str = ""
+    active: bool = True
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class PutResult:
+    """Outcome of storing a version: the stored record (with its seq) and the blobs that the
+    write made unreachable, which the caller deletes after the commit."""
+
+    record: ObjectRecord
+    orphaned_blob_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """Outcome of removing one version: what was removed (None when nothing matched) and the
+    record that became latest in its place, if any."""
+
+    removed: ObjectRecord | None
+    new_latest: ObjectRecord | None = None

@@ -1,0 +1,525 @@
+"""The metadata schema: one SQLAlchemy Core `MetaData` for SQLite and PostgreSQL.
+
+This module owns every table, column and index of the metadata database, and the mapping
+between rows and the records of `records.py` (no queries). Conventions:
+
+* Timestamps are float seconds since the Unix epoch (double precision), as in the records.
+* Dict, list and policy-document fields are JSON text written by the store.
+* Bucket names, object keys and other sorted identifiers compare in binary order on both
+  backends: SQLite's default BINARY collation compares UTF-8 bytes, and on PostgreSQL the
+  columns use COLLATE "C". Binary UTF-8 order equals the code point order of Python strings,
+  which is the order S3 lists in.
+* Object rows carry `seq`, taken from the `seq_counter` row inside the writing transaction
+  (commit-ordered on both backends); control-plane rows carry `updated_at`; deletes leave a
+  row in `tombstones` for the cluster reconciler.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from objstore.meta.records import (
+    BucketRecord,
+    CredentialRecord,
+    ObjectRecord,
+    PartRecord,
+    PartRef,
+    UploadRecord,
+    UserRecord,
+)
+
+metadata = sa.MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# Text compared byte-wise on both backends (SQLite's default collation already is).
+SortedText = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
+Timestamp: sa.Double[float] = sa.Double()
+# SQLite only autoincrements an INTEGER PRIMARY KEY.
+AutoId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+OBJECTS_SEQ_NAME = "objects"
+
+
+def _updated_at() -> sa.Column[float]:
+    return sa.Column("updated_at", Timestamp, nullable=False, server_default="0")
+
+
+schema_version = sa.Table(
+    "schema_version",
+    metadata,
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("applied_at", Timestamp, nullable=False),
+)
+
+seq_counter = sa.Table(
+    "seq_counter",
+    metadata,
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("value", sa.BigInteger, nullable=False),
+)
+
+buckets = sa.Table(
+    "buckets",
+    metadata,
+    sa.Column("name", SortedText, primary_key=True),
+    sa.Column("owner_id", sa.Text, nullable=False),
+    sa.Column("region", sa.Text, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("versioning", sa.Text, nullable=False),
+    sa.Column("object_lock", sa.Boolean, nullable=False),
+    _updated_at(),
+)
+
+bucket_config = sa.Table(
+    "bucket_config",
+    metadata,
+    sa.Column(
+        "bucket",
+        SortedText,
+        sa.ForeignKey("buckets.name", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("key", SortedText, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    _updated_at(),
+)
+
+objects = sa.Table(
+    "objects",
+    metadata,
+    sa.Column("bucket", SortedText, sa.ForeignKey("buckets.name"), primary_key=True),
+    sa.Column("key", SortedText, primary_key=True),
+    sa.Column("version_id", SortedText, primary_key=True),
+    sa.Column("blob_id", sa.Text, nullable=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("etag", sa.Text, nullable=False),
+    sa.Column("last_modified", Timestamp, nullable=False),
+    sa.Column("is_latest", sa.Boolean, nullable=False),
+    sa.Column("is_delete_marker", sa.Boolean, nullable=False),
+    sa.Column("owner_id", sa.Text, nullable=False),
+    sa.Column("owner_name", sa.Text, nullable=False),
+    sa.Column("content_type", sa.Text, nullable=False),
+    sa.Column("user_metadata", sa.Text, nullable=False),
+    sa.Column("system_headers", sa.Text, nullable=False),
+    sa.Column("storage_class", sa.Text, nullable=False),
+    sa.Column("checksums", sa.Text, nullable=False),
+    sa.Column("checksum_type", sa.Text, nullable=True),
+    sa.Column("tags", sa.Text, nullable=False),
+    sa.Column("encryption_algorithm", sa.Text, nullable=True),
+    sa.Column("encryption_key_id", sa.Text, nullable=True),
+    sa.Column("encryption_params", sa.Text, nullable=False),
+    sa.Column("compression", sa.Text, nullable=True),
+    sa.Column("retention_mode", sa.Text, nullable=True),
+    sa.Column("retain_until_date", Timestamp, nullable=True),
+    sa.Column("legal_hold_status", sa.Text, nullable=True),
+    sa.Column("lock_updated_at", Timestamp, nullable=True),
+    sa.Column("replication_status", sa.Text, nullable=True),
+    sa.Column("parts", sa.Text, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=False, unique=True),
+)
+
+# The predicate is a literal (`is_latest = 1` / `= true`) and the store filters with the same
+# expression, so both planners match queries to this partial index. It serves latest
+# listings as one range scan and guarantees one latest row per key.
+LATEST_PREDICATE = objects.c.is_latest == sa.true()
+sa.Index(
+    "ux_objects_latest",
+    objects.c.bucket,
+    objects.c.key,
+    unique=True,
+    sqlite_where=LATEST_PREDICATE,
+    postgresql_where=LATEST_PREDICATE,
+)
+sa.Index(
+    "ix_objects_versions",
+    objects.c.bucket,
+    objects.c.key,
+    objects.c.last_modified.desc(),
+    objects.c.seq.desc(),
+)
+sa.Index("ix_objects_blob_id", objects.c.blob_id)
+
+multipart_uploads = sa.Table(
+    "multipart_uploads",
+    metadata,
+    sa.Column("upload_id", SortedText, primary_key=True),
+    sa.Column("bucket", SortedText, sa.ForeignKey("buckets.name"), nullable=False),
+    sa.Column("key", SortedText, nullable=False),
+    sa.Column("initiated_at", Timestamp, nullable=False),
+    sa.Column("owner_id", sa.Text, nullable=False),
+    sa.Column("owner_name", sa.Text, nullable=False),
+    sa.Column("content_type", sa.Text, nullable=False),
+    sa.Column("user_metadata", sa.Text, nullable=False),
+    sa.Column("system_headers", sa.Text, nullable=False),
+    sa.Column("storage_class", sa.Text, nullable=False),
+    sa.Column("checksum_algorithm", sa.Text, nullable=True),
+    sa.Column("tags", sa.Text, nullable=False),
+    sa.Column("extra", sa.Text, nullable=False),
+    _updated_at(),
+)
+sa.Index(
+    "ix_multipart_uploads_listing",
+    multipart_uploads.c.bucket,
+    multipart_uploads.c.key,
+    multipart_uploads.c.upload_id,
+)
+
+multipart_parts = sa.Table(
+    "multipart_parts",
+    metadata,
+    sa.Column(
+        "upload_id",
+        SortedText,
+        sa.ForeignKey("multipart_uploads.upload_id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    sa.Column("part_number", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("blob_id", sa.Text, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("etag", sa.Text, nullable=False),
+    sa.Column("last_modified", Timestamp, nullable=False),
+    sa.Column("checksums", sa.Text, nullable=False),
+)
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("user_id", sa.Text, primary_key=True),
+    sa.Column("username", SortedText, nullable=False, unique=True),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("is_root", sa.Boolean, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    _updated_at(),
+)
+
+credentials = sa.Table(
+    "credentials",
+    metadata,
+    sa.Column("access_key_id", sa.Text, primary_key=True),
+    sa.Column("secret_access_key", sa.Text, nullable=False),
+    sa.Column(
+        "user_id",
+        sa.Text,
+        sa.ForeignKey("users.user_id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("active", sa.Boolean, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    _updated_at(),
+)
+
+teams = sa.Table(
+    "teams",
+    metadata,
+    sa.Column("team_id", sa.Text, primary_key=True),
+    sa.Column("name", SortedText, nullable=False, unique=True),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    _updated_at(),
+)
+
+team_members = sa.Table(
+    "team_members",
+    metadata,
+    sa.Column(
+        "team_id", sa.Text, sa.ForeignKey("teams.team_id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column(
+        "user_id",
+        sa.Text,
+        sa.ForeignKey("users.user_id", ondelete="CASCADE"),
+        primary_key=True,
+        index=True,
+    ),
+    _updated_at(),
+)
+
+grants = sa.Table(
+    "grants",
+    metadata,
+    sa.Column("grant_id", sa.Text, primary_key=True),
+    sa.Column("name", SortedText, nullable=False, unique=True),
+    sa.Column("description", sa.Text, nullable=False),
+    sa.Column("document", sa.Text, nullable=False),
+    sa.Column("created_at", Timestamp, nullable=False),
+    _updated_at(),
+)
+
+user_grants = sa.Table(
+    "user_grants",
+    metadata,
+    sa.Column(
+        "user_id", sa.Text, sa.ForeignKey("users.user_id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column(
+        "grant_id",
+        sa.Text,
+        sa.ForeignKey("grants.grant_id", ondelete="CASCADE"),
+        primary_key=True,
+        index=True,
+    ),
+    _updated_at(),
+)
+
+team_grants = sa.Table(
+    "team_grants",
+    metadata,
+    sa.Column(
+        "team_id", sa.Text, sa.ForeignKey("teams.team_id", ondelete="CASCADE"), primary_key=True
+    ),
+    sa.Column(
+        "grant_id",
+        sa.Text,
+        sa.ForeignKey("grants.grant_id", ondelete="CASCADE"),
+        primary_key=True,
+        index=True,
+    ),
+    _updated_at(),
+)
+
+settings = sa.Table(
+    "settings",
+    metadata,
+    sa.Column("key", SortedText, primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    _updated_at(),
+)
+
+# Deleted entities, for last-writer-wins reconciliation between nodes. `key` is the entity's
+# key within its family (see `store.tombstone_key`); object-version tombstones also take a
+# `seq` so the commit-ordered change cursor sees deletes as well as writes.
+tombstones = sa.Table(
+    "tombstones",
+    metadata,
+    sa.Column("family", sa.Text, primary_key=True),
+    sa.Column("key", SortedText, primary_key=True),
+    sa.Column("deleted_at", Timestamp, nullable=False),
+    sa.Column("seq", sa.BigInteger, nullable=True, unique=True),
+)
+
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+    sa.Column("ts", Timestamp, nullable=False, index=True),
+    sa.Column("node_id", sa.Text, nullable=True),
+    sa.Column("request_id", sa.Text, nullable=True),
+    sa.Column("user_id", sa.Text, nullable=True),
+    sa.Column("username", sa.Text, nullable=True, index=True),
+    sa.Column("access_key", sa.Text, nullable=True),
+    sa.Column("operation", sa.Text, nullable=False, index=True),
+    sa.Column("bucket", sa.Text, nullable=True, index=True),
+    sa.Column("key", sa.Text, nullable=True),
+    sa.Column("source_ip", sa.Text, nullable=True),
+    sa.Column("status", sa.Integer, nullable=True),
+    sa.Column("error_code", sa.Text, nullable=True),
+    sa.Column("duration_ms", sa.Double, nullable=True),
+    sa.Column("bytes_in", sa.BigInteger, nullable=True),
+    sa.Column("bytes_out", sa.BigInteger, nullable=True),
+    sa.Column("user_agent", sa.Text, nullable=True),
+)
+
+
+# -- rows <-> records -----------------------------------------------------------------
+
+
+def dumps_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def loads_dict(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def object_values(record: ObjectRecord) -> dict[str, Any]:
+    return {
+        "bucket": record.bucket,
+        "key": record.key,
+        "version_id": record.version_id,
+        "blob_id": record.blob_id,
+        "size": record.size,
+        "etag": record.etag,
+        "last_modified": record.last_modified,
+        "is_latest": record.is_latest,
+        "is_delete_marker": record.is_delete_marker,
+        "owner_id": record.owner_id,
+        "owner_name": record.owner_name,
+        "content_type": record.content_type,
+        "user_metadata": dumps_json(record.user_metadata),
+        "system_headers": dumps_json(record.system_headers),
+        "storage_class": record.storage_class,
+        "checksums": dumps_json(record.checksums),
+        "checksum_type": record.checksum_type,
+        "tags": dumps_json(record.tags),
+        "encryption_algorithm": record.encryption_algorithm,
+        "encryption_key_id": record.encryption_key_id,
+        "encryption_params": dumps_json(record.encryption_params),
+        "compression": record.compression,
+        "retention_mode": record.retention_mode,
+        "retain_until_date": record.retain_until_date,
+        "legal_hold_status": record.legal_hold_status,
+        "lock_updated_at": record.lock_updated_at,
+        "replication_status": record.replication_status,
+        "parts": dumps_json([part_ref_dict(p) for p in record.parts]),
+        "seq": record.seq,
+    }
+
+
+def part_ref_dict(part: PartRef) -> dict[str, Any]:
+    return {
+        "part_number": part.part_number,
+        "blob_id": part.blob_id,
+        "size": part.size,
+        "etag": part.etag,
+        "checksums": part.checksums,
+    }
+
+
+def part_refs(text: str | None) -> tuple[PartRef, ...]:
+    if not text:
+        return ()
+    return tuple(
+        PartRef(
+            part_number=int(p["part_number"]),
+            blob_id=str(p["blob_id"]),
+            size=int(p["size"]),
+            etag=str(p["etag"]),
+            checksums=dict(p.get("checksums") or {}),
+        )
+        for p in json.loads(text)
+    )
+
+
+def object_record(row: Mapping[Any, Any]) -> ObjectRecord:
+    return ObjectRecord(
+        bucket=row["bucket"],
+        key=row["key"],
+        version_id=row["version_id"],
+        blob_id=row["blob_id"],
+        size=int(row["size"]),
+        etag=row["etag"],
+        last_modified=float(row["last_modified"]),
+        is_latest=bool(row["is_latest"]),
+        is_delete_marker=bool(row["is_delete_marker"]),
+        owner_id=row["owner_id"],
+        owner_name=row["owner_name"],
+        content_type=row["content_type"],
+        user_metadata=loads_dict(row["user_metadata"]),
+        system_headers=loads_dict(row["system_headers"]),
+        storage_class=row["storage_class"],
+        checksums=loads_dict(row["checksums"]),
+        checksum_type=row["checksum_type"],
+        tags=loads_dict(row["tags"]),
+        encryption_algorithm=row["encryption_algorithm"],
+        encryption_key_id=row["encryption_key_id"],
+        encryption_params=loads_dict(row["encryption_params"]),
+        compression=row["compression"],
+        retention_mode=row["retention_mode"],
+        retain_until_date=row["retain_until_date"],
+        legal_hold_status=row["legal_hold_status"],
+        lock_updated_at=row["lock_updated_at"],
+        replication_status=row["replication_status"],
+        parts=part_refs(row["parts"]),
+        seq=int(row["seq"]),
+    )
+
+
+def bucket_record(row: Mapping[Any, Any]) -> BucketRecord:
+    return BucketRecord(
+        name=row["name"],
+        owner_id=row["owner_id"],
+        region=row["region"],
+        created_at=float(row["created_at"]),
+        versioning=row["versioning"],
+        object_lock=bool(row["object_lock"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+def upload_values(upload: UploadRecord) -> dict[str, Any]:
+    return {
+        "upload_id": upload.upload_id,
+        "bucket": upload.bucket,
+        "key": upload.key,
+        "initiated_at": upload.initiated_at,
+        "owner_id": upload.owner_id,
+        "owner_name": upload.owner_name,
+        "content_type": upload.content_type,
+        "user_metadata": dumps_json(upload.user_metadata),
+        "system_headers": dumps_json(upload.system_headers),
+        "storage_class": upload.storage_class,
+        "checksum_algorithm": upload.checksum_algorithm,
+        "tags": dumps_json(upload.tags),
+        "extra": dumps_json(upload.extra),
+        "updated_at": upload.updated_at,
+    }
+
+
+def upload_record(row: Mapping[Any, Any]) -> UploadRecord:
+    return UploadRecord(
+        upload_id=row["upload_id"],
+        bucket=row["bucket"],
+        key=row["key"],
+        initiated_at=float(row["initiated_at"]),
+        owner_id=row["owner_id"],
+        owner_name=row["owner_name"],
+        content_type=row["content_type"],
+        user_metadata=loads_dict(row["user_metadata"]),
+        system_headers=loads_dict(row["system_headers"]),
+        storage_class=row["storage_class"],
+        checksum_algorithm=row["checksum_algorithm"],
+        tags=loads_dict(row["tags"]),
+        extra=loads_dict(row["extra"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+def part_record(row: Mapping[Any, Any]) -> PartRecord:
+    return PartRecord(
+        upload_id=row["upload_id"],
+        part_number=int(row["part_number"]),
+        blob_id=row["blob_id"],
+        size=int(row["size"]),
+        etag=row["etag"],
+        last_modified=float(row["last_modified"]),
+        checksums=loads_dict(row["checksums"]),
+    )
+
+
+def user_record(row: Mapping[Any, Any], prefix: str = "") -> UserRecord:
+    return UserRecord(
+        user_id=row[prefix + "user_id"],
+        username=row[prefix + "username"],
+        created_at=float(row[prefix + "created_at"]),
+        description=row[prefix + "description"],
+        is_root=bool(row[prefix + "is_root"]),
+        updated_at=float(row[prefix + "updated_at"]),
+    )
+
+
+def credential_record(row: Mapping[Any, Any]) -> CredentialRecord:
+    return CredentialRecord(
+        access_key_id=row["access_key_id"],
+        secret_access_key=row["secret_access_key"],
+        user_id=row["user_id"],
+        created_at=float(row["created_at"]),
+        description=row["description"],
+        active=bool(row["active"]),
+        updated_at=float(row["updated_at"]),
+    )

@@ -1,0 +1,179 @@
+"""The S3 REST API: one Klein app whose single branch route authenticates the caller and
+dispatches by table on (method, target, sub-resource).
+
+Targets are "service" (no bucket), "bucket" and "object". The sub-resource is the first
+known S3 query flag present, in a fixed priority order (uploadId before everything, so
+UploadPart/UploadPartCopy are never mistaken for PutObject/CopyObject). Known
+sub-resources without a handler answer 501 NotImplemented; an unknown combination of
+method and target answers 405 MethodNotAllowed. Every error is S3 XML whose RequestId
+equals the x-amz-request-id header; nothing else ever reaches the client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote
+
+from klein import Klein
+from twisted.internet.defer import CancelledError
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from objstore.engine.buckets import BucketService
+from objstore.engine.objects import ObjectService
+from objstore.errors import RETRY_AFTER_SECONDS, S3Error
+from objstore.http.authn import Authenticator
+from objstore.http.site import ObjstoreRequest
+from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.s3 import buckets, listing, objects
+from objstore.s3.call import S3Call, S3Response
+from objstore.s3.xml import error_document
+
+log = Logger()
+
+Handler = Callable[[S3Call], Awaitable[S3Response]]
+
+# Priority order matters: see the module docstring.
+SUBRESOURCES = (
+    "uploadId", "uploads", "delete", "versioning", "versions", "tagging", "location",
+    "lifecycle", "encryption", "object-lock", "retention", "legal-hold", "notification",
+    "replication", "attributes", "acl", "cors", "policy", "policyStatus", "website",
+    "logging", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock",
+    "analytics", "inventory", "metrics", "intelligent-tiering", "restore", "select",
+    "torrent",
+)
+
+
+@dataclass(frozen=True)
+class Route:
+    handler: Handler
+    action: str
+
+
+ROUTES: dict[tuple[str, str, str | None], Route] = {
+    ("GET", "service", None): Route(buckets.list_buckets, "s3:ListAllMyBuckets"),
+    ("PUT", "bucket", None): Route(buckets.create_bucket, "s3:CreateBucket"),
+    ("HEAD", "bucket", None): Route(buckets.head_bucket, "s3:ListBucket"),
+    ("DELETE", "bucket", None): Route(buckets.delete_bucket, "s3:DeleteBucket"),
+    ("GET", "bucket", "location"): Route(buckets.get_location, "s3:GetBucketLocation"),
+    ("GET", "bucket", None): Route(listing.list_objects, "s3:ListBucket"),
+    ("PUT", "object", None): Route(objects.put_object, "s3:PutObject"),
+    ("GET", "object", None): Route(objects.get_object, "s3:GetObject"),
+    ("HEAD", "object", None): Route(objects.head_object, "s3:GetObject"),
+    ("DELETE", "object", None): Route(objects.delete_object, "s3:DeleteObject"),
+}
+
+
+@dataclass(frozen=True)
+class S3Services:
+    buckets: BucketService
+    objects: ObjectService
+    authorizer: Authorizer
+
+
+def split_target(request: ObjstoreRequest) -> tuple[str, str]:
+    """(bucket, key) from the path, after any virtual-host rewrite (request.vhost_bucket)."""
+    raw_path = request.path.decode("utf-8", "surrogateescape")
+    vhost_bucket = getattr(request, "vhost_bucket", None)
+    if vhost_bucket:
+        return vhost_bucket, _decode_key(raw_path[1:])
+    bucket, _, key = raw_path[1:].partition("/")
+    return unquote(bucket), _decode_key(key)
+
+
+def _decode_key(raw: str) -> str:
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise S3Error("InvalidURI") from None
+
+
+def parse_query(request: ObjstoreRequest) -> dict[str, str]:
+    raw = request.uri.partition(b"?")[2].decode("utf-8", "surrogateescape")
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(raw, keep_blank_values=True):
+        query.setdefault(name, value)
+    return query
+
+
+def select_route(method: str, bucket: str, key: str, query: dict[str, str]) -> Route:
+    target = "object" if key else ("bucket" if bucket else "service")
+    sub = next((name for name in SUBRESOURCES if name in query), None)
+    route = ROUTES.get((method, target, sub))
+    if route is not None:
+        return route
+    if sub is not None:
+        raise S3Error("NotImplemented", f"The {sub} sub-resource is not implemented.")
+    raise S3Error("MethodNotAllowed", Method=method, ResourceType=target.upper())
+
+
+class S3Api:
+    app = Klein()
+
+    def __init__(self, services: S3Services, authenticator: Authenticator) -> None:
+        self._services = services
+        self._authenticator = authenticator
+
+    def resource(self) -> object:
+        return self.app.resource()
+
+    @app.route("/", branch=True, methods=["GET", "PUT", "POST", "DELETE", "HEAD"])
+    async def dispatch(self, request: ObjstoreRequest) -> bytes:
+        try:
+            response = await self._serve(request)
+        except S3Error as error:
+            return render_error(request, error)
+        except CancelledError:
+            return b""
+        except Exception:
+            log.failure("unhandled error serving {uri}", uri=request.uri)
+            return render_error(request, S3Error("InternalError"))
+        return await self._send(request, response)
+
+    async def _serve(self, request: ObjstoreRequest) -> S3Response:
+        if request.early_error is not None:
+            raise request.early_error
+        principal = await self._authenticator.authenticate(request)
+        method = request.method.decode("ascii", "replace")
+        bucket, key = split_target(request)
+        query = parse_query(request)
+        route = select_route(method, bucket, key, query)
+        resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
+        await self._services.authorizer.check(principal, route.action, resource)
+        call = S3Call(request, principal, self._services, bucket, key, query)
+        return await route.handler(call)
+
+    async def _send(self, request: ObjstoreRequest, response: S3Response) -> bytes:
+        request.setResponseCode(response.status)
+        for name, value in response.headers.items():
+            request.setHeader(name, value)
+        if response.stream is not None:
+            await response.stream.start()
+            return b""
+        if response.content_type:
+            request.setHeader("Content-Type", response.content_type)
+        if "Content-Length" not in response.headers:
+            request.setHeader("Content-Length", str(len(response.body)))
+        return response.body
+
+    @app.handle_errors(Exception)
+    def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        log.failure("unhandled error in S3 routing", failure)
+        return render_error(request, S3Error("InternalError"))
+
+
+def render_error(request: ObjstoreRequest, error: S3Error) -> bytes:
+    request.setResponseCode(error.status)
+    for name, value in error.headers.items():
+        request.setHeader(name, value)
+    if error.status == 503:
+        request.setHeader("Retry-After", str(RETRY_AFTER_SECONDS))
+    if error.status == 304 or request.method == b"HEAD":
+        request.setHeader("Content-Length", "0")
+        return b""
+    body = error_document(error.code, error.message, request.request_id, request.host_id,
+                          error.fields)
+    request.setHeader("Content-Type", "application/xml")
+    request.setHeader("Content-Length", str(len(body)))
+    return body

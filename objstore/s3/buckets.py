@@ -1,0 +1,63 @@
+"""Bucket operations of the S3 API: ListBuckets, CreateBucket, HeadBucket, DeleteBucket,
+GetBucketLocation."""
+
+from __future__ import annotations
+
+from objstore.errors import S3Error
+from objstore.s3.call import S3Call, S3Response
+from objstore.s3.xml import list_buckets_document, location_document, parse_create_bucket
+
+XML = "application/xml"
+
+
+async def list_buckets(call: S3Call) -> S3Response:
+    prefix = call.query.get("prefix", "")
+    start_after = call.query.get("continuation-token", "")
+    max_buckets = _max_buckets(call.query.get("max-buckets"))
+    records = [
+        b for b in await call.services.buckets.list()
+        if b.name.startswith(prefix) and b.name > start_after
+    ]
+    page = records[:max_buckets]
+    token = page[-1].name if len(records) > max_buckets else None
+    body = list_buckets_document(
+        call.principal.user_id,
+        call.principal.username,
+        [(b.name, b.created_at, b.region) for b in page],
+        continuation_token=token,
+        prefix=call.query.get("prefix"),
+    )
+    return S3Response(body=body, content_type=XML)
+
+
+def _max_buckets(raw: str | None) -> int:
+    if raw is None:
+        return 10000
+    if not raw.isdigit() or not 1 <= int(raw) <= 10000:
+        raise S3Error("InvalidArgument", "max-buckets must be an integer from 1 to 10000.",
+                      ArgumentName="max-buckets", ArgumentValue=raw)
+    return int(raw)
+
+
+async def create_bucket(call: S3Call) -> S3Response:
+    location = parse_create_bucket(call.body())
+    lock_header = (call.header("x-amz-bucket-object-lock-enabled") or "").strip().lower()
+    await call.services.buckets.create(
+        call.principal, call.bucket, location=location, object_lock=lock_header == "true"
+    )
+    return S3Response(headers={"Location": f"/{call.bucket}"})
+
+
+async def head_bucket(call: S3Call) -> S3Response:
+    bucket = await call.services.buckets.get(call.bucket)
+    return S3Response(headers={"x-amz-bucket-region": bucket.region})
+
+
+async def delete_bucket(call: S3Call) -> S3Response:
+    await call.services.buckets.delete(call.bucket)
+    return S3Response(status=204)
+
+
+async def get_location(call: S3Call) -> S3Response:
+    bucket = await call.services.buckets.get(call.bucket)
+    return S3Response(body=location_document(bucket.region), content_type=XML)

@@ -1,0 +1,42 @@
+"""The parsed form of one S3 request, and the response a handler returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
+
+if TYPE_CHECKING:
+    from objstore.s3.api import S3Services
+
+
+@dataclass
+class S3Call:
+    request: ObjstoreRequest
+    principal: Principal
+    services: S3Services
+    bucket: str
+    key: str
+    query: dict[str, str]
+
+    def header(self, name: str) -> str | None:
+        return self.request.header(name)
+
+    def body(self) -> bytes:
+        content = self.request.content
+        if content is None:
+            return b""
+        content.seek(0)
+        data: bytes = content.read()
+        return data
+
+
+@dataclass
+class S3Response:
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    content_type: str | None = None
+    stream: Any = None  # a producer with start() -> Deferred; the handler set Content-Length

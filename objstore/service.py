@@ -1,0 +1,248 @@
+"""The composition root: builds every object of a node and the Twisted service tree.
+
+This is the only module that names concrete classes together. Start-up order is database
+(migrated synchronously before the reactor serves anything) -> stores -> thread pools ->
+listener; shut-down is the reverse, beginning with the drain.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.application import service
+from twisted.internet import defer, error, ssl, task
+from twisted.logger import Logger
+from twisted.python import usage
+
+from objstore import __version__
+from objstore.admin.api import AdminApi, server_info
+from objstore.blobs.control import ControlRecord
+from objstore.blobs.store import BlobStore
+from objstore.config import Config, ConfigError, load_config
+from objstore.engine.buckets import BucketService
+from objstore.engine.objects import ObjectService
+from objstore.http.authn import Authenticator
+from objstore.http.health import HealthState
+from objstore.http.root import RootResource
+from objstore.http.site import ObjstoreSite
+from objstore.iam.authorizer import Authorizer
+from objstore.iam.bootstrap import BootstrapError, BootstrapResult, ensure_root
+from objstore.iam.identity import IdentityResolver
+from objstore.meta.async_store import MetaStore
+from objstore.meta.pool import DbPool
+from objstore.meta.store import open_sync_store
+from objstore.s3.api import S3Api, S3Services
+from objstore.threads import NamedPool
+
+log = Logger()
+IO_THREADS = 8
+
+
+class Options(usage.Options):
+    optParameters = [["config", "c", None, "Path to objstore.toml (defaults apply if omitted)."]]
+
+    def postOptions(self) -> None:
+        path = self["config"]
+        if path is not None and not os.path.exists(path):
+            raise usage.UsageError(f"no such config file: {path}")
+
+
+def fail_startup(message: str) -> SystemExit:
+    """One clear line on stderr and a non-zero exit (STYLE 9)."""
+    sys.stderr.write(f"objstore: {message}\n")
+    sys.stderr.flush()
+    return SystemExit(2)
+
+
+def makeService(options: Options) -> service.MultiService:  # noqa: N802 (twistd's name)
+    try:
+        config = load_config(options["config"])
+    except ConfigError as exc:
+        raise fail_startup(str(exc)) from None
+    for warning in config.warnings:
+        sys.stderr.write(f"objstore: warning: {warning}\n")
+    try:
+        node = build_node(config)
+    except (OSError, BootstrapError) as exc:
+        raise fail_startup(str(exc)) from None
+    announce(config, node.bootstrap)
+    return node.service
+
+
+@dataclass
+class Node:
+    service: service.MultiService
+    bootstrap: BootstrapResult
+
+
+def build_node(config: Config, reactor: Any = None) -> Node:
+    if reactor is None:
+        from twisted.internet import reactor as default_reactor
+
+        reactor = default_reactor
+    storage = config.storage
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
+    blobs.prepare()
+    control = ControlRecord(storage.data_dir, fsync=storage.fsync)
+    control.prepare()
+    try:
+        sync_store = open_sync_store(storage)
+        sync_store.migrate()
+        bootstrap = ensure_root(sync_store, control)
+    except Exception as exc:
+        if isinstance(exc, BootstrapError):
+            raise
+        raise BootstrapError(f"metadata database ({storage.metadata_backend}): {exc}") from exc
+
+    db_pool = DbPool.for_backend(
+        reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close
+    )
+    meta = MetaStore(sync_store, db_pool)
+    io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
+    clock = reactor.seconds
+    identities = IdentityResolver(
+        meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
+        max_entries=config.server.cache.size,
+    )
+    authenticator = Authenticator(
+        identities,
+        regions={config.server.region, "us-east-1"},
+        now=lambda: datetime.datetime.fromtimestamp(clock(), datetime.UTC),
+    )
+    services = S3Services(
+        buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock),
+        objects=ObjectService(meta, blobs, io_pool, clock=clock),
+        authorizer=Authorizer(),
+    )
+    health = HealthState()
+    admin = AdminApi(
+        health=health,
+        authenticator=authenticator,
+        info=server_info(time.time(), tls=config.server.tls is not None,
+                         backend=storage.metadata_backend),
+    )
+    root = RootResource(
+        s3=S3Api(services, authenticator).resource(),
+        admin=admin.resource(),
+        limits=config.server.limits,
+        domains=config.server.domains,
+    )
+    site = ObjstoreSite(
+        root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
+        server_header=config.server.server_header, clock=clock,
+    )
+    top = service.MultiService()
+    db_pool.setServiceParent(top)
+    IOPoolService(io_pool).setServiceParent(top)
+    ListenerService(reactor, config, site, health).setServiceParent(top)
+    return Node(top, bootstrap)
+
+
+class IOPoolService(service.Service):
+    def __init__(self, io_pool: NamedPool) -> None:
+        self._io_pool = io_pool
+
+    def startService(self) -> None:  # noqa: N802
+        super().startService()
+        self._io_pool.start()
+
+    def stopService(self) -> None:  # noqa: N802
+        super().stopService()
+        self._io_pool.stop()
+
+
+class ListenerService(service.Service):
+    """Owns the listening port and the drain on SIGTERM/SIGINT."""
+
+    def __init__(self, reactor: Any, config: Config, site: ObjstoreSite, health: HealthState):
+        self._reactor = reactor
+        self._config = config
+        self._site = site
+        self._health = health
+        self._port: Any = None
+
+    def privilegedStartService(self) -> None:  # noqa: N802
+        server = self._config.server
+        try:
+            if server.tls is None:
+                self._port = self._reactor.listenTCP(server.port, self._site,
+                                                     interface=server.host)
+            else:
+                self._port = self._reactor.listenSSL(
+                    server.port, self._site, tls_options(self._config), interface=server.host
+                )
+        except error.CannotListenError as exc:
+            raise fail_startup(
+                f"cannot listen on {server.host}:{server.port}: {exc.socketError}"
+            ) from None
+        except ssl.SSL.Error as exc:
+            raise fail_startup(f"[server.tls]: cannot load the certificate or key: {exc}") from None
+        super().privilegedStartService()
+
+    def startService(self) -> None:  # noqa: N802
+        if self._port is None:
+            self.privilegedStartService()
+        super().startService()
+        address = self._port.getHost()
+        scheme = "https" if self._config.server.tls else "http"
+        log.info("objstore {version} listening on {scheme}://{host}:{port}",
+                 version=__version__, scheme=scheme, host=address.host, port=address.port)
+
+    @defer.inlineCallbacks
+    def stopService(self) -> Any:  # noqa: N802
+        super().stopService()
+        drain = self._config.server.drain_timeout_seconds
+        self._health.draining = True
+        log.info("draining for {seconds}s before stopping", seconds=drain)
+        if drain > 0:
+            yield task.deferLater(self._reactor, drain, lambda: None)
+        if self._port is not None:
+            yield self._port.stopListening()
+        waiting = self._site.wait_idle()
+        waiting.addTimeout(max(drain, 5.0), self._reactor)
+        try:
+            yield waiting
+        except defer.TimeoutError:
+            log.warn("{n} requests still in flight at shutdown", n=self._site.in_flight)
+
+
+def tls_options(config: Config) -> Any:
+    tls = config.server.tls
+    assert tls is not None
+    with open(tls.cert_file, "rb") as handle:
+        cert_pem = handle.read()
+    with open(tls.key_file, "rb") as handle:
+        key_pem = handle.read()
+    private = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
+    if tls.ca_file:
+        with open(tls.ca_file, "rb") as handle:
+            authority = ssl.Certificate.loadPEM(handle.read())
+        return private.options(authority)
+    return private.options()
+
+
+def announce(config: Config, bootstrap: BootstrapResult) -> None:
+    """Tell the operator how to connect. A generated secret is shown here once, never again."""
+    server = config.server
+    scheme = "https" if server.tls else "http"
+    host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
+    endpoint = f"{scheme}://{host}:{server.port}"
+    lines = [f"objstore {__version__}: endpoint {endpoint}, data in {config.storage.data_dir}"]
+    if bootstrap.new_secret:
+        lines += [
+            "A root credential was generated. The secret is shown ONLY NOW; store it safely:",
+            f"  AWS_ACCESS_KEY_ID={bootstrap.access_key}",
+            f"  AWS_SECRET_ACCESS_KEY={bootstrap.new_secret}",
+            f"  try: aws --endpoint-url {endpoint} s3 ls",
+        ]
+    elif bootstrap.from_environment:
+        lines.append(f"root access key {bootstrap.access_key} (from the environment)")
+    else:
+        lines.append(f"root access key {bootstrap.access_key} (secret shown at first start)")
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,159 @@
+"""Start and stop a real objstore daemon process for integration tests.
+
+The daemon runs as `twistd -n --pidfile= objstore --config PATH` on a free port with a
+temporary data directory, exactly as an operator would run it; readiness is polled on
+GET /admin/health with a deadline. Logs are kept in the data directory's parent and
+printed when a start fails.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg2
+import urllib3
+
+ROOT_ACCESS_KEY = "OSTESTROOTACCESSKEY1"
+ROOT_SECRET_KEY = "test-root-secret-key-0123456789abcdefghij"
+TWISTD = str(Path(sys.executable).with_name("twistd"))
+POSTGRES_ADMIN_DSN = "host=127.0.0.1 user=postgres dbname=postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def create_postgres_database() -> str:
+    name = f"objstore_it_{uuid.uuid4().hex[:12]}"
+    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    conn.close()
+    return name
+
+
+def drop_postgres_database(name: str) -> None:
+    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    conn.close()
+
+
+@dataclass
+class Daemon:
+    workdir: Path
+    backend: str = "sqlite"
+    extra_config: str = ""
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+    pg_database: str | None = None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.workdir / "data"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "objstore.toml"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "daemon.log"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["OBJSTORE_ROOT_ACCESS_KEY"] = ROOT_ACCESS_KEY
+        env["OBJSTORE_ROOT_SECRET_KEY"] = ROOT_SECRET_KEY
+        return env
+
+    def write_config(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        storage = f'data_dir = "{self.data_dir}"\nmetadata_backend = "{self.backend}"\n'
+        if self.backend == "postgres":
+            if self.pg_database is None:
+                self.pg_database = create_postgres_database()
+            storage += (
+                f'postgres_url = "postgresql://postgres@127.0.0.1:5432/{self.pg_database}"\n'
+            )
+        self.config_path.write_text(
+            "[server]\n"
+            f'host = "127.0.0.1"\nport = {self.port}\ndrain_timeout_seconds = 0.2\n'
+            "[storage]\n" + storage + self.extra_config
+        )
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.write_config()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(self.config_path)],
+                cwd=self.workdir, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+            )
+        self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float) -> None:
+        http = urllib3.PoolManager(retries=False, timeout=2.0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daemon exited with {self.process.returncode}:\n"
+                                   + self.log_path.read_text(errors="replace")[-4000:])
+            try:
+                response = http.request("GET", self.endpoint + "/admin/health")
+                if response.status == 200:
+                    return
+            except urllib3.exceptions.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("daemon not ready in time:\n" + self.log_path.read_text()[-4000:])
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        code = self.process.wait(timeout)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def cleanup(self) -> None:
+        if self.process is not None:
+            self.kill()
+        if self.pg_database:
+            drop_postgres_database(self.pg_database)
+            self.pg_database = None
+
+    def rss_bytes(self) -> int:
+        assert self.process is not None
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        return 0
+
+    def peak_rss_bytes(self) -> int:
+        assert self.process is not None
+        with open(f"/proc/{self.process.pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+        return 0

@@ -1,0 +1,119 @@
+"""BlobStore, BodySpool and sidecars on a real temporary directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+
+from objstore.blobs.control import ControlRecord
+from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
+from objstore.blobs.spool import BodySpool
+from objstore.blobs.store import BlobStore, is_valid_blob_id, new_blob_id
+from objstore.meta.records import ObjectRecord, PartRef
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BlobStore:
+    blobs = BlobStore(str(tmp_path / "data"))
+    blobs.prepare()
+    return blobs
+
+
+def test_blob_ids_must_be_canonical_uuids(store: BlobStore) -> None:
+    assert is_valid_blob_id(new_blob_id())
+    for bad in ["../../etc/passwd", "x", "", new_blob_id().upper(), "a" * 36]:
+        assert not is_valid_blob_id(bad)
+        with pytest.raises(ValueError):
+            store.blob_path(bad)
+
+
+def test_small_body_stays_in_memory_and_commits(store: BlobStore) -> None:
+    spool = BodySpool(store.tmp_dir, want_sha256=True, checksum_algorithms=["crc32"])
+    spool.write(b"hello ")
+    spool.write(b"world")
+    assert spool.in_memory and spool.length == 11
+    assert spool.md5_hex == hashlib.md5(b"hello world").hexdigest()
+    assert spool.sha256_hex == hashlib.sha256(b"hello world").hexdigest()
+    assert spool.checksum_b64("crc32") == "DUoRhQ=="
+    blob_id = new_blob_id()
+    store.commit_bytes(spool.memory_bytes(), blob_id, {"bucket": "b"})
+    assert store.read_range(blob_id, 6, 5) == b"world"
+    assert store.read_sidecar(blob_id)["bucket"] == "b"
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_large_body_spills_and_is_renamed_not_copied(store: BlobStore) -> None:
+    spool = BodySpool(store.tmp_dir, memory_limit=1024)
+    payload = os.urandom(10_000)
+    for i in range(0, len(payload), 777):
+        spool.write(payload[i : i + 777])
+    assert not spool.in_memory
+    spool.seek(0)
+    assert spool.read() == payload  # twisted.web reads small bodies back
+    fd, path = spool.detach_file()
+    inode = os.fstat(fd).st_ino
+    blob_id = new_blob_id()
+    store.commit_file(fd, path, blob_id, {"k": 1})
+    assert os.stat(store.blob_path(blob_id)).st_ino == inode
+    assert store.read_range(blob_id, 0, len(payload)) == payload
+    spool.close()  # after detach: must not delete the committed blob
+    assert store.blob_size(blob_id) == len(payload)
+
+
+def test_spool_close_removes_its_file(store: BlobStore) -> None:
+    spool = BodySpool(store.tmp_dir, memory_limit=10)
+    spool.write(b"x" * 100)
+    assert spool.path and os.path.exists(spool.path)
+    path = spool.path
+    spool.close()
+    assert not os.path.exists(path)
+
+
+def test_spool_over_the_limit_keeps_nothing(store: BlobStore) -> None:
+    spool = BodySpool(store.tmp_dir, max_length=10, memory_limit=4)
+    spool.write(b"x" * 8)
+    spool.write(b"x" * 8)
+    assert spool.too_large
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_prepare_sweeps_leftover_spools(store: BlobStore) -> None:
+    Path(store.tmp_dir, "left.spool").write_bytes(b"x")
+    assert store.prepare() == 1
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_delete_and_iter(store: BlobStore) -> None:
+    ids = sorted(new_blob_id() for _ in range(5))
+    for blob_id in ids:
+        store.commit_bytes(b"abc", blob_id, {})
+    assert sorted(info.blob_id for info in store.iter_blobs()) == ids
+    store.delete(ids[0])
+    store.delete(ids[0])  # idempotent
+    assert sorted(info.blob_id for info in store.iter_blobs()) == ids[1:]
+
+
+def test_sidecar_round_trip() -> None:
+    record = ObjectRecord(
+        "bkt", "a/b", "null", new_blob_id(), 3, "etag", 1700000000.123456,
+        user_metadata={"m": "v"}, tags={"t": "1"}, retention_mode="GOVERNANCE",
+        parts=(PartRef(1, new_blob_id(), 3, "e1"),), seq=42,
+    )
+    back = record_from_sidecar(record_to_sidecar(record))
+    assert back.seq == 0 and not back.is_latest
+    assert back == ObjectRecord(**{**record.__dict__, "seq": 0, "is_latest": False})
+
+
+def test_control_record(tmp_path: Path) -> None:
+    control = ControlRecord(str(tmp_path))
+    control.prepare()
+    control.write("buckets", "photos", {"name": "photos"})
+    control.write("buckets", "a/b?", {"name": "odd"})
+    assert dict(control.items("buckets")) == {"a/b?": {"name": "odd"},
+                                              "photos": {"name": "photos"}}
+    control.remove("buckets", "photos")
+    control.remove("buckets", "photos")
+    assert [k for k, _ in control.items("buckets")] == ["a/b?"]
