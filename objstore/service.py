@@ -36,6 +36,7 @@ from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.pool import DbPool
 from objstore.meta.store import open_sync_store
+from objstore.ordered_service import OrderedMultiService
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
 
@@ -53,9 +54,11 @@ class Options(usage.Options):
 
 
 def fail_startup(message: str) -> SystemExit:
-    """One clear line on stderr and a non-zero exit (STYLE 9)."""
-    sys.stderr.write(f"objstore: {message}\n")
-    sys.stderr.flush()
+    """One clear line on the process's real stderr (twistd may have redirected sys.stderr
+    into its log by now) and a non-zero exit."""
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"objstore: {message}\n")
+    stream.flush()
     return SystemExit(2)
 
 
@@ -136,7 +139,7 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
         server_header=config.server.server_header, clock=clock,
     )
-    top = service.MultiService()
+    top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
     ListenerService(reactor, config, site, health).setServiceParent(top)

@@ -101,7 +101,9 @@ class ObjstoreRequest(server.Request):
         return site
 
     def gotLength(self, length: int | None) -> None:
-        self.content = self.objstore_site.open_body_sink(self, length)
+        site = self.objstore_site
+        site.request_started(self)  # from the first body byte on, a drain waits for us
+        self.content = site.open_body_sink(self, length)
 
     def process(self) -> None:
         site = self.objstore_site
@@ -114,7 +116,6 @@ class ObjstoreRequest(server.Request):
         self.postpath = list(map(http.unquote, self.path[1:].split(b"/")))
         if self.spool is not None:
             self.spool.finish_decoding()
-        site.request_started(self)
         try:
             resource = site.getResourceFor(self)
             self.render(resource)

@@ -48,7 +48,7 @@ class FakeReactor:
         self._lock = threading.Lock()
         self.arrived = threading.Event()
 
-    def callFromThread(self, fn: Callable[..., Any], *args: Any) -> None:  # noqa: N802
+    def callFromThread(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:
             self._pending.append((fn, args))
         self.arrived.set()
