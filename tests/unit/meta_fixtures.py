@@ -23,7 +23,7 @@ from sqlalchemy.engine import make_url
 from objstore.meta.engine import create_db_engine
 from objstore.meta.store import SqlMetaStore
 
-BACKENDS = ["sqlite", "postgres"]
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 TEST_POOL_SIZE = 12
 

@@ -164,6 +164,7 @@ def test_sqlite_write_transaction_takes_the_write_lock_at_begin(tmp_path: Path) 
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_postgres_engine_pool(postgres_database: Any) -> None:  # noqa: F811
     engine = create_db_engine("postgres", None, postgres_database.url, 6)
     try:
@@ -175,6 +176,7 @@ def test_postgres_engine_pool(postgres_database: Any) -> None:  # noqa: F811
         engine.dispose()
 
 
+@pytest.mark.postgres
 def test_postgres_key_columns_sort_bytewise(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     engine = make_engine("postgres", tmp_path, request)
     try:
