@@ -167,7 +167,7 @@ class ObjectService:
     async def list_page(
         self, bucket_name: str, *, prefix: str, start_after: str, limit: int
     ) -> list[ObjectRecord]:
-        await self._bucket(bucket_name)
+        """One page of latest versions; the caller has checked that the bucket exists."""
         return await self._meta.list_latest(bucket_name, prefix, start_after, limit)
 
 

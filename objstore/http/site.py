@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable
 from typing import Any
 
 from twisted.internet import defer
@@ -186,13 +185,11 @@ class ObjstoreSite(server.Site):
         tmp_dir: str,
         limits: ServerLimits,
         server_header: str,
-        clock: Callable[[], float],
     ) -> None:
         super().__init__(root)
         self.tmp_dir = tmp_dir
         self.limits = limits
         self.server_header = server_header.encode()
-        self._clock = clock
         self.in_flight = 0
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.noisy = False

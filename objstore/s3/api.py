@@ -118,7 +118,7 @@ class S3Api:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/", branch=True, methods=["GET", "PUT", "POST", "DELETE", "HEAD"])
+    @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
         try:
             response = await self._serve(request)

@@ -258,3 +258,13 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
         assert response.data == b"hello"
     finally:
         node.cleanup()
+
+
+@pytest.mark.parametrize("snippet", [
+    "[server]\nworkers = 2\n",
+    '[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
+    "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
+    "[server.limits]\nrate_limit_per_second = 10\n",
+])
+def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
+    assert_one_clear_line(start_failure(tmp_path, snippet), "not available")

@@ -189,3 +189,30 @@ def test_health(daemon: Daemon) -> None:
     response = http.request("GET", daemon.endpoint + "/admin/health")
     assert response.status == 200 and response.json() == {"status": "ok"}
     assert "Retry-After" not in response.headers
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "PATCH", "TRACE", "PROPFIND"])
+def test_odd_methods_get_s3_errors_not_500(daemon: Daemon, method: str) -> None:
+    response = urllib3.PoolManager(retries=False).request(method, daemon.endpoint + "/b/k")
+    assert 400 <= response.status < 500
+    assert response.headers["Content-Type"] == "application/xml"
+
+
+def test_disconnect_mid_upload_leaves_no_spool(daemon: Daemon, s3: Any) -> None:
+    import socket
+    import time
+
+    bucket = new_bucket(s3)
+    with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
+        sock.sendall(
+            f"PUT /{bucket}/partial HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Length: {50 * 1024 * 1024}\r\n\r\n".encode()
+        )
+        sock.sendall(b"x" * (5 * 1024 * 1024))  # spills to a spool file, then we vanish
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while os.listdir(daemon.data_dir / "tmp") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.listdir(daemon.data_dir / "tmp") == []
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="partial")
