@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from twisted.logger import Logger
 
+from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore, new_blob_id
@@ -136,17 +137,20 @@ class ObjectService:
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice), read on the IO pool."""
+        segments = plan_segments(record, start, length)
         try:
-            return await self._io.run(self._blobs.read_range, _blob_of(record), start, length)
+            return await self._io.run(self._blobs.read_segments, segments)
         except FileNotFoundError:
             raise _missing_blob(record) from None
 
-    async def open_blob(self, record: ObjectRecord) -> int:
-        """An fd of the object's blob, for streaming; the caller closes it."""
-        try:
-            return await self._io.run(self._blobs.open, _blob_of(record))
-        except FileNotFoundError:
-            raise _missing_blob(record) from None
+    def read_plan(self, record: ObjectRecord, start: int, length: int) -> list[Segment]:
+        """The blob segments holding bytes [start, start + length) of the object."""
+        return plan_segments(record, start, length)
+
+    def open_blob(self, blob_id: str) -> int:
+        """An fd of a blob for streaming (called on the reactor thread: the data is
+        normally in the page cache); the caller closes it."""
+        return self._blobs.open(blob_id)
 
     async def delete(self, bucket_name: str, key: str) -> ObjectRecord | None:
         """Delete the current object of an unversioned bucket (missing keys are not an
@@ -169,12 +173,6 @@ class ObjectService:
     ) -> list[ObjectRecord]:
         """One page of latest versions; the caller has checked that the bucket exists."""
         return await self._meta.list_latest(bucket_name, prefix, start_after, limit)
-
-
-def _blob_of(record: ObjectRecord) -> str:
-    if record.blob_id is None:
-        raise S3Error("NoSuchKey", Key=record.key)
-    return record.blob_id
 
 
 def _missing_blob(record: ObjectRecord) -> S3Error:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums, request_view
-from objstore.http.producers import CHUNK_BYTES, FileRangeProducer
+from objstore.http.producers import CHUNK_BYTES, SegmentProducer
 from objstore.meta.records import NULL_VERSION, ObjectRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.ranges import parse_range
@@ -136,11 +136,9 @@ async def get_object(call: S3Call) -> S3Response:
     if length <= SMALL_OBJECT_BYTES:
         data = await objects.read_bytes(record, start, length)
         return S3Response(status=status, headers=headers, body=data)
-    fd = await objects.open_blob(record)
-    return S3Response(
-        status=status, headers=headers,
-        stream=FileRangeProducer(call.request, fd, start, length),
-    )
+    segments = objects.read_plan(record, start, length)
+    producer = SegmentProducer(call.request, objects.open_blob, segments)
+    return S3Response(status=status, headers=headers, stream=producer)
 
 
 async def delete_object(call: S3Call) -> S3Response:

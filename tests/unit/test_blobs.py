@@ -117,3 +117,36 @@ def test_control_record(tmp_path: Path) -> None:
     control.remove("buckets", "photos")
     control.remove("buckets", "photos")
     assert [k for k, _ in control.items("buckets")] == ["a/b?"]
+
+
+def test_segments_of_plain_and_composite_objects() -> None:
+    from objstore.blobs.segments import Segment, part_span, plan_segments
+
+    plain = ObjectRecord("b", "k", "null", "blob", 10, "e", 0.0)
+    assert plan_segments(plain, 2, 5) == [Segment("blob", 2, 5)]
+    parts = tuple(PartRef(i + 1, f"p{i + 1}", 4, "e") for i in range(3))  # 12 bytes
+    composite = ObjectRecord("b", "k", "null", "c", 12, "e-3", 0.0, parts=parts)
+    assert plan_segments(composite, 0, 12) == [Segment("p1", 0, 4), Segment("p2", 0, 4),
+                                               Segment("p3", 0, 4)]
+    assert plan_segments(composite, 3, 6) == [Segment("p1", 3, 1), Segment("p2", 0, 4),
+                                              Segment("p3", 0, 1)]
+    assert plan_segments(composite, 8, 4) == [Segment("p3", 0, 4)]
+    assert part_span(composite, 2) == (4, 4) and part_span(composite, 4) is None
+    assert part_span(plain, 1) == (0, 10)
+
+
+def test_copy_segments_with_and_without_md5(store: BlobStore) -> None:
+    from objstore.blobs.segments import Segment
+
+    a, b = new_blob_id(), new_blob_id()
+    store.commit_bytes(b"0123456789", a, {})
+    store.commit_bytes(b"abcdef", b, {})
+    copy = new_blob_id()
+    digest = store.copy_segments([Segment(a, 5, 5), Segment(b, 0, 3)], copy, {"k": 1},
+                                 want_md5=True)
+    assert store.read_range(copy, 0, 8) == b"56789abc"
+    assert digest == hashlib.md5(b"56789abc").hexdigest()
+    plain = new_blob_id()
+    assert store.copy_segments([Segment(a, 0, 10)], plain, {}, want_md5=False) is None
+    assert store.read_range(plain, 0, 10) == b"0123456789"
+    assert store.read_sidecar(copy)["k"] == 1
