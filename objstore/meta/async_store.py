@@ -33,6 +33,7 @@ from objstore.meta.records import (
     PutResult,
     UploadRecord,
     UserRecord,
+    WritePrecondition,
 )
 from objstore.meta.store import SyncMetaStore
 
@@ -164,8 +165,10 @@ class MetaStore:
         return self._read(self._store.list_bucket_config, bucket)
 
     # -- objects ---------------------------------------------------------------------
-    def put_object(self, record: ObjectRecord) -> Deferred[PutResult]:
-        return self._write(self._store.put_object, record)
+    def put_object(
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+    ) -> Deferred[PutResult]:
+        return self._write(self._store.put_object, record, precondition)
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None

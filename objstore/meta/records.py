@@ -121,6 +121,16 @@ class CredentialRecord:
 
 
 @dataclass(frozen=True)
+class WritePrecondition:
+    """A conditional write, checked inside the writing transaction so that it is atomic
+    with respect to concurrent writers of the same key. `if_absent`: no current object
+    (If-None-Match: *); `if_match_etag`: the current object's ETag (If-Match)."""
+
+    if_absent: bool = False
+    if_match_etag: str | None = None
+
+
+@dataclass(frozen=True)
 class PutResult:
     """Outcome of storing a version: the stored record (with its seq) and the blobs that the
     write made unreachable, which the caller deletes after the commit."""

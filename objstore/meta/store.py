@@ -44,6 +44,7 @@ from objstore.meta.records import (
     PutResult,
     UploadRecord,
     UserRecord,
+    WritePrecondition,
 )
 
 
@@ -94,11 +95,14 @@ class SyncMetaStore:
         raise NotImplementedError
 
     # -- objects ---------------------------------------------------------------------
-    def put_object(self, record: ObjectRecord) -> PutResult:
+    def put_object(
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+    ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
         blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
-        the record with is_latest=True."""
+        the record with is_latest=True. A precondition that does not hold raises
+        PreconditionNotMet and changes nothing."""
         raise NotImplementedError
 
     def get_object(
@@ -259,6 +263,16 @@ class RecordNotFound(MetaStoreError, LookupError):
     """A mutation named a row (or its parent bucket/upload) that does not exist."""
 
 
+class PreconditionNotMet(MetaStoreError):
+    """A conditional write found the key in the wrong state. `reason` is "exists" (an
+    If-None-Match: * write found an object), "mismatch" (If-Match saw another ETag) or
+    "missing" (If-Match found no object)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 # -- tombstones -----------------------------------------------------------------------
 
 TOMBSTONE_OBJECT = "object"
@@ -327,6 +341,26 @@ def _next_seq(conn: Connection, count: int = 1) -> int:
             .returning(counter.c.value)
         ).scalar_one()
     )
+
+
+def _check_precondition(
+    conn: Connection, bucket: str, key: str, precondition: WritePrecondition
+) -> None:
+    o = schema.objects
+    current = conn.execute(
+        sa.select(o.c.etag, o.c.is_delete_marker).where(
+            o.c.bucket == bucket, o.c.key == key, schema.LATEST_PREDICATE
+        )
+    ).first()
+    exists = current is not None and not current.is_delete_marker
+    if precondition.if_absent and exists:
+        raise PreconditionNotMet("exists")
+    if precondition.if_match_etag is not None:
+        if not exists:
+            raise PreconditionNotMet("missing")
+        assert current is not None
+        if current.etag != precondition.if_match_etag:
+            raise PreconditionNotMet("mismatch")
 
 
 def _object_pk(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
@@ -538,11 +572,14 @@ class SqlMetaStore(SyncMetaStore):
         return {str(k): str(v) for k, v in rows}
 
     # -- objects ---------------------------------------------------------------------
-    def put_object(self, record: ObjectRecord) -> PutResult:
+    def put_object(
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+    ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
         blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
-        the record with is_latest=True.
+        the record with is_latest=True. The precondition is checked after the seq row lock
+        is held, so concurrent writers of the key are serialised around the check.
 
         Blob ids that the new record itself references are never reported as orphaned (a
         retried identical put must not delete its own blob). Raises RecordNotFound when the
@@ -552,6 +589,8 @@ class SqlMetaStore(SyncMetaStore):
             seq = _next_seq(conn)
             if not self._bucket_exists(conn, record.bucket, lock="share"):
                 raise RecordNotFound(f"bucket {record.bucket!r}")
+            if precondition is not None:
+                _check_precondition(conn, record.bucket, record.key, precondition)
             replaced = conn.execute(
                 sa.delete(o)
                 .where(_object_pk(record.bucket, record.key, record.version_id))

@@ -882,3 +882,25 @@ def test_settings(meta_store: SqlMetaStore) -> None:  # noqa: F811
     assert store.get_setting("node_id") is None
     assert store.get_tombstone(TOMBSTONE_SETTING, "node_id") is not None
     assert store.get_tombstone(TOMBSTONE_SETTING, "ünïcode") is None
+
+
+def test_conditional_puts_check_inside_the_transaction(store: SqlMetaStore) -> None:
+    from objstore.meta.records import WritePrecondition
+    from objstore.meta.store import PreconditionNotMet
+
+    store.create_bucket(BucketRecord("cond", "owner", "us-east-1", 1.0))
+    first = ObjectRecord("cond", "k", NULL_VERSION, str(uuid.uuid4()), 1, "etag-1", 1.0)
+    store.put_object(first, WritePrecondition(if_absent=True))
+    with pytest.raises(PreconditionNotMet) as caught:
+        store.put_object(replace(first, blob_id=str(uuid.uuid4())),
+                         WritePrecondition(if_absent=True))
+    assert caught.value.reason == "exists"
+    with pytest.raises(PreconditionNotMet) as caught:
+        store.put_object(replace(first, etag="etag-2"), WritePrecondition(if_match_etag="x"))
+    assert caught.value.reason == "mismatch"
+    second = replace(first, blob_id=str(uuid.uuid4()), etag="etag-2", last_modified=2.0)
+    store.put_object(second, WritePrecondition(if_match_etag="etag-1"))
+    assert store.get_object("cond", "k").etag == "etag-2"  # type: ignore[union-attr]
+    with pytest.raises(PreconditionNotMet) as caught:
+        store.put_object(replace(first, key="other"), WritePrecondition(if_match_etag="e"))
+    assert caught.value.reason == "missing"
