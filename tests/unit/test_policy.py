@@ -1,0 +1,109 @@
+"""Policy validation and evaluation as plain functions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from objstore.iam.policy import (
+    BUILTIN_GRANTS,
+    PolicyError,
+    allowed_actions,
+    compile_policy,
+    is_allowed,
+    validate,
+)
+
+
+def doc(*statements: dict[str, Any]) -> dict[str, Any]:
+    return {"Version": "2012-10-17", "Statement": list(statements)}
+
+
+def allow(actions: list[str], resources: list[str]) -> dict[str, Any]:
+    return {"Effect": "Allow", "Action": actions, "Resource": resources}
+
+
+def deny(actions: list[str], resources: list[str]) -> dict[str, Any]:
+    return {"Effect": "Deny", "Action": actions, "Resource": resources}
+
+
+PHOTOS = doc(allow(["s3:GetObject"], ["arn:aws:s3:::photos/*"]),
+             deny(["s3:GetObject"], ["arn:aws:s3:::photos/private/*"]))
+
+
+@pytest.mark.parametrize(("action", "resource", "expected"), [
+    ("s3:GetObject", "arn:aws:s3:::photos/a.jpg", True),
+    ("s3:GetObject", "arn:aws:s3:::photos/private/b.jpg", False),
+    ("s3:PutObject", "arn:aws:s3:::photos/a.jpg", False),
+    ("s3:GetObject", "arn:aws:s3:::other/a.jpg", False),
+    ("s3:ListBucket", "arn:aws:s3:::photos", False),  # object ARN does not grant listing
+])
+def test_photos_scenario(action: str, resource: str, expected: bool) -> None:
+    validate(PHOTOS)
+    assert is_allowed([compile_policy(PHOTOS)], action, resource) is expected
+
+
+def test_deny_in_any_document_wins() -> None:
+    everything = compile_policy(BUILTIN_GRANTS["AdministratorAccess"][1])
+    no_delete = compile_policy(doc(deny(["s3:Delete*"], ["*"])))
+    assert is_allowed([everything], "s3:DeleteObject", "arn:aws:s3:::b/k")
+    assert not is_allowed([everything, no_delete], "s3:DeleteObject", "arn:aws:s3:::b/k")
+    assert is_allowed([everything, no_delete], "svc:ManageUsers", "*")
+
+
+def test_nothing_means_denied() -> None:
+    assert not is_allowed([], "s3:GetObject", "arn:aws:s3:::b/k")
+
+
+def test_wildcards_in_resources() -> None:
+    policy = compile_policy(doc(allow(["s3:*"], ["arn:aws:s3:::logs-????/*"])))
+    assert is_allowed([policy], "s3:PutObject", "arn:aws:s3:::logs-2024/x/y")
+    assert not is_allowed([policy], "s3:PutObject", "arn:aws:s3:::logs-24/x")
+    assert not is_allowed([policy], "svc:ManageUsers", "*")
+
+
+def test_aws_encryption_names_are_aliases() -> None:
+    policy = compile_policy(doc(allow(["s3:PutEncryptionConfiguration"], ["*"])))
+    assert is_allowed([policy], "s3:PutBucketEncryption", "arn:aws:s3:::b")
+    assert is_allowed([policy], "s3:DeleteBucketEncryption", "arn:aws:s3:::b")
+    assert not is_allowed([policy], "s3:GetBucketEncryption", "arn:aws:s3:::b")
+
+
+def test_read_only_builtin() -> None:
+    read_only = compile_policy(BUILTIN_GRANTS["S3ReadOnlyAccess"][1])
+    assert is_allowed([read_only], "s3:GetObject", "arn:aws:s3:::b/k")
+    assert is_allowed([read_only], "s3:ListAllMyBuckets", "*")
+    assert not is_allowed([read_only], "s3:PutObject", "arn:aws:s3:::b/k")
+
+
+def test_effective_actions_are_the_union_of_allows() -> None:
+    policies = [compile_policy(PHOTOS), compile_policy(doc(allow(["svc:ManageUsers"], ["*"])))]
+    assert allowed_actions(policies) == ["s3:GetObject", "svc:ManageUsers"]
+
+
+def test_builtins_are_valid() -> None:
+    for _, document in BUILTIN_GRANTS.values():
+        validate(document)
+
+
+@pytest.mark.parametrize(("document", "culprit"), [
+    ({"Version": "2008-10-17", "Statement": [allow(["*"], ["*"])]}, "Version"),
+    ({"Statement": [allow(["*"], ["*"])]}, "Version"),
+    (doc(), "Statement"),
+    ({"Version": "2012-10-17", "Statement": {}}, "Statement"),
+    (doc({"Effect": "Maybe", "Action": ["*"], "Resource": ["*"]}), "Effect"),
+    (doc(allow(["s3:GetObjekt"], ["*"])), "s3:GetObjekt"),
+    (doc(allow(["s3:Nothing*"], ["*"])), "s3:Nothing*"),
+    (doc(allow([], ["*"])), "Action"),
+    (doc({"Effect": "Allow", "Resource": ["*"]}), "Action"),
+    (doc(allow(["*"], ["arn:aws:ec2:::x"])), "arn:aws:ec2:::x"),
+    (doc(allow(["*"], ["arn:aws:s3:::Bad_Bucket"])), "Bad_Bucket"),
+    (doc(allow(["*"], [])), "Resource"),
+    (doc({**allow(["*"], ["*"]), "Principal": "*"}), "Principal"),
+    ([], "object"),
+])
+def test_validation_names_the_culprit(document: Any, culprit: str) -> None:
+    with pytest.raises(PolicyError) as caught:
+        validate(document)
+    assert culprit in str(caught.value)
