@@ -1,9 +1,10 @@
 """The control-plane record on the data volume.
 
-Buckets (with their configuration), users, credentials and settings are written here as one
-small JSON file per entity next to the blobs, so that `objstore recover` can rebuild them
-when the database is lost (DESIGN invariant 2). Files are replaced atomically and durably;
-the database stays the source of truth while it exists. Blocking: IO thread pool only.
+Buckets (with their configuration), users, credentials, teams, grants, their attachments
+and settings are written here as one small JSON file per entity next to the blobs, so that
+`objstore recover` can rebuild them when the database is lost (DESIGN invariant 2). Files
+are replaced atomically and durably; the database stays the source of truth while it
+exists. Blocking: IO thread pool only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-FAMILIES = ("buckets", "users", "credentials", "settings")
+FAMILIES = (
+    "buckets", "users", "credentials", "settings", "teams", "grants",
+    # attachments, keyed "<team_id>:<user_id>", "<user_id>:<grant_id>", "<team_id>:<grant_id>"
+    "team_members", "user_grants", "team_grants",
+)
 
 
 def _file_name(key: str) -> str:
@@ -29,8 +34,11 @@ class ControlRecord:
         self._fsync = fsync
 
     def prepare(self) -> None:
+        """Create the layout. The record holds credential secrets: owner-only access."""
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
+        os.chmod(self.root, 0o700)
         for family in FAMILIES:
-            os.makedirs(os.path.join(self.root, family), exist_ok=True)
+            os.makedirs(os.path.join(self.root, family), mode=0o700, exist_ok=True)
         os.makedirs(self._tmp, exist_ok=True)
 
     def _path(self, family: str, key: str) -> str:
@@ -43,7 +51,7 @@ class ControlRecord:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = os.path.join(self._tmp, f"{uuid.uuid4()}.ctl")
         body = json.dumps({"key": key, "data": data}, sort_keys=True).encode()
-        with open(tmp, "wb") as handle:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
             handle.write(body)
             handle.flush()
             if self._fsync:

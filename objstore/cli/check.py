@@ -40,9 +40,16 @@ class Report:
 def run_check(config: Config, *, repair: bool, deep: bool, orphan_grace_seconds: float) -> int:
     storage = config.storage
     blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
+    if storage.metadata_backend == "sqlite" and not os.path.exists(str(storage.sqlite_path)):
+        sys.stderr.write(f"objstore: no metadata database at {storage.sqlite_path} "
+                         "(wrong data_dir, or run `objstore recover`)\n")
+        return 1
     store = open_sync_store(storage)
     try:
-        store.migrate()
+        if not store.is_initialised():
+            sys.stderr.write("objstore: the metadata database has no objstore schema "
+                             "(wrong database, or run `objstore recover`)\n")
+            return 1
         report = check(store, blobs, repair=repair, deep=deep,
                        orphan_grace_seconds=orphan_grace_seconds)
     finally:
@@ -58,6 +65,8 @@ def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
     progress = Progress("checking objects")
     for record in store.iter_objects():
         progress.advance()
+        if record.blob_id:
+            referenced.add(record.blob_id)  # a composite's: the blob holding its sidecar
         for blob_id, size, etag in _blobs_of(record):
             referenced.add(blob_id)
             _check_blob(blobs, record, blob_id, size, etag, deep, report)

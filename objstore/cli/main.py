@@ -7,6 +7,7 @@ daemon is stopped (check is read-only without --repair and is safe on a live nod
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 
 from objstore import __version__
@@ -25,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     recover.add_argument("--force", action="store_true",
                          help="recover into a database that already holds buckets or objects")
 
+    commands.add_parser("keygen", help="print a new random secret for [cluster] secret")
+
     check = commands.add_parser("check", help="compare the database with the files on disk")
     check.add_argument("--config", "-c", help="path to objstore.toml")
     check.add_argument("--repair", action="store_true",
@@ -42,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    if args.command == "keygen":
+        print(secrets.token_urlsafe(48))
+        return 0
     try:
         config = load_config(args.config)
     except ConfigError as exc:
