@@ -10,6 +10,7 @@ from __future__ import annotations
 
 # code -> (HTTP status, default message)
 S3_ERRORS: dict[str, tuple[int, str]] = {
+    "AccessControlListNotSupported": (400, "The bucket does not allow ACLs"),
     "AccessDenied": (403, "Access Denied"),
     "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
     "AuthorizationQueryParametersError": (400, "Error parsing the query authorization parameters."),
@@ -35,12 +36,14 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "InvalidObjectState": (403, "The operation is not valid for the current state of the object."),  # noqa: E501
     "InvalidPart": (400, "One or more of the specified parts could not be found."),
     "InvalidPartOrder": (400, "The list of parts was not in ascending order."),
+    "InvalidPartNumber": (416, "The requested partnumber is not satisfiable"),
     "InvalidRange": (416, "The requested range is not satisfiable"),
     "InvalidRequest": (400, "Invalid Request"),
     "InvalidStorageClass": (400, "The storage class you specified is not valid."),
     "InvalidTag": (400, "The tag provided was not a valid tag."),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long."),
+    "MalformedACLError": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MalformedTrailerError": (400, "The request contained trailing data that was not well-formed."),  # noqa: E501
     "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
@@ -107,6 +110,7 @@ ADMIN_ERRORS: dict[str, int] = {
     "PayloadTooLarge": 413,
     "InternalError": 500,
     "ServiceUnavailable": 503,
+    "SlowDown": 503,  # rate limit ([server.limits] rate_limit_*)
 }
 
 

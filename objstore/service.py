@@ -8,7 +8,6 @@ listener; shut-down is the reverse, beginning with the drain.
 from __future__ import annotations
 
 import datetime
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -22,17 +21,29 @@ from twisted.python import usage
 
 from objstore import __version__
 from objstore.admin.api import AdminApi, server_info
+from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
+from objstore.admin.iam_routes import IamRoutes
+from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
+from objstore.admin.ops_routes import OpsRoutes
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config, ConfigError, load_config
 from objstore.engine.buckets import BucketService
+from objstore.engine.iam import IamService
+from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
+from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import ObjstoreSite
 from objstore.iam.authorizer import Authorizer
-from objstore.iam.bootstrap import BootstrapError, BootstrapResult, ensure_root
+from objstore.iam.bootstrap import (
+    BootstrapError,
+    BootstrapResult,
+    ensure_builtin_grants,
+    ensure_root,
+)
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.pool import DbPool
@@ -47,11 +58,6 @@ IO_THREADS = 8
 
 class Options(usage.Options):
     optParameters = [["config", "c", None, "Path to objstore.toml (defaults apply if omitted)."]]
-
-    def postOptions(self) -> None:
-        path = self["config"]
-        if path is not None and not os.path.exists(path):
-            raise usage.UsageError(f"no such config file: {path}")
 
 
 def fail_startup(message: str) -> SystemExit:
@@ -87,9 +93,6 @@ _NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
     ("[server] workers: more than one worker process", lambda c: c.server.workers != 1),
     ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
     ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
-    ("[server.limits] rate_limit_*: rate limiting", lambda c: any((
-        c.server.limits.rate_limit_per_second, c.server.limits.rate_limit_per_ip_per_second,
-    ))),
 )
 
 
@@ -120,6 +123,7 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         sync_store = open_sync_store(storage)
         sync_store.migrate()
         bootstrap = ensure_root(sync_store, control)
+        ensure_builtin_grants(sync_store, control)
     except Exception as exc:
         if isinstance(exc, BootstrapError):
             raise
@@ -135,6 +139,10 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size,
     )
+    authorizer = Authorizer(
+        meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
+        max_entries=config.server.cache.size,
+    )
     authenticator = Authenticator(
         identities,
         regions={config.server.region, "us-east-1"},
@@ -143,17 +151,23 @@ def build_node(config: Config, reactor: Any = None) -> Node:
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock),
         objects=ObjectService(meta, blobs, io_pool, clock=clock),
-        authorizer=Authorizer(),
+        multipart=MultipartService(meta, blobs, io_pool, clock=clock),
+        authorizer=authorizer,
     )
     health = HealthState()
+    # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
+    rate_limits = RequestRateLimits.from_limits(config.server.limits, clock=clock)
     admin = AdminApi(
         health=health,
         authenticator=authenticator,
         info=server_info(time.time(), tls=config.server.tls is not None,
                          backend=storage.metadata_backend),
+        rate_limits=rate_limits,
+        authorizer=authorizer,
     )
+    mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer, clock)
     root = RootResource(
-        s3=S3Api(services, authenticator).resource(),
+        s3=S3Api(services, authenticator, rate_limits).resource(),
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
@@ -167,6 +181,29 @@ def build_node(config: Config, reactor: Any = None) -> Node:
     IOPoolService(io_pool).setServiceParent(top)
     ListenerService(reactor, config, site, health).setServiceParent(top)
     return Node(top, bootstrap)
+
+
+def mount_admin_apis(
+    admin: AdminApi,
+    config: Config,
+    meta: MetaStore,
+    control: ControlRecord,
+    io_pool: NamedPool,
+    identities: IdentityResolver,
+    authorizer: Authorizer,
+    clock: Callable[[], float],
+) -> None:
+    """The admin endpoint families that live in their own modules (IAM, stats, presign)."""
+
+    def iam_changed() -> None:
+        identities.invalidate()
+        authorizer.invalidate()
+
+    iam = IamService(meta, control, io_pool, clock=clock, on_change=iam_changed)
+    admin.mount(IAM_FAMILIES, IamRoutes(gate=admin.authorize, iam=iam, authorizer=authorizer))
+    ops = OpsRoutes(gate=admin.authorize, meta=meta, io=io_pool,
+                    data_dir=config.storage.data_dir, region=config.server.region, clock=clock)
+    admin.mount(OPS_FAMILIES, ops)
 
 
 class IOPoolService(service.Service):

@@ -2,13 +2,20 @@
 
 GET /admin/health answers without authentication; every other endpoint is SigV4-signed
 exactly like S3 requests. Errors are JSON {"error", "message"}; never HTML.
+
+Signed endpoints go through `_admin`, which applies the same rate limits as the S3 API (per
+client IP before authentication, per access key after it). GET /admin/health and
+/admin/metrics must never call it: probes and scrapers are never limited. `_admin` also
+authorizes: root users pass, others need the svc:* action of the endpoint (403 AccessDenied).
+Families of endpoints kept in their own modules (IAM, stats, presign) are mounted with
+`mount()` and reached through the branch route `/<family>`; they use `authorize` as gate.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from klein import Klein
@@ -20,10 +27,13 @@ from objstore import __version__
 from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
+from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
 log = Logger()
+_SLOW_DOWN = "Please reduce your request rate."
 
 
 def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
@@ -45,21 +55,41 @@ class AdminApi:
         health: HealthState,
         authenticator: Authenticator,
         info: Callable[[], dict[str, Any]],
+        rate_limits: RequestRateLimits | None = None,
+        authorizer: Authorizer,
     ) -> None:
         self._health = health
         self._authenticator = authenticator
         self._info = info
+        self._rate_limits = rate_limits or RequestRateLimits.disabled()
+        self._authorizer = authorizer
+        self._mounts: dict[str, Any] = {}
 
     def resource(self) -> object:
         return self.app.resource()
 
-    async def _admin(self, request: ObjstoreRequest) -> Principal:
+    def mount(self, families: Iterable[str], api: Any) -> None:
+        """Serve /admin/<family>/... from `api` (a Klein-app holder with `resource()`)."""
+        for family in families:
+            self._mounts[family] = api
+
+    async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
+        """The gate of mounted endpoints: `_admin` for `action` (None: authentication only)."""
+        return await self._admin(request, action)
+
+    async def _admin(
+        self, request: ObjstoreRequest, action: str | None = "svc:ViewServerInfo"
+    ) -> Principal:
+        if not self._rate_limits.allow_address(peer_address(request)):
+            raise AdminError("SlowDown", _SLOW_DOWN)
         try:
             principal = await self._authenticator.authenticate(request)
         except S3Error as error:
             raise AdminError("AccessDenied", f"{error.code}: {error.message}") from None
-        if not principal.is_root:
-            raise AdminError("AccessDenied", "This endpoint needs an administrator.")
+        if not self._rate_limits.allow_credential(principal.access_key):
+            raise AdminError("SlowDown", _SLOW_DOWN)
+        if action is not None and not await self._authorizer.allowed(principal, action, "*"):
+            raise AdminError("AccessDenied", f"This endpoint needs {action}.")
         return principal
 
     @app.route("/health", methods=["GET", "HEAD"])
@@ -73,6 +103,16 @@ class AdminApi:
     async def info(self, request: ObjstoreRequest) -> bytes:
         await self._admin(request)
         return json_body(request, 200, self._info())
+
+    @app.route("/<string:family>", branch=True)
+    def mounted(self, request: ObjstoreRequest, family: str) -> Any:
+        api = self._mounts.get(family)
+        if api is None:
+            raise NotFound()
+        # The mounted app routes on the whole path below /admin, family included.
+        assert request.prepath is not None and request.postpath is not None
+        request.postpath.insert(0, request.prepath.pop())
+        return api.resource()
 
     @app.handle_errors(AdminError)
     def admin_error(self, request: ObjstoreRequest, failure: Failure) -> bytes:

@@ -1,16 +1,17 @@
 """`objstore recover`: rebuild the metadata database from the data volume.
 
-Control plane first (users, credentials, buckets, settings from the control record), then
-objects from their sidecars in two passes, so memory holds one small tuple per version and
-never the records themselves: pass 1 decides, per (bucket, key, version_id), which sidecar
-wins (newest last_modified; a crash between an overwrite and the removal of the old blob
-leaves two) and, per key, which version is latest; pass 2 inserts rows in batches.
+Control plane first (users, credentials, teams, grants and their attachments, buckets,
+settings from the control record), then objects from their sidecars in two passes, so
+memory holds one small tuple per version and never the records themselves: pass 1
+decides, per (bucket, key, version_id), which sidecar wins (newest last_modified; a crash
+between an overwrite and the removal of the old blob leaves two) and, per key, which
+version is latest; pass 2 inserts rows in batches.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.cli.progress import Progress
 from objstore.config import Config
+from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import BucketRecord, CredentialRecord, ObjectRecord, UserRecord
 from objstore.meta.store import SyncMetaStore, open_sync_store
 
@@ -50,26 +52,54 @@ def run_recover(config: Config, *, force: bool) -> int:
         store.close()
     sys.stderr.write(
         f"objstore: recovered {restored['buckets']} buckets, {restored['users']} users, "
-        f"{restored['credentials']} credentials, {inserted} object versions\n"
+        f"{restored['credentials']} credentials, {restored['teams']} teams, "
+        f"{restored['grants']} grants, {inserted} object versions\n"
     )
     return 0
 
 
 def restore_control_plane(store: SyncMetaStore, control: ControlRecord) -> dict[str, int]:
-    counts = {"users": 0, "credentials": 0, "buckets": 0, "settings": 0}
-    for _, data in control.items("users"):
-        counts["users"] += bool(store.get_user(data["user_id"]) or store.create_user(
-            UserRecord(**data)))
-    for _, data in control.items("credentials"):
-        counts["credentials"] += bool(store.get_credential(data["access_key_id"]) or
-                                      store.create_credential(CredentialRecord(**data)))
-    for _, data in control.items("buckets"):
-        counts["buckets"] += bool(store.get_bucket(data["name"]) or
-                                  store.create_bucket(BucketRecord(**data)))
-    for key, data in control.items("settings"):
-        store.put_setting(key, data["value"])
-        counts["settings"] += 1
+    """Rebuild every control-plane family, parents before children (users before their
+    credentials, teams and grants before attachments). An entity already in the database
+    counts as restored; an attachment whose parent is gone is skipped."""
+    counts = {}
+    for family, restore in _RESTORERS:
+        counts[family] = sum(bool(restore(store, key, data))
+                             for key, data in control.items(family))
     return counts
+
+
+def _restore_setting(store: SyncMetaStore, key: str, data: dict[str, Any]) -> bool:
+    store.put_setting(key, data["value"])
+    return True
+
+
+def _attached(outcome: str) -> bool:
+    return outcome in ("added", "attached", "exists")
+
+
+Restorer = Callable[[SyncMetaStore, str, dict[str, Any]], bool]
+
+_RESTORERS: tuple[tuple[str, Restorer], ...] = (
+    ("users", lambda store, _key, data: bool(
+        store.get_user(data["user_id"]) or store.create_user(UserRecord(**data)))),
+    ("credentials", lambda store, _key, data: bool(
+        store.get_credential(data["access_key_id"])
+        or store.create_credential(CredentialRecord(**data)))),
+    ("teams", lambda store, _key, data: bool(
+        store.get_team(data["team_id"]) or store.create_team(TeamRecord(**data)))),
+    ("grants", lambda store, _key, data: bool(
+        store.get_grant(data["grant_id"]) or store.create_grant(GrantRecord(**data)))),
+    ("team_members", lambda store, _key, data: _attached(store.add_team_member(
+        data["team_id"], data["user_id"], float(data.get("updated_at", 0.0))))),
+    ("user_grants", lambda store, _key, data: _attached(store.attach_user_grant(
+        data["user_id"], data["grant_id"], float(data.get("updated_at", 0.0))))),
+    ("team_grants", lambda store, _key, data: _attached(store.attach_team_grant(
+        data["team_id"], data["grant_id"], float(data.get("updated_at", 0.0))))),
+    ("buckets", lambda store, _key, data: bool(
+        store.get_bucket(data["name"]) or store.create_bucket(BucketRecord(**data)))),
+    ("settings", _restore_setting),
+)
 
 
 Identity = tuple[str, str, str]  # bucket, key, version_id

@@ -1,4 +1,4 @@
-"""Object use cases: store, read, delete, list.
+"""Object use cases: store, copy, read, delete, list.
 
 The write path is the durability contract (DESIGN invariant 1): the spooled body becomes a
 blob with its sidecar (fsynced, on the IO pool), then the metadata row is committed, then
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from twisted.logger import Logger
@@ -22,13 +22,17 @@ from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.engine.names import key_problem
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
-from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
+from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
+from objstore.meta.store import PreconditionNotMet, RecordNotFound
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
 
 log = Logger()
+
+MAX_COPY_SOURCE_BYTES = 5 * 1024**3
+PROVISIONAL_SIDECAR_KIND = "copy-in-progress"
 
 
 @dataclass(frozen=True)
@@ -70,17 +74,30 @@ class ObjectService:
         key: str,
         body: BodySpool,
         attrs: ObjectAttrs,
+        precondition: WritePrecondition | None = None,
     ) -> ObjectRecord:
+        """Store a new object (or version). With a precondition (If-None-Match: *,
+        If-Match) the check happens inside the writing transaction; when it fails the blob
+        just written is removed and nothing else changes."""
         _check_key(key)
         bucket = await self._bucket(bucket_name)
-        version_id = str(uuid.uuid4()) if bucket.versioning == "Enabled" else NULL_VERSION
-        record = ObjectRecord(
-            bucket=bucket_name,
+        checksums = dict(attrs.checksums)
+        record = self._new_record(principal, bucket, key, body.length, body.md5_hex, attrs,
+                                  checksums)
+        await self._store_blob(body, record)
+        return await self._commit(record, precondition)
+
+    def _new_record(
+        self, principal: Principal, bucket: BucketRecord, key: str, size: int, etag: str,
+        attrs: ObjectAttrs, checksums: dict[str, str],
+    ) -> ObjectRecord:
+        return ObjectRecord(
+            bucket=bucket.name,
             key=key,
-            version_id=version_id,
+            version_id=str(uuid.uuid4()) if bucket.versioning == "Enabled" else NULL_VERSION,
             blob_id=new_blob_id(),
-            size=body.length,
-            etag=body.md5_hex,
+            size=size,
+            etag=etag,
             last_modified=self._clock(),
             owner_id=principal.user_id,
             owner_name=principal.username,
@@ -88,18 +105,78 @@ class ObjectService:
             user_metadata=dict(attrs.user_metadata),
             system_headers=dict(attrs.system_headers),
             storage_class=attrs.storage_class,
-            checksums=dict(attrs.checksums),
-            checksum_type="FULL_OBJECT" if attrs.checksums else None,
+            checksums=checksums,
+            checksum_type="FULL_OBJECT" if checksums else None,
             tags=dict(attrs.tags),
         )
-        await self._store_blob(body, record)
+
+    async def _commit(
+        self, record: ObjectRecord, precondition: WritePrecondition | None
+    ) -> ObjectRecord:
+        """Commit the row of a blob that is already durable; on any failure the blob goes
+        (nothing references it), after success the blobs the write replaced go."""
+        assert record.blob_id is not None
         try:
-            result = await self._meta.put_object(record)
-        except BaseException:
-            await self._io.run(self._blobs.delete, record.blob_id)
+            result = await self._meta.put_object(record, precondition)
+        except BaseException as error:
+            await self._delete_blobs([record.blob_id])
+            if isinstance(error, PreconditionNotMet):
+                raise _precondition_error(error.reason, record.key) from None
+            if isinstance(error, RecordNotFound):
+                raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
         await self._delete_blobs(result.orphaned_blob_ids)
         return result.record
+
+    async def copy(
+        self,
+        principal: Principal,
+        source: ObjectRecord,
+        bucket_name: str,
+        key: str,
+        attrs: ObjectAttrs,
+        precondition: WritePrecondition | None = None,
+    ) -> ObjectRecord:
+        """Copy the bytes of `source` into a new object, on the IO pool. A plain source is
+        copied by the kernel and keeps its ETag; a composite (multipart) source becomes a
+        plain object whose ETag is the MD5 of its bytes. Full-object checksums describe the
+        bytes and travel with them; composite checksums (of parts) do not."""
+        _check_key(key)
+        bucket = await self._bucket(bucket_name)
+        if source.size > MAX_COPY_SOURCE_BYTES:
+            raise S3Error("InvalidRequest", "The specified copy source is larger than the "
+                          f"maximum allowable size for a copy source: {MAX_COPY_SOURCE_BYTES}")
+        checksums = {} if source.checksum_type == "COMPOSITE" else dict(source.checksums)
+        etag = "" if source.parts else source.etag
+        record = self._new_record(principal, bucket, key, source.size, etag, attrs, checksums)
+        segments = plan_segments(source, 0, source.size)
+        try:
+            record = await self._io.run(self._copy_blob, segments, record)
+        except FileNotFoundError:
+            raise SourceChanged(source) from None
+        return await self._commit(record, precondition)
+
+    def _copy_blob(self, segments: list[Segment], record: ObjectRecord) -> ObjectRecord:
+        """(IO thread) The new blob and its sidecar, durable. Without a known ETag the bytes
+        are hashed while copied, under a provisional sidecar that `recover` ignores (a
+        crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
+        the real sidecar replaces it before the row can be committed."""
+        assert record.blob_id is not None
+        sidecar = record_to_sidecar(record)
+        want_md5 = not record.etag
+        if want_md5:
+            sidecar["kind"] = PROVISIONAL_SIDECAR_KIND
+        md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5)
+        if md5 is None:
+            return record
+        blob_id = record.blob_id
+        record = replace(record, etag=md5)
+        try:
+            self._blobs.write_sidecar(blob_id, record_to_sidecar(record))
+        except BaseException:
+            self._blobs.delete(blob_id)
+            raise
+        return record
 
     async def _store_blob(self, body: BodySpool, record: ObjectRecord) -> None:
         assert record.blob_id is not None
@@ -152,14 +229,20 @@ class ObjectService:
         normally in the page cache); the caller closes it."""
         return self._blobs.open(blob_id)
 
-    async def delete(self, bucket_name: str, key: str) -> ObjectRecord | None:
+    async def delete(
+        self, bucket_name: str, key: str, version_id: str | None = None
+    ) -> ObjectRecord | None:
         """Delete the current object of an unversioned bucket (missing keys are not an
-        error). Versioned deletes (delete markers) belong to the versioning use cases."""
+        error); version id "null" names that same object, and no other version exists on
+        such a bucket. Versioned deletes (delete markers) belong to the versioning use
+        cases."""
         bucket = await self._bucket(bucket_name)
         if bucket.versioning != "Disabled":
             raise S3Error(
                 "NotImplemented", "Deletes on versioned buckets are not implemented yet."
             )
+        if version_id not in (None, NULL_VERSION):
+            raise S3Error("NoSuchVersion", Key=key, VersionId=version_id or "")
         result = await self._meta.delete_object_version(bucket_name, key, NULL_VERSION)
         removed = result.removed
         if removed is not None:
@@ -167,6 +250,12 @@ class ObjectService:
             blob_ids += [part.blob_id for part in removed.parts]
             await self._delete_blobs(blob_ids)
         return removed
+
+    async def bucket_owner(self, bucket_name: str) -> tuple[str, str]:
+        """(user_id, username) of the owner of a bucket, for its ACL."""
+        bucket = await self._bucket(bucket_name)
+        user = await self._meta.get_user(bucket.owner_id)
+        return bucket.owner_id, user.username if user is not None else ""
 
     async def list_page(
         self, bucket_name: str, *, prefix: str, start_after: str, limit: int
@@ -181,6 +270,22 @@ def _missing_blob(record: ObjectRecord) -> S3Error:
         blob_id=record.blob_id, bucket=record.bucket, key=record.key,
     )
     return S3Error("InternalError", "The object's data is not available on this node.")
+
+
+def _precondition_error(reason: str, key: str) -> S3Error:
+    if reason == "missing":
+        return S3Error("NoSuchKey", Key=key)
+    condition = "If-None-Match" if reason == "exists" else "If-Match"
+    return S3Error("PreconditionFailed", Condition=condition)
+
+
+class SourceChanged(Exception):
+    """The blob of a copy source vanished while it was copied: a concurrent overwrite or
+    delete of the source committed first. Looking the source up again gives the answer."""
+
+    def __init__(self, source: ObjectRecord) -> None:
+        super().__init__(f"{source.bucket}/{source.key} changed during a copy")
+        self.source = source
 
 
 def _check_key(key: str) -> None:

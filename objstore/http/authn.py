@@ -13,6 +13,7 @@ import binascii
 import datetime
 import hashlib
 from collections.abc import Callable, Collection, Mapping
+from urllib.parse import parse_qs
 
 from objstore.blobs.spool import BodySpool
 from objstore.errors import S3Error
@@ -64,7 +65,8 @@ class Authenticator:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
         try:
             context = sigv4.verify(auth, view, resolved.secret_key, self._now(), self._regions)
-            verify_payload(request.spool, auth, context, view.headers)
+            verify_payload(request.spool, auth, context, view.headers,
+                           body_checksums=not checksums_describe_object(view))
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         return resolved.principal
@@ -75,8 +77,11 @@ def verify_payload(
     auth: sigv4.AuthRequest,
     context: sigv4.SigningContext,
     headers: Mapping[str, str],
+    *,
+    body_checksums: bool = True,
 ) -> None:
-    """Check every claim the client made about the body; raise S3Error on the first lie."""
+    """Check every claim the client made about the body; raise S3Error on the first lie.
+    `body_checksums` False: the x-amz-checksum-* headers describe something else."""
     if spool is None:
         if sigv4.payload_hash_is_hex(auth.payload_hash) and auth.payload_hash != EMPTY_SHA256:
             raise S3Error("XAmzContentSHA256Mismatch")
@@ -96,7 +101,15 @@ def verify_payload(
         if declared is not None and declared.isdigit() and int(declared) != spool.length:
             raise S3Error("IncompleteBody")
     _verify_content_md5(spool, headers.get("content-md5"))
-    _verify_checksums(spool, headers)
+    if body_checksums:
+        _verify_checksums(spool, headers)
+
+
+def checksums_describe_object(view: sigv4.RequestView) -> bool:
+    """CompleteMultipartUpload (POST ?uploadId) carries x-amz-checksum-* of the whole
+    object being assembled, not of its XML body; the multipart engine checks them."""
+    query = parse_qs(view.raw_query, keep_blank_values=True)
+    return view.method == "POST" and "uploadId" in query
 
 
 def _verify_announced_trailers(decoder: sigv4.AwsChunkedDecoder, announced: str | None) -> None:

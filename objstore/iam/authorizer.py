@@ -1,26 +1,166 @@
 """The authorization decision for one request: may this principal do this action here?
 
-Root users bypass evaluation. Policy documents (grants) for other users are evaluated by
-the RBAC layer; until a user holds grants, every action is denied (deny by default).
+Root users bypass evaluation. For everyone else the decision is `policy.is_allowed` over the
+user's effective policies (direct grants plus the grants of every team the user belongs
+to): an explicit Deny anywhere wins, and nothing allowed means denied. The compiled
+policies are cached per user for `[server.cache] ttl_seconds`; `invalidate()` is called on
+every IAM change in this process, so a revoked grant or a removed team membership takes
+effect on the very next request. A stored document that no longer compiles denies
+everything for its user (fail closed) rather than being skipped, since skipping a Deny
+would widen access.
+
+Resources: `arn:aws:s3:::bucket/key` for object operations, `arn:aws:s3:::bucket` for bucket
+operations and `*` for operations without a resource (ListBuckets, admin endpoints). For
+S3 actions `*` is evaluated as the bare S3 ARN `arn:aws:s3:::`, so that statements written
+the AWS way (`arn:aws:s3:::*`) grant ListAllMyBuckets as they do on AWS.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.iam.policy import (
+    Policy,
+    PolicyError,
+    Statement,
+    allowed_actions,
+    compile_policy,
+    is_allowed,
+    validate,
+)
+from objstore.meta.iam_records import EffectiveGrant
+
+log = Logger()
+
+ARN_PREFIX = "arn:aws:s3:::"
+ROOT_ACTIONS = ["*"]
+
+# With a versionId the request needs the version-specific action, as on AWS (built-in
+# S3ReadOnlyAccess covers them through s3:Get*).
+VERSION_VARIANTS: dict[str, str] = {
+    "s3:GetObject": "s3:GetObjectVersion",
+    "s3:DeleteObject": "s3:DeleteObjectVersion",
+    "s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
+    "s3:GetObjectTagging": "s3:GetObjectVersionTagging",
+    "s3:PutObjectTagging": "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
+    "s3:GetObjectAcl": "s3:GetObjectVersionAcl",
+    "s3:PutObjectAcl": "s3:PutObjectVersionAcl",
+}
+
+_DENY_ALL = Policy((Statement(allow=False, actions=("*",), resources=("*",)),))
 
 
-class Authorizer:
-    async def check(self, principal: Principal, action: str, resource: str) -> None:
-        """Raise S3Error("AccessDenied") unless `action` on `resource` is allowed."""
-        if principal.is_root:
-            return
-        raise S3Error("AccessDenied")
+class PolicySource(Protocol):
+    """Where effective grants come from (`MetaStore`)."""
+
+    def effective_grants(self, user_id: str) -> Deferred[list[EffectiveGrant] | None]: ...
 
 
 def bucket_arn(bucket: str) -> str:
-    return f"arn:aws:s3:::{bucket}"
+    return f"{ARN_PREFIX}{bucket}"
 
 
 def object_arn(bucket: str, key: str) -> str:
-    return f"arn:aws:s3:::{bucket}/{key}"
+    return f"{ARN_PREFIX}{bucket}/{key}"
+
+
+def request_action(action: str, query: Mapping[str, str] | None) -> str:
+    """The action a request needs: the version variant when it names a versionId."""
+    if query is not None and "versionId" in query:
+        return VERSION_VARIANTS.get(action, action)
+    return action
+
+
+def evaluated_resource(action: str, resource: str) -> str:
+    if resource == "*" and action.startswith("s3:"):
+        return ARN_PREFIX
+    return resource
+
+
+def compile_grants(grants: list[EffectiveGrant]) -> tuple[Policy, ...]:
+    """Each distinct grant once; a document that fails validation becomes deny-all."""
+    seen: dict[str, Policy] = {}
+    for entry in grants:
+        grant = entry.grant
+        if grant.grant_id in seen:
+            continue
+        try:
+            validate(grant.document)
+            seen[grant.grant_id] = compile_policy(grant.document)
+        except PolicyError as exc:
+            log.error("grant {name} ({grant_id}) is invalid and denies everything: {why}",
+                      name=grant.name, grant_id=grant.grant_id, why=str(exc))
+            seen[grant.grant_id] = _DENY_ALL
+    return tuple(seen.values())
+
+
+class Authorizer:
+    def __init__(
+        self,
+        source: PolicySource,
+        *,
+        clock: Callable[[], float],
+        ttl_seconds: float,
+        max_entries: int,
+    ) -> None:
+        self._source = source
+        self._clock = clock
+        self._ttl = ttl_seconds
+        self._max = max_entries
+        self._cache: OrderedDict[str, tuple[float, tuple[Policy, ...]]] = OrderedDict()
+        # Bumped by invalidate(): a load that started before an IAM change must not be
+        # cached after it.
+        self._generation = 0
+
+    async def check(
+        self,
+        principal: Principal,
+        action: str,
+        resource: str,
+        *,
+        query: Mapping[str, str] | None = None,
+    ) -> None:
+        """Raise S3Error("AccessDenied") unless `action` on `resource` is allowed. With the
+        request's `query`, a versionId selects the version variant of the action."""
+        if not await self.allowed(principal, request_action(action, query), resource):
+            raise S3Error("AccessDenied")
+
+    async def allowed(self, principal: Principal, action: str, resource: str) -> bool:
+        if principal.is_root:
+            return True
+        policies = await self.policies(principal.user_id)
+        return is_allowed(policies, action, evaluated_resource(action, resource))
+
+    async def effective_actions(self, principal: Principal) -> list[str]:
+        """`["*"]` for root users, else the union of the Allow actions (GET /admin/me)."""
+        if principal.is_root:
+            return list(ROOT_ACTIONS)
+        return allowed_actions(await self.policies(principal.user_id))
+
+    async def policies(self, user_id: str) -> tuple[Policy, ...]:
+        now = self._clock()
+        hit = self._cache.get(user_id)
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        generation = self._generation
+        grants = await self._source.effective_grants(user_id)
+        policies = compile_grants(grants or [])
+        if self._ttl > 0 and self._max > 0 and generation == self._generation:
+            self._cache[user_id] = (now + self._ttl, policies)
+            self._cache.move_to_end(user_id)
+            while len(self._cache) > self._max:
+                self._cache.popitem(last=False)
+        return policies
+
+    def invalidate(self) -> None:
+        """Forget every cached decision input (called on every IAM change)."""
+        self._generation += 1
+        self._cache.clear()

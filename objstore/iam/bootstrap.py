@@ -1,4 +1,4 @@
-"""First-start bootstrap of the root user and its credential.
+"""First-start bootstrap of the root user and its credential, and of the built-in grants.
 
 `OBJSTORE_ROOT_ACCESS_KEY` / `OBJSTORE_ROOT_SECRET_KEY` pin the root credential (tests and
 tooling rely on these names). Without them a root credential is generated once, when none
@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 
 from objstore.blobs.control import ControlRecord
+from objstore.iam.policy import BUILTIN_GRANTS
+from objstore.meta.iam_records import GrantRecord
 from objstore.meta.records import CredentialRecord, UserRecord
 from objstore.meta.store import SyncMetaStore
 
@@ -121,3 +123,27 @@ def _pin_credential(
         updated = replace(current, secret_access_key=secret_key, active=True, updated_at=now)
         store.update_credential(updated)
         control.write("credentials", access_key, asdict(updated))
+
+
+# Built-in grants have the same id on every node and after every recovery: a name-based
+# UUID in a namespace of our own.
+BUILTIN_GRANT_NAMESPACE = uuid.UUID("0b1e5c7a-6f62-4a73-8e2d-6f626a73746f")
+
+
+def builtin_grant_id(name: str) -> str:
+    return str(uuid.uuid5(BUILTIN_GRANT_NAMESPACE, name))
+
+
+BUILTIN_GRANT_IDS = frozenset(builtin_grant_id(name) for name in BUILTIN_GRANTS)
+
+
+def ensure_builtin_grants(store: SyncMetaStore, control: ControlRecord) -> list[str]:
+    """Create the built-in grants that do not exist yet (idempotent); their names."""
+    now = time.time()
+    created = []
+    for name, (description, document) in BUILTIN_GRANTS.items():
+        grant = GrantRecord(builtin_grant_id(name), name, document, now, description, now)
+        if store.create_grant(grant):
+            control.write("grants", grant.grant_id, asdict(grant))
+            created.append(name)
+    return created

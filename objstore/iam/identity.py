@@ -46,14 +46,18 @@ class IdentityResolver:
         self._ttl = ttl_seconds
         self._max = max_entries
         self._cache: OrderedDict[str, tuple[float, ResolvedCredential | None]] = OrderedDict()
+        # Bumped by invalidate(): a lookup that started before an IAM change must not put
+        # what it read into the cache after the change.
+        self._generation = 0
 
     async def resolve(self, access_key: str) -> ResolvedCredential | None:
         now = self._clock()
         hit = self._cache.get(access_key)
         if hit is not None and hit[0] > now:
             return hit[1]
+        generation = self._generation
         found = await defer.Deferred.fromCoroutine(self._load(access_key))
-        if self._ttl > 0 and self._max > 0:
+        if self._ttl > 0 and self._max > 0 and generation == self._generation:
             self._cache[access_key] = (now + self._ttl, found)
             self._cache.move_to_end(access_key)
             while len(self._cache) > self._max:
@@ -71,6 +75,7 @@ class IdentityResolver:
         return ResolvedCredential(principal, credential.secret_access_key)
 
     def invalidate(self, access_key: str | None = None) -> None:
+        self._generation += 1
         if access_key is None:
             self._cache.clear()
         else:

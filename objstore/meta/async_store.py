@@ -23,6 +23,7 @@ from typing import ParamSpec, TypeVar
 from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred
 
+from objstore.meta.iam_async import AsyncIamQueries
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import (
     BucketRecord,
@@ -93,8 +94,9 @@ def call_with_retries(
     return fn()
 
 
-class MetaStore:
-    """Every `SyncMetaStore` query as a method returning a Deferred. Reads run on the reader
+class MetaStore(AsyncIamQueries):
+    """Every `SyncMetaStore` query as a method returning a Deferred (the IAM ones come from
+    `iam_async.py`). Reads run on the reader
     pool, mutations on the writer pool. `iter_objects` is offered page by page as
     `objects_batch` (a generator cannot be shared between threads)."""
 
@@ -246,6 +248,12 @@ class MetaStore:
 
     def delete_upload(self, upload_id: str) -> Deferred[list[PartRecord]]:
         return self._write(self._store.delete_upload, upload_id)
+
+    def complete_upload(
+        self, upload_id: str, record: ObjectRecord,
+        precondition: WritePrecondition | None = None,
+    ) -> Deferred[PutResult]:
+        return self._write(self._store.complete_upload, upload_id, record, precondition)
 
     # -- users and credentials -------------------------------------------------------
     def create_user(self, user: UserRecord) -> Deferred[bool]:

@@ -35,6 +35,8 @@ from objstore.meta.engine import (
     upsert,
     write_transaction,
 )
+from objstore.meta.iam_queries import IamQueries
+from objstore.meta.iam_sql import SqlIamQueries
 from objstore.meta.records import (
     BucketRecord,
     CredentialRecord,
@@ -48,9 +50,10 @@ from objstore.meta.records import (
 )
 
 
-class SyncMetaStore:
-    """Synchronous queries. Implementations must be safe to call from several threads, each
-    call using its own connection/transaction (SQLite: writes serialised on one writer)."""
+class SyncMetaStore(IamQueries):
+    """Synchronous queries (the IAM ones are declared in `iam_queries.py`). Implementations
+    must be safe to call from several threads, each call using its own
+    connection/transaction (SQLite: writes serialised on one writer)."""
 
     # -- lifecycle -------------------------------------------------------------------
     def migrate(self) -> None:
@@ -201,6 +204,18 @@ class SyncMetaStore:
         """Remove the upload and its part rows; returns the removed parts."""
         raise NotImplementedError
 
+    def complete_upload(
+        self, upload_id: str, record: ObjectRecord,
+        precondition: WritePrecondition | None = None,
+    ) -> PutResult:
+        """Close an upload into the object `record` (whose parts reference its part blobs)
+        in ONE transaction: store the record as put_object does, and remove the upload, its
+        part rows (leaving an upload tombstone). Raises RecordNotFound when the upload is
+        gone or belongs to another key, PartsChanged when a part that `record` references
+        was replaced meanwhile, PreconditionNotMet as put_object; nothing changes then.
+        Orphaned: blobs of parts the record does not use, and of a replaced version."""
+        raise NotImplementedError
+
     # -- users and credentials -------------------------------------------------------
     def create_user(self, user: UserRecord) -> bool:
         """False when the username is taken."""
@@ -261,6 +276,11 @@ class MetaStoreError(Exception):
 
 class RecordNotFound(MetaStoreError, LookupError):
     """A mutation named a row (or its parent bucket/upload) that does not exist."""
+
+
+class PartsChanged(MetaStoreError):
+    """A completion named part blobs that are no longer the upload's parts (a part was
+    replaced after the caller read them); read the parts again and retry."""
 
 
 class PreconditionNotMet(MetaStoreError):
@@ -363,6 +383,35 @@ def _check_precondition(
             raise PreconditionNotMet("mismatch")
 
 
+def _insert_latest(
+    conn: Connection, record: ObjectRecord, seq: int
+) -> tuple[ObjectRecord, list[str | None]]:
+    """Store `record` as the latest version of its key under `seq`, replacing a row of the
+    same version. Returns the stored record and the blob ids the replaced row used."""
+    o = schema.objects
+    replaced = conn.execute(
+        sa.delete(o)
+        .where(_object_pk(record.bucket, record.key, record.version_id))
+        .returning(o.c.blob_id, o.c.parts)
+    ).first()
+    conn.execute(
+        sa.update(o)
+        .where(o.c.bucket == record.bucket, o.c.key == record.key, schema.LATEST_PREDICATE)
+        .values(is_latest=False)
+    )
+    stored = replace(record, is_latest=True, seq=seq)
+    conn.execute(sa.insert(o).values(**schema.object_values(stored)))
+    if replaced is None:
+        return stored, []
+    return stored, [replaced.blob_id, *(p.blob_id for p in schema.part_refs(replaced.parts))]
+
+
+def _unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple[str, ...]:
+    """The given blob ids that `record` does not use, once each, in order."""
+    kept = {record.blob_id, *(p.blob_id for p in record.parts)}
+    return tuple(dict.fromkeys(b for b in blob_ids if b and b not in kept))
+
+
 def _object_pk(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
     o = schema.objects
     return sa.and_(o.c.bucket == bucket, o.c.key == key, o.c.version_id == version_id)
@@ -430,8 +479,9 @@ def open_sync_store(
     return SqlMetaStore(engine, clock=clock)
 
 
-class SqlMetaStore(SyncMetaStore):
-    """`SyncMetaStore` over SQLAlchemy Core, for SQLite and PostgreSQL alike."""
+class SqlMetaStore(SqlIamQueries, SyncMetaStore):
+    """`SyncMetaStore` over SQLAlchemy Core, for SQLite and PostgreSQL alike (the IAM
+    queries live in `iam_sql.py`)."""
 
     def __init__(self, engine: Engine, clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
@@ -448,6 +498,10 @@ class SqlMetaStore(SyncMetaStore):
     # -- lifecycle -------------------------------------------------------------------
     def migrate(self) -> None:
         migrations.migrate(self._engine, clock=self._clock)
+
+    def is_initialised(self) -> bool:
+        """True when the schema exists (read-only tools refuse a blank database)."""
+        return bool(migrations.applied_versions(self._engine))
 
     def close(self) -> None:
         self._engine.dispose()
@@ -584,31 +638,14 @@ class SqlMetaStore(SyncMetaStore):
         Blob ids that the new record itself references are never reported as orphaned (a
         retried identical put must not delete its own blob). Raises RecordNotFound when the
         bucket does not exist."""
-        o = schema.objects
         with write_transaction(self._engine) as conn:
             seq = _next_seq(conn)
             if not self._bucket_exists(conn, record.bucket, lock="share"):
                 raise RecordNotFound(f"bucket {record.bucket!r}")
             if precondition is not None:
                 _check_precondition(conn, record.bucket, record.key, precondition)
-            replaced = conn.execute(
-                sa.delete(o)
-                .where(_object_pk(record.bucket, record.key, record.version_id))
-                .returning(o.c.blob_id, o.c.parts)
-            ).first()
-            conn.execute(
-                sa.update(o)
-                .where(o.c.bucket == record.bucket, o.c.key == record.key, schema.LATEST_PREDICATE)
-                .values(is_latest=False)
-            )
-            stored = replace(record, is_latest=True, seq=seq)
-            conn.execute(sa.insert(o).values(**schema.object_values(stored)))
-        orphaned: tuple[str, ...] = ()
-        if replaced is not None:
-            old = [replaced.blob_id, *(p.blob_id for p in schema.part_refs(replaced.parts))]
-            kept = {stored.blob_id, *(p.blob_id for p in stored.parts)}
-            orphaned = tuple(dict.fromkeys(b for b in old if b and b not in kept))
-        return PutResult(record=stored, orphaned_blob_ids=orphaned)
+            stored, old = _insert_latest(conn, record, seq)
+        return PutResult(record=stored, orphaned_blob_ids=_unreferenced(old, stored))
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None
@@ -944,14 +981,49 @@ class SqlMetaStore(SyncMetaStore):
         return [schema.part_record(r) for r in rows]
 
     def delete_upload(self, upload_id: str) -> list[PartRecord]:
+        """The upload row is locked first, in the order complete_upload and put_part
+        take their locks, so an abort racing them waits instead of deadlocking."""
         u, p = schema.multipart_uploads, schema.multipart_parts
         with write_transaction(self._engine) as conn:
+            conn.execute(sa.select(u.c.upload_id).where(u.c.upload_id == upload_id)
+                         .with_for_update())
             rows = conn.execute(sa.delete(p).where(p.c.upload_id == upload_id).returning(p))
             parts = sorted((schema.part_record(r) for r in rows.mappings()), key=_part_number)
             deleted = conn.execute(sa.delete(u).where(u.c.upload_id == upload_id))
             if deleted.rowcount:
                 self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
         return parts
+
+    def complete_upload(
+        self, upload_id: str, record: ObjectRecord,
+        precondition: WritePrecondition | None = None,
+    ) -> PutResult:
+        """See SyncMetaStore.complete_upload. Locks: seq counter, bucket (share), upload row
+        (update): a concurrent put_part of this upload waits, then finds it gone."""
+        u, p = schema.multipart_uploads, schema.multipart_parts
+        with write_transaction(self._engine) as conn:
+            seq = _next_seq(conn)
+            if not self._bucket_exists(conn, record.bucket, lock="share"):
+                raise RecordNotFound(f"bucket {record.bucket!r}")
+            upload = conn.execute(
+                sa.select(u.c.bucket, u.c.key).where(u.c.upload_id == upload_id)
+                .with_for_update()
+            ).first()
+            if upload is None or (upload.bucket, upload.key) != (record.bucket, record.key):
+                raise RecordNotFound(f"upload {upload_id!r}")
+            current = dict(conn.execute(
+                sa.select(p.c.part_number, p.c.blob_id).where(p.c.upload_id == upload_id)
+            ).all())
+            if any(current.get(ref.part_number) != ref.blob_id for ref in record.parts):
+                raise PartsChanged(upload_id)
+            if precondition is not None:
+                _check_precondition(conn, record.bucket, record.key, precondition)
+            conn.execute(sa.delete(p).where(p.c.upload_id == upload_id))
+            conn.execute(sa.delete(u).where(u.c.upload_id == upload_id))
+            self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
+            stored, old = _insert_latest(conn, record, seq)
+        old += [str(blob_id) for blob_id in current.values()]
+        return PutResult(record=stored, orphaned_blob_ids=_unreferenced(old, stored))
 
     # -- users and credentials -------------------------------------------------------
     def create_user(self, user: UserRecord) -> bool:
@@ -1116,6 +1188,7 @@ def _part_number(part: PartRecord) -> int:
 __all__ = [
     "MUTABLE_OBJECT_FIELDS",
     "MetaStoreError",
+    "PartsChanged",
     "RecordNotFound",
     "SqlMetaStore",
     "StorageSettings",

@@ -21,12 +21,24 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from objstore.engine.buckets import BucketService
+from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error
 from objstore.http.authn import Authenticator
+from objstore.http.ratelimit import RequestRateLimits, peer_address
+from objstore.http.shield import client_gone, shielded
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
-from objstore.s3 import buckets, listing, objects
+from objstore.s3 import (
+    acl,
+    attributes,
+    buckets,
+    copy,
+    delete_objects,
+    listing,
+    multipart,
+    objects,
+)
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.xml import error_document
 
@@ -48,7 +60,15 @@ SUBRESOURCES = (
 @dataclass(frozen=True)
 class Route:
     handler: Handler
-    action: str
+    action: str | None  # None: the handler authorizes (per key, or more than one action)
+
+
+async def put_object_or_copy(call: S3Call) -> S3Response:
+    """PUT /b/k is CopyObject when it names a copy source (UploadPartCopy, which also has
+    an uploadId, was routed to multipart by its sub-resource)."""
+    if call.header("x-amz-copy-source") is not None:
+        return await copy.copy_object(call)
+    return await objects.put_object(call)
 
 
 ROUTES: dict[tuple[str, str, str | None], Route] = {
@@ -58,10 +78,22 @@ ROUTES: dict[tuple[str, str, str | None], Route] = {
     ("DELETE", "bucket", None): Route(buckets.delete_bucket, "s3:DeleteBucket"),
     ("GET", "bucket", "location"): Route(buckets.get_location, "s3:GetBucketLocation"),
     ("GET", "bucket", None): Route(listing.list_objects, "s3:ListBucket"),
-    ("PUT", "object", None): Route(objects.put_object, "s3:PutObject"),
+    ("PUT", "object", None): Route(put_object_or_copy, "s3:PutObject"),
     ("GET", "object", None): Route(objects.get_object, "s3:GetObject"),
     ("HEAD", "object", None): Route(objects.head_object, "s3:GetObject"),
     ("DELETE", "object", None): Route(objects.delete_object, "s3:DeleteObject"),
+    ("POST", "bucket", "delete"): Route(delete_objects.delete_objects, None),
+    ("GET", "object", "attributes"): Route(attributes.get_object_attributes, None),
+    ("GET", "bucket", "acl"): Route(acl.get_bucket_acl, "s3:GetBucketAcl"),
+    ("PUT", "bucket", "acl"): Route(acl.put_bucket_acl, "s3:PutBucketAcl"),
+    ("GET", "object", "acl"): Route(acl.get_object_acl, "s3:GetObjectAcl"),
+    ("PUT", "object", "acl"): Route(acl.put_object_acl, "s3:PutObjectAcl"),
+    ("POST", "object", "uploads"): Route(multipart.create_upload, "s3:PutObject"),
+    ("PUT", "object", "uploadId"): Route(multipart.upload_part, "s3:PutObject"),
+    ("POST", "object", "uploadId"): Route(multipart.complete_upload, "s3:PutObject"),
+    ("DELETE", "object", "uploadId"): Route(multipart.abort_upload, "s3:AbortMultipartUpload"),
+    ("GET", "object", "uploadId"): Route(multipart.list_parts, "s3:ListMultipartUploadParts"),
+    ("GET", "bucket", "uploads"): Route(multipart.list_uploads, "s3:ListBucketMultipartUploads"),
 }
 
 
@@ -69,6 +101,7 @@ ROUTES: dict[tuple[str, str, str | None], Route] = {
 class S3Services:
     buckets: BucketService
     objects: ObjectService
+    multipart: MultipartService
     authorizer: Authorizer
 
 
@@ -111,9 +144,15 @@ def select_route(method: str, bucket: str, key: str, query: dict[str, str]) -> R
 class S3Api:
     app = Klein()
 
-    def __init__(self, services: S3Services, authenticator: Authenticator) -> None:
+    def __init__(
+        self,
+        services: S3Services,
+        authenticator: Authenticator,
+        rate_limits: RequestRateLimits | None = None,
+    ) -> None:
         self._services = services
         self._authenticator = authenticator
+        self._rate_limits = rate_limits or RequestRateLimits.disabled()
 
     def resource(self) -> object:
         return self.app.resource()
@@ -121,26 +160,33 @@ class S3Api:
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
         try:
-            response = await self._serve(request)
+            response = await shielded(self._serve(request))
         except S3Error as error:
             return render_error(request, error)
         except CancelledError:
-            return b""
+            return b""  # the client left; the work itself ran to its end
         except Exception:
             log.failure("unhandled error serving {uri}", uri=request.uri)
             return render_error(request, S3Error("InternalError"))
+        if client_gone(request):
+            return b""
         return await self._send(request, response)
 
     async def _serve(self, request: ObjstoreRequest) -> S3Response:
+        if not self._rate_limits.allow_address(peer_address(request)):
+            raise S3Error("SlowDown")
         if request.early_error is not None:
             raise request.early_error
         principal = await self._authenticator.authenticate(request)
+        if not self._rate_limits.allow_credential(principal.access_key):
+            raise S3Error("SlowDown")
         method = request.method.decode("ascii", "replace")
         bucket, key = split_target(request)
         query = parse_query(request)
         route = select_route(method, bucket, key, query)
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
-        await self._services.authorizer.check(principal, route.action, resource)
+        if route.action is not None:
+            await self._services.authorizer.check(principal, route.action, resource, query=query)
         call = S3Call(request, principal, self._services, bucket, key, query)
         return await route.handler(call)
 

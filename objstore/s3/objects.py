@@ -1,16 +1,25 @@
-"""Object operations of the S3 API: PutObject, GetObject (with Range), HeadObject,
-DeleteObject. Request headers become engine attributes here; records become response
-headers here; the engine never sees HTTP."""
+"""Object operations of the S3 API: PutObject (conditional writes, x-amz-tagging),
+GetObject and HeadObject (conditional reads, Range, partNumber), DeleteObject. Request
+headers become engine attributes here; records become response headers here; the engine
+never sees HTTP. The helpers that turn headers into attributes are shared with CopyObject.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from objstore.blobs.segments import part_span
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums, request_view
 from objstore.http.producers import CHUNK_BYTES, SegmentProducer
-from objstore.meta.records import NULL_VERSION, ObjectRecord
+from objstore.iam.authorizer import object_arn
+from objstore.meta.records import NULL_VERSION, ObjectRecord, WritePrecondition
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.conditions import evaluate
 from objstore.s3.ranges import parse_range
+from objstore.s3.tagging_header import parse_tagging_header
 from objstore.s3.xml import http_date
 
 SYSTEM_HEADERS = (
@@ -30,10 +39,43 @@ RESPONSE_OVERRIDES = {
     "response-content-encoding": "Content-Encoding",
 }
 SMALL_OBJECT_BYTES = CHUNK_BYTES
+MAX_PART_NUMBER = 10000
+# ACLs are disabled (as on AWS buckets with BucketOwnerEnforced ownership): only the
+# canned ACLs that leave the owner alone with FULL_CONTROL are accepted.
+OWNER_ONLY_CANNED_ACLS = frozenset({"private", "bucket-owner-full-control"})
+GRANT_HEADERS = (
+    "x-amz-grant-read", "x-amz-grant-write", "x-amz-grant-read-acp", "x-amz-grant-write-acp",
+    "x-amz-grant-full-control",
+)
 
 
-def object_attrs(call: S3Call) -> ObjectAttrs:
-    headers = request_view(call.request).headers
+# -- request headers -> attributes ------------------------------------------------------
+
+
+def request_headers(call: S3Call) -> dict[str, str]:
+    """The request headers by lower-case name."""
+    return dict(request_view(call.request).headers)
+
+
+def storage_class(headers: Mapping[str, str]) -> str:
+    value = headers.get("x-amz-storage-class", "STANDARD").strip() or "STANDARD"
+    if value not in STORAGE_CLASSES:
+        raise S3Error("InvalidStorageClass", StorageClassRequested=value)
+    return value
+
+
+def check_acl_headers(headers: Mapping[str, str]) -> None:
+    """Refuse (AccessControlListNotSupported) ACL headers that grant anything to anyone
+    but the owner; access is governed by grants (policies), never by ACLs."""
+    canned = headers.get("x-amz-acl")
+    if canned is not None and canned.strip() not in OWNER_ONLY_CANNED_ACLS:
+        raise S3Error("AccessControlListNotSupported")
+    if any(name in headers for name in GRANT_HEADERS):
+        raise S3Error("AccessControlListNotSupported")
+
+
+def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
+    """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
     user_metadata = {
         name[len(META_PREFIX):]: value
         for name, value in headers.items()
@@ -42,58 +84,110 @@ def object_attrs(call: S3Call) -> ObjectAttrs:
     limit = call.request.objstore_site.limits.max_metadata_size
     if sum(len(k) + len(v) for k, v in user_metadata.items()) > limit:
         raise S3Error("MetadataTooLarge", MaxSizeAllowed=str(limit))
-    storage_class = headers.get("x-amz-storage-class", "STANDARD").strip() or "STANDARD"
-    if storage_class not in STORAGE_CLASSES:
-        raise S3Error("InvalidStorageClass", StorageClassRequested=storage_class)
     return ObjectAttrs(
         content_type=headers.get("content-type") or "binary/octet-stream",
         user_metadata=user_metadata,
         system_headers={h: headers[h] for h in SYSTEM_HEADERS if h in headers},
-        storage_class=storage_class,
+        storage_class=storage_class(headers),
         checksums=claimed_checksums(call.request.spool, headers),
+        tags=parse_tagging_header(headers.get("x-amz-tagging")),
     )
 
 
-async def put_object(call: S3Call) -> S3Response:
-    if call.header("x-amz-copy-source") is not None:
-        raise S3Error("NotImplemented", "CopyObject is not implemented yet.")
-    spool = call.request.spool
-    if spool is None:
-        raise S3Error("MissingContentLength")
-    if call.header("content-length") is None and call.header("transfer-encoding") is None:
-        raise S3Error("MissingContentLength")
-    record = await call.services.objects.put(
-        call.principal, call.bucket, call.key, spool, object_attrs(call)
-    )
-    headers = {"ETag": f'"{record.etag}"'}
-    headers.update(_version_header(record))
-    for algorithm, value in record.checksums.items():
-        headers[f"x-amz-checksum-{algorithm}"] = value
-    return S3Response(headers=headers)
+def write_precondition(headers: Mapping[str, str]) -> WritePrecondition | None:
+    """The conditional-write headers of PutObject/CopyObject: `If-None-Match: *` (create
+    only) and `If-Match: <etag>`. Any other If-None-Match is not implemented on writes, as
+    on AWS."""
+    if_none_match = headers.get("if-none-match")
+    if_match = headers.get("if-match")
+    if if_none_match is None and if_match is None:
+        return None
+    if if_none_match is not None and if_none_match.strip() != "*":
+        raise S3Error("NotImplemented", "Conditional writes support only If-None-Match: *",
+                      Header="If-None-Match")
+    etag = None
+    if if_match is not None:
+        etag = if_match.strip().strip('"')
+        if not etag or etag == "*":
+            raise S3Error("NotImplemented", "If-Match on a write needs an ETag value",
+                          Header="If-Match")
+    return WritePrecondition(if_absent=if_none_match is not None, if_match_etag=etag)
 
 
-def _version_header(record: ObjectRecord) -> dict[str, str]:
+async def authorize_tagging(call: S3Call, tags: Mapping[str, str]) -> None:
+    """Setting tags with a write also needs s3:PutObjectTagging (as on AWS)."""
+    if tags:
+        await call.services.authorizer.check(
+            call.principal, "s3:PutObjectTagging", object_arn(call.bucket, call.key)
+        )
+
+
+def version_id_param(call: S3Call) -> str | None:
+    version_id = call.query.get("versionId")
+    if version_id == "":
+        raise S3Error("InvalidArgument", "Version id cannot be the empty string",
+                      ArgumentName="versionId", ArgumentValue="")
+    return version_id
+
+
+def version_header(record: ObjectRecord) -> dict[str, str]:
     if record.version_id == NULL_VERSION:
         return {}
     return {"x-amz-version-id": record.version_id}
 
 
+# -- PutObject ---------------------------------------------------------------------------
+
+
+async def put_object(call: S3Call) -> S3Response:
+    spool = call.request.spool
+    if spool is None:
+        raise S3Error("MissingContentLength")
+    if call.header("content-length") is None and call.header("transfer-encoding") is None:
+        raise S3Error("MissingContentLength")
+    headers = request_headers(call)
+    check_acl_headers(headers)
+    precondition = write_precondition(headers)
+    attrs = object_attrs(call, headers)
+    await authorize_tagging(call, attrs.tags)
+    record = await call.services.objects.put(
+        call.principal, call.bucket, call.key, spool, attrs, precondition
+    )
+    response_headers = {"ETag": f'"{record.etag}"'}
+    response_headers.update(version_header(record))
+    for algorithm, value in record.checksums.items():
+        response_headers[f"x-amz-checksum-{algorithm}"] = value
+    return S3Response(headers=response_headers)
+
+
+# -- GetObject / HeadObject --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Which bytes a GET/HEAD answers with, and how."""
+
+    record: ObjectRecord
+    status: int
+    headers: dict[str, str]
+    start: int
+    length: int
+
+
 def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[str, str]:
     """Response headers of GET/HEAD. Checksums describe the whole object, so a ranged
     response carries none (as AWS; SDKs would validate them against the slice)."""
-    headers = {
-        "ETag": f'"{record.etag}"',
-        "Last-Modified": http_date(record.last_modified),
-        "Content-Type": record.content_type,
-        "Accept-Ranges": "bytes",
-    }
+    headers = validator_headers(record)
+    headers["Content-Type"] = record.content_type
+    headers["Accept-Ranges"] = "bytes"
     for name, value in record.system_headers.items():
         headers[name.title()] = value
     for name, value in record.user_metadata.items():
         headers[META_PREFIX + name] = value
     if record.storage_class != "STANDARD":
         headers["x-amz-storage-class"] = record.storage_class
-    headers.update(_version_header(record))
+    if record.tags:
+        headers["x-amz-tagging-count"] = str(len(record.tags))
     if not ranged and (call.header("x-amz-checksum-mode") or "").upper() == "ENABLED":
         for algorithm, value in record.checksums.items():
             headers[f"x-amz-checksum-{algorithm}"] = value
@@ -105,52 +199,91 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
     return headers
 
 
-async def head_object(call: S3Call) -> S3Response:
-    record = await call.services.objects.head(call.bucket, call.key, _version_id(call))
-    span = parse_range(call.header("range"), record.size)
+def validator_headers(record: ObjectRecord) -> dict[str, str]:
+    """ETag, Last-Modified and the version: what a 304 Not Modified still carries."""
+    headers = {"ETag": f'"{record.etag}"', "Last-Modified": http_date(record.last_modified)}
+    headers.update(version_header(record))
+    return headers
+
+
+def check_read_conditions(call: S3Call, record: ObjectRecord) -> None:
+    """If-Match, If-None-Match, If-Modified-Since, If-Unmodified-Since (412 or 304)."""
+    try:
+        evaluate(request_headers(call), record.etag, record.last_modified)
+    except S3Error as error:
+        if error.code == "NotModified":
+            error.headers.update(validator_headers(record))
+        raise
+
+
+def part_number_param(call: S3Call) -> int | None:
+    raw = call.query.get("partNumber")
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
+                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
+                      ArgumentValue=raw)
+    if call.header("range") is not None:
+        raise S3Error("InvalidRequest",
+                      "Cannot specify both Range header and partNumber query parameter")
+    return int(raw)
+
+
+def part_range(record: ObjectRecord, part_number: int) -> tuple[int, int] | None:
+    """(start, end inclusive) of one part (a plain object has one part: all of it); None
+    for part 1 of an empty object, which is answered whole."""
+    span = part_span(record, part_number)
+    if span is None:
+        raise S3Error("InvalidPartNumber", PartNumberRequested=str(part_number),
+                      ActualPartCount=str(max(1, len(record.parts))))
+    start, length = span
+    return None if length == 0 else (start, start + length - 1)
+
+
+async def plan_read(call: S3Call) -> ReadPlan:
+    part_number = part_number_param(call)
+    record = await call.services.objects.head(call.bucket, call.key, version_id_param(call))
+    check_read_conditions(call, record)
+    if part_number is not None:
+        span = part_range(record, part_number)
+    else:
+        span = parse_range(call.header("range"), record.size)
     headers = object_headers(call, record, ranged=span is not None)
+    if part_number is not None and record.parts:
+        headers["x-amz-mp-parts-count"] = str(len(record.parts))
     if span is None:
         headers["Content-Length"] = str(record.size)
-        return S3Response(headers=headers)
+        return ReadPlan(record, 200, headers, 0, record.size)
     start, end = span
     headers["Content-Length"] = str(end - start + 1)
     headers["Content-Range"] = f"bytes {start}-{end}/{record.size}"
-    return S3Response(status=206, headers=headers)
+    return ReadPlan(record, 206, headers, start, end - start + 1)
+
+
+async def head_object(call: S3Call) -> S3Response:
+    plan = await plan_read(call)
+    return S3Response(status=plan.status, headers=plan.headers)
 
 
 async def get_object(call: S3Call) -> S3Response:
+    plan = await plan_read(call)
     objects = call.services.objects
-    record = await objects.head(call.bucket, call.key, _version_id(call))
-    span = parse_range(call.header("range"), record.size)
-    headers = object_headers(call, record, ranged=span is not None)
-    status = 200
-    start, length = 0, record.size
-    if span is not None:
-        start, end = span
-        length = end - start + 1
-        status = 206
-        headers["Content-Range"] = f"bytes {start}-{end}/{record.size}"
-    headers["Content-Length"] = str(length)
-    if length == 0:
-        return S3Response(status=status, headers=headers)
-    if length <= SMALL_OBJECT_BYTES:
-        data = await objects.read_bytes(record, start, length)
-        return S3Response(status=status, headers=headers, body=data)
-    segments = objects.read_plan(record, start, length)
+    if plan.length == 0:
+        return S3Response(status=plan.status, headers=plan.headers)
+    if plan.length <= SMALL_OBJECT_BYTES:
+        data = await objects.read_bytes(plan.record, plan.start, plan.length)
+        return S3Response(status=plan.status, headers=plan.headers, body=data)
+    segments = objects.read_plan(plan.record, plan.start, plan.length)
     producer = SegmentProducer(call.request, objects.open_blob, segments)
-    return S3Response(status=status, headers=headers, stream=producer)
+    return S3Response(status=plan.status, headers=plan.headers, stream=producer)
+
+
+# -- DeleteObject ------------------------------------------------------------------------
 
 
 async def delete_object(call: S3Call) -> S3Response:
-    if _version_id(call) not in (None, NULL_VERSION):
+    if version_id_param(call) not in (None, NULL_VERSION):
         raise S3Error("NotImplemented", "Deleting a specific version is not implemented yet.")
     await call.services.objects.delete(call.bucket, call.key)
     return S3Response(status=204)
-
-
-def _version_id(call: S3Call) -> str | None:
-    version_id = call.query.get("versionId")
-    if version_id == "":
-        raise S3Error("InvalidArgument", "Version id cannot be the empty string",
-                      ArgumentName="versionId", ArgumentValue="")
-    return version_id

@@ -86,9 +86,11 @@ def location_document(region: str) -> bytes:
     return _serialize(root)
 
 
-def parse_document(body: bytes, expected_root: str) -> etree._Element:
+def parse_document(
+    body: bytes, expected_root: str, *, max_bytes: int = MAX_XML_BYTES
+) -> etree._Element:
     """Parse a request body whose root element must be `expected_root` (namespace ignored)."""
-    if len(body) > MAX_XML_BYTES:
+    if len(body) > max_bytes:
         raise S3Error("MalformedXML", "The XML document is too large.")
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise S3Error("MalformedXML", "DTDs and entities are not accepted.")

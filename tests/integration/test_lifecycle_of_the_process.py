@@ -264,7 +264,15 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
     "[server]\nworkers = 2\n",
     '[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
-    "[server.limits]\nrate_limit_per_second = 10\n",
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")
+
+
+def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(tmp_path / "nope.toml")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )
+    assert_one_clear_line(result, "nope.toml")
+    assert result.returncode == 2

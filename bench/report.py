@@ -1,0 +1,113 @@
+"""The one results table and the description of the machine it was measured on.
+
+Pure functions (formatting, ratios, percentiles, /proc parsing) so that they are unit-tested;
+the only I/O is reading /proc and asking git for the commit, both read-only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    unit: str  # "ops/s", "MiB/s", "ms"
+    objstore: float | None
+    baseline: float | None = None
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """objstore / baseline: above 1 is better for rates, worse for latencies."""
+        if self.objstore is None or not self.baseline:
+            return None
+        return self.objstore / self.baseline
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if unit == "ms":
+        return f"{value:.2f}" if value < 100 else f"{value:.0f}"
+    return f"{value:,.0f}"
+
+
+def format_ratio(ratio: float | None) -> str:
+    if ratio is None:
+        return "—"
+    return f"{ratio:.2f}" if ratio < 10 else f"{ratio:.1f}"
+
+
+def format_table(rows: Sequence[Row], baseline_name: str = "nginx") -> str:
+    """A markdown table: workload, unit, objstore, baseline, ratio, note."""
+    lines = [
+        f"| workload | unit | objstore | {baseline_name} | objstore / {baseline_name} | note |",
+        "|---|---|--:|--:|--:|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.workload} | {row.unit} | {format_value(row.objstore, row.unit)} | "
+            f"{format_value(row.baseline, row.unit)} | {format_ratio(row.ratio)} | {row.note} |"
+        )
+    return "\n".join(lines)
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (fraction 0..1) of a non-empty sequence."""
+    if not values:
+        raise ValueError("percentile of nothing")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def cpu_model(cpuinfo: str) -> str:
+    for line in cpuinfo.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "model name":
+            return value.strip()
+    return "unknown CPU"
+
+
+def memory_gib(meminfo: str) -> float:
+    for line in meminfo.splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / 1024**2
+    return float("nan")
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def git_commit(repo: Path) -> str:
+    try:
+        result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo,
+                                capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain",
+                            "--untracked-files=no"], cwd=repo,
+                           capture_output=True, text=True, timeout=10)
+    return result.stdout.strip() + (" (with uncommitted changes)" if dirty.stdout.strip() else "")
+
+
+def machine_description(repo: Path) -> list[str]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return [
+        f"date: {now}",
+        f"machine: {os.cpu_count()} CPUs ({cpu_model(_read('/proc/cpuinfo'))}), "
+        f"{memory_gib(_read('/proc/meminfo')):.1f} GiB RAM",
+        f"commit: {git_commit(repo)}",
+        f"load average at start: {_read('/proc/loadavg').split(' ')[:3]}",
+    ]

@@ -1,0 +1,343 @@
+"""The objstore benchmark: one run measures objstore and an nginx baseline, prints one table.
+
+Usage (from the repository root):  .venv/bin/python -m bench.run [--quick] [--out FILE]
+
+This module owns the plan of a run (what is measured, for how long) and its sequence. It
+starts a real daemon (SQLite, fsync on) and nginx on loopback ports in a temporary
+directory, drives them with wrk (small objects) and curl (large objects), walks a listing
+with a signed Python client, and stops everything it started, also on Ctrl-C or SIGTERM.
+Every phase is bounded in time. It is never part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from types import FrameType
+from typing import Protocol
+
+if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objstore` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.report import Row, format_table, machine_description, percentile
+from bench.s3 import S3Session, S3Target
+from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Nginx, Objstore
+from bench.wrk import WrkResult, WrkRun, run_wrk, write_paths
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL_BYTES = 4096
+LARGE_BYTES = 64 * 1024**2
+MIB = 1024**2
+CURL_TIMEOUT_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class Plan:
+    duration_seconds: int  # each timed wrk run
+    warmup_seconds: int  # untimed wrk GET run before each timed one
+    large_runs: int  # sequential curl transfers per large-object figure (median reported)
+    list_keys: int
+    list_pages: int
+    seed_deadline_seconds: int
+    get_keys: int = 1000
+    connections: int = 32
+    # Presigned URLs made per second of a PUT run: a run that uses them all ends early,
+    # with its real duration, so this bounds work and disk use, not the measured rate.
+    objstore_put_urls_per_second: int = 5000
+    nginx_put_paths_per_second: int = 40000
+
+
+FULL = Plan(duration_seconds=10, warmup_seconds=2, large_runs=3, list_keys=100_000,
+            list_pages=100, seed_deadline_seconds=180)
+QUICK = Plan(duration_seconds=3, warmup_seconds=1, large_runs=1, list_keys=3000,
+             list_pages=3, seed_deadline_seconds=60)
+
+
+class Server(Protocol):
+    @property
+    def base_url(self) -> str: ...
+
+    def cpu_seconds(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class Measured:
+    result: WrkResult
+    cores: float  # the server's CPU seconds per second of the run
+
+
+class CpuMeter:
+    """Cores a server used while the meter ran: its CPU time over wall-clock time."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._cpu = server.cpu_seconds()
+        self._wall = time.monotonic()
+
+    def cores(self) -> float:
+        wall = time.monotonic() - self._wall
+        return (self._server.cpu_seconds() - self._cpu) / wall if wall > 0 else 0.0
+
+
+class Bench:
+    def __init__(self, plan: Plan, workdir: Path, objstore: Objstore, nginx: Nginx,
+                 threads: int) -> None:
+        self.plan = plan
+        self.workdir = workdir
+        self.objstore = objstore
+        self.nginx = nginx
+        self.threads = threads
+        self.s3 = S3Target(objstore.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+        self.session = S3Session(self.s3)
+        self.small_body = self._file("small.bin", os.urandom(SMALL_BYTES))
+        self.empty_body = self._file("empty.bin", b"")
+        self.notes: list[str] = []
+        self.spares = plan.connections  # see WrkRun.spare_paths
+
+    def _file(self, name: str, data: bytes) -> Path:
+        path = self.workdir / name
+        path.write_bytes(data)
+        return path
+
+    def _wrk(self, server: Server, name: str, paths: Iterator[str], method: str,
+             body: Path | None, *, once: bool, seconds: int) -> Measured:
+        """One wrk run. A once-mode `paths` must hold `spares` more paths than are counted."""
+        paths_file = self.workdir / f"{name}.paths"
+        write_paths(paths_file, paths)
+        meter = CpuMeter(server)
+        result = run_wrk(WrkRun(server.base_url, paths_file, method, body, once, seconds,
+                                connections=self.plan.connections, threads=self.threads))
+        cores = meter.cores()
+        if result.failed:
+            self.notes.append(f"{name}: {result.status_errors} error statuses, "
+                              f"{result.socket_errors} socket errors of {result.requests}")
+        return Measured(result, cores)
+
+    def run(self) -> list[Row]:
+        rows: list[Row] = []
+        for phase in (self.small_put, self.small_get, self.large, self.listing):
+            print(f"-- {phase.__name__}", flush=True)
+            rows += phase()
+        return rows
+
+    # -- 4 KiB objects at concurrency 32 ----------------------------------------------------
+    def small_put(self) -> list[Row]:
+        plan = self.plan
+        self.session.create_bucket("bench-small")
+        count = plan.duration_seconds * plan.objstore_put_urls_per_second + self.spares
+        ours = self._wrk(self.objstore, "objstore-put-4k",
+                         self.s3.presigned_paths("PUT", "bench-small",
+                                                 (f"put/{i:07d}" for i in range(count))),
+                         "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
+        count = plan.duration_seconds * plan.nginx_put_paths_per_second + self.spares
+        theirs = self._wrk(self.nginx, "nginx-put-4k",
+                           (f"/put/small/{i:07d}" for i in range(count)),
+                           "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
+        return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections)
+
+    def small_get(self) -> list[Row]:
+        plan = self.plan
+        keys = self._seed_get_keys()
+        results = []
+        for server, paths in (
+            (self.objstore, lambda: self.s3.presigned_paths("GET", "bench-small", iter(keys))),
+            (self.nginx, lambda: (f"/{key}" for key in keys)),
+        ):
+            name = f"{type(server).__name__.lower()}-get-4k"
+            if plan.warmup_seconds:
+                self._wrk(server, name + "-warmup", paths(), "GET", None,
+                          once=False, seconds=plan.warmup_seconds)
+            results.append(self._wrk(server, name, paths(), "GET", None,
+                                     once=False, seconds=plan.duration_seconds))
+        return latency_rows("4 KiB GET", results[0], results[1], plan.connections)
+
+    def _seed_get_keys(self) -> list[str]:
+        """The same 4 KiB under the same names in objstore (through wrk) and nginx's root."""
+        keys = [f"get/{i:07d}" for i in range(self.plan.get_keys)]
+        spares = (f"get-spare/{i:07d}" for i in range(self.spares))
+        self._wrk(self.objstore, "objstore-seed-get",
+                  self.s3.presigned_paths("PUT", "bench-small", chain(keys, spares)),
+                  "PUT", self.small_body, once=True, seconds=60)
+        # wrk ends a once-mode run by dropping the connections still busy: write any key
+        # those requests left out, so every GET finds its object.
+        missing = set(keys) - set(self.session.list_keys("bench-small", "get/"))
+        for key in sorted(missing):
+            self.session.put("bench-small", key, self.small_body.read_bytes())
+        (self.nginx.root / "get").mkdir(parents=True, exist_ok=True)
+        for key in keys:
+            shutil.copyfile(self.small_body, self.nginx.root / key)
+        return keys
+
+    # -- 64 MiB objects, sequential curl transfers ---------------------------------------------
+    def large(self) -> list[Row]:
+        body = self._file("large.bin", os.urandom(LARGE_BYTES))
+        sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
+        self.session.create_bucket("bench-large")
+        rates: dict[str, list[float]] = {"ours_put": [], "ours_get": [], "put": [], "get": []}
+        cpu: dict[str, list[float]] = {name: [] for name in rates}
+
+        def transfer(name: str, server: Server, url: str, upload: Path | None,
+                     headers: dict[str, str]) -> None:
+            meter = CpuMeter(server)
+            rates[name].append(curl_mib_per_second(url, upload, headers))
+            cpu[name].append(meter.cores())
+
+        for run in range(self.plan.large_runs):
+            path = f"/bench-large/big-{run}"
+            transfer("ours_put", self.objstore, self.objstore.base_url + path, body,
+                     self.s3.signed_headers("PUT", path, sha256))
+            transfer("ours_get", self.objstore, self.objstore.base_url + self.s3.presigned_path(
+                "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
+                None, {})
+            transfer("put", self.nginx, f"{self.nginx.base_url}/put/big-{run}", body, {})
+            transfer("get", self.nginx, f"{self.nginx.base_url}/put/big-{run}", None, {})
+
+        def note(ours: str, theirs: str) -> str:
+            return (f"median of {self.plan.large_runs} curl run(s); server CPU "
+                    f"{statistics.median(cpu[ours]):.2f} / {statistics.median(cpu[theirs]):.2f}"
+                    " cores")
+
+        median = statistics.median
+        return [
+            Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
+                median(rates["ours_put"]), median(rates["put"]), note("ours_put", "put")),
+            Row("64 MiB GET", "MiB/s", median(rates["ours_get"]), median(rates["get"]),
+                note("ours_get", "get")),
+        ]
+
+    # -- listing a big bucket ------------------------------------------------------------------
+    def listing(self) -> list[Row]:
+        plan = self.plan
+        self.session.create_bucket("bench-list")
+        keys = (f"k/{i:07d}" for i in range(plan.list_keys + self.spares))
+        seeded = self._wrk(self.objstore, "objstore-seed-list",
+                           self.s3.presigned_paths("PUT", "bench-list", keys),
+                           "PUT", self.empty_body, once=True, seconds=plan.seed_deadline_seconds)
+        meter = CpuMeter(self.objstore)
+        timings, listed = self.session.timed_list_walk("bench-list", plan.list_pages,
+                                                       deadline_seconds=120)
+        cores = meter.cores()
+        return [
+            Row(f"seed the listing bucket: 0 B PUT, new keys, c={plan.connections}", "ops/s",
+                seeded.result.ops_per_second, None,
+                f"{seeded.result.requests:,} keys in {seeded.result.duration_seconds:.1f} s; "
+                f"server CPU {seeded.cores:.2f} cores"),
+            Row(f"ListObjectsV2 page of 1000 keys (bucket of {seeded.result.requests:,} keys)"
+                ", median", "ms", statistics.median(timings), None,
+                f"{len(timings)} pages, {listed:,} keys walked; server CPU {cores:.2f} cores"),
+            Row("ListObjectsV2 page of 1000 keys, slowest", "ms", max(timings), None,
+                f"p90 {percentile(timings, 0.9):.2f} ms"),
+        ]
+
+
+def latency_rows(workload: str, ours: Measured, theirs: Measured, connections: int
+                 ) -> list[Row]:
+    a, b = ours.result, theirs.result
+    return [
+        Row(f"{workload}, c={connections}", "ops/s", a.ops_per_second, b.ops_per_second,
+            f"{a.requests:,} requests in {a.duration_seconds:.1f} s; server CPU "
+            f"{ours.cores:.2f} / {theirs.cores:.2f} cores"),
+        Row(f"{workload}, p50", "ms", a.p50_ms, b.p50_ms),
+        Row(f"{workload}, p99", "ms", a.p99_ms, b.p99_ms),
+    ]
+
+
+def curl_mib_per_second(url: str, upload: Path | None, headers: dict[str, str]) -> float:
+    """One transfer with curl (PUT of `upload`, else GET to /dev/null) in MiB/s."""
+    command = ["curl", "-sS", "--max-time", str(CURL_TIMEOUT_SECONDS), "-o", "/dev/null",
+               "-w", "%{http_code} %{time_total} %{size_upload} %{size_download}",
+               "-H", "Expect:"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    if upload is not None:
+        command += ["-T", str(upload)]
+    command.append(url)
+    result = subprocess.run(command, capture_output=True, text=True, check=False,
+                            timeout=CURL_TIMEOUT_SECONDS + 10)
+    status, seconds, uploaded, downloaded = result.stdout.split()
+    if not status.startswith("2"):
+        raise RuntimeError(f"curl {url.split('?')[0]}: HTTP {status} {result.stderr}")
+    size = float(uploaded) if upload is not None else float(downloaded)
+    if size != LARGE_BYTES:
+        raise RuntimeError(f"curl {url.split('?')[0]}: moved {size:.0f} bytes")
+    return size / float(seconds) / MIB
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true",
+                        help="short smoke run (3 s per wrk run, 3000-key listing)")
+    parser.add_argument("--out", type=Path, help="also write the table as markdown here")
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads (default 2)")
+    parser.add_argument("--list-keys", type=int, default=None,
+                        help="keys to seed for the listing (default 100000; --quick 3000)")
+    parser.add_argument("--seed-seconds", type=int, default=None,
+                        help="most seconds spent seeding them (default 180; the listing "
+                             "then walks the keys written by that deadline)")
+    parser.add_argument("--tmp-dir", type=Path, default=None,
+                        help="parent of the run's temporary directory (use a real disk)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    return parser.parse_args(argv)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    plan = QUICK if args.quick else FULL
+    if args.list_keys is not None:
+        plan = dataclasses.replace(plan, list_keys=args.list_keys,
+                                   list_pages=max(1, math.ceil(args.list_keys / 1000)))
+    if args.seed_seconds is not None:
+        plan = dataclasses.replace(plan, seed_deadline_seconds=args.seed_seconds)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: even if started ignored
+        signal.signal(signum, _terminate)
+    header = machine_description(REPO)
+    print("\n".join(header), flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-", dir=args.tmp_dir))
+    try:
+        with ExitStack() as stack:
+            objstore, nginx = Objstore(workdir / "objstore"), Nginx(workdir / "nginx")
+            for server in (objstore, nginx):
+                stack.callback(server.stop)
+                server.start()
+            bench = Bench(plan, workdir, objstore, nginx, args.threads)
+            rows = bench.run()
+    except KeyboardInterrupt:
+        print("interrupted: every server and wrk process started has been stopped",
+              file=sys.stderr)
+        return 130
+    finally:
+        if args.keep:
+            print(f"kept {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    table = format_table(rows)
+    notes = [f"- {note}" for note in bench.notes]
+    print("\n" + table + ("\n\n" + "\n".join(notes) if notes else ""))
+    if args.out is not None:
+        body = "\n".join(f"- {line}" for line in header) + "\n\n" + table + "\n"
+        args.out.write_text(body + ("\n" + "\n".join(notes) + "\n" if notes else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Checksums and ETags of multipart objects, computed from their parts' digests alone.
+
+A completed multipart object references its parts' blobs, so its whole-object values must
+come from the per-part values without reading a byte:
+
+* the ETag: hex(md5(binary md5 of part 1 || part 2 || ...)) + "-N";
+* a COMPOSITE checksum: base64(H(raw digest of part 1 || part 2 || ...)) + "-N", with H the
+  upload's algorithm;
+* a FULL_OBJECT checksum (CRC algorithms only): the CRC of the concatenated bytes, obtained
+  by combining the part CRCs and lengths in GF(2) (awscrt's combine functions, the same C
+  code the AWS SDKs use).
+
+Pure functions, except `blob_checksum` and `spool_checksum`, which read a file (blocking:
+IO pool only).
+Nothing here imports Twisted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+
+from awscrt import checksums
+
+from objstore.blobs.spool import BodySpool
+from objstore.blobs.store import BlobStore
+from objstore.http.sigv4 import Checksummer
+
+READ_CHUNK_BYTES = 1024 * 1024
+
+# algorithm -> (digest width in bytes, crc(data, previous), combine(crc1, crc2, len2))
+_CRC: dict[str, tuple[int, Callable[[bytes, int], int], Callable[[int, int, int], int]]] = {
+    "crc32": (4, checksums.crc32, checksums.combine_crc32),
+    "crc32c": (4, checksums.crc32c, checksums.combine_crc32c),
+    "crc64nvme": (8, checksums.crc64nvme, checksums.combine_crc64nvme),
+}
+_HASHES = ("sha1", "sha256")
+
+CRC_ALGORITHMS = frozenset(_CRC)
+ALGORITHMS = frozenset(_CRC) | frozenset(_HASHES)
+
+
+class ChecksumValueError(ValueError):
+    """A stored or claimed digest is not valid base64 of the algorithm's width."""
+
+
+def composite_etag(md5_hexes: Sequence[str]) -> str:
+    """The multipart ETag (without quotes) of parts with these hex MD5 ETags, in order."""
+    try:
+        joined = b"".join(bytes.fromhex(h) for h in md5_hexes)
+    except ValueError:
+        raise ChecksumValueError("a part ETag is not a hex MD5") from None
+    return f"{hashlib.md5(joined).hexdigest()}-{len(md5_hexes)}"
+
+
+def raw_digest(algorithm: str, value_b64: str) -> bytes:
+    """The bytes of a base64 digest, checked against the algorithm's width."""
+    try:
+        raw = base64.b64decode(value_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ChecksumValueError(f"not base64: {value_b64!r}") from None
+    if len(raw) != _width(algorithm):
+        raise ChecksumValueError(f"{algorithm} digest of {len(raw)} bytes")
+    return raw
+
+
+def composite_checksum(algorithm: str, part_values_b64: Sequence[str]) -> str:
+    """base64(H(concat(raw part digests))) + "-N" for a COMPOSITE multipart checksum."""
+    joined = b"".join(raw_digest(algorithm, v) for v in part_values_b64)
+    if algorithm in _CRC:
+        width, crc, _ = _CRC[algorithm]
+        digest = crc(joined, 0).to_bytes(width, "big")
+    else:
+        digest = hashlib.new(algorithm, joined).digest()
+    return f"{_b64(digest)}-{len(part_values_b64)}"
+
+
+def full_object_crc(algorithm: str, parts: Sequence[tuple[str, int]]) -> str:
+    """The CRC of the concatenation of parts given as (base64 CRC, length in bytes)."""
+    if algorithm not in _CRC:
+        raise ValueError(f"{algorithm} has no full-object combination")
+    width, _, combine = _CRC[algorithm]
+    combined = 0
+    for index, (value_b64, length) in enumerate(parts):
+        value = int.from_bytes(raw_digest(algorithm, value_b64), "big")
+        combined = value if index == 0 else combine(combined, value, length)
+    return _b64(combined.to_bytes(width, "big"))
+
+
+def blob_checksum(blobs: BlobStore, blob_id: str, algorithm: str) -> str:
+    """The base64 checksum of a stored blob's bytes (reads the file: IO pool only)."""
+    summer = Checksummer(algorithm)
+    fd = blobs.open(blob_id)
+    try:
+        offset = 0
+        while chunk := os.pread(fd, READ_CHUNK_BYTES, offset):
+            summer.update(chunk)
+            offset += len(chunk)
+    finally:
+        os.close(fd)
+    return summer.digest_b64()
+
+
+def spool_checksum(body: BodySpool, algorithm: str) -> str:
+    """The base64 checksum of a spooled request body (reads it: IO pool only)."""
+    summer = Checksummer(algorithm)
+    body.seek(0)
+    while chunk := body.read(READ_CHUNK_BYTES):
+        summer.update(chunk)
+    return summer.digest_b64()
+
+
+def _width(algorithm: str) -> int:
+    if algorithm in _CRC:
+        return _CRC[algorithm][0]
+    if algorithm in _HASHES:
+        return hashlib.new(algorithm).digest_size
+    raise ValueError(f"unknown checksum algorithm {algorithm!r}")
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")

@@ -1,0 +1,463 @@
+"""IAM use cases: users, credentials, teams, grants and their attachments, with every rule of
+the admin API (empty names, policy validation, duplicates, lockout rules, root users).
+
+Every change goes through here, so none can skip the three things that follow it: the
+caches of identities and policies are invalidated (the very next request sees the change),
+and the control-plane record on the data volume is written or removed (so that
+`objstore recover` rebuilds it). Rules that need atomicity are enforced by the store inside
+one transaction; this module maps their outcomes to admin errors. No HTTP here.
+
+Choices where the contract is silent: names are at most 256 characters, descriptions 1024;
+supplied access keys are 3-128 characters of letters, digits, `_`, `.` and `-`, supplied
+secrets 8-128 printable ASCII characters; built-in grants cannot be changed or deleted
+(409); only a root caller may create or change credentials of a root user (403).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from objstore.blobs.control import ControlRecord
+from objstore.errors import AdminError
+from objstore.iam.bootstrap import BUILTIN_GRANT_IDS, generate_access_key, generate_secret_key
+from objstore.iam.identity import Principal
+from objstore.iam.policy import PolicyError, validate
+from objstore.meta.iam_queries import pair_key
+from objstore.meta.iam_records import (
+    Change,
+    EffectiveGrant,
+    GrantRecord,
+    Removal,
+    TeamRecord,
+    TeamSummary,
+    UserSummary,
+)
+from objstore.meta.records import CredentialRecord, UserRecord
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+MAX_NAME_LENGTH = 256
+MAX_DESCRIPTION_LENGTH = 1024
+_ACCESS_KEY = re.compile(r"^[A-Za-z0-9_.-]{3,128}$")
+_SECRET_KEY = re.compile(r"^[\x21-\x7e]{8,128}$")
+
+# Admin error per store outcome; the message names the entity.
+_CONFLICTS: dict[str, str] = {
+    "duplicate": "{kind} name {name!r} is already taken.",
+    "root": "Root users cannot be changed or deleted.",
+    "has_credentials": "The user still has credentials; delete them first.",
+    "last_active": "This is the last active credential of a root user or of the caller.",
+}
+
+
+def not_found(kind: str, ident: str) -> AdminError:
+    return AdminError("NotFound", f"No such {kind}: {ident}.")
+
+
+def bad_request(message: str) -> AdminError:
+    return AdminError("BadRequest", message)
+
+
+def conflict(status: str, kind: str = "", name: str = "") -> AdminError:
+    return AdminError("Conflict", _CONFLICTS[status].format(kind=kind, name=name))
+
+
+def check_name(field: str, value: str) -> str:
+    if not value.strip():
+        raise bad_request(f"{field} must not be empty.")
+    if len(value) > MAX_NAME_LENGTH:
+        raise bad_request(f"{field} is longer than {MAX_NAME_LENGTH} characters.")
+    return value
+
+
+def check_description(value: str | None) -> str | None:
+    if value is not None and len(value) > MAX_DESCRIPTION_LENGTH:
+        raise bad_request(f"description is longer than {MAX_DESCRIPTION_LENGTH} characters.")
+    return value
+
+
+def check_document(document: Any) -> dict[str, Any]:
+    """A policy document given as an object or as JSON text, validated."""
+    if isinstance(document, str):
+        try:
+            document = json.loads(document)
+        except ValueError as exc:
+            raise bad_request(f"document is not valid JSON: {exc}") from None
+    try:
+        validate(document)
+    except PolicyError as exc:
+        raise bad_request(f"Invalid policy document: {exc}") from None
+    assert isinstance(document, dict)
+    return document
+
+
+@dataclass(frozen=True)
+class NewCredential:
+    """What the caller may ask for; empty or None values are generated."""
+
+    description: str = ""
+    access_key_id: str | None = None
+    secret_access_key: str | None = None
+
+
+def _pick_keys(request: NewCredential) -> tuple[str, str]:
+    access_key = request.access_key_id or generate_access_key()
+    secret_key = request.secret_access_key or generate_secret_key()
+    if not _ACCESS_KEY.match(access_key):
+        raise bad_request("access_key_id must be 3-128 letters, digits, '_', '.' or '-'.")
+    if not _SECRET_KEY.match(secret_key):
+        raise bad_request("secret_access_key must be 8-128 printable ASCII characters "
+                          "without spaces.")
+    return access_key, secret_key
+
+
+class IamService:
+    def __init__(
+        self,
+        meta: MetaStore,
+        control: ControlRecord,
+        io: Runner,
+        *,
+        clock: Callable[[], float],
+        on_change: Callable[[], None],
+        new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+    ) -> None:
+        self._meta = meta
+        self._control = control
+        self._io = io
+        self._clock = clock
+        self._on_change = on_change
+        self._new_id = new_id
+
+    # -- the control-plane record --------------------------------------------------------
+    async def _save(self, family: str, key: str, record: Any) -> None:
+        data = record if isinstance(record, dict) else dataclasses.asdict(record)
+        await self._io.run(self._control.write, family, key, data)
+
+    async def _drop(self, family: str, key: str) -> None:
+        await self._io.run(self._control.remove, family, key)
+
+    async def _drop_removal(self, removal: Removal) -> None:
+        for family, pairs in (("team_members", removal.team_members),
+                              ("user_grants", removal.user_grants),
+                              ("team_grants", removal.team_grants)):
+            for first, second in pairs:
+                await self._drop(family, pair_key(first, second))
+
+    async def _save_pair(self, family: str, names: tuple[str, str], first: str,
+                         second: str, now: float) -> None:
+        data = {names[0]: first, names[1]: second, "updated_at": now}
+        await self._save(family, pair_key(first, second), data)
+
+    # -- users -------------------------------------------------------------------------
+    async def list_users(self) -> list[UserSummary]:
+        users: list[UserSummary] = await self._meta.list_user_summaries()
+        return users
+
+    async def get_user(self, user_id: str) -> UserSummary:
+        summary: UserSummary | None = await self._meta.get_user_summary(user_id)
+        if summary is None:
+            raise not_found("user", user_id)
+        return summary
+
+    async def _user(self, user_id: str) -> UserRecord:
+        user: UserRecord | None = await self._meta.get_user(user_id)
+        if user is None:
+            raise not_found("user", user_id)
+        return user
+
+    async def create_user(self, username: str, description: str) -> UserRecord:
+        now = self._clock()
+        user = UserRecord(
+            user_id=self._new_id(),
+            username=check_name("username", username),
+            created_at=now,
+            description=check_description(description) or "",
+            is_root=False,  # never through the API
+            updated_at=now,
+        )
+        if not await self._meta.create_user(user):
+            raise conflict("duplicate", "user", username)
+        self._on_change()
+        await self._save("users", user.user_id, user)
+        return user
+
+    async def update_user(
+        self, user_id: str, username: str | None, description: str | None
+    ) -> None:
+        if username is not None:
+            check_name("username", username)
+        change: Change[UserRecord] = await self._meta.update_user(
+            user_id, username=username, description=check_description(description),
+            now=self._clock(),
+        )
+        self._raise_for(change, "user", user_id, username or "")
+        self._on_change()
+        await self._save("users", user_id, change.record)
+
+    async def delete_user(self, user_id: str) -> None:
+        change: Change[UserRecord] = await self._meta.delete_user(user_id)
+        self._raise_for(change, "user", user_id)
+        self._on_change()
+        await self._drop_removal(change.removal)
+        await self._drop("users", user_id)
+
+    @staticmethod
+    def _raise_for(change: Change[Any], kind: str, ident: str, name: str = "") -> None:
+        if change.ok:
+            return
+        if change.status == "missing":
+            raise not_found(kind, ident)
+        raise conflict(change.status, kind, name)
+
+    # -- credentials -------------------------------------------------------------------
+    async def list_credentials(self, user_id: str) -> list[CredentialRecord]:
+        await self._user(user_id)
+        found: list[CredentialRecord] = await self._meta.list_credentials(user_id)
+        return found
+
+    async def create_credential(
+        self, caller: Principal, user_id: str, request: NewCredential
+    ) -> CredentialRecord:
+        """A new credential of `user_id`, with its secret (shown to the caller once)."""
+        owner = await self._user(user_id)
+        self._check_may_manage(caller, owner)
+        access_key, secret_key = _pick_keys(request)
+        now = self._clock()
+        credential = CredentialRecord(
+            access_key_id=access_key,
+            secret_access_key=secret_key,
+            user_id=user_id,
+            created_at=now,
+            description=check_description(request.description) or "",
+            updated_at=now,
+        )
+        if not await self._meta.create_credential(credential):
+            raise AdminError("Conflict", f"Access key {access_key} already exists.")
+        self._on_change()
+        await self._save("credentials", access_key, credential)
+        return credential
+
+    @staticmethod
+    def _check_may_manage(caller: Principal, owner: UserRecord) -> None:
+        """Credentials of a root user act as root: only a root caller may make or change
+        them, or a grant of svc:ManageCredentials would escape every Deny."""
+        if owner.is_root and not caller.is_root:
+            raise AdminError("AccessDenied", "Only a root user may manage root credentials.")
+
+    async def _owned_credential(self, caller: Principal, access_key: str) -> CredentialRecord:
+        credential: CredentialRecord | None = await self._meta.get_credential(access_key)
+        owner = None if credential is None else await self._meta.get_user(credential.user_id)
+        if credential is None or owner is None:
+            raise not_found("credential", access_key)
+        self._check_may_manage(caller, owner)
+        return credential
+
+    async def update_credential(
+        self, caller: Principal, access_key: str, active: bool | None, description: str | None
+    ) -> None:
+        await self._owned_credential(caller, access_key)
+        change: Change[CredentialRecord] = await self._meta.change_credential(
+            access_key, active=active, description=check_description(description),
+            now=self._clock(), caller_user_id=caller.user_id,
+        )
+        self._raise_for(change, "credential", access_key)
+        self._on_change()
+        await self._save("credentials", access_key, change.record)
+
+    async def delete_credential(self, caller: Principal, access_key: str) -> None:
+        await self._owned_credential(caller, access_key)
+        change: Change[CredentialRecord] = await self._meta.remove_credential(
+            access_key, caller_user_id=caller.user_id
+        )
+        self._raise_for(change, "credential", access_key)
+        self._on_change()
+        await self._drop("credentials", access_key)
+
+    # -- teams -------------------------------------------------------------------------
+    async def list_teams(self) -> list[TeamSummary]:
+        teams: list[TeamSummary] = await self._meta.list_team_summaries()
+        return teams
+
+    async def get_team(self, team_id: str) -> TeamSummary:
+        summary: TeamSummary | None = await self._meta.get_team_summary(team_id)
+        if summary is None:
+            raise not_found("team", team_id)
+        return summary
+
+    async def create_team(self, name: str, description: str) -> TeamRecord:
+        now = self._clock()
+        team = TeamRecord(
+            team_id=self._new_id(),
+            name=check_name("name", name),
+            created_at=now,
+            description=check_description(description) or "",
+            updated_at=now,
+        )
+        if not await self._meta.create_team(team):
+            raise conflict("duplicate", "team", name)
+        self._on_change()
+        await self._save("teams", team.team_id, team)
+        return team
+
+    async def update_team(self, team_id: str, name: str | None, description: str | None) -> None:
+        if name is not None:
+            check_name("name", name)
+        change: Change[TeamRecord] = await self._meta.update_team(
+            team_id, name=name, description=check_description(description), now=self._clock()
+        )
+        self._raise_for(change, "team", team_id, name or "")
+        self._on_change()
+        await self._save("teams", team_id, change.record)
+
+    async def delete_team(self, team_id: str) -> None:
+        change: Change[TeamRecord] = await self._meta.delete_team(team_id)
+        self._raise_for(change, "team", team_id)
+        self._on_change()
+        await self._drop_removal(change.removal)
+        await self._drop("teams", team_id)
+
+    async def list_members(self, team_id: str) -> list[UserRecord]:
+        members: list[UserRecord] | None = await self._meta.list_team_members(team_id)
+        if members is None:
+            raise not_found("team", team_id)
+        return members
+
+    async def add_member(self, team_id: str, user_id: str) -> None:
+        now = self._clock()
+        outcome: str = await self._meta.add_team_member(team_id, user_id, now)
+        self._raise_missing(outcome, team=team_id, user=user_id)
+        if outcome == "added":
+            self._on_change()
+            await self._save_pair("team_members", ("team_id", "user_id"), team_id, user_id,
+                                  now)
+
+    async def remove_member(self, team_id: str, user_id: str) -> None:
+        if not await self._meta.remove_team_member(team_id, user_id):
+            raise AdminError("NotFound", f"User {user_id} is not a member of team {team_id}.")
+        self._on_change()
+        await self._drop("team_members", pair_key(team_id, user_id))
+
+    async def list_user_teams(self, user_id: str) -> list[TeamRecord]:
+        teams: list[TeamRecord] | None = await self._meta.list_user_teams(user_id)
+        if teams is None:
+            raise not_found("user", user_id)
+        return teams
+
+    @staticmethod
+    def _raise_missing(outcome: str, **idents: str) -> None:
+        """Attach outcomes "no_team", "no_user", "no_grant" -> 404 naming the entity."""
+        if outcome.startswith("no_"):
+            kind = outcome[3:]
+            raise not_found(kind, idents[kind])
+
+    # -- grants ------------------------------------------------------------------------
+    async def list_grants(self) -> list[GrantRecord]:
+        grants: list[GrantRecord] = await self._meta.list_grants()
+        return grants
+
+    async def get_grant(self, grant_id: str) -> GrantRecord:
+        grant: GrantRecord | None = await self._meta.get_grant(grant_id)
+        if grant is None:
+            raise not_found("grant", grant_id)
+        return grant
+
+    async def create_grant(self, name: str, description: str, document: Any) -> GrantRecord:
+        now = self._clock()
+        grant = GrantRecord(
+            grant_id=self._new_id(),
+            name=check_name("name", name),
+            document=check_document(document),
+            created_at=now,
+            description=check_description(description) or "",
+            updated_at=now,
+        )
+        if not await self._meta.create_grant(grant):
+            raise conflict("duplicate", "grant", name)
+        self._on_change()
+        await self._save("grants", grant.grant_id, grant)
+        return grant
+
+    async def update_grant(
+        self, grant_id: str, name: str | None, description: str | None, document: Any
+    ) -> None:
+        if name is not None:
+            check_name("name", name)
+        checked = None if document is None else check_document(document)
+        self._refuse_builtin(grant_id)
+        change: Change[GrantRecord] = await self._meta.update_grant(
+            grant_id, name=name, description=check_description(description),
+            document=checked, now=self._clock(),
+        )
+        self._raise_for(change, "grant", grant_id, name or "")
+        self._on_change()
+        await self._save("grants", grant_id, change.record)
+
+    async def delete_grant(self, grant_id: str) -> None:
+        self._refuse_builtin(grant_id)
+        change: Change[GrantRecord] = await self._meta.delete_grant(grant_id)
+        self._raise_for(change, "grant", grant_id)
+        self._on_change()
+        await self._drop_removal(change.removal)
+        await self._drop("grants", grant_id)
+
+    @staticmethod
+    def _refuse_builtin(grant_id: str) -> None:
+        if grant_id in BUILTIN_GRANT_IDS:
+            raise AdminError("Conflict", "Built-in grants cannot be changed or deleted.")
+
+    async def user_grants(self, user_id: str) -> list[GrantRecord]:
+        grants: list[GrantRecord] | None = await self._meta.list_user_grants(user_id)
+        if grants is None:
+            raise not_found("user", user_id)
+        return grants
+
+    async def team_grants(self, team_id: str) -> list[GrantRecord]:
+        grants: list[GrantRecord] | None = await self._meta.list_team_grants(team_id)
+        if grants is None:
+            raise not_found("team", team_id)
+        return grants
+
+    async def attach_user_grant(self, user_id: str, grant_id: str) -> None:
+        now = self._clock()
+        outcome: str = await self._meta.attach_user_grant(user_id, grant_id, now)
+        self._raise_missing(outcome, user=user_id, grant=grant_id)
+        if outcome == "attached":
+            self._on_change()
+            await self._save_pair("user_grants", ("user_id", "grant_id"), user_id, grant_id,
+                                  now)
+
+    async def detach_user_grant(self, user_id: str, grant_id: str) -> None:
+        if not await self._meta.detach_user_grant(user_id, grant_id):
+            raise AdminError("NotFound", f"Grant {grant_id} is not attached to user {user_id}.")
+        self._on_change()
+        await self._drop("user_grants", pair_key(user_id, grant_id))
+
+    async def attach_team_grant(self, team_id: str, grant_id: str) -> None:
+        now = self._clock()
+        outcome: str = await self._meta.attach_team_grant(team_id, grant_id, now)
+        self._raise_missing(outcome, team=team_id, grant=grant_id)
+        if outcome == "attached":
+            self._on_change()
+            await self._save_pair("team_grants", ("team_id", "grant_id"), team_id, grant_id,
+                                  now)
+
+    async def detach_team_grant(self, team_id: str, grant_id: str) -> None:
+        if not await self._meta.detach_team_grant(team_id, grant_id):
+            raise AdminError("NotFound", f"Grant {grant_id} is not attached to team {team_id}.")
+        self._on_change()
+        await self._drop("team_grants", pair_key(team_id, grant_id))
+
+    async def effective_grants(self, user_id: str) -> list[EffectiveGrant]:
+        found: list[EffectiveGrant] | None = await self._meta.effective_grants(user_id)
+        if found is None:
+            raise not_found("user", user_id)
+        return found

@@ -1,0 +1,570 @@
+"""Multipart upload use cases: create, upload or copy a part, complete, abort, list.
+
+Owns the rules of S3 multipart uploads that do not depend on HTTP: the validation of a
+completion's part list (order, ETags, per-part checksums, minimum part size), the composite
+record a completion commits and its whole-object checksum, and the delimiter grouping of
+ListMultipartUploads. The pure rules are plain functions, tested without a reactor.
+
+Durability (DESIGN invariants 1-2): a part is a blob with a sidecar of kind "part", durable
+before its row. A completion writes a NEW blob id that holds only the composite object's
+sidecar (its `parts` reference the part blobs, whose bytes are never rewritten), then
+commits the object row and removes the upload and its part rows in ONE transaction
+(`MetaStore.complete_upload`), so an abort can never delete blobs a completed object uses.
+A blob is deleted only after the commit that made it unreachable, and never when the
+outcome of a commit is unknown (an orphan is reclaimed by `objstore check --repair`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
+
+from objstore.blobs import checksum_combine as combine
+from objstore.blobs.segments import Segment, plan_segments
+from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.spool import BodySpool
+from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.engine.names import key_problem
+from objstore.engine.objects import ObjectAttrs
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.records import (
+    NULL_VERSION,
+    BucketRecord,
+    ObjectRecord,
+    PartRecord,
+    PartRef,
+    UploadRecord,
+    WritePrecondition,
+)
+from objstore.meta.store import PartsChanged, PreconditionNotMet, RecordNotFound
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+log = Logger()
+
+MAX_PART_NUMBER = 10_000
+MIN_PART_BYTES = 5 * 1024 * 1024
+MAX_COPY_PART_BYTES = 5 * 1024**3
+COMPOSITE = "COMPOSITE"
+FULL_OBJECT = "FULL_OBJECT"
+# A completion re-reads the parts when one was replaced under it; after this many tries
+# the client is told to retry.
+COMPLETE_ATTEMPTS = 3
+# Sorts after every key that starts with a given prefix (keys compare by code point).
+_AFTER_ALL = "\U0010ffff"
+
+
+def new_upload_id() -> str:
+    """Opaque, and ordered by creation time, so uploads of one key list oldest first as
+    AWS lists them (the store orders by key, then upload id)."""
+    return f"{time.time_ns() // 1000:015x}{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True)
+class ChecksumMode:
+    """The whole-object checksum an upload was created for (x-amz-checksum-algorithm and
+    x-amz-checksum-type): algorithm in lower case ("crc32"), type COMPOSITE or
+    FULL_OBJECT; both None when the client asked for none."""
+
+    algorithm: str | None = None
+    type: str | None = None
+
+    @staticmethod
+    def of(upload: UploadRecord) -> ChecksumMode:
+        return ChecksumMode(upload.checksum_algorithm, upload.extra.get("checksum_type"))
+
+
+@dataclass(frozen=True)
+class RequestedPart:
+    """One Part entry of a CompleteMultipartUpload body."""
+
+    part_number: int
+    etag: str
+    checksums: dict[str, str] = field(default_factory=dict)  # "crc32" -> base64
+
+
+@dataclass(frozen=True)
+class CompletionClaims:
+    """What the headers of a CompleteMultipartUpload claim about the whole object."""
+
+    checksums: dict[str, str] = field(default_factory=dict)  # x-amz-checksum-<alg>
+    checksum_type: str | None = None  # x-amz-checksum-type
+    object_size: int | None = None  # x-amz-mp-object-size
+
+
+@dataclass
+class UploadListing:
+    uploads: list[UploadRecord] = field(default_factory=list)
+    common_prefixes: list[str] = field(default_factory=list)
+    is_truncated: bool = False
+    next_key_marker: str = ""
+    next_upload_id_marker: str = ""
+
+
+# -- pure rules -----------------------------------------------------------------------
+
+
+def normalize_etag(etag: str) -> str:
+    return etag.strip().strip('"').lower()
+
+
+def check_part_order(requested: Sequence[RequestedPart]) -> None:
+    """Part numbers must be strictly ascending (a repeated number is out of order too)."""
+    if not requested:
+        raise S3Error("MalformedXML", "The CompleteMultipartUpload list of parts is empty.")
+    previous = 0
+    for part in requested:
+        if part.part_number <= previous:
+            raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order. "
+                          "The parts list must be specified in order by part number.")
+        previous = part.part_number
+
+
+def select_parts(
+    upload_id: str, mode: ChecksumMode, requested: Sequence[RequestedPart],
+    stored: Sequence[PartRecord],
+) -> list[PartRecord]:
+    """The stored parts a completion names, checked as S3 does: each must exist with the
+    given ETag (and the given checksums), a COMPOSITE upload's list must carry each part's
+    checksum, and every part but the last must be at least 5 MiB."""
+    check_part_order(requested)
+    by_number = {part.part_number: part for part in stored}
+    chosen = [_matching_part(upload_id, mode, entry, by_number) for entry in requested]
+    for part in chosen[:-1]:
+        if part.size < MIN_PART_BYTES:
+            raise S3Error("EntityTooSmall", ProposedSize=str(part.size),
+                          MinSizeAllowed=str(MIN_PART_BYTES), PartNumber=str(part.part_number),
+                          ETag=f'"{part.etag}"')
+    return chosen
+
+
+def _matching_part(
+    upload_id: str, mode: ChecksumMode, entry: RequestedPart, by_number: dict[int, PartRecord]
+) -> PartRecord:
+    part = by_number.get(entry.part_number)
+    invalid = S3Error(
+        "InvalidPart", "One or more of the specified parts could not be found. The part may "
+        "not have been uploaded, or the specified entity tag may not match the part's entity "
+        "tag.", UploadId=upload_id, PartNumber=str(entry.part_number), ETag=entry.etag,
+    )
+    if part is None or normalize_etag(entry.etag) != part.etag:
+        raise invalid
+    if any(part.checksums.get(alg) != value.strip() for alg, value in entry.checksums.items()):
+        raise invalid
+    if mode.type == COMPOSITE and mode.algorithm not in entry.checksums:
+        raise S3Error("InvalidRequest", f"The upload was created using a {mode.algorithm} "
+                      "checksum. The complete request must include the checksum for each "
+                      f"part. It was missing for part {entry.part_number} in the request.")
+    return part
+
+
+def object_checksums(mode: ChecksumMode, parts: Sequence[PartRecord]) -> dict[str, str]:
+    """The whole-object checksum of a completion: COMPOSITE (hash of the part digests,
+    suffixed -N) or FULL_OBJECT (the part CRCs combined); none without an algorithm."""
+    algorithm = mode.algorithm
+    if algorithm is None:
+        return {}
+    values = [part.checksums.get(algorithm) for part in parts]
+    if any(value is None for value in values):
+        raise S3Error("InvalidRequest", f"A part has no {algorithm} checksum.")
+    present = [value for value in values if value is not None]
+    try:
+        if mode.type == FULL_OBJECT:
+            sizes = [part.size for part in parts]
+            return {algorithm: combine.full_object_crc(algorithm, list(zip(present, sizes,
+                                                                            strict=True)))}
+        return {algorithm: combine.composite_checksum(algorithm, present)}
+    except combine.ChecksumValueError as error:
+        raise S3Error("InvalidRequest", f"A part's {algorithm} checksum is invalid.") from error
+
+
+def check_claims(
+    claims: CompletionClaims, mode: ChecksumMode, checksums: dict[str, str], size: int
+) -> None:
+    """Compare what the Complete request claims with what the parts give."""
+    if claims.checksum_type is not None and claims.checksum_type.upper() != (mode.type or ""):
+        raise S3Error("BadDigest", f"The upload was created using the {mode.type or 'null'} "
+                      "checksum mode. The complete request must use the same checksum mode.")
+    for algorithm, claimed in claims.checksums.items():
+        computed = checksums.get(algorithm)
+        if computed is None:
+            raise S3Error("InvalidRequest", f"The upload was not created with a {algorithm} "
+                          "checksum.")
+        if claimed.strip() not in (computed, computed.partition("-")[0]):
+            raise S3Error("BadDigest", f"The {algorithm.upper()} you specified did not match "
+                          "the calculated checksum.")
+    if claims.object_size is not None and claims.object_size != size:
+        raise S3Error("InvalidRequest", f"The provided 'x-amz-mp-object-size' header value "
+                      f"{claims.object_size} does not match what was computed: {size}")
+
+
+def composite_record(
+    upload: UploadRecord, parts: Sequence[PartRecord], *, version_id: str, blob_id: str,
+    now: float, checksums: dict[str, str], checksum_type: str | None,
+) -> ObjectRecord:
+    """The object a completion commits: its parts reference the part blobs; `blob_id`
+    names the blob that holds only its sidecar."""
+    return ObjectRecord(
+        bucket=upload.bucket,
+        key=upload.key,
+        version_id=version_id,
+        blob_id=blob_id,
+        size=sum(part.size for part in parts),
+        etag=combine.composite_etag([part.etag for part in parts]),
+        last_modified=now,
+        owner_id=upload.owner_id,
+        owner_name=upload.owner_name,
+        content_type=upload.content_type,
+        user_metadata=dict(upload.user_metadata),
+        system_headers=dict(upload.system_headers),
+        storage_class=upload.storage_class,
+        checksums=checksums,
+        checksum_type=checksum_type if checksums else None,
+        tags=dict(upload.tags),
+        parts=tuple(
+            PartRef(p.part_number, p.blob_id, p.size, p.etag, dict(p.checksums)) for p in parts
+        ),
+    )
+
+
+def part_sidecar(upload: UploadRecord, part: PartRecord) -> dict[str, Any]:
+    """The sidecar of a part blob: enough to tell what the blob is and to rebuild its row."""
+    return {
+        "kind": "part",
+        "bucket": upload.bucket,
+        "key": upload.key,
+        "upload_id": part.upload_id,
+        "part_number": part.part_number,
+        "etag": part.etag,
+        "size": part.size,
+        "checksums": dict(part.checksums),
+        "last_modified": part.last_modified,
+    }
+
+
+def group_of(key: str, prefix: str, delimiter: str) -> str | None:
+    """The CommonPrefix a key rolls up into, or None when it is listed itself."""
+    if not delimiter:
+        return None
+    index = key.find(delimiter, len(prefix))
+    return None if index < 0 else key[: index + len(delimiter)]
+
+
+def part_checksum_mismatch(mode: ChecksumMode, claimed: dict[str, str]) -> str | None:
+    """The algorithm of a part's checksum that contradicts the upload's, if any."""
+    if mode.algorithm is None:
+        return None
+    others = sorted(set(claimed) - {mode.algorithm})
+    return others[0] if others else None
+
+
+# -- the service ----------------------------------------------------------------------
+
+
+class MultipartService:
+    """The multipart use cases over the metadata store, the blob store and the IO pool."""
+
+    def __init__(
+        self,
+        meta: MetaStore,
+        blobs: BlobStore,
+        io: Runner,
+        *,
+        clock: Callable[[], float],
+        upload_ids: Callable[[], str] = new_upload_id,
+    ) -> None:
+        self._meta = meta
+        self._blobs = blobs
+        self._io = io
+        self._clock = clock
+        self._upload_ids = upload_ids
+
+    async def _bucket(self, name: str) -> BucketRecord:
+        bucket = await self._meta.get_bucket(name)
+        if bucket is None:
+            raise S3Error("NoSuchBucket", BucketName=name)
+        return bucket
+
+    # -- create, look up, abort ------------------------------------------------------
+    async def create(
+        self, principal: Principal, bucket_name: str, key: str, attrs: ObjectAttrs,
+        mode: ChecksumMode,
+    ) -> UploadRecord:
+        problem = key_problem(key)
+        if problem:
+            raise S3Error(problem[0], problem[1], Key=key)
+        await self._bucket(bucket_name)
+        upload = UploadRecord(
+            upload_id=self._upload_ids(), bucket=bucket_name, key=key,
+            initiated_at=self._clock(), owner_id=principal.user_id,
+            owner_name=principal.username, content_type=attrs.content_type,
+            user_metadata=dict(attrs.user_metadata), system_headers=dict(attrs.system_headers),
+            storage_class=attrs.storage_class, checksum_algorithm=mode.algorithm,
+            tags=dict(attrs.tags), extra={"checksum_type": mode.type} if mode.type else {},
+        )
+        try:
+            await self._meta.create_upload(upload)
+        except RecordNotFound:
+            raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+        return upload
+
+    async def upload(self, bucket_name: str, key: str, upload_id: str) -> UploadRecord:
+        """The open upload `upload_id` of this bucket and key (NoSuchBucket/NoSuchUpload)."""
+        upload = await self._meta.get_upload(upload_id)
+        if upload is None or (upload.bucket, upload.key) != (bucket_name, key):
+            await self._bucket(bucket_name)
+            raise S3Error("NoSuchUpload", UploadId=upload_id)
+        return upload
+
+    async def abort(self, upload: UploadRecord) -> None:
+        """Remove the upload and then the blobs of the parts its rows held. A completion
+        that won the race took the part rows with it, so their blobs are kept."""
+        parts = await self._meta.delete_upload(upload.upload_id)
+        await self._delete_blobs([part.blob_id for part in parts])
+
+    # -- parts -----------------------------------------------------------------------
+    async def upload_part(
+        self, upload: UploadRecord, part_number: int, body: BodySpool,
+        claimed: dict[str, str],
+    ) -> PartRecord:
+        """Store a part from a verified request body (`claimed`: its verified checksums).
+        The upload's checksum is computed here when the client did not send it."""
+        mode = ChecksumMode.of(upload)
+        _refuse_other_algorithm(mode, claimed)
+        checksums = dict(claimed)
+        if mode.algorithm is not None and mode.algorithm not in checksums:
+            checksums[mode.algorithm] = await self._io.run(
+                combine.spool_checksum, body, mode.algorithm)
+        part = PartRecord(
+            upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
+            size=body.length, etag=body.md5_hex, last_modified=self._clock(),
+            checksums=checksums,
+        )
+        await self._store_part_blob(body, upload, part)
+        return await self._commit_part(part)
+
+    async def _store_part_blob(
+        self, body: BodySpool, upload: UploadRecord, part: PartRecord
+    ) -> None:
+        sidecar = part_sidecar(upload, part)
+        if body.in_memory:
+            data = body.memory_bytes()
+            await self._io.run(self._blobs.commit_bytes, data, part.blob_id, sidecar)
+        else:
+            fd, path = body.detach_file()
+            await self._io.run(self._blobs.commit_file, fd, path, part.blob_id, sidecar)
+
+    async def copy_part(
+        self, upload: UploadRecord, part_number: int, source: ObjectRecord,
+        span: tuple[int, int] | None,
+    ) -> PartRecord:
+        """UploadPartCopy: bytes `span` (start, length; None = all) of `source` become a
+        new part blob, copied on the IO pool and hashed once while copied."""
+        start, length = span if span is not None else (0, source.size)
+        if length > MAX_COPY_PART_BYTES:
+            raise S3Error("InvalidRequest", "The specified copy source is larger than the "
+                          f"maximum allowable size for a copy source: {MAX_COPY_PART_BYTES}")
+        part = PartRecord(
+            upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
+            size=length, etag="", last_modified=self._clock(),
+        )
+        segments = plan_segments(source, start, length)
+        try:
+            part = await self._io.run(self._copy_part_blob, segments, upload, part)
+        except FileNotFoundError:
+            raise S3Error("NoSuchKey", "The copy source changed while it was copied.",
+                          Key=source.key) from None
+        return await self._commit_part(part)
+
+    def _copy_part_blob(
+        self, segments: list[Segment], upload: UploadRecord, part: PartRecord
+    ) -> PartRecord:
+        """(IO thread) Copy, then rewrite the sidecar with the ETag (and the upload's
+        checksum) learnt from the copied bytes."""
+        md5 = self._blobs.copy_segments(segments, part.blob_id, part_sidecar(upload, part),
+                                        want_md5=True)
+        assert md5 is not None
+        checksums: dict[str, str] = {}
+        algorithm = upload.checksum_algorithm
+        try:
+            if algorithm is not None:
+                checksums[algorithm] = combine.blob_checksum(self._blobs, part.blob_id,
+                                                             algorithm)
+            done = PartRecord(part.upload_id, part.part_number, part.blob_id, part.size, md5,
+                              part.last_modified, checksums)
+            self._blobs.write_sidecar(part.blob_id, part_sidecar(upload, done))
+        except BaseException:
+            self._blobs.delete(part.blob_id)
+            raise
+        return done
+
+    async def _commit_part(self, part: PartRecord) -> PartRecord:
+        try:
+            replaced = await self._meta.put_part(part)
+        except RecordNotFound:
+            await self._delete_blobs([part.blob_id])
+            raise S3Error("NoSuchUpload", UploadId=part.upload_id) from None
+        if replaced is not None:
+            await self._delete_blobs([replaced])
+        return part
+
+    async def list_parts(
+        self, upload: UploadRecord, after_part: int, max_parts: int
+    ) -> tuple[list[PartRecord], bool]:
+        """One page of parts after `after_part`, and whether more follow."""
+        if max_parts <= 0:
+            return [], False
+        parts = await self._meta.list_parts(upload.upload_id, after_part, max_parts + 1)
+        return parts[:max_parts], len(parts) > max_parts
+
+    # -- completion ------------------------------------------------------------------
+    async def complete(
+        self, upload: UploadRecord, requested: Sequence[RequestedPart],
+        claims: CompletionClaims, precondition: WritePrecondition | None = None,
+    ) -> ObjectRecord:
+        """Commit the composite object. The parts are read, checked and described in a
+        sidecar, then the transaction re-checks that they are still the upload's parts
+        (a concurrent UploadPart may have replaced one) and retries if not."""
+        bucket = await self._bucket(upload.bucket)
+        check_part_order(requested)
+        version_id = str(uuid.uuid4()) if bucket.versioning == "Enabled" else NULL_VERSION
+        blob_id = new_blob_id()
+        try:
+            for _ in range(COMPLETE_ATTEMPTS):
+                record = await self._describe(upload, requested, claims, version_id, blob_id)
+                try:
+                    result = await self._meta.complete_upload(upload.upload_id, record,
+                                                              precondition)
+                except PartsChanged:
+                    continue
+                await self._delete_blobs(result.orphaned_blob_ids)
+                return result.record
+        except (S3Error, RecordNotFound, PreconditionNotMet) as error:
+            return await self._completion_failed(upload, blob_id, version_id, error)
+        await self._delete_blobs([blob_id])
+        raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
+                      "being completed. Retry the request.")
+
+    async def _describe(
+        self, upload: UploadRecord, requested: Sequence[RequestedPart],
+        claims: CompletionClaims, version_id: str, blob_id: str,
+    ) -> ObjectRecord:
+        """Read and check the parts, build the record, make its sidecar durable."""
+        mode = ChecksumMode.of(upload)
+        stored = await self._meta.list_parts(upload.upload_id, 0, MAX_PART_NUMBER)
+        parts = select_parts(upload.upload_id, mode, requested, stored)
+        checksums = object_checksums(mode, parts)
+        size = sum(part.size for part in parts)
+        check_claims(claims, mode, checksums, size)
+        record = composite_record(upload, parts, version_id=version_id, blob_id=blob_id,
+                                  now=self._clock(), checksums=checksums,
+                                  checksum_type=mode.type)
+        await self._io.run(self._blobs.write_sidecar, blob_id, record_to_sidecar(record))
+        return record
+
+    async def _completion_failed(
+        self, upload: UploadRecord, blob_id: str, version_id: str, error: Exception
+    ) -> ObjectRecord:
+        if isinstance(error, RecordNotFound):
+            # A retried transaction whose first COMMIT succeeded finds the upload gone:
+            # the object it stored is ours, and its sidecar must stay.
+            current = await self._meta.get_object(upload.bucket, upload.key, version_id)
+            if current is not None and current.blob_id == blob_id:
+                return current
+        await self._delete_blobs([blob_id])
+        if isinstance(error, PreconditionNotMet):
+            raise _precondition_error(error.reason, upload.key) from None
+        if isinstance(error, RecordNotFound):
+            await self._bucket(upload.bucket)
+            raise S3Error("NoSuchUpload", UploadId=upload.upload_id) from None
+        raise error
+
+    # -- listing uploads -------------------------------------------------------------
+    async def list_uploads(
+        self, bucket_name: str, *, prefix: str, delimiter: str, key_marker: str,
+        upload_id_marker: str, max_uploads: int,
+    ) -> UploadListing:
+        """Open uploads by key then age, delimiter groups counted once before the
+        max-uploads cut; a group is skipped with one new range query."""
+        await self._bucket(bucket_name)
+        listing = UploadListing()
+        if max_uploads <= 0:
+            return listing
+        cursor = (key_marker, upload_id_marker if key_marker else "")
+        batch_size = min(max_uploads + 1, 1000)
+        while True:
+            batch = await self._meta.list_uploads(bucket_name, prefix, cursor[0], cursor[1],
+                                                  batch_size)
+            cursor, jumped = _add_uploads(listing, batch, prefix, delimiter, key_marker,
+                                          max_uploads)
+            if listing.is_truncated or (not jumped and len(batch) < batch_size):
+                return listing
+
+    # -- helpers ---------------------------------------------------------------------
+    async def _delete_blobs(self, blob_ids: Sequence[str]) -> None:
+        for blob_id in blob_ids:
+            try:
+                await self._io.run(self._blobs.delete, blob_id)
+            except OSError:
+                log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
+
+
+def _add_uploads(
+    listing: UploadListing, batch: Sequence[UploadRecord], prefix: str, delimiter: str,
+    key_marker: str, max_uploads: int,
+) -> tuple[tuple[str, str], bool]:
+    """Add a batch to the listing; returns the next cursor and whether it jumped past a
+    group (the batch was not consumed to its end)."""
+    cursor = ("", "")
+    for upload in batch:
+        if len(listing.uploads) + len(listing.common_prefixes) >= max_uploads:
+            listing.is_truncated = True
+            return cursor, False
+        group = group_of(upload.key, prefix, delimiter)
+        if group is None:
+            listing.uploads.append(upload)
+            listing.next_key_marker = upload.key
+            listing.next_upload_id_marker = upload.upload_id
+            cursor = (upload.key, upload.upload_id)
+            continue
+        if group > key_marker:
+            listing.common_prefixes.append(group)
+            listing.next_key_marker = group
+            listing.next_upload_id_marker = ""
+        return (group + _AFTER_ALL, ""), True
+    return cursor, False
+
+
+def _refuse_other_algorithm(mode: ChecksumMode, claimed: dict[str, str]) -> None:
+    other = part_checksum_mismatch(mode, claimed)
+    if other is not None:
+        raise S3Error("InvalidRequest", "Checksum Type mismatch occurred, expected checksum "
+                      f"Type: {mode.algorithm}, actual checksum Type: {other}")
+
+
+def _precondition_error(reason: str, key: str) -> S3Error:
+    if reason == "missing":
+        return S3Error("NoSuchKey", Key=key)
+    condition = "If-None-Match" if reason == "exists" else "If-Match"
+    return S3Error("PreconditionFailed", Condition=condition)
+
+
+__all__ = [
+    "COMPOSITE",
+    "FULL_OBJECT",
+    "MAX_PART_NUMBER",
+    "MIN_PART_BYTES",
+    "ChecksumMode",
+    "CompletionClaims",
+    "MultipartService",
+    "RequestedPart",
+    "UploadListing",
+]

@@ -1,0 +1,41 @@
+"""Letting request work finish after the client has gone.
+
+Klein cancels a handler's Deferred when the client disconnects. Cancelling a write half-way
+would leave a blob whose metadata row may or may not have been committed in its thread, so
+every S3 request runs shielded: the client's departure ends the wait, never the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from objstore.errors import S3Error
+
+T = TypeVar("T")
+log = Logger()
+
+
+async def shielded(work: Coroutine[Any, Any, T]) -> T:
+    """Await `work`; if this await is cancelled, `work` still runs to its end (its
+    unexpected failures are logged, its S3 errors dropped: nobody is left to tell)."""
+    inner: Deferred[T] = ensureDeferred(work)
+    outer: Deferred[T] = Deferred()
+
+    def forward(result: T | Failure) -> None:
+        if not outer.called:
+            outer.callback(result)
+        elif isinstance(result, Failure) and not result.check(S3Error):
+            log.failure("request work failed after its client left", result)
+
+    inner.addBoth(forward)
+    return await outer
+
+
+def client_gone(request: Any) -> bool:
+    """True once the connection of `request` was lost."""
+    return bool(getattr(request, "_disconnected", False)) or request.channel is None

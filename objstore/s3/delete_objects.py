@@ -1,0 +1,84 @@
+"""DeleteObjects: POST /bucket?delete with a Delete document naming up to 1000 keys.
+
+Request-level problems (no Content-MD5 or x-amz-checksum-* header, bad XML, more than 1000
+keys, a missing bucket) fail the whole request; everything about one key (authorization as
+DeleteObject on that key's ARN, a bad version id, a failed delete) becomes an <Error> entry
+of a 200 DeleteResult, as on AWS. A key that does not exist counts as deleted. The router
+checks no action for this operation: every key is authorized here, on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from twisted.logger import Logger
+
+from objstore.engine.names import key_problem
+from objstore.errors import S3Error
+from objstore.http.checksum_headers import is_checksum_claim
+from objstore.iam.authorizer import object_arn
+from objstore.s3.call import S3Call, S3Response
+from objstore.s3.objects import request_headers
+from objstore.s3.objects_xml import (
+    DeleteEntry,
+    DeleteOutcome,
+    delete_result_document,
+    parse_delete_request,
+)
+
+log = Logger()
+XML = "application/xml"
+
+
+def has_integrity_header(headers: Mapping[str, str]) -> bool:
+    """AWS requires Content-MD5 or an x-amz-checksum-* value (header or announced trailer)
+    on DeleteObjects; authentication has already verified whichever was sent."""
+    if "content-md5" in headers or any(is_checksum_claim(name) for name in headers):
+        return True
+    trailers = (headers.get("x-amz-trailer") or "").lower().split(",")
+    return any(is_checksum_claim(name.strip()) for name in trailers)
+
+
+def delete_action(entry: DeleteEntry) -> str:
+    """The action a key needs: s3:DeleteObjectVersion when the entry names a version (as
+    AWS checks it), else s3:DeleteObject."""
+    return "s3:DeleteObject" if entry.version_id is None else "s3:DeleteObjectVersion"
+
+
+async def delete_objects(call: S3Call) -> S3Response:
+    if not has_integrity_header(request_headers(call)):
+        raise S3Error("InvalidRequest", "Missing required header for this request: "
+                      "Content-MD5 OR x-amz-checksum-*")
+    await call.services.buckets.get(call.bucket)
+    request = parse_delete_request(call.body())
+    outcomes = [await _delete_one(call, entry) for entry in request.entries]
+    body = delete_result_document(outcomes, quiet=request.quiet)
+    return S3Response(body=body, content_type=XML)
+
+
+async def _delete_one(call: S3Call, entry: DeleteEntry) -> DeleteOutcome:
+    try:
+        await call.services.authorizer.check(
+            call.principal, delete_action(entry), object_arn(call.bucket, entry.key)
+        )
+        _check_entry(entry)
+        await call.services.objects.delete(call.bucket, entry.key, entry.version_id)
+    except S3Error as error:
+        return DeleteOutcome(entry.key, entry.version_id, error.code, error.message)
+    except Exception:
+        log.failure("deleting {bucket}/{key} in DeleteObjects", bucket=call.bucket,
+                    key=entry.key)
+        internal = S3Error("InternalError")
+        return DeleteOutcome(entry.key, entry.version_id, internal.code, internal.message)
+    return DeleteOutcome(entry.key, entry.version_id)
+
+
+def _check_entry(entry: DeleteEntry) -> None:
+    if entry.conditional:
+        raise S3Error("NotImplemented", "Conditional deletes (ETag, LastModifiedTime, Size) "
+                      "are not implemented.")
+    if entry.version_id == "":
+        raise S3Error("InvalidArgument", "Version id cannot be the empty string")
+    problem = key_problem(entry.key)
+    if problem is not None:
+        raise S3Error(problem[0], problem[1])

@@ -1,0 +1,284 @@
+"""Multipart upload operations of the S3 API: CreateMultipartUpload, UploadPart,
+UploadPartCopy, CompleteMultipartUpload, AbortMultipartUpload, ListParts and
+ListMultipartUploads.
+
+This module owns the HTTP side: query parameters and their limits, the checksum headers of
+an upload (x-amz-checksum-algorithm / -type), the copy-source headers of UploadPartCopy and
+its authorization (read access to the source), and the response headers and documents.
+The body's own checksums were verified by authentication before a handler runs. Mutations
+run to their end even when the client disconnects (S3Api shields every request), so a
+commit is never cut between its blob and its row. No handler touches a blob or the
+database directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+from urllib.parse import quote
+
+from twisted.logger import Logger
+
+from objstore.blobs.checksum_combine import CRC_ALGORITHMS
+from objstore.engine.multipart import (
+    COMPOSITE,
+    FULL_OBJECT,
+    MAX_PART_NUMBER,
+    ChecksumMode,
+    CompletionClaims,
+)
+from objstore.engine.objects import SourceChanged
+from objstore.errors import S3Error
+from objstore.http.authn import claimed_checksums
+from objstore.http.checksum_headers import claimed_algorithm
+from objstore.iam.authorizer import object_arn
+from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
+from objstore.s3.call import S3Call, S3Response
+from objstore.s3.conditions import evaluate
+from objstore.s3.copy_source import CopySource, parse_copy_range, parse_copy_source
+from objstore.s3.multipart_xml import (
+    PartsPage,
+    UploadsPage,
+    complete_result,
+    copy_part_result,
+    initiate_result,
+    list_parts_result,
+    list_uploads_result,
+    parse_complete,
+)
+from objstore.s3.objects import (
+    authorize_tagging,
+    check_acl_headers,
+    object_attrs,
+    request_headers,
+    version_header,
+    write_precondition,
+)
+
+log = Logger()
+T = TypeVar("T")
+
+XML = "application/xml"
+MAX_LISTED = 1000
+COPY_CONDITION_PREFIX = "x-amz-copy-source-if-"
+ALGORITHMS = {"CRC32": "crc32", "CRC32C": "crc32c", "CRC64NVME": "crc64nvme",
+              "SHA1": "sha1", "SHA256": "sha256"}
+
+
+# -- request parsing (pure) -----------------------------------------------------------
+
+
+def checksum_mode(algorithm: str | None, checksum_type: str | None) -> ChecksumMode:
+    """The upload's checksum from x-amz-checksum-algorithm and x-amz-checksum-type, with
+    AWS's defaults (COMPOSITE, but FULL_OBJECT for CRC64NVME) and refusals."""
+    if algorithm is None or not algorithm.strip():
+        if checksum_type is not None:
+            raise S3Error("InvalidRequest", "The x-amz-checksum-type header can only be used "
+                          "with the x-amz-checksum-algorithm header.")
+        return ChecksumMode()
+    name = ALGORITHMS.get(algorithm.strip().upper())
+    if name is None:
+        raise S3Error("InvalidRequest", "Checksum algorithm provided is unsupported. Please "
+                      "try again with any of the valid types: [CRC32, CRC32C, CRC64NVME, "
+                      "SHA1, SHA256]")
+    default = FULL_OBJECT if name == "crc64nvme" else COMPOSITE
+    kind = (checksum_type or default).strip().upper()
+    if kind not in (COMPOSITE, FULL_OBJECT):
+        raise S3Error("InvalidRequest", "Value for x-amz-checksum-type header is invalid.")
+    full_only, composite_only = name == "crc64nvme", name not in CRC_ALGORITHMS
+    if (kind == COMPOSITE and full_only) or (kind == FULL_OBJECT and composite_only):
+        raise S3Error("InvalidRequest", f"The {kind} checksum type cannot be used with the "
+                      f"{name} checksum algorithm.")
+    return ChecksumMode(name, kind)
+
+
+def part_number_param(raw: str | None) -> int:
+    if raw is None or not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
+                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
+                      ArgumentValue=raw or "")
+    return int(raw)
+
+
+def count_param(query: Mapping[str, str], name: str, default: int) -> int:
+    """A non-negative integer query parameter, capped at 1000 (max-parts, max-uploads,
+    part-number-marker)."""
+    raw = query.get(name)
+    if raw is None:
+        return default
+    if not raw.strip().isdigit():
+        raise S3Error("InvalidArgument", f"Provided {name} not an integer or within integer "
+                      "range", ArgumentName=name, ArgumentValue=raw)
+    return int(raw)
+
+
+def completion_claims(headers: Mapping[str, str]) -> CompletionClaims:
+    checksums = {alg: value for name, value in headers.items()
+                 if (alg := claimed_algorithm(name)) is not None}
+    size_text = headers.get("x-amz-mp-object-size")
+    if size_text is not None and not size_text.strip().isdigit():
+        raise S3Error("InvalidArgument", "The x-amz-mp-object-size header must be a "
+                      "non-negative integer.", ArgumentName="x-amz-mp-object-size",
+                      ArgumentValue=size_text)
+    return CompletionClaims(
+        checksums=checksums,
+        checksum_type=headers.get("x-amz-checksum-type"),
+        object_size=int(size_text) if size_text is not None else None,
+    )
+
+
+def mode_headers(upload: UploadRecord) -> dict[str, str]:
+    mode = ChecksumMode.of(upload)
+    if mode.algorithm is None:
+        return {}
+    headers = {"x-amz-checksum-algorithm": mode.algorithm.upper()}
+    if mode.type:
+        headers["x-amz-checksum-type"] = mode.type
+    return headers
+
+
+def part_headers(part: PartRecord) -> dict[str, str]:
+    headers = {"ETag": f'"{part.etag}"'}
+    for algorithm, value in sorted(part.checksums.items()):
+        headers[f"x-amz-checksum-{algorithm}"] = value
+    return headers
+
+
+# -- shielding mutations from disconnects ----------------------------------------------
+
+
+# -- handlers -------------------------------------------------------------------------
+
+
+async def create_upload(call: S3Call) -> S3Response:
+    headers = request_headers(call)
+    check_acl_headers(headers)
+    attrs = object_attrs(call, headers)
+    await authorize_tagging(call, attrs.tags)
+    mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
+                         headers.get("x-amz-checksum-type"))
+    upload = await call.services.multipart.create(call.principal, call.bucket, call.key,
+                                                  attrs, mode)
+    body = initiate_result(upload.bucket, upload.key, upload.upload_id)
+    return S3Response(headers=mode_headers(upload), body=body, content_type=XML)
+
+
+async def upload_part(call: S3Call) -> S3Response:
+    """UploadPart, or UploadPartCopy when the request names a copy source; the upload is
+    looked up first either way."""
+    number = part_number_param(call.query.get("partNumber"))
+    multipart = call.services.multipart
+    upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
+    if call.header("x-amz-copy-source") is not None:
+        return await _copy_part(call, upload, number)
+    spool = call.request.spool
+    if spool is None or (call.header("content-length") is None
+                         and call.header("transfer-encoding") is None):
+        raise S3Error("MissingContentLength")
+    claimed = claimed_checksums(spool, request_headers(call))
+    part = await multipart.upload_part(upload, number, spool, claimed)
+    return S3Response(headers=part_headers(part))
+
+
+async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Response:
+    headers = request_headers(call)
+    source_ref = parse_copy_source(headers["x-amz-copy-source"])
+    action = "s3:GetObjectVersion" if source_ref.version_id is not None else "s3:GetObject"
+    await call.services.authorizer.check(
+        call.principal, action, object_arn(source_ref.bucket, source_ref.key))
+    try:
+        part, source = await _copy_part_once(call, upload, number, source_ref, headers)
+    except SourceChanged:
+        try:
+            part, source = await _copy_part_once(call, upload, number, source_ref, headers)
+        except SourceChanged:
+            raise S3Error("InternalError", "The copy source changed while it was being "
+                          "copied; please retry.") from None
+    response_headers = {}
+    if source.version_id != NULL_VERSION:
+        response_headers["x-amz-copy-source-version-id"] = source.version_id
+    return S3Response(headers=response_headers, body=copy_part_result(part), content_type=XML)
+
+
+async def _copy_part_once(
+    call: S3Call, upload: UploadRecord, number: int, source_ref: CopySource,
+    headers: Mapping[str, str],
+) -> tuple[PartRecord, ObjectRecord]:
+    source = await _source_record(call, source_ref)
+    evaluate(headers, source.etag, source.last_modified, prefix=COPY_CONDITION_PREFIX,
+             not_modified_code="PreconditionFailed")
+    span = parse_copy_range(headers.get("x-amz-copy-source-range"), source.size)
+    part = await call.services.multipart.copy_part(upload, number, source, span)
+    return part, source
+
+
+async def _source_record(call: S3Call, source: CopySource) -> ObjectRecord:
+    try:
+        return await call.services.objects.head(source.bucket, source.key, source.version_id)
+    except S3Error as error:
+        if error.code == "MethodNotAllowed":
+            raise S3Error("InvalidRequest", "The source of a copy request may not "
+                          "specifically refer to a delete marker by version id.") from None
+        error.headers.clear()  # a delete marker's headers describe the source, not us
+        raise
+
+
+async def complete_upload(call: S3Call) -> S3Response:
+    requested = parse_complete(call.body())
+    headers = request_headers(call)
+    precondition = write_precondition(headers)
+    claims = completion_claims(headers)
+    multipart = call.services.multipart
+    upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
+    record = await multipart.complete(upload, requested, claims, precondition)
+    body = complete_result(_location(call), record.bucket, record.key, record.etag,
+                           record.checksums, record.checksum_type)
+    return S3Response(headers=version_header(record), body=body, content_type=XML)
+
+
+def _location(call: S3Call) -> str:
+    scheme = "https" if call.request.isSecure() else "http"
+    host = call.header("host") or "localhost"
+    return f"{scheme}://{host}/{quote(call.bucket)}/{quote(call.key)}"
+
+
+async def abort_upload(call: S3Call) -> S3Response:
+    multipart = call.services.multipart
+    upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
+    await multipart.abort(upload)
+    return S3Response(status=204)
+
+
+async def list_parts(call: S3Call) -> S3Response:
+    max_parts = min(count_param(call.query, "max-parts", MAX_LISTED), MAX_LISTED)
+    marker = count_param(call.query, "part-number-marker", 0)
+    multipart = call.services.multipart
+    upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
+    parts, truncated = await multipart.list_parts(upload, marker, max_parts)
+    body = list_parts_result(PartsPage(upload, parts, marker, max_parts, truncated))
+    return S3Response(body=body, content_type=XML)
+
+
+async def list_uploads(call: S3Call) -> S3Response:
+    query = call.query
+    encoding_type = query.get("encoding-type")
+    if encoding_type not in (None, "url"):
+        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request",
+                      ArgumentName="encoding-type", ArgumentValue=encoding_type)
+    max_uploads = min(count_param(query, "max-uploads", MAX_LISTED), MAX_LISTED)
+    prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
+    key_marker = query.get("key-marker", "")
+    upload_id_marker = query.get("upload-id-marker", "") if key_marker else ""
+    listing = await call.services.multipart.list_uploads(
+        call.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
+        upload_id_marker=upload_id_marker, max_uploads=max_uploads,
+    )
+    body = list_uploads_result(UploadsPage(
+        bucket=call.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
+        upload_id_marker=upload_id_marker, max_uploads=max_uploads,
+        encoding_type=encoding_type, uploads=listing.uploads,
+        common_prefixes=listing.common_prefixes, is_truncated=listing.is_truncated,
+        next_key_marker=listing.next_key_marker,
+        next_upload_id_marker=listing.next_upload_id_marker,
+    ))
+    return S3Response(body=body, content_type=XML)

@@ -1,0 +1,231 @@
+"""XML of the multipart operations (lxml): the CompleteMultipartUpload request body, and
+the InitiateMultipartUploadResult, CopyPartResult, CompleteMultipartUploadResult,
+ListPartsResult and ListMultipartUploadsResult documents, in AWS's element order.
+
+Pure functions of plain data; no Twisted, no I/O. The request parser enforces a size limit,
+refuses DTDs and entities (no XXE), and raises S3Error("MalformedXML") on anything
+malformed, before anything is looked up or changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from lxml import etree
+
+from objstore.engine.multipart import MAX_PART_NUMBER, RequestedPart
+from objstore.errors import S3Error
+from objstore.meta.records import PartRecord, UploadRecord
+from objstore.s3.xml import S3_NS, iso8601
+
+# 10,000 parts with an ETag and a SHA-256 each take about 1.7 MB.
+MAX_COMPLETE_XML_BYTES = 4 * 1024 * 1024
+CHECKSUM_ELEMENTS = {
+    "ChecksumCRC32": "crc32",
+    "ChecksumCRC32C": "crc32c",
+    "ChecksumCRC64NVME": "crc64nvme",
+    "ChecksumSHA1": "sha1",
+    "ChecksumSHA256": "sha256",
+}
+_ELEMENT_OF = {algorithm: name for name, algorithm in CHECKSUM_ELEMENTS.items()}
+_PARSER = etree.XMLParser(
+    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
+    remove_blank_text=True,
+)
+
+
+# -- the request body -----------------------------------------------------------------
+
+
+def parse_complete(body: bytes) -> list[RequestedPart]:
+    """The Part entries of a CompleteMultipartUpload body, in document order."""
+    if not body.strip():
+        raise S3Error("MalformedXML", "The request body is empty.")
+    if len(body) > MAX_COMPLETE_XML_BYTES:
+        raise S3Error("MalformedXML", "The XML document is too large.")
+    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
+        raise S3Error("MalformedXML", "DTDs and entities are not accepted.")
+    try:
+        root = etree.fromstring(body, _PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise S3Error("MalformedXML") from exc
+    if _local(root) != "CompleteMultipartUpload":
+        raise S3Error("MalformedXML", "Expected a CompleteMultipartUpload document.")
+    parts = [_parse_part(child) for child in root if _local(child) == "Part"]
+    if not parts:
+        raise S3Error("MalformedXML", "The list of parts is empty.")
+    if len(parts) > MAX_PART_NUMBER:
+        raise S3Error("MalformedXML", f"More than {MAX_PART_NUMBER} parts.")
+    return parts
+
+
+def _parse_part(element: etree._Element) -> RequestedPart:
+    fields = {_local(child): (child.text or "").strip() for child in element
+              if isinstance(child.tag, str)}
+    number_text, etag = fields.get("PartNumber"), fields.get("ETag")
+    if not number_text or etag is None or not number_text.isdigit():
+        raise S3Error("MalformedXML", "Each Part needs a PartNumber and an ETag.")
+    number = int(number_text)
+    if not 1 <= number <= MAX_PART_NUMBER:
+        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
+                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
+                      ArgumentValue=number_text)
+    checksums = {alg: fields[name] for name, alg in CHECKSUM_ELEMENTS.items() if name in fields}
+    return RequestedPart(number, etag, checksums)
+
+
+def _local(element: etree._Element) -> str:
+    return etree.QName(element).localname if isinstance(element.tag, str) else ""
+
+
+# -- response documents ---------------------------------------------------------------
+
+
+def _root(tag: str) -> etree._Element:
+    return etree.Element(tag, nsmap={None: S3_NS})
+
+
+def _sub(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
+    child = etree.SubElement(parent, tag)
+    if text is not None:
+        child.text = text
+    return child
+
+
+def _serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def _checksums(parent: etree._Element, checksums: Mapping[str, str]) -> None:
+    for algorithm, value in sorted(checksums.items()):
+        name = _ELEMENT_OF.get(algorithm)
+        if name is not None:
+            _sub(parent, name, value)
+
+
+def _identity(parent: etree._Element, tag: str, user_id: str, name: str) -> None:
+    element = _sub(parent, tag)
+    _sub(element, "ID", user_id)
+    _sub(element, "DisplayName", name)
+
+
+def initiate_result(bucket: str, key: str, upload_id: str) -> bytes:
+    root = _root("InitiateMultipartUploadResult")
+    _sub(root, "Bucket", bucket)
+    _sub(root, "Key", key)
+    _sub(root, "UploadId", upload_id)
+    return _serialize(root)
+
+
+def copy_part_result(part: PartRecord) -> bytes:
+    root = _root("CopyPartResult")
+    _sub(root, "ETag", f'"{part.etag}"')
+    _sub(root, "LastModified", iso8601(part.last_modified))
+    _checksums(root, part.checksums)
+    return _serialize(root)
+
+
+def complete_result(
+    location: str, bucket: str, key: str, etag: str, checksums: Mapping[str, str],
+    checksum_type: str | None,
+) -> bytes:
+    root = _root("CompleteMultipartUploadResult")
+    _sub(root, "Location", location)
+    _sub(root, "Bucket", bucket)
+    _sub(root, "Key", key)
+    _sub(root, "ETag", f'"{etag}"')
+    _checksums(root, checksums)
+    if checksum_type and checksums:
+        _sub(root, "ChecksumType", checksum_type)
+    return _serialize(root)
+
+
+@dataclass(frozen=True)
+class PartsPage:
+    upload: UploadRecord
+    parts: Sequence[PartRecord]
+    marker: int
+    max_parts: int
+    is_truncated: bool
+
+
+def list_parts_result(page: PartsPage) -> bytes:
+    upload = page.upload
+    root = _root("ListPartsResult")
+    _sub(root, "Bucket", upload.bucket)
+    _sub(root, "Key", upload.key)
+    _sub(root, "UploadId", upload.upload_id)
+    _sub(root, "PartNumberMarker", str(page.marker))
+    last = page.parts[-1].part_number if page.parts else page.marker
+    _sub(root, "NextPartNumberMarker", str(last))
+    _sub(root, "MaxParts", str(page.max_parts))
+    _sub(root, "IsTruncated", "true" if page.is_truncated else "false")
+    for part in page.parts:
+        item = _sub(root, "Part")
+        _sub(item, "PartNumber", str(part.part_number))
+        _sub(item, "LastModified", iso8601(part.last_modified))
+        _sub(item, "ETag", f'"{part.etag}"')
+        _sub(item, "Size", str(part.size))
+        _checksums(item, part.checksums)
+    _identity(root, "Initiator", upload.owner_id, upload.owner_name)
+    _identity(root, "Owner", upload.owner_id, upload.owner_name)
+    _sub(root, "StorageClass", upload.storage_class)
+    _upload_checksum_mode(root, upload)
+    return _serialize(root)
+
+
+def _upload_checksum_mode(parent: etree._Element, upload: UploadRecord) -> None:
+    if upload.checksum_algorithm:
+        _sub(parent, "ChecksumAlgorithm", upload.checksum_algorithm.upper())
+        checksum_type = upload.extra.get("checksum_type")
+        if checksum_type:
+            _sub(parent, "ChecksumType", str(checksum_type))
+
+
+@dataclass(frozen=True)
+class UploadsPage:
+    bucket: str
+    prefix: str
+    delimiter: str
+    key_marker: str
+    upload_id_marker: str
+    max_uploads: int
+    encoding_type: str | None
+    uploads: Sequence[UploadRecord]
+    common_prefixes: Sequence[str]
+    is_truncated: bool
+    next_key_marker: str
+    next_upload_id_marker: str
+
+
+def list_uploads_result(page: UploadsPage) -> bytes:
+    encode: Callable[[str], str] = (
+        (lambda s: quote(s, safe="/")) if page.encoding_type == "url" else (lambda s: s)
+    )
+    root = _root("ListMultipartUploadsResult")
+    _sub(root, "Bucket", page.bucket)
+    _sub(root, "KeyMarker", encode(page.key_marker))
+    _sub(root, "UploadIdMarker", page.upload_id_marker)
+    _sub(root, "NextKeyMarker", encode(page.next_key_marker))
+    _sub(root, "Prefix", encode(page.prefix))
+    if page.delimiter:
+        _sub(root, "Delimiter", encode(page.delimiter))
+    _sub(root, "NextUploadIdMarker", page.next_upload_id_marker)
+    _sub(root, "MaxUploads", str(page.max_uploads))
+    _sub(root, "IsTruncated", "true" if page.is_truncated else "false")
+    for upload in page.uploads:
+        item = _sub(root, "Upload")
+        _sub(item, "Key", encode(upload.key))
+        _sub(item, "UploadId", upload.upload_id)
+        _identity(item, "Initiator", upload.owner_id, upload.owner_name)
+        _identity(item, "Owner", upload.owner_id, upload.owner_name)
+        _sub(item, "StorageClass", upload.storage_class)
+        _sub(item, "Initiated", iso8601(upload.initiated_at))
+        _upload_checksum_mode(item, upload)
+    for prefix in page.common_prefixes:
+        _sub(_sub(root, "CommonPrefixes"), "Prefix", encode(prefix))
+    if page.encoding_type:
+        _sub(root, "EncodingType", page.encoding_type)
+    return _serialize(root)

@@ -1,0 +1,307 @@
+"""S3 XML of the object operations beyond the basic ones: the DeleteObjects request and its
+DeleteResult, CopyObjectResult, GetObjectAttributesResponse and the AccessControlPolicy of
+GetBucketAcl/GetObjectAcl (and its parsing for the Put variants).
+
+Pure functions of plain data; no Twisted, no I/O. Parsing goes through
+`objstore.s3.xml.parse_document` (size limit, no DTDs or entities) and raises S3Error on
+anything that does not follow AWS's schema.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+from lxml import etree
+
+from objstore.errors import S3Error
+from objstore.meta.records import ObjectRecord, PartRef
+from objstore.s3.xml import S3_NS, child_text, iso8601, parse_document
+
+MAX_DELETE_KEYS = 1000
+# 1000 keys of 1024 bytes, each character possibly escaped (&amp; is 5 bytes), plus markup.
+MAX_DELETE_XML_BYTES = 6 * 1024 * 1024
+XSI_NS = "http://www.w3.org/2001/XMLSchema-instance"
+XSI_TYPE = f"{{{XSI_NS}}}type"
+_BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
+_OBJECT_FIELDS = frozenset({"Key", "VersionId", "ETag", "LastModifiedTime", "Size"})
+_COMPOSITE_SUFFIX = re.compile(r"-\d+$")
+
+
+def _serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def _add(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
+    child = etree.SubElement(parent, tag)
+    if text is not None:
+        child.text = text
+    return child
+
+
+def _localname(element: etree._Element) -> str | None:
+    return etree.QName(element).localname if isinstance(element.tag, str) else None
+
+
+def checksum_element(algorithm: str) -> str:
+    """The XML element (and SDK field) name of a stored checksum: crc32 -> ChecksumCRC32."""
+    return "Checksum" + algorithm.upper()
+
+
+# -- DeleteObjects -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeleteEntry:
+    """One <Object> of a Delete request. `conditional` is set when the client asked for a
+    conditional delete (ETag, LastModifiedTime or Size), which this server does not do."""
+
+    key: str
+    version_id: str | None = None
+    conditional: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    quiet: bool
+    entries: tuple[DeleteEntry, ...]
+
+
+def parse_delete_request(body: bytes) -> DeleteRequest:
+    """The Delete document of POST /bucket?delete: 1 to 1000 objects, optional Quiet."""
+    if not body.strip():
+        raise S3Error("MalformedXML")
+    root = parse_document(body, "Delete", max_bytes=MAX_DELETE_XML_BYTES)
+    quiet = False
+    entries: list[DeleteEntry] = []
+    for child in root:
+        name = _localname(child)
+        if name == "Quiet":
+            quiet = _boolean(child.text)
+        elif name == "Object":
+            entries.append(_delete_entry(child))
+            if len(entries) > MAX_DELETE_KEYS:
+                raise S3Error("MalformedXML", "A Delete request may name at most 1000 keys.")
+        elif name is not None:
+            raise S3Error("MalformedXML", f"Unexpected element {name} in Delete.")
+    if not entries:
+        raise S3Error("MalformedXML", "A Delete request must name at least one key.")
+    return DeleteRequest(quiet, tuple(entries))
+
+
+def _boolean(text: str | None) -> bool:
+    value = _BOOLEANS.get((text or "").strip().lower())
+    if value is None:
+        raise S3Error("MalformedXML", "Quiet must be true or false.")
+    return value
+
+
+def _delete_entry(element: etree._Element) -> DeleteEntry:
+    fields: dict[str, str] = {}
+    for child in element:
+        name = _localname(child)
+        if name is None:
+            continue
+        if name not in _OBJECT_FIELDS or name in fields:
+            raise S3Error("MalformedXML", f"Unexpected element {name} in Object.")
+        fields[name] = child.text or ""
+    if "Key" not in fields:
+        raise S3Error("MalformedXML", "Every Object needs a Key.")
+    conditional = bool(fields.keys() & {"ETag", "LastModifiedTime", "Size"})
+    return DeleteEntry(fields["Key"], fields.get("VersionId"), conditional)
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What happened to one entry: deleted (error_code None) or an error."""
+
+    key: str
+    version_id: str | None = None
+    error_code: str | None = None
+    error_message: str = ""
+    delete_marker: bool = False
+    delete_marker_version_id: str | None = None
+
+
+def delete_result_document(outcomes: Iterable[DeleteOutcome], *, quiet: bool) -> bytes:
+    """DeleteResult in request order; Quiet lists only the errors."""
+    root = etree.Element("DeleteResult", nsmap={None: S3_NS})
+    for outcome in outcomes:
+        if outcome.error_code is None:
+            if not quiet:
+                _deleted(root, outcome)
+            continue
+        error = _add(root, "Error")
+        _add(error, "Key", outcome.key)
+        if outcome.version_id is not None:
+            _add(error, "VersionId", outcome.version_id)
+        _add(error, "Code", outcome.error_code)
+        _add(error, "Message", outcome.error_message)
+    return _serialize(root)
+
+
+def _deleted(root: etree._Element, outcome: DeleteOutcome) -> None:
+    deleted = _add(root, "Deleted")
+    _add(deleted, "Key", outcome.key)
+    if outcome.version_id is not None:
+        _add(deleted, "VersionId", outcome.version_id)
+    if outcome.delete_marker:
+        _add(deleted, "DeleteMarker", "true")
+        if outcome.delete_marker_version_id is not None:
+            _add(deleted, "DeleteMarkerVersionId", outcome.delete_marker_version_id)
+
+
+# -- CopyObject --------------------------------------------------------------------------
+
+
+def copy_object_result_document(record: ObjectRecord) -> bytes:
+    root = etree.Element("CopyObjectResult", nsmap={None: S3_NS})
+    _add(root, "ETag", f'"{record.etag}"')
+    _add(root, "LastModified", iso8601(record.last_modified))
+    if record.checksums and record.checksum_type:
+        _add(root, "ChecksumType", record.checksum_type)
+    for algorithm, value in sorted(record.checksums.items()):
+        _add(root, checksum_element(algorithm), value)
+    return _serialize(root)
+
+
+# -- GetObjectAttributes -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartsPage:
+    """Paging of the ObjectParts attribute (x-amz-max-parts, x-amz-part-number-marker)."""
+
+    max_parts: int = 1000
+    part_number_marker: int = 0
+
+
+def object_attributes_document(
+    record: ObjectRecord, wanted: Collection[str], page: PartsPage
+) -> bytes:
+    """GetObjectAttributesResponse with the attributes asked for, in AWS's element order.
+
+    As AWS: a plain (single PUT) object has no ObjectParts at all; a multipart object
+    always reports its PartsCount, and lists its parts (paged) only when they carry
+    checksums. A composite checksum is reported without its `-N` suffix."""
+    root = etree.Element("GetObjectAttributesResponse", nsmap={None: S3_NS})
+    if "ETag" in wanted:
+        _add(root, "ETag", record.etag)
+    if "Checksum" in wanted and record.checksums:
+        _object_checksum(root, record)
+    if "ObjectParts" in wanted and record.parts:
+        _object_parts(root, record.parts, page)
+    if "StorageClass" in wanted:
+        _add(root, "StorageClass", record.storage_class)
+    if "ObjectSize" in wanted:
+        _add(root, "ObjectSize", str(record.size))
+    return _serialize(root)
+
+
+def _object_checksum(root: etree._Element, record: ObjectRecord) -> None:
+    checksum = _add(root, "Checksum")
+    composite = record.checksum_type == "COMPOSITE"
+    for algorithm, value in sorted(record.checksums.items()):
+        text = _COMPOSITE_SUFFIX.sub("", value) if composite else value
+        _add(checksum, checksum_element(algorithm), text)
+    if record.checksum_type:
+        _add(checksum, "ChecksumType", record.checksum_type)
+
+
+def _object_parts(root: etree._Element, parts: tuple[PartRef, ...], page: PartsPage) -> None:
+    container = _add(root, "ObjectParts")
+    if any(part.checksums for part in parts):
+        after = [p for p in parts if p.part_number > page.part_number_marker]
+        listed = after[: page.max_parts]
+        truncated = len(after) > len(listed)
+        _add(container, "IsTruncated", "true" if truncated else "false")
+        _add(container, "MaxParts", str(page.max_parts))
+        next_marker = listed[-1].part_number if listed else page.part_number_marker
+        _add(container, "NextPartNumberMarker", str(next_marker))
+        _add(container, "PartNumberMarker", str(page.part_number_marker))
+        for part in listed:
+            _part(container, part)
+    _add(container, "PartsCount", str(len(parts)))
+
+
+def _part(container: etree._Element, part: PartRef) -> None:
+    element = _add(container, "Part")
+    _add(element, "PartNumber", str(part.part_number))
+    _add(element, "Size", str(part.size))
+    for algorithm, value in sorted(part.checksums.items()):
+        _add(element, checksum_element(algorithm), value)
+
+
+# -- ACLs --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AclGrant:
+    grantee_type: str  # CanonicalUser | Group | AmazonCustomerByEmail
+    grantee_id: str | None
+    permission: str
+
+
+@dataclass(frozen=True)
+class AclPolicy:
+    owner_id: str | None
+    grants: tuple[AclGrant, ...]
+
+
+def access_control_policy_document(owner_id: str, owner_name: str) -> bytes:
+    """The only ACL this server has: the owner holds FULL_CONTROL (ACLs disabled, access is
+    governed by grants, as on an AWS bucket with BucketOwnerEnforced ownership)."""
+    root = etree.Element("AccessControlPolicy", nsmap={None: S3_NS})
+    _owner(root, "Owner", owner_id, owner_name)
+    grants = _add(root, "AccessControlList")
+    grant = _add(grants, "Grant")
+    grantee = etree.SubElement(grant, "Grantee", nsmap={"xsi": XSI_NS})
+    grantee.set(XSI_TYPE, "CanonicalUser")
+    _add(grantee, "ID", owner_id)
+    _add(grantee, "DisplayName", owner_name)
+    _add(grant, "Permission", "FULL_CONTROL")
+    return _serialize(root)
+
+
+def _owner(parent: etree._Element, tag: str, owner_id: str, owner_name: str) -> None:
+    owner = _add(parent, tag)
+    _add(owner, "ID", owner_id)
+    _add(owner, "DisplayName", owner_name)
+
+
+def parse_access_control_policy(body: bytes) -> AclPolicy:
+    """The AccessControlPolicy body of PutBucketAcl/PutObjectAcl (MalformedACLError when it
+    is not one)."""
+    try:
+        root = parse_document(body, "AccessControlPolicy")
+    except S3Error as error:
+        raise S3Error("MalformedACLError") from error
+    owner_id = None
+    grants: list[AclGrant] = []
+    for child in root:
+        name = _localname(child)
+        if name == "Owner":
+            owner_id = child_text(child, "ID")
+        elif name == "AccessControlList":
+            grants.extend(_grant(g) for g in child if _localname(g) == "Grant")
+    return AclPolicy(owner_id, tuple(grants))
+
+
+def _grant(element: etree._Element) -> AclGrant:
+    grantee = next((c for c in element if _localname(c) == "Grantee"), None)
+    permission = child_text(element, "Permission")
+    if grantee is None or permission is None:
+        raise S3Error("MalformedACLError")
+    grantee_type = grantee.get(XSI_TYPE) or ""
+    return AclGrant(grantee_type, child_text(grantee, "ID"), permission.strip())
+
+
+def owner_only_full_control(policy: AclPolicy, owner_id: str) -> bool:
+    """True when the policy says exactly what this server's ACLs always say."""
+    if policy.owner_id not in (None, owner_id) or len(policy.grants) != 1:
+        return False
+    grant = policy.grants[0]
+    return (grant.grantee_type == "CanonicalUser" and grant.grantee_id == owner_id
+            and grant.permission == "FULL_CONTROL")
+

@@ -1,0 +1,189 @@
+"""Rate limiting end to end ([server.limits] rate_limit_*): the request after the burst gets
+503 SlowDown with Retry-After: 5 (S3 XML, or JSON on the admin API), /admin/health is never
+limited, and requests pass again once the bucket refills.
+
+Two daemons, one per limit, because the limits are told apart by what they key on. The
+per-IP daemon is reached from several loopback source addresses (127.0.0.0/8 is all local),
+one per test, so tests do not share buckets; the per-credential daemon gets extra credentials
+written to its metadata database.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import urllib3
+from lxml import etree
+
+from objstore.config import Storage
+from objstore.http import sigv4
+from objstore.meta.records import CredentialRecord
+from objstore.meta.store import open_sync_store
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+
+# One token per second: six back-to-back requests on loopback never see a refill between them.
+RATE_PER_SECOND = 1
+BURST = 5
+REFILL_DEADLINE_SECONDS = 5 / RATE_PER_SECOND
+
+Credential = tuple[str, str]
+ROOT: Credential = (ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+
+
+def start_daemon(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Daemon:
+    limits = (f"[server.limits]\nrate_limit_{prefix}per_second = {RATE_PER_SECOND}\n"
+              f"rate_limit_{prefix}burst = {BURST}\n")
+    node = Daemon(tmp_path_factory.mktemp(f"ratelimit-{prefix or 'credential'}"),
+                  extra_config=limits)
+    node.start()
+    return node
+
+
+@pytest.fixture(scope="module")
+def per_ip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    node = start_daemon(tmp_path_factory, "per_ip_")
+    yield node
+    node.cleanup()
+
+
+@pytest.fixture(scope="module")
+def per_credential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    node = start_daemon(tmp_path_factory, "")
+    yield node
+    node.cleanup()
+
+
+def new_credential(node: Daemon) -> Credential:
+    """A fresh credential of the root user, written straight into the daemon's database."""
+    store = open_sync_store(Storage(data_dir=str(node.data_dir)))
+    try:
+        root = next(user for user in store.list_users() if user.is_root)
+        access_key = "OSRL" + uuid.uuid4().hex[:16].upper()
+        secret_key = uuid.uuid4().hex + uuid.uuid4().hex
+        assert store.create_credential(
+            CredentialRecord(access_key, secret_key, root.user_id, created_at=time.time()))
+    finally:
+        store.close()
+    return access_key, secret_key
+
+
+class Client:
+    """Plain HTTP from one loopback source address, signed with one credential (or none)."""
+
+    def __init__(self, node: Daemon, source_ip: str = "127.0.0.1",
+                 credential: Credential | None = ROOT) -> None:
+        self._node = node
+        self._credential = credential
+        self._pool = urllib3.HTTPConnectionPool(
+            "127.0.0.1", node.port, retries=False, timeout=10.0, source_address=(source_ip, 0))
+
+    def get(self, path: str) -> urllib3.BaseHTTPResponse:
+        headers: dict[str, str] = {}
+        if self._credential is not None:
+            headers = sigv4.sign_headers(
+                "GET", self._node.endpoint + path, {}, sigv4.UNSIGNED_PAYLOAD,
+                *self._credential, "us-east-1", datetime.datetime.now(datetime.UTC))
+        return self._pool.request("GET", path, headers=headers)
+
+    def statuses(self, path: str, count: int) -> list[int]:
+        return [self.get(path).status for _ in range(count)]
+
+
+def s3_error_code(response: urllib3.BaseHTTPResponse) -> str:
+    document = etree.fromstring(response.data)
+    assert document.findtext("RequestId") == response.headers["x-amz-request-id"]
+    return str(document.findtext("Code"))
+
+
+def assert_slow_down(response: urllib3.BaseHTTPResponse) -> None:
+    assert response.status == 503, response.data
+    assert response.headers["Retry-After"] == "5"
+    assert s3_error_code(response) == "SlowDown"
+
+
+def wait_until_served(client: Client, path: str) -> float:
+    """Seconds until `path` stops answering 503; refused polls take no token."""
+    started = time.monotonic()
+    while time.monotonic() - started < REFILL_DEADLINE_SECONDS:
+        if client.get(path).status != 503:
+            return time.monotonic() - started
+        time.sleep(0.1 / RATE_PER_SECOND)
+    raise AssertionError(f"still limited after {REFILL_DEADLINE_SECONDS} s")
+
+
+# -- per client IP ---------------------------------------------------------------------------
+
+
+def test_sixth_request_from_an_address_slows_down(per_ip: Daemon) -> None:
+    client = Client(per_ip, "127.0.0.2")
+    assert client.statuses("/", BURST) == [200] * BURST
+    assert_slow_down(client.get("/"))
+
+
+def test_address_limit_applies_before_authentication(per_ip: Daemon) -> None:
+    anonymous = Client(per_ip, "127.0.0.3", credential=None)
+    assert anonymous.statuses("/", BURST) == [403] * BURST
+    assert_slow_down(anonymous.get("/"))
+    # The same credential from another address is not limited: the key is the address.
+    assert Client(per_ip, "127.0.0.4").get("/").status == 200
+
+
+def test_admin_api_shares_the_address_limit_but_health_is_never_limited(per_ip: Daemon) -> None:
+    client = Client(per_ip, "127.0.0.5")
+    assert client.statuses("/", BURST) == [200] * BURST
+    response = client.get("/admin/info")
+    assert response.status == 503
+    assert response.headers["Retry-After"] == "5"
+    assert response.headers["Content-Type"] == "application/json"
+    assert response.json()["error"] == "SlowDown"
+    assert client.statuses("/admin/health", 3 * BURST) == [200] * (3 * BURST)
+
+
+def test_address_is_served_again_after_a_refill(per_ip: Daemon) -> None:
+    client = Client(per_ip, "127.0.0.6")
+    assert client.statuses("/", BURST) == [200] * BURST
+    assert_slow_down(client.get("/"))
+    assert wait_until_served(client, "/") >= 0.5 / RATE_PER_SECOND
+    assert_slow_down(client.get("/"))  # one token came back, not the whole burst
+
+
+# -- per credential --------------------------------------------------------------------------
+
+
+def test_sixth_request_of_a_credential_slows_down_other_credentials_do_not(
+    per_credential: Daemon,
+) -> None:
+    first, second = new_credential(per_credential), new_credential(per_credential)
+    client = Client(per_credential, credential=first)
+    assert client.statuses("/", BURST) == [200] * BURST
+    assert_slow_down(client.get("/"))
+    # Same address, another credential: served, so the key is the credential.
+    assert Client(per_credential, credential=second).statuses("/", BURST) == [200] * BURST
+
+
+def test_credential_limit_counts_only_authenticated_requests(per_credential: Daemon) -> None:
+    anonymous = Client(per_credential, credential=None)
+    assert anonymous.statuses("/", 2 * BURST) == [403] * (2 * BURST)
+    forged = Client(per_credential, credential=(new_credential(per_credential)[0], "wrong"))
+    assert forged.statuses("/", 2 * BURST) == [403] * (2 * BURST)
+
+
+def test_admin_api_shares_the_credential_limit(per_credential: Daemon) -> None:
+    client = Client(per_credential, credential=new_credential(per_credential))
+    assert client.get("/admin/info").status == 200
+    assert client.statuses("/", BURST - 1) == [200] * (BURST - 1)
+    response = client.get("/admin/info")
+    assert (response.status, response.json()["error"]) == (503, "SlowDown")
+    assert response.headers["Retry-After"] == "5"
+    assert client.get("/admin/health").status == 200
+
+
+def test_credential_is_served_again_after_a_refill(per_credential: Daemon) -> None:
+    client = Client(per_credential, credential=new_credential(per_credential))
+    assert client.statuses("/", BURST) == [200] * BURST
+    assert_slow_down(client.get("/"))
+    wait_until_served(client, "/")

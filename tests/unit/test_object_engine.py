@@ -1,0 +1,182 @@
+"""ObjectService copy and conditional-write paths, in memory: SQLite in a temp dir, inline
+DB and IO pools, a real BlobStore (fsync off). Composite (multipart) sources are built
+directly, so the copy of a composite is tested before multipart upload exists."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Coroutine, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from twisted.internet.defer import Deferred
+
+from objstore.blobs.sidecar import record_from_sidecar
+from objstore.blobs.store import BlobStore
+from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.async_store import MetaStore
+from objstore.meta.engine import create_db_engine
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.records import BucketRecord, ObjectRecord, PartRef, WritePrecondition
+from objstore.meta.store import SqlMetaStore
+from objstore.threads import InlinePool
+
+T = TypeVar("T")
+ALICE = Principal("u-alice", "alice", False, "AKALICE")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine whose every wait has already fired (inline pools)."""
+    results: list[Any] = []
+    Deferred.fromCoroutine(coroutine).addBoth(results.append)
+    assert results, "the coroutine waited on something that never fired"
+    outcome = results[0]
+    if hasattr(outcome, "raiseException"):
+        outcome.raiseException()
+    return outcome  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def parts(tmp_path: Path) -> Iterator[tuple[ObjectService, SqlMetaStore, BlobStore]]:
+    engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
+    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store.migrate()
+    store.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    service = ObjectService(MetaStore(store, SyncDbPool()), blobs, InlinePool(),
+                            clock=lambda: 2000.0)
+    yield service, store, blobs
+    store.close()
+
+
+def stored_blob(blobs: BlobStore, data: bytes) -> str:
+    blob_id = str(uuid.uuid4())
+    blobs.commit_bytes(data, blob_id, {"kind": "part"})
+    return blob_id
+
+
+def composite_source(blobs: BlobStore, store: SqlMetaStore, checksum_type: str) -> bytes:
+    chunks = [b"a" * 1000, b"b" * 10, b"c" * 333]
+    refs = tuple(PartRef(n, stored_blob(blobs, chunk), len(chunk), hashlib.md5(chunk).hexdigest(),
+                         {"crc32": f"p{n}=="})
+                 for n, chunk in enumerate(chunks, start=1))
+    store.put_object(ObjectRecord(
+        bucket="b", key="multi", version_id="null", blob_id=None, size=1343,
+        etag="feed-3", last_modified=5.0, parts=refs, checksums={"crc32": "whole=="},
+        checksum_type=checksum_type,
+    ))
+    return b"".join(chunks)
+
+
+def blob_files(blobs: BlobStore) -> set[str]:
+    return {info.blob_id for info in blobs.iter_blobs()}
+
+
+@pytest.mark.parametrize(("checksum_type", "carried"), [
+    ("COMPOSITE", {}), ("FULL_OBJECT", {"crc32": "whole=="}),
+])
+def test_copy_of_a_composite_is_a_plain_object(
+    parts: tuple[ObjectService, SqlMetaStore, BlobStore], checksum_type: str,
+    carried: dict[str, str],
+) -> None:
+    service, store, blobs = parts
+    content = composite_source(blobs, store, checksum_type)
+    source = store.get_object("b", "multi")
+    assert source is not None
+    copied = run(service.copy(ALICE, source, "b", "flat", ObjectAttrs()))
+    assert copied.parts == () and copied.size == len(content)
+    assert copied.etag == hashlib.md5(content).hexdigest()
+    assert copied.checksums == carried
+    assert copied.owner_name == "alice" and copied.last_modified == 2000.0
+    assert copied.blob_id is not None
+    assert blobs.read_range(copied.blob_id, 0, copied.size) == content
+    sidecar = blobs.read_sidecar(copied.blob_id)
+    assert sidecar["etag"] == copied.etag  # rewritten once the MD5 was known
+    assert store.get_object("b", "flat") == copied
+
+
+def test_copy_of_a_plain_object_keeps_etag_and_checksums(
+    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    blob_id = stored_blob(blobs, b"plain bytes")
+    source = store.put_object(ObjectRecord(
+        bucket="b", key="src", version_id="null", blob_id=blob_id, size=11, etag="not-an-md5",
+        last_modified=5.0, checksums={"sha256": "s=="}, checksum_type="FULL_OBJECT",
+    )).record
+    copied = run(service.copy(ALICE, source, "b", "dst", ObjectAttrs(tags={"t": "1"})))
+    assert copied.etag == "not-an-md5"  # kernel copy: the bytes are not hashed again
+    assert copied.checksums == {"sha256": "s=="} and copied.tags == {"t": "1"}
+    assert copied.blob_id not in (None, blob_id)
+    assert copied.blob_id is not None
+    rebuilt = record_from_sidecar(blobs.read_sidecar(copied.blob_id))
+    assert rebuilt == replace(copied, is_latest=False, seq=0)
+
+
+def test_a_failed_condition_leaves_no_blob(
+    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    blob_id = stored_blob(blobs, b"x")
+    source = store.put_object(ObjectRecord(
+        bucket="b", key="src", version_id="null", blob_id=blob_id, size=1,
+        etag="e", last_modified=5.0,
+    )).record
+    before = blob_files(blobs)
+    for precondition, code in [(WritePrecondition(if_absent=True), "PreconditionFailed"),
+                               (WritePrecondition(if_match_etag="other"), "PreconditionFailed")]:
+        with pytest.raises(S3Error) as caught:
+            run(service.copy(ALICE, source, "b", "src", ObjectAttrs(), precondition))
+        assert caught.value.code == code
+    with pytest.raises(S3Error) as caught:
+        run(service.copy(ALICE, source, "b", "absent", ObjectAttrs(),
+                         WritePrecondition(if_match_etag="e")))
+    assert caught.value.code == "NoSuchKey"
+    assert blob_files(blobs) == before
+    assert store.get_object("b", "src") == source
+
+
+def test_a_vanished_source_blob_is_reported(
+    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    gone = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=str(uuid.uuid4()),
+                        size=3, etag="e", last_modified=5.0)
+    with pytest.raises(SourceChanged):
+        run(service.copy(ALICE, gone, "b", "dst", ObjectAttrs()))
+    assert store.get_object("b", "dst") is None
+
+
+def test_copy_into_a_missing_bucket(parts: tuple[ObjectService, SqlMetaStore, BlobStore]) -> None:
+    service, _, _ = parts
+    source = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=None, size=0,
+                          etag="e", last_modified=5.0)
+    with pytest.raises(S3Error) as caught:
+        run(service.copy(ALICE, replace(source), "nope", "dst", ObjectAttrs()))
+    assert caught.value.code == "NoSuchBucket"
+
+
+def test_the_hashed_copy_is_provisional_until_its_etag_is_known(
+    parts: tuple[ObjectService, SqlMetaStore, BlobStore], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service, store, blobs = parts
+    composite_source(blobs, store, "COMPOSITE")
+    source = store.get_object("b", "multi")
+    assert source is not None
+    kinds: list[tuple[str, str]] = []
+    original = blobs.write_sidecar
+
+    def spy(blob_id: str, sidecar: dict[str, Any]) -> None:
+        kinds.append((sidecar["kind"], sidecar["etag"]))
+        original(blob_id, sidecar)
+
+    monkeypatch.setattr(blobs, "write_sidecar", spy)
+    copied = run(service.copy(ALICE, source, "b", "flat", ObjectAttrs()))
+    # `recover` skips the provisional kind, so a crash in between leaves only an orphan
+    assert kinds == [("copy-in-progress", ""), ("object", copied.etag)]
