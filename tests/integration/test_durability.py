@@ -171,3 +171,26 @@ def test_two_gib_streamed_put_keeps_memory_flat(node: Daemon, tmp_path: Path) ->
     assert got["Body"].read() == b"\0" * (2 * 1024**3 - 2147483000)
 
 
+
+
+def test_concurrent_overwrites_of_one_key_leave_a_readable_object(node: Daemon) -> None:
+    s3: Any = make_client(node.endpoint, max_pool_connections=32)
+    s3.create_bucket(Bucket="hot")
+    bodies = [os.urandom(4096 + i) for i in range(32)]
+
+    def put(body: bytes) -> None:
+        make_client(node.endpoint).put_object(  # type: ignore[attr-defined]
+            Bucket="hot", Key="same", Body=body)
+
+    threads = [threading.Thread(target=put, args=(body,)) for body in bodies]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    got = s3.get_object(Bucket="hot", Key="same")
+    data = got["Body"].read()
+    assert data in bodies
+    assert got["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    node.stop()
+    report = objstore_cli(node, "check", "--deep")
+    assert report.returncode == 0, report.stdout
