@@ -22,12 +22,12 @@ import binascii
 import hashlib
 import os
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from awscrt import checksums
 
-from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore
-from objstore.http.sigv4 import Checksummer
+from objstore.checksums import Checksummer
 
 READ_CHUNK_BYTES = 1024 * 1024
 
@@ -90,6 +90,14 @@ def full_object_crc(algorithm: str, parts: Sequence[tuple[str, int]]) -> str:
     return _b64(combined.to_bytes(width, "big"))
 
 
+class ReadableBody(Protocol):
+    """A spooled request body as the checksum reader needs it."""
+
+    def seek(self, offset: int, whence: int = 0) -> int: ...
+
+    def read(self, size: int = -1) -> bytes: ...
+
+
 def blob_checksum(blobs: BlobStore, blob_id: str, algorithm: str) -> str:
     """The base64 checksum of a stored blob's bytes (reads the file: IO pool only)."""
     summer = Checksummer(algorithm)
@@ -104,7 +112,7 @@ def blob_checksum(blobs: BlobStore, blob_id: str, algorithm: str) -> str:
     return summer.digest_b64()
 
 
-def spool_checksum(body: BodySpool, algorithm: str) -> str:
+def spool_checksum(body: ReadableBody, algorithm: str) -> str:
     """The base64 checksum of a spooled request body (reads it: IO pool only)."""
     summer = Checksummer(algorithm)
     body.seek(0)

@@ -17,7 +17,6 @@ from twisted.logger import Logger
 
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
-from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.engine.names import key_problem
 from objstore.errors import S3Error
@@ -27,6 +26,7 @@ from objstore.meta.store import PreconditionNotMet, RecordNotFound
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
+    from objstore.http.spool import BodySpool  # the body sink; engine uses it as data
     from objstore.meta.async_store import MetaStore
 
 log = Logger()

@@ -15,11 +15,11 @@ import hashlib
 from collections.abc import Callable, Collection, Mapping
 from urllib.parse import parse_qs
 
-from objstore.blobs.spool import BodySpool
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
 from objstore.http.site import ObjstoreRequest
+from objstore.http.spool import BodySpool
 from objstore.iam.identity import IdentityResolver, Principal
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()

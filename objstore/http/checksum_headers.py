@@ -7,7 +7,7 @@ authentication (what to verify).
 
 from __future__ import annotations
 
-from objstore.http.sigv4 import CHECKSUM_ALGORITHMS
+from objstore.checksums import CHECKSUM_ALGORITHMS
 
 PREFIX = "x-amz-checksum-"
 

@@ -10,7 +10,7 @@ What this module owns:
 * decoding ``aws-chunked`` bodies as they stream in (`AwsChunkedDecoder`), and verifying the
   chunk-signature chain and the signed trailer once the secret is known
   (`verify_chunk_signatures`);
-* the S3 checksum algorithms (`Checksummer`);
+* re-exporting the S3 checksum algorithms of objstore.checksums for its callers;
 * signing requests and presigning URLs for our own tools (`sign_headers`, `presign_url`,
   `aws_chunked_body`).
 
@@ -21,18 +21,17 @@ why it is tested without a reactor.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import re
-import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from urllib.parse import quote, unquote_to_bytes, urlsplit, urlunsplit
 
-from awscrt import checksums
+from objstore.checksums import CHECKSUM_ALGORITHMS as CHECKSUM_ALGORITHMS
+from objstore.checksums import Checksummer as Checksummer
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 TERMINATOR = "aws4_request"
@@ -936,40 +935,7 @@ def aws_chunked_body(
 # Checksums
 # --------------------------------------------------------------------------------------
 
-CHECKSUM_ALGORITHMS: tuple[str, ...] = ("crc32", "crc32c", "crc64nvme", "sha1", "sha256")
-_CRC_WIDTH = {"crc32": 4, "crc32c": 4, "crc64nvme": 8}
-
-
-class Checksummer:
-    """Incremental checksums by S3 algorithm name: "crc32", "crc32c", "crc64nvme", "sha1",
-    "sha256". update(data), digest_b64() -> base64 of the big-endian digest as S3 encodes
-    it (the x-amz-checksum-* value)."""
-
-    def __init__(self, algorithm: str) -> None:
-        name = algorithm.lower()
-        if name not in CHECKSUM_ALGORITHMS:
-            raise SigV4Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm!r}")
-        self.algorithm = name
-        self._crc = 0
-        self._hash = hashlib.new(name) if name not in _CRC_WIDTH else None
-
-    def update(self, data: bytes) -> None:
-        if self._hash is not None:
-            self._hash.update(data)
-        elif self.algorithm == "crc32":
-            self._crc = zlib.crc32(data, self._crc)
-        elif self.algorithm == "crc32c":
-            self._crc = checksums.crc32c(data, self._crc)
-        else:
-            self._crc = checksums.crc64nvme(data, self._crc)
-
-    def digest(self) -> bytes:
-        if self._hash is not None:
-            return self._hash.digest()
-        return self._crc.to_bytes(_CRC_WIDTH[self.algorithm], "big")
-
-    def digest_b64(self) -> str:
-        return base64.b64encode(self.digest()).decode("ascii")
+# The checksum algorithms live in objstore.checksums (re-exported here for callers).
 
 
 # --------------------------------------------------------------------------------------

@@ -21,11 +21,11 @@ from twisted.web.http import datetimeToString
 from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 
-from objstore.blobs.spool import BodySpool
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import claimed_algorithm
+from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
 
 _log = Logger()

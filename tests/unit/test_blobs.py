@@ -10,8 +10,8 @@ import pytest
 
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
-from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore, is_valid_blob_id, new_blob_id
+from objstore.http.spool import BodySpool
 from objstore.meta.records import ObjectRecord, PartRef
 
 

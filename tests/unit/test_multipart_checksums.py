@@ -14,8 +14,8 @@ import pytest
 from awscrt import checksums
 
 from objstore.blobs import checksum_combine as combine
-from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore
+from objstore.http.spool import BodySpool
 
 CRCS = {
     "crc32": lambda data: zlib.crc32(data).to_bytes(4, "big"),

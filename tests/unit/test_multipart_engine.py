@@ -18,7 +18,6 @@ import pytest
 from twisted.internet.defer import Deferred
 
 from objstore.blobs.sidecar import record_from_sidecar
-from objstore.blobs.spool import BodySpool
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import check
 from objstore.cli.recover import insert_objects, scan_sidecars
@@ -32,6 +31,7 @@ from objstore.engine.multipart import (
 )
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
+from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
 from objstore.meta.engine import create_db_engine

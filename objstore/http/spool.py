@@ -18,7 +18,8 @@ import os
 import uuid
 from collections.abc import Iterable
 
-from objstore.http.sigv4 import AwsChunkedDecoder, Checksummer, SigV4Error
+from objstore.checksums import Checksummer
+from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
 
 MEMORY_LIMIT_BYTES = 1024 * 1024
 
