@@ -99,12 +99,12 @@ class BlobStore:
         path = self.blob_path(blob_id)
         try:
             if self._fsync:
-                os.fsync(fd)
+                os.fdatasync(fd)
         finally:
             os.close(fd)
         try:
             self._ensure_dir(os.path.dirname(path))
-            os.rename(spool_path, path)
+            os.rename(spool_path, path)  # made durable by the sidecar's directory fsync
         except BaseException:
             _unlink_quietly(spool_path)
             raise
@@ -114,10 +114,12 @@ class BlobStore:
         """Same as commit_file for a body that was kept in memory."""
         path = self.blob_path(blob_id)
         self._ensure_dir(os.path.dirname(path))
-        self._write_atomically(path, data)
+        self._write_atomically(path, data, sync_dir=False)
         self._finish_commit(blob_id, sidecar)
 
     def _finish_commit(self, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """The sidecar lives in the blob's directory, so the one directory fsync after its
+        rename also makes the blob's rename durable."""
         try:
             self.write_sidecar(blob_id, sidecar)
         except BaseException:
@@ -131,7 +133,7 @@ class BlobStore:
         body = json.dumps({"format": SIDECAR_FORMAT, **sidecar}, sort_keys=True).encode()
         self._write_atomically(path, body)
 
-    def _write_atomically(self, path: str, data: bytes) -> None:
+    def _write_atomically(self, path: str, data: bytes, *, sync_dir: bool = True) -> None:
         tmp = os.path.join(self.tmp_dir, f"{uuid.uuid4()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -139,7 +141,7 @@ class BlobStore:
             while view:
                 view = view[os.write(fd, view) :]
             if self._fsync:
-                os.fsync(fd)
+                os.fdatasync(fd)
         finally:
             os.close(fd)
         try:
@@ -147,7 +149,8 @@ class BlobStore:
         except BaseException:
             _unlink_quietly(tmp)
             raise
-        self._fsync_dir(os.path.dirname(path))
+        if sync_dir:
+            self._fsync_dir(os.path.dirname(path))
 
     def _fsync_dir(self, path: str) -> None:
         if not self._fsync:
