@@ -39,6 +39,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "InvalidPartNumber": (416, "The requested partnumber is not satisfiable"),
     "InvalidRange": (416, "The requested range is not satisfiable"),
     "InvalidRequest": (400, "Invalid Request"),
+    "InvalidRetentionPeriod": (400, "The retention period specified is not valid."),
     "InvalidStorageClass": (400, "The storage class you specified is not valid."),
     "InvalidTag": (400, "The tag provided was not a valid tag."),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
@@ -54,10 +55,14 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist."),
     "NoSuchKey": (404, "The specified key does not exist."),
+    "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist."),
+    "NoSuchObjectLockConfiguration": (404, "The specified object does not have a ObjectLock configuration"),  # noqa: E501
+    "NoSuchTagSet": (404, "The TagSet does not exist"),
     "NoSuchUpload": (404, "The specified multipart upload does not exist."),
     "NoSuchVersion": (404, "The specified version does not exist."),
     "NotImplemented": (501, "A header you provided implies functionality that is not implemented."),  # noqa: E501
     "NotModified": (304, "Not Modified"),
+    "ObjectLockConfigurationNotFoundError": (404, "Object Lock configuration does not exist for this bucket"),  # noqa: E501
     "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
     "QuotaExceeded": (403, "The bucket quota would be exceeded by this request."),
     "RequestHeaderSectionTooLarge": (400, "Your request header section exceeds the maximum allowed size."),  # noqa: E501

@@ -21,17 +21,39 @@ from twisted.python import usage
 
 from objstore import __version__
 from objstore.admin.api import AdminApi, server_info
+from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
+from objstore.admin.archive_routes import ArchiveRoutes
+from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
+from objstore.admin.audit_routes import AuditRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
+from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
+from objstore.admin.metrics_routes import MetricsRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
+from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
+from objstore.admin.quota_routes import QuotaRoutes
+from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
+from objstore.admin.settings_routes import SettingsRoutes
+from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
+from objstore.admin.transfer_routes import SettingsTable, TransferRoutes
+from objstore.audit.log import AuditLog
+from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config, ConfigError, load_config
+from objstore.engine.archive import ArchiveService
+from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.iam import IamService
+from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
+from objstore.engine.quota import QuotaService
+from objstore.engine.transfer import TransferService
+from objstore.engine.transfer_import import ImportTargets
+from objstore.engine.versioning import KeyLocks
+from objstore.engine.versions import VersionService
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
@@ -46,11 +68,22 @@ from objstore.iam.bootstrap import (
 )
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
+from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
 from objstore.meta.store import open_sync_store
+from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats, StorageCollector
+from objstore.metrics.history import MetricsHistory
+from objstore.metrics.registry import NodeMetrics
+from objstore.metrics.storage import StorageSnapshot
 from objstore.ordered_service import OrderedMultiService
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
+from objstore.workers.lifecycle import (
+    INTERVAL_SETTING,
+    AuditSink,
+    LifecycleSettings,
+    LifecycleWorker,
+)
 
 log = Logger()
 IO_THREADS = 8
@@ -124,6 +157,7 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         sync_store.migrate()
         bootstrap = ensure_root(sync_store, control)
         ensure_builtin_grants(sync_store, control)
+        node_id = ensure_node_id(sync_store, config.cluster.node_id)
     except Exception as exc:
         if isinstance(exc, BootstrapError):
             raise
@@ -148,11 +182,22 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         regions={config.server.region, "us-east-1"},
         now=lambda: datetime.datetime.fromtimestamp(clock(), datetime.UTC),
     )
+    key_locks = KeyLocks()  # shared: deletes and lock/tag changes of a key serialise
+    bucket_config = BucketConfigService(meta, control, io_pool, clock=clock)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock),
-        objects=ObjectService(meta, blobs, io_pool, clock=clock),
+        objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
+                              locks=key_locks),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock),
         authorizer=authorizer,
+        bucket_config=bucket_config,
+        versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
+                                authority=authorizer),
+        lifecycle=LifecycleService(
+            meta, bucket_config, clock=clock, day_seconds=config.lifecycle.day_seconds,
+            cache_ttl_seconds=config.server.cache.ttl_seconds,
+            cache_size=config.server.cache.size,
+        ),
     )
     health = HealthState()
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
@@ -165,7 +210,8 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         rate_limits=rate_limits,
         authorizer=authorizer,
     )
-    mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer, clock)
+    iam = mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer,
+                           clock)
     root = RootResource(
         s3=S3Api(services, authenticator, rate_limits).resource(),
         admin=admin.resource(),
@@ -176,9 +222,22 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
         server_header=config.server.server_header,
     )
+    observability = build_observability(config, reactor, meta, node_id,
+                                        {"db": db_pool.stats, "io": io_pool.stats})
+    site.observer = observability.recorder
+    admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
+    admin.mount(METRICS_FAMILIES, MetricsRoutes(
+        gate=admin.authorize, meta=meta, render=observability.metrics.render, node_id=node_id))
+    lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
+    mount_settings_and_quotas(admin, services, meta, control, io_pool,
+                              on_setting_change=settings_listener(lifecycle))
+    mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
+                    on_setting_change=settings_listener(lifecycle))
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
+    observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
+    lifecycle.setServiceParent(top)  # single node: always the worker leader
     ListenerService(reactor, config, site, health).setServiceParent(top)
     return Node(top, bootstrap)
 
@@ -192,7 +251,7 @@ def mount_admin_apis(
     identities: IdentityResolver,
     authorizer: Authorizer,
     clock: Callable[[], float],
-) -> None:
+) -> IamService:
     """The admin endpoint families that live in their own modules (IAM, stats, presign)."""
 
     def iam_changed() -> None:
@@ -204,6 +263,97 @@ def mount_admin_apis(
     ops = OpsRoutes(gate=admin.authorize, meta=meta, io=io_pool,
                     data_dir=config.storage.data_dir, region=config.server.region, clock=clock)
     admin.mount(OPS_FAMILIES, ops)
+    return iam
+
+
+def mount_data_apis(
+    admin: AdminApi,
+    services: S3Services,
+    iam: IamService,
+    meta: MetaStore,
+    control: ControlRecord,
+    io_pool: NamedPool,
+    clock: Callable[[], float],
+    *,
+    on_setting_change: Callable[[str], None],
+) -> None:
+    """POST /admin/archive, GET /admin/export and POST /admin/import."""
+    archives = ArchiveService(services.objects, io_pool)
+    admin.mount(ARCHIVE_FAMILIES, ArchiveRoutes(
+        gate=admin.authorize, archives=archives, authorizer=services.authorizer))
+    targets = ImportTargets(
+        meta=meta, iam=iam, buckets=services.buckets,
+        bucket_state=services.bucket_config,
+        settings=SettingsTable(meta, control, io_pool, on_setting_change),
+    )
+    transfer = TransferService(targets, clock=clock, server_version=__version__)
+    admin.mount(TRANSFER_FAMILIES, TransferRoutes(
+        gate=admin.authorize, transfer=transfer, authorizer=services.authorizer, io=io_pool))
+
+
+@dataclass
+class Observability:
+    audit: AuditLog
+    metrics: NodeMetrics
+    recorder: RequestRecorder
+    service: service.MultiService  # audit log, storage figures, metrics history
+
+
+def build_observability(
+    config: Config, reactor: Any, meta: MetaStore, node_id: str, pools: dict[str, PoolStats]
+) -> Observability:
+    """The audit log, the node's metrics registry with its collectors, and the timers
+    that feed them. The audit log starts first and stops last (its final flush)."""
+    audit = AuditLog(meta, node_id=node_id, clock=reactor, enabled=config.audit.enabled,
+                     retention_days=config.audit.retention_days)
+    metrics = NodeMetrics(node_id=node_id, version=__version__)
+    interval = config.metrics.history_interval_seconds
+    storage = StorageSnapshot(meta, clock=reactor, interval_seconds=interval)
+    history = MetricsHistory(
+        meta, totals=lambda: metrics.requests.totals, storage=lambda: storage.current,
+        node_id=node_id, clock=reactor, interval_seconds=interval,
+        retention_hours=config.metrics.history_retention_hours,
+    )
+    metrics.add(StorageCollector(lambda: storage.current))
+    metrics.add(PoolCollector(pools))
+    metrics.add(AuditCollector(audit))
+    group = OrderedMultiService()
+    for child in (audit, storage, history):
+        child.setServiceParent(group)
+    recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds)
+    return Observability(audit, metrics, recorder, group)
+
+
+def lifecycle_worker(
+    config: Config, reactor: Any, meta: MetaStore, services: S3Services, audit: AuditSink
+) -> LifecycleWorker:
+    settings = LifecycleSettings(interval_seconds=config.lifecycle.interval_seconds,
+                                 day_seconds=config.lifecycle.day_seconds)
+    return LifecycleWorker(reads=meta, configs=services.lifecycle, objects=services.objects,
+                           uploads=services.multipart, audit=audit, settings=settings,
+                           clock=reactor)
+
+
+def settings_listener(lifecycle: LifecycleWorker) -> Callable[[str], None]:
+    """What a changed setting means to the node's services (imports call it too)."""
+
+    def changed(key: str) -> None:
+        if key == INTERVAL_SETTING:
+            lifecycle.interval_changed()
+
+    return changed
+
+
+def mount_settings_and_quotas(
+    admin: AdminApi, services: S3Services, meta: MetaStore, control: ControlRecord,
+    io_pool: NamedPool, *, on_setting_change: Callable[[str], None],
+) -> None:
+    """GET/PUT/DELETE /admin/settings/{key} and /admin/buckets/{bucket}/quota."""
+    admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, meta=meta,
+                                                  control=control, io=io_pool,
+                                                  on_change=on_setting_change))
+    quotas = QuotaService(meta, services.bucket_config)
+    admin.mount(QUOTA_FAMILIES, QuotaRoutes(gate=admin.authorize, quotas=quotas))
 
 
 class IOPoolService(service.Service):

@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from objstore import __version__
+from objstore.audit.context import note_error
 from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
@@ -38,6 +39,8 @@ _SLOW_DOWN = "Please reduce your request rate."
 
 def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
     request.setResponseCode(status)
+    if status >= 400 and isinstance(payload, dict):  # for the audit log and metrics
+        note_error(request, str(payload.get("error", "")))
     if status == 503:
         request.setHeader("Retry-After", str(RETRY_AFTER_SECONDS))
     body = json.dumps(payload).encode()

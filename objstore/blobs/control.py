@@ -18,6 +18,8 @@ from typing import Any
 
 FAMILIES = (
     "buckets", "users", "credentials", "settings", "teams", "grants",
+    # bucket configuration documents, keyed "<bucket>:<config key>"
+    "bucket_config",
     # attachments, keyed "<team_id>:<user_id>", "<user_id>:<grant_id>", "<team_id>:<grant_id>"
     "team_members", "user_grants", "team_grants",
 )

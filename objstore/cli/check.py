@@ -101,6 +101,10 @@ def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
 
 
 def _blobs_of(record: ObjectRecord) -> list[tuple[str, int, str | None]]:
+    """The blobs holding the bytes of a row (a delete marker's blob holds only its
+    sidecar, like a composite's)."""
+    if record.is_delete_marker:
+        return []
     if record.parts:
         return [(p.blob_id, p.size, p.etag) for p in record.parts]
     if record.blob_id is None:

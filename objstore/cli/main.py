@@ -1,7 +1,13 @@
-"""The `objstore` command: offline tools (recover, check) and --version.
+"""The `objstore` command: offline tools (recover, check, keygen), the admin API commands
+(users, teams, grants, credentials, presign, archive, export, import, info, stats, audit)
+and --version.
+
+Commands are dispatched by table (`COMMANDS` here, `admin_commands.COMMANDS` for the admin
+API).
 
 Offline tools open the metadata database and the data volume directly; run them while the
-daemon is stopped (check is read-only without --repair and is safe on a live node).
+daemon is stopped (check is read-only without --repair and is safe on a live node). Admin
+commands talk to a running daemon over HTTP and never import Twisted.
 """
 
 from __future__ import annotations
@@ -9,13 +15,15 @@ from __future__ import annotations
 import argparse
 import secrets
 import sys
+from collections.abc import Callable
 
 from objstore import __version__
-from objstore.config import ConfigError, load_config
+from objstore.cli import admin_commands
+from objstore.config import Config, ConfigError, load_config
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="objstore", description=__doc__)
+    parser = argparse.ArgumentParser(prog="objstore", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"objstore {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -36,31 +44,62 @@ def build_parser() -> argparse.ArgumentParser:
                        help="also re-hash every blob and compare it with its ETag")
     check.add_argument("--orphan-grace-seconds", type=float, default=900.0,
                        help="leave orphans younger than this alone (uploads in flight)")
+    admin_commands.add_commands(commands)
+    admin_commands.add_connection_options(parser, suppress=False)
     return parser
+
+
+def run_keygen(args: argparse.Namespace) -> int:
+    print(secrets.token_urlsafe(48))
+    return 0
+
+
+def run_recover(config: Config, args: argparse.Namespace) -> int:
+    from objstore.cli.recover import run_recover as recover
+
+    return recover(config, force=args.force)
+
+
+def run_check(config: Config, args: argparse.Namespace) -> int:
+    from objstore.cli.check import run_check as check
+
+    return check(config, repair=args.repair, deep=args.deep,
+                 orphan_grace_seconds=args.orphan_grace_seconds)
+
+
+def with_config(tool: Callable[[Config, argparse.Namespace], int]
+                ) -> Callable[[argparse.Namespace], int]:
+    """An offline tool run on the configuration named by --config (exit 2 when invalid)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            sys.stderr.write(f"objstore: {exc}\n")
+            return 2
+        return tool(config, args)
+
+    return run
+
+
+# Command name -> runner; every admin command dispatches through admin_commands.run.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "keygen": run_keygen,
+    "recover": with_config(run_recover),
+    "check": with_config(run_check),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command is None:
+    if getattr(args, "admin_command", None) is not None:
+        return admin_commands.run(args)
+    runner = COMMANDS.get(args.command or "")
+    if runner is None:
         parser.print_help()
         return 2
-    if args.command == "keygen":
-        print(secrets.token_urlsafe(48))
-        return 0
-    try:
-        config = load_config(args.config)
-    except ConfigError as exc:
-        sys.stderr.write(f"objstore: {exc}\n")
-        return 2
-    if args.command == "recover":
-        from objstore.cli.recover import run_recover
-
-        return run_recover(config, force=args.force)
-    from objstore.cli.check import run_check
-
-    return run_check(config, repair=args.repair, deep=args.deep,
-                     orphan_grace_seconds=args.orphan_grace_seconds)
+    return runner(args)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """`objstore recover`: rebuild the metadata database from the data volume.
 
-Control plane first (users, credentials, teams, grants and their attachments, buckets,
-settings from the control record), then objects from their sidecars in two passes, so
-memory holds one small tuple per version and never the records themselves: pass 1
-decides, per (bucket, key, version_id), which sidecar wins (newest last_modified; a crash
-between an overwrite and the removal of the old blob leaves two) and, per key, which
-version is latest; pass 2 inserts rows in batches.
+Control plane first (users, credentials, teams, grants and their attachments, buckets and
+their configuration documents, settings from the control record), then objects from their
+sidecars in two passes, so memory holds one small tuple per version and never the records
+themselves: pass 1 decides, per (bucket, key, version_id), which sidecar wins (newest
+last_modified; a crash between an overwrite and the removal of the old blob leaves two)
+and, per key, which version is latest (the newest, delete markers included: each has a
+sidecar of its own); pass 2 inserts rows in batches, lock state and tags as the sidecars
+hold them.
 """
 
 from __future__ import annotations
@@ -74,6 +76,17 @@ def _restore_setting(store: SyncMetaStore, key: str, data: dict[str, Any]) -> bo
     return True
 
 
+def _restore_bucket_config(store: SyncMetaStore, _key: str, data: dict[str, Any]) -> bool:
+    """A bucket's configuration document (object lock, tags, lifecycle, ...), unless it
+    belongs to a bucket deleted since, or to an older bucket of the same name."""
+    bucket = store.get_bucket(data["bucket"])
+    created_at = data.get("bucket_created_at")
+    if bucket is None or (created_at is not None and float(created_at) != bucket.created_at):
+        return False
+    store.put_bucket_config(data["bucket"], data["key"], data["value"])
+    return True
+
+
 def _attached(outcome: str) -> bool:
     return outcome in ("added", "attached", "exists")
 
@@ -98,6 +111,7 @@ _RESTORERS: tuple[tuple[str, Restorer], ...] = (
         data["team_id"], data["grant_id"], float(data.get("updated_at", 0.0))))),
     ("buckets", lambda store, _key, data: bool(
         store.get_bucket(data["name"]) or store.create_bucket(BucketRecord(**data)))),
+    ("bucket_config", _restore_bucket_config),
     ("settings", _restore_setting),
 )
 

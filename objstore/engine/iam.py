@@ -174,10 +174,13 @@ class IamService:
             raise not_found("user", user_id)
         return user
 
-    async def create_user(self, username: str, description: str) -> UserRecord:
+    async def create_user(
+        self, username: str, description: str, *, user_id: str | None = None
+    ) -> UserRecord:
+        """A new non-root user; `user_id` keeps a known id (import), else one is made."""
         now = self._clock()
         user = UserRecord(
-            user_id=self._new_id(),
+            user_id=user_id or self._new_id(),
             username=check_name("username", username),
             created_at=now,
             description=check_description(description) or "",
@@ -293,10 +296,12 @@ class IamService:
             raise not_found("team", team_id)
         return summary
 
-    async def create_team(self, name: str, description: str) -> TeamRecord:
+    async def create_team(
+        self, name: str, description: str, *, team_id: str | None = None
+    ) -> TeamRecord:
         now = self._clock()
         team = TeamRecord(
-            team_id=self._new_id(),
+            team_id=team_id or self._new_id(),
             name=check_name("name", name),
             created_at=now,
             description=check_description(description) or "",
@@ -370,10 +375,12 @@ class IamService:
             raise not_found("grant", grant_id)
         return grant
 
-    async def create_grant(self, name: str, description: str, document: Any) -> GrantRecord:
+    async def create_grant(
+        self, name: str, description: str, document: Any, *, grant_id: str | None = None
+    ) -> GrantRecord:
         now = self._clock()
         grant = GrantRecord(
-            grant_id=self._new_id(),
+            grant_id=grant_id or self._new_id(),
             name=check_name("name", name),
             document=check_document(document),
             created_at=now,

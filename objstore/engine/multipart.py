@@ -12,6 +12,10 @@ commits the object row and removes the upload and its part rows in ONE transacti
 (`MetaStore.complete_upload`), so an abort can never delete blobs a completed object uses.
 A blob is deleted only after the commit that made it unreachable, and never when the
 outcome of a commit is unknown (an orphan is reclaimed by `objstore check --repair`).
+
+Versioning and object lock: a completion gets a version id as a PutObject does, carries
+the lock headers given at creation (else the bucket's default retention, counted from the
+completion), and is refused like any write that would overwrite a locked null version.
 """
 
 from __future__ import annotations
@@ -28,12 +32,19 @@ from objstore.blobs import checksum_combine as combine
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.engine import lock_rules
 from objstore.engine.names import key_problem
 from objstore.engine.objects import ObjectAttrs
+from objstore.engine.quota import quota_check
+from objstore.engine.versioning import (
+    check_lock_request,
+    lock_configuration,
+    new_version_id,
+    refuse_locked_overwrite,
+)
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.records import (
-    NULL_VERSION,
     BucketRecord,
     ObjectRecord,
     PartRecord,
@@ -301,20 +312,35 @@ class MultipartService:
         problem = key_problem(key)
         if problem:
             raise S3Error(problem[0], problem[1], Key=key)
-        await self._bucket(bucket_name)
+        bucket = await self._bucket(bucket_name)
+        extra = await self._lock_extra(bucket, attrs.lock)
+        if mode.type:
+            extra["checksum_type"] = mode.type
         upload = UploadRecord(
             upload_id=self._upload_ids(), bucket=bucket_name, key=key,
             initiated_at=self._clock(), owner_id=principal.user_id,
             owner_name=principal.username, content_type=attrs.content_type,
             user_metadata=dict(attrs.user_metadata), system_headers=dict(attrs.system_headers),
             storage_class=attrs.storage_class, checksum_algorithm=mode.algorithm,
-            tags=dict(attrs.tags), extra={"checksum_type": mode.type} if mode.type else {},
+            tags=dict(attrs.tags), extra=extra,
         )
         try:
             await self._meta.create_upload(upload)
         except RecordNotFound:
             raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
         return upload
+
+    async def _lock_extra(
+        self, bucket: BucketRecord, lock: lock_rules.LockRequest
+    ) -> dict[str, Any]:
+        """The upload's lock headers, kept until completion, and whether its parts must
+        carry Content-MD5 or a checksum (lock parameters apply to the object, as AWS asks
+        of Put Part requests)."""
+        check_lock_request(bucket, lock, self._clock())
+        extra: dict[str, Any] = {} if lock.is_empty else dict(lock.to_extra())
+        if lock_rules.lock_applies(lock, await lock_configuration(self._meta, bucket)):
+            extra["lock_required"] = True
+        return extra
 
     async def upload(self, bucket_name: str, key: str, upload_id: str) -> UploadRecord:
         """The open upload `upload_id` of this bucket and key (NoSuchBucket/NoSuchUpload)."""
@@ -435,14 +461,18 @@ class MultipartService:
         (a concurrent UploadPart may have replaced one) and retries if not."""
         bucket = await self._bucket(upload.bucket)
         check_part_order(requested)
-        version_id = str(uuid.uuid4()) if bucket.versioning == "Enabled" else NULL_VERSION
+        version_id = new_version_id(bucket)
+        await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
+        lock_config = await lock_configuration(self._meta, bucket)
+        usage_check = await quota_check(self._meta, upload.bucket)
         blob_id = new_blob_id()
         try:
             for _ in range(COMPLETE_ATTEMPTS):
-                record = await self._describe(upload, requested, claims, version_id, blob_id)
+                record = await self._describe(upload, requested, claims, version_id, blob_id,
+                                             lock_config)
                 try:
                     result = await self._meta.complete_upload(upload.upload_id, record,
-                                                              precondition)
+                                                              precondition, usage_check)
                 except PartsChanged:
                     continue
                 await self._delete_blobs(result.orphaned_blob_ids)
@@ -456,8 +486,10 @@ class MultipartService:
     async def _describe(
         self, upload: UploadRecord, requested: Sequence[RequestedPart],
         claims: CompletionClaims, version_id: str, blob_id: str,
+        lock_config: lock_rules.LockConfiguration | None = None,
     ) -> ObjectRecord:
-        """Read and check the parts, build the record, make its sidecar durable."""
+        """Read and check the parts, build the record (with the lock headers of the
+        upload, else the bucket's default retention), make its sidecar durable."""
         mode = ChecksumMode.of(upload)
         stored = await self._meta.list_parts(upload.upload_id, 0, MAX_PART_NUMBER)
         parts = select_parts(upload.upload_id, mode, requested, stored)
@@ -467,6 +499,8 @@ class MultipartService:
         record = composite_record(upload, parts, version_id=version_id, blob_id=blob_id,
                                   now=self._clock(), checksums=checksums,
                                   checksum_type=mode.type)
+        record = lock_rules.with_lock(record, lock_rules.LockRequest.from_extra(upload.extra),
+                                      lock_config, record.last_modified)
         await self._io.run(self._blobs.write_sidecar, blob_id, record_to_sidecar(record))
         return record
 

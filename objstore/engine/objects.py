@@ -4,11 +4,18 @@ The write path is the durability contract (DESIGN invariant 1): the spooled body
 blob with its sidecar (fsynced, on the IO pool), then the metadata row is committed, then
 blobs the write made unreachable are removed. Events, audit, quotas and cluster fan-out hook
 in here later, so no client write can bypass them.
+
+Versioning: a write gets a UUID version on an Enabled bucket and the null version
+otherwise; a delete without a version id removes the null version of an unversioned bucket
+and inserts a delete marker on a versioned one (a marker is a row with a sidecar-only blob,
+so `recover` rebuilds it); a delete with a version id removes that version for good. Every
+path that deletes or overwrites an existing version asks the object lock rules first
+(`lock_rules.may_delete`), and permanent deletes run under the per-key lock with a seq
+guard, so a retention or legal hold committed meanwhile is never ignored.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -18,11 +25,24 @@ from twisted.logger import Logger
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
+from objstore.engine.quota import quota_check
+from objstore.engine.versioning import (
+    DISABLED,
+    ActionAuthority,
+    KeyLocks,
+    born_locked,
+    check_deletable,
+    check_version_id,
+    find_version,
+    new_version_id,
+    refuse_locked_overwrite,
+)
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
-from objstore.meta.store import PreconditionNotMet, RecordNotFound
+from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -33,6 +53,8 @@ log = Logger()
 
 MAX_COPY_SOURCE_BYTES = 5 * 1024**3
 PROVISIONAL_SIDECAR_KIND = "copy-in-progress"
+# A guarded delete retries when the version changed between its read and its delete.
+GUARD_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -45,6 +67,16 @@ class ObjectAttrs:
     storage_class: str = "STANDARD"
     checksums: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
+    lock: LockRequest = LockRequest()
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What a DeleteObject did: the version id to report (None on an unversioned bucket),
+    and whether that version is a delete marker (one inserted, or one removed by id)."""
+
+    version_id: str | None
+    delete_marker: bool = False
 
 
 class ObjectService:
@@ -55,11 +87,15 @@ class ObjectService:
         io: Runner,
         *,
         clock: Callable[[], float],
+        authority: ActionAuthority | None = None,
+        locks: KeyLocks | None = None,
     ) -> None:
         self._meta = meta
         self._blobs = blobs
         self._io = io
         self._clock = clock
+        self._authority = authority
+        self._locks = locks if locks is not None else KeyLocks()
 
     async def _bucket(self, name: str) -> BucketRecord:
         bucket = await self._meta.get_bucket(name)
@@ -75,17 +111,30 @@ class ObjectService:
         body: BodySpool,
         attrs: ObjectAttrs,
         precondition: WritePrecondition | None = None,
+        *,
+        integrity: bool = True,
     ) -> ObjectRecord:
         """Store a new object (or version). With a precondition (If-None-Match: *,
         If-Match) the check happens inside the writing transaction; when it fails the blob
-        just written is removed and nothing else changes."""
+        just written is removed and nothing else changes. `integrity`: the request carried
+        Content-MD5 or an x-amz-checksum-* value (required when object lock applies)."""
         _check_key(key)
         bucket = await self._bucket(bucket_name)
         checksums = dict(attrs.checksums)
         record = self._new_record(principal, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
+        record = await self._prepare_version(bucket, record, attrs, integrity)
         await self._store_blob(body, record)
         return await self._commit(record, precondition)
+
+    async def _prepare_version(
+        self, bucket: BucketRecord, record: ObjectRecord, attrs: ObjectAttrs, integrity: bool
+    ) -> ObjectRecord:
+        """The lock state the version is born with; refused when it would overwrite a
+        locked null version."""
+        record = await born_locked(self._meta, bucket, record, attrs.lock, integrity=integrity)
+        await refuse_locked_overwrite(self._meta, bucket, record.key, record.last_modified)
+        return record
 
     def _new_record(
         self, principal: Principal, bucket: BucketRecord, key: str, size: int, etag: str,
@@ -94,7 +143,7 @@ class ObjectService:
         return ObjectRecord(
             bucket=bucket.name,
             key=key,
-            version_id=str(uuid.uuid4()) if bucket.versioning == "Enabled" else NULL_VERSION,
+            version_id=new_version_id(bucket),
             blob_id=new_blob_id(),
             size=size,
             etag=etag,
@@ -117,7 +166,8 @@ class ObjectService:
         (nothing references it), after success the blobs the write replaced go."""
         assert record.blob_id is not None
         try:
-            result = await self._meta.put_object(record, precondition)
+            usage_check = await quota_check(self._meta, record.bucket)
+            result = await self._meta.put_object(record, precondition, usage_check)
         except BaseException as error:
             await self._delete_blobs([record.blob_id])
             if isinstance(error, PreconditionNotMet):
@@ -149,6 +199,7 @@ class ObjectService:
         checksums = {} if source.checksum_type == "COMPOSITE" else dict(source.checksums)
         etag = "" if source.parts else source.etag
         record = self._new_record(principal, bucket, key, source.size, etag, attrs, checksums)
+        record = await self._prepare_version(bucket, record, attrs, True)
         segments = plan_segments(source, 0, source.size)
         try:
             record = await self._io.run(self._copy_blob, segments, record)
@@ -199,18 +250,15 @@ class ObjectService:
     async def head(
         self, bucket_name: str, key: str, version_id: str | None = None
     ) -> ObjectRecord:
-        await self._bucket(bucket_name)
-        record = await self._meta.get_object(bucket_name, key, version_id)
-        if record is None:
-            if version_id is not None:
-                raise S3Error("NoSuchVersion", Key=key, VersionId=version_id)
-            raise S3Error("NoSuchKey", Key=key)
-        if record.is_delete_marker:
-            headers = {"x-amz-delete-marker": "true", "x-amz-version-id": record.version_id}
-            if version_id is not None:
-                raise S3Error("MethodNotAllowed", headers=headers)
-            raise S3Error("NoSuchKey", headers=headers, Key=key)
-        return record
+        return (await self.lookup(bucket_name, key, version_id))[1]
+
+    async def lookup(
+        self, bucket_name: str, key: str, version_id: str | None = None
+    ) -> tuple[BucketRecord, ObjectRecord]:
+        """The bucket and the version a read names (see `versioning.find_version` for the
+        answers about missing versions and delete markers)."""
+        bucket = await self._bucket(bucket_name)
+        return bucket, await find_version(self._meta, bucket_name, key, version_id)
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice), read on the IO pool."""
@@ -230,26 +278,76 @@ class ObjectService:
         return self._blobs.open(blob_id)
 
     async def delete(
-        self, bucket_name: str, key: str, version_id: str | None = None
-    ) -> ObjectRecord | None:
-        """Delete the current object of an unversioned bucket (missing keys are not an
-        error); version id "null" names that same object, and no other version exists on
-        such a bucket. Versioned deletes (delete markers) belong to the versioning use
-        cases."""
+        self,
+        principal: Principal,
+        bucket_name: str,
+        key: str,
+        version_id: str | None = None,
+        *,
+        bypass_governance: bool = False,
+    ) -> DeleteOutcome:
+        """DeleteObject. With a version id: that version (or marker) goes for good, when
+        the lock rules allow it; a version that does not exist is no error (as on AWS).
+        Without one: an unversioned bucket loses its null version, a versioned one gets a
+        new delete marker (on a Suspended bucket the null marker replaces the null
+        version). Lock refusals raise AccessDenied; a marker is always allowed."""
         bucket = await self._bucket(bucket_name)
-        if bucket.versioning != "Disabled":
-            raise S3Error(
-                "NotImplemented", "Deletes on versioned buckets are not implemented yet."
-            )
-        if version_id not in (None, NULL_VERSION):
-            raise S3Error("NoSuchVersion", Key=key, VersionId=version_id or "")
-        result = await self._meta.delete_object_version(bucket_name, key, NULL_VERSION)
-        removed = result.removed
-        if removed is not None:
-            blob_ids = [removed.blob_id] if removed.blob_id else []
-            blob_ids += [part.blob_id for part in removed.parts]
-            await self._delete_blobs(blob_ids)
-        return removed
+        if version_id is not None:
+            check_version_id(version_id)
+            named = version_id
+            return await self._locks.run(bucket_name, key, lambda: self._delete_version(
+                principal, bucket_name, key, named, bypass_governance))
+        if bucket.versioning == DISABLED:
+            await self._locks.run(bucket_name, key, lambda: self._delete_version(
+                principal, bucket_name, key, NULL_VERSION, bypass_governance))
+            return DeleteOutcome(None)
+        return await self._locks.run(bucket_name, key, lambda: self._insert_marker(
+            principal, bucket, key, bypass_governance))
+
+    async def _delete_version(
+        self, principal: Principal, bucket_name: str, key: str, version_id: str,
+        bypass_governance: bool,
+    ) -> DeleteOutcome:
+        """Remove one version after the lock rules allowed it; the delete is guarded by
+        the seq that was checked, so a lock change committed in between is seen."""
+        for _ in range(GUARD_ATTEMPTS):
+            record = await self._meta.get_object(bucket_name, key, version_id)
+            if record is None:
+                return DeleteOutcome(version_id)
+            await check_deletable(self._authority, principal, record, self._clock(),
+                                  bypass_governance)
+            try:
+                result = await self._meta.delete_object_version(
+                    bucket_name, key, version_id, record.seq)
+            except RowChanged:
+                continue
+            if result.removed is not None:
+                await self._delete_blobs(_blob_ids(result.removed))
+            return DeleteOutcome(version_id, record.is_delete_marker)
+        raise S3Error("ConditionalRequestConflict")
+
+    async def _insert_marker(
+        self, principal: Principal, bucket: BucketRecord, key: str, bypass_governance: bool
+    ) -> DeleteOutcome:
+        """A delete marker becomes the latest version; its sidecar (a blob id without
+        bytes, like a composite's) is durable before its row."""
+        now = self._clock()
+        version_id = new_version_id(bucket)
+        if version_id == NULL_VERSION:  # Suspended: the marker replaces the null version
+            current = await self._meta.get_object(bucket.name, key, NULL_VERSION)
+            if current is not None:
+                await check_deletable(self._authority, principal, current, now,
+                                      bypass_governance)
+        marker = ObjectRecord(
+            bucket=bucket.name, key=key, version_id=version_id, blob_id=new_blob_id(),
+            size=0, etag="", last_modified=now, is_delete_marker=True,
+            owner_id=principal.user_id, owner_name=principal.username,
+        )
+        assert marker.blob_id is not None
+        await self._io.run(self._blobs.write_sidecar, marker.blob_id,
+                           record_to_sidecar(marker))
+        await self._commit(marker, None)
+        return DeleteOutcome(version_id, True)
 
     async def bucket_owner(self, bucket_name: str) -> tuple[str, str]:
         """(user_id, username) of the owner of a bucket, for its ACL."""
@@ -262,6 +360,12 @@ class ObjectService:
     ) -> list[ObjectRecord]:
         """One page of latest versions; the caller has checked that the bucket exists."""
         return await self._meta.list_latest(bucket_name, prefix, start_after, limit)
+
+
+def _blob_ids(record: ObjectRecord) -> list[str]:
+    """Every file a removed version used: its blob (or sidecar-only blob) and its parts."""
+    blob_ids = [record.blob_id] if record.blob_id else []
+    return blob_ids + [part.blob_id for part in record.parts]
 
 
 def _missing_blob(record: ObjectRecord) -> S3Error:

@@ -15,6 +15,7 @@ import hashlib
 from collections.abc import Callable, Collection, Mapping
 from urllib.parse import parse_qs
 
+from objstore.audit.context import note_access_key, note_user
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
@@ -60,6 +61,7 @@ class Authenticator:
             raise S3Error(exc.code, exc.message) from None
         if auth is None:
             raise S3Error("AccessDenied", "Anonymous access is not allowed.")
+        note_access_key(request, auth.access_key)
         resolved = await self._identities.resolve(auth.access_key)
         if resolved is None:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
@@ -69,6 +71,7 @@ class Authenticator:
                            body_checksums=not checksums_describe_object(view))
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
+        note_user(request, resolved.principal.user_id, resolved.principal.username)
         return resolved.principal
 
 

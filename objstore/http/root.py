@@ -8,6 +8,7 @@ from typing import Any
 
 from twisted.web.resource import Resource
 
+from objstore.audit.context import note_api
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http.site import ObjstoreRequest
@@ -40,8 +41,10 @@ class RootResource(Resource):
         if bucket is not None:
             request.vhost_bucket = bucket  # type: ignore[attr-defined]
         elif path == b"admin":
+            note_api(request, "admin")
             return self._admin
         elif path == b"cluster" and request.postpath[:1] == [b"v1"]:
+            note_api(request, "cluster")
             return self._cluster
         # S3 sees the whole path: undo the traversal step that consumed `path`.
         request.postpath.insert(0, request.prepath.pop())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -21,6 +21,7 @@ from twisted.web.http import datetimeToString
 from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 
+from objstore.audit.context import RequestAudit
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
@@ -75,6 +76,7 @@ def _header_value(value: str | bytes) -> bytes:
 
 
 class ObjstoreRequest(server.Request):
+    audit: RequestAudit
     request_id: str
     host_id: str
     spool: BodySpool | None
@@ -87,6 +89,7 @@ class ObjstoreRequest(server.Request):
         self.host_id = base64.b64encode(os.urandom(24)).decode()
         self.spool = None
         self.early_error = None
+        self.audit = RequestAudit()
 
     def header(self, name: str) -> str | None:
         value = self.requestHeaders.getRawHeaders(name)
@@ -129,6 +132,7 @@ class ObjstoreRequest(server.Request):
             self.request_id, self.host_id, {},
         )
         self.setResponseCode(500)
+        self.audit.error_code = "InternalError"
         self.setHeader(b"Content-Type", b"application/xml")
         self.setHeader(b"Content-Length", str(len(body)).encode())
         self.write(body)
@@ -140,6 +144,7 @@ class ObjstoreRequest(server.Request):
         desynchronise keep-alive, and reading gigabytes only to refuse them wastes both
         sides. Called from gotLength, before twisted.web's automatic 100 Continue."""
         self.requestHeaders.removeHeader(b"expect")
+        self.code, self.audit.error_code = error.status, error.code
         body = error_document(error.code, error.message, self.request_id, self.host_id,
                               error.fields)
         reason = http.RESPONSES.get(error.status, b"Error")
@@ -174,9 +179,19 @@ class _DiscardSink:
         pass
 
 
+class RequestObserver(Protocol):
+    """Told when a request's headers are complete and when its response has finished
+    (`completed` False: the connection was lost first). Must never raise."""
+
+    def request_started(self, request: ObjstoreRequest) -> None: ...
+
+    def request_finished(self, request: ObjstoreRequest, completed: bool) -> None: ...
+
+
 class ObjstoreSite(server.Site):
     requestFactory = ObjstoreRequest
     displayTracebacks = False
+    observer: RequestObserver | None = None  # the audit log and request metrics
 
     def __init__(
         self,
@@ -228,9 +243,13 @@ class ObjstoreSite(server.Site):
     # -- drain -----------------------------------------------------------------------
     def request_started(self, request: ObjstoreRequest) -> None:
         self.in_flight += 1
-        request.notifyFinish().addBoth(self._request_done)
+        if self.observer is not None:
+            self.observer.request_started(request)
+        request.notifyFinish().addBoth(self._request_done, request)
 
-    def _request_done(self, _: object) -> None:
+    def _request_done(self, result: object, request: ObjstoreRequest) -> None:
+        if self.observer is not None:
+            self.observer.request_finished(request, not isinstance(result, failure.Failure))
         self.in_flight -= 1
         if self.in_flight == 0:
             waiters, self._idle_waiters = self._idle_waiters, []

@@ -24,6 +24,7 @@ from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred
 
 from objstore.meta.iam_async import AsyncIamQueries
+from objstore.meta.observability_async import AsyncObservabilityQueries
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import (
     BucketRecord,
@@ -36,7 +37,7 @@ from objstore.meta.records import (
     UserRecord,
     WritePrecondition,
 )
-from objstore.meta.store import SyncMetaStore
+from objstore.meta.store import SyncMetaStore, UsageCheck
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -94,7 +95,7 @@ def call_with_retries(
     return fn()
 
 
-class MetaStore(AsyncIamQueries):
+class MetaStore(AsyncIamQueries, AsyncObservabilityQueries):
     """Every `SyncMetaStore` query as a method returning a Deferred (the IAM ones come from
     `iam_async.py`). Reads run on the reader
     pool, mutations on the writer pool. `iter_objects` is offered page by page as
@@ -154,6 +155,9 @@ class MetaStore(AsyncIamQueries):
     def delete_bucket(self, name: str) -> Deferred[str]:
         return self._write(self._store.delete_bucket, name)
 
+    def enable_object_lock(self, name: str, updated_at: float) -> Deferred[str]:
+        return self._write(self._store.enable_object_lock, name, updated_at)
+
     def get_bucket_config(self, bucket: str, key: str) -> Deferred[str | None]:
         return self._read(self._store.get_bucket_config, bucket, key)
 
@@ -168,9 +172,10 @@ class MetaStore(AsyncIamQueries):
 
     # -- objects ---------------------------------------------------------------------
     def put_object(
-        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None,
+        usage_check: UsageCheck | None = None,
     ) -> Deferred[PutResult]:
-        return self._write(self._store.put_object, record, precondition)
+        return self._write(self._store.put_object, record, precondition, usage_check)
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None
@@ -178,12 +183,15 @@ class MetaStore(AsyncIamQueries):
         return self._read(self._store.get_object, bucket, key, version_id)
 
     def delete_object_version(
-        self, bucket: str, key: str, version_id: str
+        self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
     ) -> Deferred[DeleteResult]:
-        return self._write(self._store.delete_object_version, bucket, key, version_id)
+        return self._write(self._store.delete_object_version, bucket, key, version_id,
+                           expected_seq)
 
-    def update_object(self, record: ObjectRecord) -> Deferred[ObjectRecord]:
-        return self._write(self._store.update_object, record)
+    def update_object(
+        self, record: ObjectRecord, expected_seq: int | None = None
+    ) -> Deferred[ObjectRecord]:
+        return self._write(self._store.update_object, record, expected_seq)
 
     def list_latest(
         self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000
@@ -251,9 +259,10 @@ class MetaStore(AsyncIamQueries):
 
     def complete_upload(
         self, upload_id: str, record: ObjectRecord,
-        precondition: WritePrecondition | None = None,
+        precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
     ) -> Deferred[PutResult]:
-        return self._write(self._store.complete_upload, upload_id, record, precondition)
+        return self._write(self._store.complete_upload, upload_id, record, precondition,
+                           usage_check)
 
     # -- users and credentials -------------------------------------------------------
     def create_user(self, user: UserRecord) -> Deferred[bool]:
@@ -297,6 +306,9 @@ class MetaStore(AsyncIamQueries):
 
     def delete_setting(self, key: str) -> Deferred[bool]:
         return self._write(self._store.delete_setting, key)
+
+    def list_settings(self) -> Deferred[dict[str, str]]:
+        return self._read(self._store.list_settings)
 
     # -- tombstones ------------------------------------------------------------------
     def get_tombstone(self, family: str, key: str) -> Deferred[tuple[float, int | None] | None]:

@@ -52,7 +52,18 @@ def _ensure_seq_counter(conn: Connection) -> None:
         conn.execute(sa.insert(schema.seq_counter).values(name=schema.OBJECTS_SEQ_NAME, value=0))
 
 
-MIGRATIONS: Sequence[Migration] = (Migration(1, "initial schema", _create_initial_schema),)
+def _add_metrics_history(conn: Connection) -> None:
+    """Version 2: the metrics_history table and audit_log.details."""
+    schema.metrics_history.create(conn, checkfirst=True)
+    columns = {c["name"] for c in sa.inspect(conn).get_columns(schema.audit_log.name)}
+    if "details" not in columns:
+        conn.execute(sa.text("ALTER TABLE audit_log ADD COLUMN details TEXT"))
+
+
+MIGRATIONS: Sequence[Migration] = (
+    Migration(1, "initial schema", _create_initial_schema),
+    Migration(2, "metrics history; audit details", _add_metrics_history),
+)
 
 
 def current_version(migrations: Sequence[Migration] = MIGRATIONS) -> int:

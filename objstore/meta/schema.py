@@ -330,6 +330,25 @@ audit_log = sa.Table(
     sa.Column("bytes_in", sa.BigInteger, nullable=True),
     sa.Column("bytes_out", sa.BigInteger, nullable=True),
     sa.Column("user_agent", sa.Text, nullable=True),
+    sa.Column("details", sa.Text, nullable=True),  # JSON object of further fields
+)
+
+# Node-local samples of the metrics history (request counts are per interval).
+metrics_history = sa.Table(
+    "metrics_history",
+    metadata,
+    sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+    sa.Column("ts", Timestamp, nullable=False, index=True),
+    sa.Column("node_id", sa.Text, nullable=False),
+    sa.Column("interval_seconds", sa.Double, nullable=False),
+    sa.Column("requests", sa.BigInteger, nullable=False),
+    sa.Column("errors", sa.BigInteger, nullable=False),
+    sa.Column("server_errors", sa.BigInteger, nullable=False),
+    sa.Column("bytes_in", sa.BigInteger, nullable=False),
+    sa.Column("bytes_out", sa.BigInteger, nullable=False),
+    sa.Column("buckets", sa.BigInteger, nullable=False),
+    sa.Column("objects", sa.BigInteger, nullable=False),
+    sa.Column("stored_bytes", sa.BigInteger, nullable=False),
 )
 
 

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from objstore.meta import migrations, schema
+from objstore.meta.audit_queries import AuditQueries, SqlAuditQueries
 from objstore.meta.engine import (
     connection_count,
     create_db_engine,
@@ -37,6 +38,7 @@ from objstore.meta.engine import (
 )
 from objstore.meta.iam_queries import IamQueries
 from objstore.meta.iam_sql import SqlIamQueries
+from objstore.meta.metrics_queries import MetricsQueries, SqlMetricsQueries
 from objstore.meta.records import (
     BucketRecord,
     CredentialRecord,
@@ -50,7 +52,7 @@ from objstore.meta.records import (
 )
 
 
-class SyncMetaStore(IamQueries):
+class SyncMetaStore(IamQueries, AuditQueries, MetricsQueries):
     """Synchronous queries (the IAM ones are declared in `iam_queries.py`). Implementations
     must be safe to call from several threads, each call using its own
     connection/transaction (SQLite: writes serialised on one writer)."""
@@ -85,6 +87,12 @@ class SyncMetaStore(IamQueries):
         remains; nothing is changed then)."""
         raise NotImplementedError
 
+    def enable_object_lock(self, name: str, updated_at: float) -> str:
+        """Atomically turn object lock on (and versioning to Enabled) for a bucket that holds
+        no object version or delete marker. Returns "enabled", "missing" or "not_empty"
+        (nothing is changed then)."""
+        raise NotImplementedError
+
     def get_bucket_config(self, bucket: str, key: str) -> str | None:
         raise NotImplementedError
 
@@ -99,13 +107,15 @@ class SyncMetaStore(IamQueries):
 
     # -- objects ---------------------------------------------------------------------
     def put_object(
-        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None,
+        usage_check: UsageCheck | None = None,
     ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
         blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
         the record with is_latest=True. A precondition that does not hold raises
-        PreconditionNotMet and changes nothing."""
+        PreconditionNotMet and changes nothing; so does any exception `usage_check` raises
+        (it is given the bucket's usage before and after the write)."""
         raise NotImplementedError
 
     def get_object(
@@ -114,14 +124,18 @@ class SyncMetaStore(IamQueries):
         """The latest version (which may be a delete marker) or the named version."""
         raise NotImplementedError
 
-    def delete_object_version(self, bucket: str, key: str, version_id: str) -> DeleteResult:
+    def delete_object_version(
+        self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
+    ) -> DeleteResult:
         """Remove one version row (taking a new seq for any promoted row). When it was the
-        latest, the newest remaining version (last_modified, then seq) becomes latest."""
+        latest, the newest remaining version (last_modified, then seq) becomes latest.
+        With `expected_seq`, a row whose seq differs raises RowChanged (nothing changes)."""
         raise NotImplementedError
 
-    def update_object(self, record: ObjectRecord) -> ObjectRecord:
+    def update_object(self, record: ObjectRecord, expected_seq: int | None = None) -> ObjectRecord:
         """Rewrite mutable fields (tags, lock state, replication status, metadata) of an
-        existing version in place with a fresh seq; returns the stored record."""
+        existing version in place with a fresh seq; returns the stored record. With
+        `expected_seq`, a row whose seq differs raises RowChanged (nothing changes)."""
         raise NotImplementedError
 
     def list_latest(
@@ -206,7 +220,7 @@ class SyncMetaStore(IamQueries):
 
     def complete_upload(
         self, upload_id: str, record: ObjectRecord,
-        precondition: WritePrecondition | None = None,
+        precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
     ) -> PutResult:
         """Close an upload into the object `record` (whose parts reference its part blobs)
         in ONE transaction: store the record as put_object does, and remove the upload, its
@@ -261,6 +275,10 @@ class SyncMetaStore(IamQueries):
     def delete_setting(self, key: str) -> bool:
         raise NotImplementedError
 
+    def list_settings(self) -> dict[str, str]:
+        """Every setting, by key."""
+        raise NotImplementedError
+
     # -- tombstones ------------------------------------------------------------------
     def get_tombstone(self, family: str, key: str) -> tuple[float, int | None] | None:
         """(deleted_at, seq) of the tombstone of a deleted entity, or None."""
@@ -281,6 +299,11 @@ class RecordNotFound(MetaStoreError, LookupError):
 class PartsChanged(MetaStoreError):
     """A completion named part blobs that are no longer the upload's parts (a part was
     replaced after the caller read them); read the parts again and retry."""
+
+
+class RowChanged(MetaStoreError):
+    """A guarded mutation (expected_seq) found the row rewritten since the caller read it;
+    read it again and decide again."""
 
 
 class PreconditionNotMet(MetaStoreError):
@@ -383,6 +406,34 @@ def _check_precondition(
             raise PreconditionNotMet("mismatch")
 
 
+# A bucket's usage, (object version count, total bytes) as `bucket_usage` counts it.
+Usage = tuple[int, int]
+# Given the usage before and after a write, raises to refuse it (the engine's quota rule).
+UsageCheck = Callable[[Usage, Usage], None]
+
+
+def _check_usage(conn: Connection, record: ObjectRecord, check: UsageCheck) -> None:
+    """Run `check` on the bucket's usage before and after storing `record` (which replaces
+    any row of the same version). Called after the seq row lock is held, so the usage it
+    sees cannot change before the commit."""
+    o = schema.objects
+    live = o.c.is_delete_marker == sa.false()
+    count, total = conn.execute(
+        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(o.c.size), 0))
+        .where(o.c.bucket == record.bucket, live)
+    ).one()
+    before = (int(count), int(total))
+    replaced = conn.execute(
+        sa.select(o.c.size).where(_object_pk(record.bucket, record.key, record.version_id), live)
+    ).first()
+    after_count, after_bytes = before
+    if replaced is not None:
+        after_count, after_bytes = after_count - 1, after_bytes - int(replaced.size)
+    if not record.is_delete_marker:
+        after_count, after_bytes = after_count + 1, after_bytes + record.size
+    check(before, (after_count, after_bytes))
+
+
 def _insert_latest(
     conn: Connection, record: ObjectRecord, seq: int
 ) -> tuple[ObjectRecord, list[str | None]]:
@@ -415,6 +466,11 @@ def _unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple
 def _object_pk(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
     o = schema.objects
     return sa.and_(o.c.bucket == bucket, o.c.key == key, o.c.version_id == version_id)
+
+
+def _row_exists(conn: Connection, where: sa.ColumnElement[bool]) -> bool:
+    o = schema.objects
+    return conn.execute(sa.select(o.c.seq).where(where)).first() is not None
 
 
 # Fields `update_object` may rewrite; the rest describe the stored bytes or the row's
@@ -479,7 +535,7 @@ def open_sync_store(
     return SqlMetaStore(engine, clock=clock)
 
 
-class SqlMetaStore(SqlIamQueries, SyncMetaStore):
+class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SyncMetaStore):
     """`SyncMetaStore` over SQLAlchemy Core, for SQLite and PostgreSQL alike (the IAM
     queries live in `iam_sql.py`)."""
 
@@ -589,6 +645,22 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
             self._tombstone(conn, TOMBSTONE_BUCKET, name)
             return "deleted"
 
+    def enable_object_lock(self, name: str, updated_at: float) -> str:
+        """Object writers take the bucket row lock in share mode, so the row lock taken here
+        orders every concurrent put before or after the emptiness check."""
+        o, b = schema.objects, schema.buckets
+        with write_transaction(self._engine) as conn:
+            if not self._bucket_exists(conn, name, lock="update"):
+                return "missing"
+            has_object = conn.execute(sa.select(o.c.key).where(o.c.bucket == name).limit(1))
+            if has_object.first() is not None:
+                return "not_empty"
+            conn.execute(
+                sa.update(b).where(b.c.name == name)
+                .values(object_lock=True, versioning="Enabled", updated_at=updated_at)
+            )
+            return "enabled"
+
     def get_bucket_config(self, bucket: str, key: str) -> str | None:
         c = schema.bucket_config
         with read_transaction(self._engine) as conn:
@@ -627,7 +699,8 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
 
     # -- objects ---------------------------------------------------------------------
     def put_object(
-        self, record: ObjectRecord, precondition: WritePrecondition | None = None
+        self, record: ObjectRecord, precondition: WritePrecondition | None = None,
+        usage_check: UsageCheck | None = None,
     ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
@@ -644,6 +717,8 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
                 raise RecordNotFound(f"bucket {record.bucket!r}")
             if precondition is not None:
                 _check_precondition(conn, record.bucket, record.key, precondition)
+            if usage_check is not None:
+                _check_usage(conn, record, usage_check)
             stored, old = _insert_latest(conn, record, seq)
         return PutResult(record=stored, orphaned_blob_ids=_unreferenced(old, stored))
 
@@ -659,21 +734,28 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
             row = conn.execute(sa.select(o).where(where)).mappings().first()
         return None if row is None else schema.object_record(row)
 
-    def delete_object_version(self, bucket: str, key: str, version_id: str) -> DeleteResult:
+    def delete_object_version(
+        self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
+    ) -> DeleteResult:
         """Remove one version row (taking a new seq for any promoted row). When it was the
         latest, the newest remaining version (last_modified, then seq) becomes latest.
 
         The delete leaves an object tombstone carrying its own fresh seq, so the change
-        cursor sees deletes too. Nothing changes (no seq is used) when no row matched."""
+        cursor sees deletes too. Nothing changes (no seq is used) when no row matched, or
+        when `expected_seq` is given and the row's seq differs (RowChanged)."""
         o = schema.objects
+        where = _object_pk(bucket, key, version_id)
         with write_transaction(self._engine) as conn:
             tombstone_seq = _next_seq(conn)
+            guarded = where if expected_seq is None else sa.and_(where, o.c.seq == expected_seq)
             removed_row = (
-                conn.execute(sa.delete(o).where(_object_pk(bucket, key, version_id)).returning(o))
+                conn.execute(sa.delete(o).where(guarded).returning(o))
                 .mappings()
                 .first()
             )
             if removed_row is None:
+                if expected_seq is not None and _row_exists(conn, where):
+                    raise RowChanged(f"{bucket}/{key} version {version_id}")  # rolls back
                 conn.get_transaction().rollback()  # type: ignore[union-attr]
                 return DeleteResult(removed=None)
             removed = schema.object_record(removed_row)
@@ -712,22 +794,25 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
         )
         return schema.object_record(row)
 
-    def update_object(self, record: ObjectRecord) -> ObjectRecord:
+    def update_object(self, record: ObjectRecord, expected_seq: int | None = None) -> ObjectRecord:
         """Rewrite mutable fields (tags, lock state, replication status, metadata) of an
         existing version in place with a fresh seq; returns the stored record.
 
         The fields rewritten are `MUTABLE_OBJECT_FIELDS`; identity, is_latest and the
         fields describing the stored bytes (blob_id, parts, size, etag, checksums,
         encryption, compression, last_modified, owner) keep their stored values. Raises
-        RecordNotFound when the version does not exist."""
+        RecordNotFound when the version does not exist, RowChanged when `expected_seq` is
+        given and the row's seq differs (a concurrent writer replaced or changed it)."""
         o = schema.objects
         given = schema.object_values(record)
+        where = _object_pk(record.bucket, record.key, record.version_id)
+        guarded = where if expected_seq is None else sa.and_(where, o.c.seq == expected_seq)
         with write_transaction(self._engine) as conn:
             seq = _next_seq(conn)
             row = (
                 conn.execute(
                     sa.update(o)
-                    .where(_object_pk(record.bucket, record.key, record.version_id))
+                    .where(guarded)
                     .values(seq=seq, **{name: given[name] for name in MUTABLE_OBJECT_FIELDS})
                     .returning(o)
                 )
@@ -735,9 +820,10 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
                 .first()
             )
             if row is None:
-                raise RecordNotFound(
-                    f"object {record.bucket!r}/{record.key!r} version {record.version_id!r}"
-                )
+                name = f"object {record.bucket!r}/{record.key!r} version {record.version_id!r}"
+                if expected_seq is not None and _row_exists(conn, where):
+                    raise RowChanged(name)
+                raise RecordNotFound(name)
             return schema.object_record(row)
 
     def list_latest(
@@ -996,7 +1082,7 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
 
     def complete_upload(
         self, upload_id: str, record: ObjectRecord,
-        precondition: WritePrecondition | None = None,
+        precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
     ) -> PutResult:
         """See SyncMetaStore.complete_upload. Locks: seq counter, bucket (share), upload row
         (update): a concurrent put_part of this upload waits, then finds it gone."""
@@ -1018,6 +1104,8 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
                 raise PartsChanged(upload_id)
             if precondition is not None:
                 _check_precondition(conn, record.bucket, record.key, precondition)
+            if usage_check is not None:
+                _check_usage(conn, record, usage_check)
             conn.execute(sa.delete(p).where(p.c.upload_id == upload_id))
             conn.execute(sa.delete(u).where(u.c.upload_id == upload_id))
             self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
@@ -1168,6 +1256,12 @@ class SqlMetaStore(SqlIamQueries, SyncMetaStore):
             self._tombstone(conn, TOMBSTONE_SETTING, key)
             return True
 
+    def list_settings(self) -> dict[str, str]:
+        s = schema.settings
+        with read_transaction(self._engine) as conn:
+            rows = conn.execute(sa.select(s.c.key, s.c.value).order_by(s.c.key)).all()
+        return {str(k): str(v) for k, v in rows}
+
     # -- tombstones ------------------------------------------------------------------
     def get_tombstone(self, family: str, key: str) -> tuple[float, int | None] | None:
         """(deleted_at, seq) of a tombstone, or None."""
@@ -1190,6 +1284,7 @@ __all__ = [
     "MetaStoreError",
     "PartsChanged",
     "RecordNotFound",
+    "RowChanged",
     "SqlMetaStore",
     "StorageSettings",
     "SyncMetaStore",

@@ -20,9 +20,13 @@ from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from objstore.audit.context import note_error
+from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
+from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
+from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error
 from objstore.http.authn import Authenticator
 from objstore.http.ratelimit import RequestRateLimits, peer_address
@@ -35,9 +39,13 @@ from objstore.s3 import (
     buckets,
     copy,
     delete_objects,
+    lifecycle,
     listing,
     multipart,
+    object_lock,
     objects,
+    tagging,
+    versioning,
 )
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.xml import error_document
@@ -94,6 +102,29 @@ ROUTES: dict[tuple[str, str, str | None], Route] = {
     ("DELETE", "object", "uploadId"): Route(multipart.abort_upload, "s3:AbortMultipartUpload"),
     ("GET", "object", "uploadId"): Route(multipart.list_parts, "s3:ListMultipartUploadParts"),
     ("GET", "bucket", "uploads"): Route(multipart.list_uploads, "s3:ListBucketMultipartUploads"),
+    ("GET", "bucket", "versioning"): Route(versioning.get_versioning, "s3:GetBucketVersioning"),
+    ("PUT", "bucket", "versioning"): Route(versioning.put_versioning, "s3:PutBucketVersioning"),
+    ("GET", "bucket", "versions"): Route(versioning.list_object_versions,
+                                         "s3:ListBucketVersions"),
+    ("GET", "bucket", "object-lock"): Route(object_lock.get_lock_configuration,
+                                            "s3:GetBucketObjectLockConfiguration"),
+    ("PUT", "bucket", "object-lock"): Route(object_lock.put_lock_configuration,
+                                            "s3:PutBucketObjectLockConfiguration"),
+    ("GET", "object", "retention"): Route(object_lock.get_retention, "s3:GetObjectRetention"),
+    ("PUT", "object", "retention"): Route(object_lock.put_retention, "s3:PutObjectRetention"),
+    ("GET", "object", "legal-hold"): Route(object_lock.get_legal_hold, "s3:GetObjectLegalHold"),
+    ("PUT", "object", "legal-hold"): Route(object_lock.put_legal_hold, "s3:PutObjectLegalHold"),
+    ("GET", "object", "tagging"): Route(tagging.get_object_tagging, "s3:GetObjectTagging"),
+    ("PUT", "object", "tagging"): Route(tagging.put_object_tagging, "s3:PutObjectTagging"),
+    ("DELETE", "object", "tagging"): Route(tagging.delete_object_tagging,
+                                           "s3:DeleteObjectTagging"),
+    ("GET", "bucket", "tagging"): Route(tagging.get_bucket_tagging, "s3:GetBucketTagging"),
+    ("PUT", "bucket", "tagging"): Route(tagging.put_bucket_tagging, "s3:PutBucketTagging"),
+    ("DELETE", "bucket", "tagging"): Route(tagging.delete_bucket_tagging, "s3:PutBucketTagging"),
+    ("PUT", "bucket", "lifecycle"): Route(lifecycle.put_lifecycle, "s3:PutLifecycleConfiguration"),
+    ("GET", "bucket", "lifecycle"): Route(lifecycle.get_lifecycle, "s3:GetLifecycleConfiguration"),
+    ("DELETE", "bucket", "lifecycle"): Route(lifecycle.delete_lifecycle,
+                                             "s3:PutLifecycleConfiguration"),
 }
 
 
@@ -103,6 +134,9 @@ class S3Services:
     objects: ObjectService
     multipart: MultipartService
     authorizer: Authorizer
+    bucket_config: BucketConfigService
+    versions: VersionService
+    lifecycle: LifecycleService
 
 
 def split_target(request: ObjstoreRequest) -> tuple[str, str]:
@@ -211,6 +245,7 @@ class S3Api:
 
 def render_error(request: ObjstoreRequest, error: S3Error) -> bytes:
     request.setResponseCode(error.status)
+    note_error(request, error.code)
     for name, value in error.headers.items():
         request.setHeader(name, value)
     if error.status == 503:

@@ -4,8 +4,10 @@ an uploadId, is routed to multipart before it gets here).
 This module owns the HTTP side of a server-side copy: the source header and its
 authorization (s3:GetObject, or s3:GetObjectVersion with a versionId, on the source object,
 besides s3:PutObject on the destination checked by the router), the metadata and tagging
-directives, the `x-amz-copy-source-if-*` conditions and the rule against copying an object
-onto itself unchanged. The bytes are copied by the engine on the IO pool; this module never
+directives, the `x-amz-copy-source-if-*` conditions, the rule against copying an object
+onto itself unchanged, and the object lock headers of the new version (the source's lock
+state is never copied: the destination gets what the request asks for, or its bucket's
+default retention). The bytes are copied by the engine on the IO pool; this module never
 touches a blob.
 """
 
@@ -22,6 +24,7 @@ from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy_source import CopySource, parse_copy_source
 from objstore.s3.objects import (
+    authorize_lock,
     authorize_tagging,
     check_acl_headers,
     object_attrs,
@@ -143,6 +146,7 @@ async def _authorize(call: S3Call, request: CopyRequest) -> None:
     )
     if request.directives.tagging == "REPLACE":
         await authorize_tagging(call, request.requested.tags)
+    await authorize_lock(call, request.requested.lock)
 
 
 async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, ObjectRecord]:

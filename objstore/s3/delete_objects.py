@@ -2,22 +2,23 @@
 
 Request-level problems (no Content-MD5 or x-amz-checksum-* header, bad XML, more than 1000
 keys, a missing bucket) fail the whole request; everything about one key (authorization as
-DeleteObject on that key's ARN, a bad version id, a failed delete) becomes an <Error> entry
-of a 200 DeleteResult, as on AWS. A key that does not exist counts as deleted. The router
-checks no action for this operation: every key is authorized here, on its own.
+DeleteObject on that key's ARN, a bad version id, an object lock refusal, a failed delete)
+becomes an <Error> entry of a 200 DeleteResult, as on AWS. A key or version that does not
+exist counts as deleted. Each key is deleted exactly as DeleteObject deletes it (a delete
+marker on a versioned bucket, the named version with a VersionId, the lock rules and the
+request's x-amz-bypass-governance-retention header). The router checks no action for this
+operation: every key is authorized here, on its own.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from twisted.logger import Logger
 
 from objstore.engine.names import key_problem
 from objstore.errors import S3Error
-from objstore.http.checksum_headers import is_checksum_claim
 from objstore.iam.authorizer import object_arn
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.lock_headers import bypass_requested, has_integrity_header
 from objstore.s3.objects import request_headers
 from objstore.s3.objects_xml import (
     DeleteEntry,
@@ -30,15 +31,6 @@ log = Logger()
 XML = "application/xml"
 
 
-def has_integrity_header(headers: Mapping[str, str]) -> bool:
-    """AWS requires Content-MD5 or an x-amz-checksum-* value (header or announced trailer)
-    on DeleteObjects; authentication has already verified whichever was sent."""
-    if "content-md5" in headers or any(is_checksum_claim(name) for name in headers):
-        return True
-    trailers = (headers.get("x-amz-trailer") or "").lower().split(",")
-    return any(is_checksum_claim(name.strip()) for name in trailers)
-
-
 def delete_action(entry: DeleteEntry) -> str:
     """The action a key needs: s3:DeleteObjectVersion when the entry names a version (as
     AWS checks it), else s3:DeleteObject."""
@@ -46,23 +38,26 @@ def delete_action(entry: DeleteEntry) -> str:
 
 
 async def delete_objects(call: S3Call) -> S3Response:
-    if not has_integrity_header(request_headers(call)):
+    headers = request_headers(call)
+    if not has_integrity_header(headers):
         raise S3Error("InvalidRequest", "Missing required header for this request: "
                       "Content-MD5 OR x-amz-checksum-*")
     await call.services.buckets.get(call.bucket)
     request = parse_delete_request(call.body())
-    outcomes = [await _delete_one(call, entry) for entry in request.entries]
+    bypass = bypass_requested(headers)
+    outcomes = [await _delete_one(call, entry, bypass) for entry in request.entries]
     body = delete_result_document(outcomes, quiet=request.quiet)
     return S3Response(body=body, content_type=XML)
 
 
-async def _delete_one(call: S3Call, entry: DeleteEntry) -> DeleteOutcome:
+async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteOutcome:
     try:
         await call.services.authorizer.check(
             call.principal, delete_action(entry), object_arn(call.bucket, entry.key)
         )
         _check_entry(entry)
-        await call.services.objects.delete(call.bucket, entry.key, entry.version_id)
+        done = await call.services.objects.delete(call.principal, call.bucket, entry.key,
+                                                  entry.version_id, bypass_governance=bypass)
     except S3Error as error:
         return DeleteOutcome(entry.key, entry.version_id, error.code, error.message)
     except Exception:
@@ -70,7 +65,10 @@ async def _delete_one(call: S3Call, entry: DeleteEntry) -> DeleteOutcome:
                     key=entry.key)
         internal = S3Error("InternalError")
         return DeleteOutcome(entry.key, entry.version_id, internal.code, internal.message)
-    return DeleteOutcome(entry.key, entry.version_id)
+    if not done.delete_marker:
+        return DeleteOutcome(entry.key, entry.version_id)
+    return DeleteOutcome(entry.key, entry.version_id, delete_marker=True,
+                         delete_marker_version_id=done.version_id)
 
 
 def _check_entry(entry: DeleteEntry) -> None:

@@ -36,6 +36,7 @@ from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, Upload
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy_source import CopySource, parse_copy_range, parse_copy_source
+from objstore.s3.lock_headers import has_integrity_header
 from objstore.s3.multipart_xml import (
     PartsPage,
     UploadsPage,
@@ -47,6 +48,7 @@ from objstore.s3.multipart_xml import (
     parse_complete,
 )
 from objstore.s3.objects import (
+    authorize_lock,
     authorize_tagging,
     check_acl_headers,
     object_attrs,
@@ -155,6 +157,7 @@ async def create_upload(call: S3Call) -> S3Response:
     check_acl_headers(headers)
     attrs = object_attrs(call, headers)
     await authorize_tagging(call, attrs.tags)
+    await authorize_lock(call, attrs.lock)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
     upload = await call.services.multipart.create(call.principal, call.bucket, call.key,
@@ -175,7 +178,11 @@ async def upload_part(call: S3Call) -> S3Response:
     if spool is None or (call.header("content-length") is None
                          and call.header("transfer-encoding") is None):
         raise S3Error("MissingContentLength")
-    claimed = claimed_checksums(spool, request_headers(call))
+    headers = request_headers(call)
+    if upload.extra.get("lock_required") and not has_integrity_header(headers):
+        raise S3Error("InvalidRequest", "Content-MD5 OR x-amz-checksum- HTTP header is "
+                      "required for Put Part requests with Object Lock parameters")
+    claimed = claimed_checksums(spool, headers)
     part = await multipart.upload_part(upload, number, spool, claimed)
     return S3Response(headers=part_headers(part))
 

@@ -1,5 +1,6 @@
-"""Object operations of the S3 API: PutObject (conditional writes, x-amz-tagging),
-GetObject and HeadObject (conditional reads, Range, partNumber), DeleteObject. Request
+"""Object operations of the S3 API: PutObject (conditional writes, x-amz-tagging, object
+lock headers), GetObject and HeadObject (conditional reads, Range, partNumber, versionId,
+object lock headers), DeleteObject (versionId, delete markers, governance bypass). Request
 headers become engine attributes here; records become response headers here; the engine
 never sees HTTP. The helpers that turn headers into attributes are shared with CopyObject.
 """
@@ -10,14 +11,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from objstore.blobs.segments import part_span
+from objstore.engine.lock_rules import LockRequest
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums, request_view
 from objstore.http.producers import CHUNK_BYTES, SegmentProducer
 from objstore.iam.authorizer import object_arn
-from objstore.meta.records import NULL_VERSION, ObjectRecord, WritePrecondition
+from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
+from objstore.s3.lifecycle import expiration_headers
+from objstore.s3.lock_headers import (
+    bypass_requested,
+    has_integrity_header,
+    legal_hold_headers,
+    lock_actions,
+    lock_request,
+    retention_headers,
+)
 from objstore.s3.ranges import parse_range
 from objstore.s3.tagging_header import parse_tagging_header
 from objstore.s3.xml import http_date
@@ -91,6 +102,7 @@ def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
         storage_class=storage_class(headers),
         checksums=claimed_checksums(call.request.spool, headers),
         tags=parse_tagging_header(headers.get("x-amz-tagging")),
+        lock=lock_request(headers),
     )
 
 
@@ -122,6 +134,13 @@ async def authorize_tagging(call: S3Call, tags: Mapping[str, str]) -> None:
         )
 
 
+async def authorize_lock(call: S3Call, lock: LockRequest) -> None:
+    """Lock headers on a write also need s3:PutObjectRetention / s3:PutObjectLegalHold."""
+    for action in lock_actions(lock):
+        await call.services.authorizer.check(call.principal, action,
+                                             object_arn(call.bucket, call.key))
+
+
 def version_id_param(call: S3Call) -> str | None:
     version_id = call.query.get("versionId")
     if version_id == "":
@@ -131,9 +150,33 @@ def version_id_param(call: S3Call) -> str | None:
 
 
 def version_header(record: ObjectRecord) -> dict[str, str]:
+    """x-amz-version-id of a write: absent for the null version (as AWS answers a write to
+    an unversioned or a Suspended bucket)."""
     if record.version_id == NULL_VERSION:
         return {}
     return {"x-amz-version-id": record.version_id}
+
+
+def read_version_header(bucket: BucketRecord, record: ObjectRecord) -> dict[str, str]:
+    """x-amz-version-id of a read: the null version is named `null` once the bucket has
+    ever been versioned (Enabled or Suspended), and not at all before."""
+    if record.version_id == NULL_VERSION and bucket.versioning == "Disabled":
+        return {}
+    return {"x-amz-version-id": record.version_id}
+
+
+async def visible_lock_headers(call: S3Call, record: ObjectRecord) -> dict[str, str]:
+    """The object lock headers of GET/HEAD, each shown only to callers who may read it
+    (s3:GetObjectRetention, s3:GetObjectLegalHold), as on AWS."""
+    headers: dict[str, str] = {}
+    arn = object_arn(call.bucket, call.key)
+    allowed = call.services.authorizer.allowed
+    if record.retention_mode and await allowed(call.principal, "s3:GetObjectRetention", arn):
+        headers.update(retention_headers(record))
+    if record.legal_hold_status and await allowed(call.principal, "s3:GetObjectLegalHold",
+                                                  arn):
+        headers.update(legal_hold_headers(record))
+    return headers
 
 
 # -- PutObject ---------------------------------------------------------------------------
@@ -150,13 +193,16 @@ async def put_object(call: S3Call) -> S3Response:
     precondition = write_precondition(headers)
     attrs = object_attrs(call, headers)
     await authorize_tagging(call, attrs.tags)
+    await authorize_lock(call, attrs.lock)
     record = await call.services.objects.put(
-        call.principal, call.bucket, call.key, spool, attrs, precondition
+        call.principal, call.bucket, call.key, spool, attrs, precondition,
+        integrity=has_integrity_header(headers),
     )
     response_headers = {"ETag": f'"{record.etag}"'}
     response_headers.update(version_header(record))
     for algorithm, value in record.checksums.items():
         response_headers[f"x-amz-checksum-{algorithm}"] = value
+    response_headers.update(await expiration_headers(call, record))
     return S3Response(headers=response_headers)
 
 
@@ -243,13 +289,23 @@ def part_range(record: ObjectRecord, part_number: int) -> tuple[int, int] | None
 
 async def plan_read(call: S3Call) -> ReadPlan:
     part_number = part_number_param(call)
-    record = await call.services.objects.head(call.bucket, call.key, version_id_param(call))
+    try:
+        bucket, record = await call.services.objects.lookup(call.bucket, call.key,
+                                                            version_id_param(call))
+    except S3Error as error:
+        if error.code == "MethodNotAllowed":  # a delete marker named by its version id
+            error.fields = {"Method": call.request.method.decode("ascii", "replace"),
+                            **error.fields}
+        raise
     check_read_conditions(call, record)
     if part_number is not None:
         span = part_range(record, part_number)
     else:
         span = parse_range(call.header("range"), record.size)
     headers = object_headers(call, record, ranged=span is not None)
+    headers.update(read_version_header(bucket, record))
+    headers.update(await visible_lock_headers(call, record))
+    headers.update(await expiration_headers(call, record))
     if part_number is not None and record.parts:
         headers["x-amz-mp-parts-count"] = str(len(record.parts))
     if span is None:
@@ -283,7 +339,13 @@ async def get_object(call: S3Call) -> S3Response:
 
 
 async def delete_object(call: S3Call) -> S3Response:
-    if version_id_param(call) not in (None, NULL_VERSION):
-        raise S3Error("NotImplemented", "Deleting a specific version is not implemented yet.")
-    await call.services.objects.delete(call.bucket, call.key)
-    return S3Response(status=204)
+    outcome = await call.services.objects.delete(
+        call.principal, call.bucket, call.key, version_id_param(call),
+        bypass_governance=bypass_requested(request_headers(call)),
+    )
+    headers = {}
+    if outcome.version_id is not None:
+        headers["x-amz-version-id"] = outcome.version_id
+    if outcome.delete_marker:
+        headers["x-amz-delete-marker"] = "true"
+    return S3Response(status=204, headers=headers)

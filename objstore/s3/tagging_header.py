@@ -35,8 +35,11 @@ def parse_tagging_header(header: str | None) -> dict[str, str]:
     return validate_tags(pairs)
 
 
-def validate_tags(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
-    """Check an object tag set given as (key, value) pairs; the dict keeps their order."""
+def validate_tags(
+    pairs: Iterable[tuple[str, str]], max_tags: int = MAX_OBJECT_TAGS, what: str = "Object tags"
+) -> dict[str, str]:
+    """Check a tag set given as (key, value) pairs; the dict keeps their order. Object tags
+    allow 10 tags, bucket tags (`max_tags=50`) allow 50; the other rules are the same."""
     tags: dict[str, str] = {}
     for key, value in pairs:
         if key in tags:
@@ -45,8 +48,8 @@ def validate_tags(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
         _check_key(key)
         _check_value(key, value)
         tags[key] = value
-    if len(tags) > MAX_OBJECT_TAGS:
-        raise S3Error("InvalidTag", "Object tags cannot be greater than 10")
+    if len(tags) > max_tags:
+        raise S3Error("InvalidTag", f"{what} cannot be greater than {max_tags}")
     return tags
 
 

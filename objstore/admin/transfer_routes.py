@@ -1,0 +1,143 @@
+"""GET /admin/export and POST /admin/import (Klein, mounted by `AdminApi`).
+
+An export exposes every user, grant, credential (secrets on request) and bucket setting, and
+an import can create credentials and change every grant, so both are for root users and
+for callers whose grants allow the action `*` (AdministratorAccess) with no Deny on any
+svc:Manage* action; anyone else gets 403 AccessDenied.
+
+Query parameters: `sections=users,grants` (both endpoints; default all), `include_secrets=
+true` (export), `mode=skip|overwrite|dry_run` and `dry_run=true` (import). The import body
+is an export document; bodies above the in-memory spool are read and parsed on the IO pool,
+up to MAX_IMPORT_BYTES.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from klein import Klein
+
+from objstore.admin.api import json_body
+from objstore.admin.settings_routes import exportable_settings, parse_value
+from objstore.admin.views import AdminGate, install_json_errors, read_json
+from objstore.blobs.control import ControlRecord
+from objstore.engine.transfer import SKIP, TransferService, parse_sections
+from objstore.errors import AdminError
+from objstore.http.site import ObjstoreRequest
+from objstore.iam.authorizer import Authorizer
+from objstore.iam.identity import Principal
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+FAMILIES = ("export", "import")
+EVERYTHING = "*"
+MANAGE_ACTIONS = ("svc:ManageUsers", "svc:ManageTeams", "svc:ManageGrants",
+                  "svc:ManageCredentials", "svc:ViewServerInfo")
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+
+
+def query_value(request: ObjstoreRequest, name: str) -> str | None:
+    values = request.args.get(name.encode())
+    return None if not values else values[0].decode("utf-8", "replace")
+
+
+def query_flag(request: ObjstoreRequest, name: str) -> bool:
+    value = (query_value(request, name) or "").lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise AdminError("BadRequest", f"{name} must be true or false.")
+
+
+def parse_large_json(data: bytes) -> Any:
+    """(IO thread) A large import document."""
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AdminError("BadRequest", f"The request body is not valid JSON: {exc}") from None
+
+
+class SettingsTable:
+    """The settings an import may write: the keys and validation of the settings endpoint
+    (`settings_routes.SETTINGS`), stored as that endpoint stores them (database, control
+    record) and announced to the node's services through `on_change`."""
+
+    def __init__(self, meta: MetaStore, control: ControlRecord, io: Runner,
+                 on_change: Callable[[str], None]) -> None:
+        self._meta = meta
+        self._control = control
+        self._io = io
+        self._on_change = on_change
+        self._exportable = frozenset(exportable_settings())
+
+    def exportable(self, key: str) -> bool:
+        return key in self._exportable
+
+    def parse(self, key: str, value: str) -> str:
+        return parse_value(key, value)
+
+    async def put(self, key: str, text: str) -> None:
+        await self._meta.put_setting(key, text)
+        await self._io.run(self._control.write, "settings", key, {"value": text})
+        self._on_change(key)
+
+
+class TransferRoutes:
+    app = Klein()
+    install_json_errors(app)
+
+    def __init__(self, *, gate: AdminGate, transfer: TransferService, authorizer: Authorizer,
+                 io: Runner) -> None:
+        self._gate = gate
+        self._transfer = transfer
+        self._authorizer = authorizer
+        self._io = io
+
+    def resource(self) -> object:
+        return self.app.resource()
+
+    async def _admin_only(self, request: ObjstoreRequest) -> Principal:
+        caller = await self._gate(request, EVERYTHING)
+        for action in MANAGE_ACTIONS:
+            if not await self._authorizer.allowed(caller, action, "*"):
+                raise AdminError("AccessDenied", f"Export and import need every svc:* action; "
+                                                 f"{action} is denied.")
+        return caller
+
+    @app.route("/export", methods=["GET"])
+    async def export(self, request: ObjstoreRequest) -> bytes:
+        await self._admin_only(request)
+        sections = parse_sections(query_value(request, "sections"))
+        include_secrets = query_flag(request, "include_secrets")
+        document = await self._transfer.export(sections, include_secrets=include_secrets)
+        if include_secrets:
+            request.setHeader("Cache-Control", "no-store")
+        return json_body(request, 200, document)
+
+    @app.route("/import", methods=["POST"])
+    async def import_document(self, request: ObjstoreRequest) -> bytes:
+        caller = await self._admin_only(request)
+        sections = parse_sections(query_value(request, "sections"))
+        mode = query_value(request, "mode") or SKIP
+        dry_run = query_flag(request, "dry_run")
+        document = await self._read_document(request)
+        report = await self._transfer.import_document(
+            caller, document, mode=mode, dry_run=dry_run, sections=sections)
+        return json_body(request, 200, report)
+
+    async def _read_document(self, request: ObjstoreRequest) -> Any:
+        spool = request.spool
+        if spool is None or spool.in_memory:
+            return read_json(request)
+        if spool.length > MAX_IMPORT_BYTES:
+            raise AdminError("PayloadTooLarge",
+                             f"An import document is at most {MAX_IMPORT_BYTES} bytes.")
+        spool.seek(0)
+        data = await self._io.run(spool.read, spool.length)
+        return await self._io.run(parse_large_json, data)

@@ -1,0 +1,291 @@
+"""Versioning rules shared by the object, multipart and version-settings use cases.
+
+Owns: which version id a write gets (a UUID on an Enabled bucket, `null` otherwise), the
+shape of a valid version id, the object lock state a new version is born with (explicit
+lock headers, else the bucket's default retention), the refusal to overwrite a locked null
+version, the per-key serialisation of changes to existing versions (`KeyLocks`), and the
+delimiter grouping of ListObjectVersions. It never touches HTTP; every refusal is an
+S3Error.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from twisted.internet.defer import DeferredLock
+
+from objstore.engine import lock_rules
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+T = TypeVar("T")
+
+ENABLED = "Enabled"
+SUSPENDED = "Suspended"
+DISABLED = "Disabled"
+LOCK_CONFIG_KEY = "object_lock"
+TAGGING_CONFIG_KEY = "tagging"
+MISSING_LOCK_CONFIG = "Bucket is missing Object Lock Configuration"
+# Sorts after every key that starts with a given prefix (keys compare by code point).
+_AFTER_ALL = "\U0010ffff"
+
+
+def new_version_id(bucket: BucketRecord) -> str:
+    """A fresh UUID on a versioning-Enabled bucket; the null version otherwise (Disabled
+    buckets and Suspended ones write the null version)."""
+    return str(uuid.uuid4()) if bucket.versioning == ENABLED else NULL_VERSION
+
+
+def is_valid_version_id(version_id: str) -> bool:
+    if version_id == NULL_VERSION:
+        return True
+    try:
+        return str(uuid.UUID(version_id)) == version_id
+    except ValueError:
+        return False
+
+
+def check_version_id(version_id: str, argument: str = "versionId") -> None:
+    """Every version id this server hands out is a UUID or `null`; anything else is
+    malformed (InvalidArgument, as AWS answers an id it could never have issued)."""
+    if not is_valid_version_id(version_id):
+        raise S3Error("InvalidArgument", "Invalid version id specified",
+                      ArgumentName=argument, ArgumentValue=version_id)
+
+
+def object_protected_error() -> S3Error:
+    return S3Error("AccessDenied", lock_rules.PROTECTED_MESSAGE)
+
+
+async def find_version(
+    meta: MetaStore, bucket: str, key: str, version_id: str | None
+) -> ObjectRecord:
+    """The latest version of a key, or the named one, as GET sees it: NoSuchKey /
+    NoSuchVersion when missing; a delete marker answers 404 NoSuchKey when it is the
+    latest and 405 MethodNotAllowed when named, both with x-amz-delete-marker."""
+    if version_id is not None:
+        check_version_id(version_id)
+    record = await meta.get_object(bucket, key, version_id)
+    if record is None:
+        if version_id is not None:
+            raise S3Error("NoSuchVersion", Key=key, VersionId=version_id)
+        raise S3Error("NoSuchKey", Key=key)
+    if record.is_delete_marker:
+        headers = {"x-amz-delete-marker": "true", "x-amz-version-id": record.version_id}
+        if version_id is not None:
+            raise S3Error("MethodNotAllowed", headers=headers, ResourceType="DeleteMarker")
+        raise S3Error("NoSuchKey", headers=headers, Key=key)
+    return record
+
+
+class ActionAuthority(Protocol):
+    """Who may do what (`Authorizer`): asked only for s3:BypassGovernanceRetention."""
+
+    async def allowed(self, principal: Principal, action: str, resource: str) -> bool: ...
+
+
+BYPASS_ACTION = "s3:BypassGovernanceRetention"
+
+
+async def bypass_allowed(
+    authority: ActionAuthority | None, principal: Principal, record: ObjectRecord,
+    now: float, requested: bool,
+) -> bool:
+    """`may_bypass` of the lock rules: the caller holds s3:BypassGovernanceRetention on the
+    version. Asked only when the request carries the bypass header and a GOVERNANCE
+    retention is in force. Without an authority only root users may bypass."""
+    if not requested or not lock_rules.governance_applies(record, now):
+        return False
+    if authority is None:
+        return principal.is_root
+    resource = f"arn:aws:s3:::{record.bucket}/{record.key}"
+    return await authority.allowed(principal, BYPASS_ACTION, resource)
+
+
+async def check_deletable(
+    authority: ActionAuthority | None, principal: Principal, record: ObjectRecord,
+    now: float, bypass_governance: bool,
+) -> None:
+    """Raise AccessDenied when the lock rules keep `record` from being deleted."""
+    may_bypass = await bypass_allowed(authority, principal, record, now, bypass_governance)
+    if lock_rules.may_delete(record, now, bypass_governance, may_bypass) is not None:
+        raise object_protected_error()
+
+
+# -- the lock state of new versions ----------------------------------------------------
+
+
+async def lock_configuration(
+    meta: MetaStore, bucket: BucketRecord
+) -> lock_rules.LockConfiguration | None:
+    """The bucket's object lock configuration; None when object lock is off."""
+    if not bucket.object_lock:
+        return None
+    text = await meta.get_bucket_config(bucket.name, LOCK_CONFIG_KEY)
+    return lock_rules.LockConfiguration() if text is None else \
+        lock_rules.LockConfiguration.from_json(text)
+
+
+def check_lock_request(
+    bucket: BucketRecord, requested: lock_rules.LockRequest, now: float
+) -> None:
+    """Lock headers need a bucket with object lock, and a retain-until date in the
+    future."""
+    if requested.is_empty:
+        return
+    if not bucket.object_lock:
+        raise S3Error("InvalidRequest", MISSING_LOCK_CONFIG)
+    problem = lock_rules.future_date_problem(requested.retain_until_date, now)
+    if problem:
+        raise S3Error("InvalidArgument", problem)
+
+
+async def born_locked(
+    meta: MetaStore, bucket: BucketRecord, record: ObjectRecord,
+    requested: lock_rules.LockRequest, *, integrity: bool, what: str = "Put Object",
+) -> ObjectRecord:
+    """`record` with the lock state it is created with. A write that carries lock
+    parameters (asked for, or the bucket's default retention) must have come with
+    Content-MD5 or an x-amz-checksum-* value (`integrity`), as AWS requires."""
+    check_lock_request(bucket, requested, record.last_modified)
+    config = await lock_configuration(meta, bucket)
+    if not integrity and lock_rules.lock_applies(requested, config):
+        raise S3Error("InvalidRequest", "Content-MD5 OR x-amz-checksum- HTTP header is "
+                      f"required for {what} requests with Object Lock parameters")
+    return lock_rules.with_lock(record, requested, config, record.last_modified)
+
+
+async def refuse_locked_overwrite(
+    meta: MetaStore, bucket: BucketRecord, key: str, now: float
+) -> None:
+    """A write that gets the null version replaces the one that exists: the lock rules
+    of a delete apply to it (no bypass: AWS offers none on writes). Enabled buckets never
+    overwrite (every write is a new version)."""
+    if bucket.versioning == ENABLED:
+        return
+    current = await meta.get_object(bucket.name, key, NULL_VERSION)
+    if current is not None and lock_rules.may_delete(current, now, False, False):
+        raise object_protected_error()
+
+
+# -- serialisation of changes to existing versions ---------------------------------------
+
+
+class KeyLocks:
+    """One DeferredLock per (bucket, key) while anyone holds or waits for it. Changes to
+    an existing version (retention, legal hold, tags, permanent deletion) run under it,
+    so a rule is checked against the state it then changes, and sidecar rewrites land in
+    the order of the row updates. Writers of new versions do not take it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], tuple[DeferredLock, int]] = {}
+
+    async def run(self, bucket: str, key: str, fn: Callable[[], Awaitable[T]]) -> T:
+        name = (bucket, key)
+        lock, users = self._locks.get(name, (DeferredLock(), 0))
+        self._locks[name] = (lock, users + 1)
+        try:
+            await lock.acquire()
+            try:
+                return await fn()
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._locks[name]
+            if users == 1:
+                del self._locks[name]
+            else:
+                self._locks[name] = (lock, users - 1)
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
+# -- ListObjectVersions ----------------------------------------------------------------
+
+
+FetchVersions = Callable[[str, str, str, int], Awaitable[list[ObjectRecord]]]
+"""(prefix, key_marker, version_marker, limit) -> versions, key ascending, newest first."""
+
+
+@dataclass
+class VersionPage:
+    entries: list[ObjectRecord] = field(default_factory=list)  # versions and markers
+    common_prefixes: list[str] = field(default_factory=list)
+    is_truncated: bool = False
+    next_key_marker: str = ""
+    next_version_id_marker: str | None = None  # None after a common prefix
+
+
+def group_of(key: str, prefix: str, delimiter: str) -> str | None:
+    """The CommonPrefix a key rolls up into, or None when it is listed itself."""
+    if not delimiter:
+        return None
+    index = key.find(delimiter, len(prefix))
+    return None if index < 0 else key[: index + len(delimiter)]
+
+
+async def list_version_page(
+    fetch: FetchVersions, *, prefix: str, delimiter: str, key_marker: str,
+    version_marker: str, max_keys: int,
+) -> VersionPage:
+    """One page of ListObjectVersions. Delimiter groups count once and are grouped before
+    the max-keys cut; a whole group is skipped with one new range query. `max_keys == 0`
+    returns nothing and is not truncated."""
+    page = VersionPage()
+    if max_keys <= 0:
+        return page
+    cursor = (key_marker, version_marker if key_marker else "")
+    batch_size = min(max_keys + 1, 1001)
+    while True:
+        batch = await fetch(prefix, cursor[0], cursor[1], batch_size)
+        state = _add_versions(page, batch, prefix, delimiter, key_marker, max_keys)
+        if state is None or page.is_truncated:
+            return page
+        cursor, jumped = state
+        if not jumped and len(batch) < batch_size:
+            return page
+
+
+def _add_versions(
+    page: VersionPage, batch: list[ObjectRecord], prefix: str, delimiter: str,
+    key_marker: str, max_keys: int,
+) -> tuple[tuple[str, str], bool] | None:
+    """Add a batch to the page; returns the next cursor and whether it jumped past a
+    group, or None when the batch was empty."""
+    if not batch:
+        return None
+    cursor = ("", "")
+    for record in batch:
+        if len(page.entries) + len(page.common_prefixes) >= max_keys:
+            page.is_truncated = True
+            return cursor, False
+        group = group_of(record.key, prefix, delimiter)
+        if group is None:
+            page.entries.append(record)
+            page.next_key_marker, page.next_version_id_marker = record.key, record.version_id
+            cursor = (record.key, record.version_id)
+            continue
+        if group > key_marker:
+            page.common_prefixes.append(group)
+            page.next_key_marker, page.next_version_id_marker = group, None
+        return (group + _AFTER_ALL, ""), True
+    return cursor, False
+
+
+def listing_fetch(meta: MetaStore, bucket: str) -> FetchVersions:
+    async def fetch(prefix: str, key_marker: str, version_marker: str,
+                    limit: int) -> list[ObjectRecord]:
+        records: list[ObjectRecord] = await meta.list_versions(
+            bucket, prefix, key_marker, version_marker, limit)
+        return records
+
+    return fetch
+

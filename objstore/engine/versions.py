@@ -1,0 +1,179 @@
+"""Use cases on the versions of keys: ListObjectVersions, and changes to the mutable state
+of one existing version: retention, legal hold and tags (PutObjectRetention,
+PutObjectLegalHold, Put/DeleteObjectTagging).
+
+Each change runs under the per-key lock shared with permanent deletes: the version is read,
+the rule is decided against that state, the version's sidecar is rewritten (durable before
+the row, as for every write), then the row is updated in place with a fresh seq and a guard
+on the seq that was read, so a concurrent writer outside the lock (an overwrite of the null
+version) is noticed and the change is decided again. last_modified never changes; lock
+changes stamp lock_updated_at. Never touches HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from twisted.logger import Logger
+
+from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.store import BlobStore
+from objstore.engine import lock_rules
+from objstore.engine.versioning import (
+    MISSING_LOCK_CONFIG,
+    ActionAuthority,
+    KeyLocks,
+    VersionPage,
+    bypass_allowed,
+    find_version,
+    list_version_page,
+    listing_fetch,
+)
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.records import BucketRecord, ObjectRecord
+from objstore.meta.store import RecordNotFound, RowChanged
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+log = Logger()
+
+CHANGE_ATTEMPTS = 5
+
+# (bucket, current version, now) -> the changed version; raises S3Error to refuse.
+Decision = Callable[[BucketRecord, ObjectRecord, float], Awaitable[ObjectRecord]]
+
+
+class VersionService:
+    def __init__(
+        self,
+        meta: MetaStore,
+        blobs: BlobStore,
+        io: Runner,
+        *,
+        clock: Callable[[], float],
+        locks: KeyLocks,
+        authority: ActionAuthority | None = None,
+    ) -> None:
+        self._meta = meta
+        self._blobs = blobs
+        self._io = io
+        self._clock = clock
+        self._locks = locks
+        self._authority = authority
+
+    async def _bucket(self, name: str) -> BucketRecord:
+        bucket = await self._meta.get_bucket(name)
+        if bucket is None:
+            raise S3Error("NoSuchBucket", BucketName=name)
+        return bucket
+
+    async def list_versions(
+        self, bucket_name: str, *, prefix: str, delimiter: str, key_marker: str,
+        version_marker: str, max_keys: int,
+    ) -> VersionPage:
+        """One page of ListObjectVersions (NoSuchBucket first)."""
+        await self._bucket(bucket_name)
+        return await list_version_page(
+            listing_fetch(self._meta, bucket_name), prefix=prefix, delimiter=delimiter,
+            key_marker=key_marker, version_marker=version_marker, max_keys=max_keys)
+
+    async def lock_bucket(self, name: str) -> BucketRecord:
+        """The bucket of a retention or legal-hold request, which must have object lock
+        (InvalidRequest otherwise, before the key is even looked at, as on AWS)."""
+        bucket = await self._bucket(name)
+        if not bucket.object_lock:
+            raise S3Error("InvalidRequest", MISSING_LOCK_CONFIG)
+        return bucket
+
+    # -- the changes ---------------------------------------------------------------------
+    async def put_retention(
+        self, principal: Principal, bucket_name: str, key: str, version_id: str | None,
+        retention: lock_rules.Retention, *, bypass_governance: bool,
+    ) -> ObjectRecord:
+        bucket = await self.lock_bucket(bucket_name)
+
+        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+            problem = lock_rules.future_date_problem(retention.until, now)
+            if problem:
+                raise S3Error("InvalidArgument", problem)
+            may_bypass = await bypass_allowed(self._authority, principal, record, now,
+                                              bypass_governance)
+            reason = lock_rules.may_change_retention(record, retention, now,
+                                                     bypass_governance, may_bypass)
+            if reason is not None:
+                raise S3Error("AccessDenied", f"Access Denied: {reason}.")
+            return lock_rules.with_retention(record, retention, now)
+
+        return await self._change(bucket, key, version_id, decide)
+
+    async def put_legal_hold(
+        self, bucket_name: str, key: str, version_id: str | None, status: str
+    ) -> ObjectRecord:
+        bucket = await self.lock_bucket(bucket_name)
+
+        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+            return lock_rules.with_legal_hold(record, status, now)
+
+        return await self._change(bucket, key, version_id, decide)
+
+    async def put_tags(
+        self, bucket_name: str, key: str, version_id: str | None, tags: dict[str, str]
+    ) -> ObjectRecord:
+        """Replace the tag set of a version (an empty set removes every tag)."""
+        bucket = await self._bucket(bucket_name)
+
+        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+            return replace(record, tags=dict(tags))
+
+        return await self._change(bucket, key, version_id, decide)
+
+    # -- the common path -----------------------------------------------------------------
+    async def _change(
+        self, bucket: BucketRecord, key: str, version_id: str | None, decide: Decision
+    ) -> ObjectRecord:
+        async def attempts() -> ObjectRecord:
+            for _ in range(CHANGE_ATTEMPTS):
+                record = await find_version(self._meta, bucket.name, key, version_id)
+                changed = await decide(bucket, record, self._clock())
+                stored = await self._store(record, changed)
+                if stored is not None:
+                    return stored
+            raise S3Error("ConditionalRequestConflict")
+
+        return await self._locks.run(bucket.name, key, attempts)
+
+    async def _store(self, record: ObjectRecord, changed: ObjectRecord) -> ObjectRecord | None:
+        """Sidecar first, then the guarded row update; None when the row moved on (the
+        old sidecar is put back: the change did not happen)."""
+        await self._write_sidecar(changed)
+        try:
+            return await self._meta.update_object(changed, record.seq)
+        except (RowChanged, RecordNotFound):
+            await self._restore_sidecar(record)
+            return None
+        except BaseException:
+            await self._restore_sidecar(record)
+            raise
+
+    async def _write_sidecar(self, record: ObjectRecord) -> None:
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.write_sidecar, record.blob_id,
+                               record_to_sidecar(record))
+
+    async def _restore_sidecar(self, record: ObjectRecord) -> None:
+        """Put back the sidecar of a version whose change did not commit. When a concurrent
+        overwrite replaced the version, the sidecar written for it is an orphan that loses
+        to the newer one in `recover` and that `check --repair` reclaims."""
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+            if current is not None and current.blob_id == record.blob_id:
+                await self._write_sidecar(current)
+        except Exception:
+            log.failure("could not restore the sidecar of {bucket}/{key}@{version}",
+                        bucket=record.bucket, key=record.key, version=record.version_id)

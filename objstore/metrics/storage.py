@@ -1,0 +1,65 @@
+"""The storage figures the metrics show (buckets, object versions, bytes, in total and for
+the largest buckets), measured by a timer and cached, so a scrape never runs an aggregate
+over the objects table.
+
+Per-bucket series are capped at `max_buckets` (the largest by bytes): a store with a
+hundred thousand buckets must not produce a scrape of a hundred thousand series. Totals
+always cover every bucket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from twisted.application import service
+from twisted.internet.defer import Deferred
+
+from objstore.audit.timers import ReactorClock, safe_timer
+from objstore.meta.metrics_queries import BucketUsage
+
+MAX_BUCKET_SERIES = 1000
+MAX_REFRESH_INTERVAL_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class StorageFigures:
+    taken_at: float
+    buckets: int
+    objects: int
+    stored_bytes: int
+    per_bucket: tuple[BucketUsage, ...]
+
+
+class StorageStore(Protocol):
+    def storage_totals(self) -> Deferred[tuple[int, int, int]]: ...
+
+    def usage_by_bucket(self, limit: int) -> Deferred[list[BucketUsage]]: ...
+
+
+class StorageSnapshot(service.MultiService):
+    """Refreshes `current` every `interval_seconds` (at most every minute)."""
+
+    def __init__(
+        self,
+        store: StorageStore,
+        *,
+        clock: ReactorClock,
+        interval_seconds: float,
+        max_buckets: int = MAX_BUCKET_SERIES,
+    ) -> None:
+        super().__init__()
+        self._store = store
+        self._clock = clock
+        self._max_buckets = max_buckets
+        self.current: StorageFigures | None = None
+        interval = min(interval_seconds, MAX_REFRESH_INTERVAL_SECONDS)
+        safe_timer(interval, self.refresh, clock=clock,
+                   what="storage figures refresh").setServiceParent(self)
+
+    async def refresh(self) -> StorageFigures:
+        buckets, objects, stored = await self._store.storage_totals()
+        largest = await self._store.usage_by_bucket(self._max_buckets)
+        self.current = StorageFigures(self._clock.seconds(), buckets, objects, stored,
+                                      tuple(largest))
+        return self.current

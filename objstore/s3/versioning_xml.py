@@ -1,0 +1,310 @@
+"""S3 XML of versioning, object lock and tagging: VersioningConfiguration,
+ListVersionsResult, ObjectLockConfiguration, Retention, LegalHold and Tagging.
+
+Pure functions of plain data; no Twisted, no I/O. Parsing goes through
+`objstore.s3.xml.parse_document` (size limit, no DTDs or entities) and raises S3Error on
+anything that does not follow AWS's schema (MalformedXML, or the code AWS answers for a
+well-formed but invalid value). Timestamps are ISO 8601 (`2030-01-01T00:00:00.000Z`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from lxml import etree
+
+from objstore.engine import lock_rules
+from objstore.errors import S3Error
+from objstore.meta.records import ObjectRecord
+from objstore.s3.tagging_header import validate_tags
+from objstore.s3.xml import S3_NS, iso8601, parse_document
+
+VERSIONING_STATES = frozenset({"Enabled", "Suspended"})
+MAX_TAGGING_XML_BYTES = 64 * 1024
+MAX_SMALL_XML_BYTES = 16 * 1024
+
+
+def _serialize(root: etree._Element) -> bytes:
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def _add(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
+    child = etree.SubElement(parent, tag)
+    if text is not None:
+        child.text = text
+    return child
+
+
+def _root(tag: str) -> etree._Element:
+    return etree.Element(tag, nsmap={None: S3_NS})
+
+
+def _children(element: etree._Element, allowed: frozenset[str]) -> dict[str, etree._Element]:
+    """The element children by local name: each at most once, none outside `allowed`."""
+    found: dict[str, etree._Element] = {}
+    for child in element:
+        if not isinstance(child.tag, str):
+            continue
+        name = etree.QName(child).localname
+        if name not in allowed or name in found:
+            raise S3Error("MalformedXML", f"Unexpected element {name}.")
+        found[name] = child
+    return found
+
+
+def _text(element: etree._Element | None) -> str | None:
+    return None if element is None else (element.text or "").strip()
+
+
+def _document(body: bytes, root: str, max_bytes: int = MAX_SMALL_XML_BYTES) -> etree._Element:
+    if not body.strip():
+        raise S3Error("MalformedXML")
+    return parse_document(body, root, max_bytes=max_bytes)
+
+
+def parse_timestamp(text: str) -> float | None:
+    """An ISO 8601 timestamp (UTC when it names no offset); None when it is not one."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    # Kept to the millisecond that responses show, so a date read back and sent again
+    # compares equal (a retention is never "shortened" by a rounding).
+    return round(moment.timestamp() * 1000) / 1000
+
+
+# -- versioning -----------------------------------------------------------------------
+
+
+def parse_versioning(body: bytes) -> str:
+    """The Status of a VersioningConfiguration (Enabled or Suspended). MFA delete is not
+    supported: MfaDelete Enabled is refused, Disabled accepted."""
+    found = _children(_document(body, "VersioningConfiguration"),
+                      frozenset({"Status", "MfaDelete"}))
+    mfa = _text(found.get("MfaDelete"))
+    if mfa not in (None, "Enabled", "Disabled"):
+        raise S3Error("MalformedXML", "MfaDelete must be Enabled or Disabled.")
+    if mfa == "Enabled":
+        raise S3Error("IllegalVersioningConfigurationException",
+                      "MFA delete is not supported by this server.")
+    status = _text(found.get("Status"))
+    if status is None:
+        raise S3Error("IllegalVersioningConfigurationException",
+                      "The versioning configuration must name a Status.")
+    if status not in VERSIONING_STATES:
+        raise S3Error("MalformedXML", "Status must be Enabled or Suspended.")
+    return status
+
+
+def versioning_document(state: str) -> bytes:
+    """GetBucketVersioning: no Status at all for a bucket that was never versioned."""
+    root = _root("VersioningConfiguration")
+    if state in VERSIONING_STATES:
+        _add(root, "Status", state)
+    return _serialize(root)
+
+
+# -- ListObjectVersions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionsListing:
+    bucket: str
+    prefix: str
+    delimiter: str
+    key_marker: str
+    version_id_marker: str
+    max_keys: int
+    encoding_type: str | None
+    entries: list[ObjectRecord] = field(default_factory=list)
+    common_prefixes: list[str] = field(default_factory=list)
+    is_truncated: bool = False
+    next_key_marker: str = ""
+    next_version_id_marker: str | None = None
+
+
+def list_versions_document(listing: VersionsListing) -> bytes:
+    """ListVersionsResult: Version and DeleteMarker entries interleaved in listing order
+    (key ascending, newest first), then the CommonPrefixes."""
+    encode: Callable[[str], str] = (
+        (lambda s: quote(s, safe="/")) if listing.encoding_type == "url" else (lambda s: s)
+    )
+    root = _root("ListVersionsResult")
+    _add(root, "Name", listing.bucket)
+    _add(root, "Prefix", encode(listing.prefix))
+    _add(root, "KeyMarker", encode(listing.key_marker))
+    _add(root, "VersionIdMarker", listing.version_id_marker)
+    if listing.is_truncated:
+        _add(root, "NextKeyMarker", encode(listing.next_key_marker))
+        if listing.next_version_id_marker is not None:
+            _add(root, "NextVersionIdMarker", listing.next_version_id_marker)
+    _add(root, "MaxKeys", str(listing.max_keys))
+    if listing.delimiter:
+        _add(root, "Delimiter", encode(listing.delimiter))
+    if listing.encoding_type:
+        _add(root, "EncodingType", listing.encoding_type)
+    _add(root, "IsTruncated", "true" if listing.is_truncated else "false")
+    for record in listing.entries:
+        _version_entry(root, record, encode)
+    for prefix in listing.common_prefixes:
+        _add(_add(root, "CommonPrefixes"), "Prefix", encode(prefix))
+    return _serialize(root)
+
+
+def _version_entry(root: etree._Element, record: ObjectRecord,
+                   encode: Callable[[str], str]) -> None:
+    item = _add(root, "DeleteMarker" if record.is_delete_marker else "Version")
+    _add(item, "Key", encode(record.key))
+    _add(item, "VersionId", record.version_id)
+    _add(item, "IsLatest", "true" if record.is_latest else "false")
+    _add(item, "LastModified", iso8601(record.last_modified))
+    if not record.is_delete_marker:
+        _add(item, "ETag", f'"{record.etag}"')
+        _add(item, "Size", str(record.size))
+        _add(item, "StorageClass", record.storage_class)
+        if record.checksums:
+            _add(item, "ChecksumAlgorithm", sorted(record.checksums)[0].upper())
+            if record.checksum_type:
+                _add(item, "ChecksumType", record.checksum_type)
+    owner = _add(item, "Owner")
+    _add(owner, "ID", record.owner_id)
+    _add(owner, "DisplayName", record.owner_name)
+
+
+# -- object lock configuration --------------------------------------------------------
+
+
+def parse_lock_configuration(body: bytes) -> lock_rules.LockConfiguration:
+    """ObjectLockConfiguration: ObjectLockEnabled must be Enabled; an optional Rule holds a
+    DefaultRetention with a Mode and exactly one of Days and Years, positive and at most
+    100 years (InvalidRetentionPeriod otherwise, as AWS answers)."""
+    found = _children(_document(body, "ObjectLockConfiguration"),
+                      frozenset({"ObjectLockEnabled", "Rule"}))
+    if _text(found.get("ObjectLockEnabled")) != "Enabled":
+        raise S3Error("MalformedXML", "ObjectLockEnabled must be Enabled.")
+    rule = found.get("Rule")
+    if rule is None:
+        return lock_rules.LockConfiguration()
+    retention = _children(rule, frozenset({"DefaultRetention"})).get("DefaultRetention")
+    if retention is None:
+        raise S3Error("MalformedXML", "A Rule needs a DefaultRetention.")
+    return lock_rules.LockConfiguration(_default_retention(retention))
+
+
+def _default_retention(element: etree._Element) -> lock_rules.DefaultRetention:
+    found = _children(element, frozenset({"Mode", "Days", "Years"}))
+    mode = _text(found.get("Mode"))
+    if mode not in lock_rules.MODES:
+        raise S3Error("MalformedXML", "Mode must be GOVERNANCE or COMPLIANCE.")
+    days, years = _period(found.get("Days")), _period(found.get("Years"))
+    if (days is None) == (years is None):
+        raise S3Error("MalformedXML", "A DefaultRetention needs either Days or Years.")
+    period, limit = (days, lock_rules.MAX_RETENTION_DAYS) if days is not None else (
+        years, lock_rules.MAX_RETENTION_YEARS)
+    assert period is not None
+    if period <= 0:
+        raise S3Error("InvalidRetentionPeriod",
+                      "Default retention period must be a positive integer value.")
+    if period > limit:
+        raise S3Error("InvalidRetentionPeriod", "Default retention period is too large.")
+    return lock_rules.DefaultRetention(mode, days, years)
+
+
+def _period(element: etree._Element | None) -> int | None:
+    text = _text(element)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise S3Error("MalformedXML", "Days and Years must be integers.") from None
+
+
+def lock_configuration_document(config: lock_rules.LockConfiguration) -> bytes:
+    root = _root("ObjectLockConfiguration")
+    _add(root, "ObjectLockEnabled", "Enabled")
+    if config.default is not None:
+        retention = _add(_add(root, "Rule"), "DefaultRetention")
+        _add(retention, "Mode", config.default.mode)
+        if config.default.days is not None:
+            _add(retention, "Days", str(config.default.days))
+        else:
+            _add(retention, "Years", str(config.default.years))
+    return _serialize(root)
+
+
+# -- retention and legal hold ---------------------------------------------------------
+
+
+def parse_retention(body: bytes) -> lock_rules.Retention:
+    """Retention: Mode and RetainUntilDate together; neither removes the retention."""
+    found = _children(_document(body, "Retention"), frozenset({"Mode", "RetainUntilDate"}))
+    mode, date = _text(found.get("Mode")), _text(found.get("RetainUntilDate"))
+    if mode is None and date is None:
+        return lock_rules.Retention()
+    if mode not in lock_rules.MODES:
+        raise S3Error("MalformedXML", "Mode must be GOVERNANCE or COMPLIANCE.")
+    until = parse_timestamp(date) if date is not None else None
+    if until is None:
+        raise S3Error("MalformedXML", "RetainUntilDate must be an ISO 8601 timestamp.")
+    return lock_rules.Retention(mode, until)
+
+
+def retention_document(record: ObjectRecord) -> bytes:
+    root = _root("Retention")
+    if record.retention_mode is not None:
+        _add(root, "Mode", record.retention_mode)
+    if record.retain_until_date is not None:
+        _add(root, "RetainUntilDate", iso8601(record.retain_until_date))
+    return _serialize(root)
+
+
+def parse_legal_hold(body: bytes) -> str:
+    found = _children(_document(body, "LegalHold"), frozenset({"Status"}))
+    status = _text(found.get("Status"))
+    if status not in lock_rules.HOLD_STATUSES:
+        raise S3Error("MalformedXML", "Status must be ON or OFF.")
+    return status
+
+
+def legal_hold_document(status: str) -> bytes:
+    root = _root("LegalHold")
+    _add(root, "Status", status)
+    return _serialize(root)
+
+
+# -- tagging --------------------------------------------------------------------------
+
+
+def parse_tagging(body: bytes, max_tags: int, what: str) -> dict[str, str]:
+    """Tagging/TagSet/Tag(Key, Value); the rules of `tagging_header.validate_tags`."""
+    root = _document(body, "Tagging", MAX_TAGGING_XML_BYTES)
+    tag_set = _children(root, frozenset({"TagSet"})).get("TagSet")
+    if tag_set is None:
+        raise S3Error("MalformedXML", "Tagging needs a TagSet.")
+    pairs: list[tuple[str, str]] = []
+    for tag in tag_set:
+        if not isinstance(tag.tag, str):
+            continue
+        if etree.QName(tag).localname != "Tag":
+            raise S3Error("MalformedXML", "A TagSet holds only Tag elements.")
+        found = _children(tag, frozenset({"Key", "Value"}))
+        if "Key" not in found or "Value" not in found:
+            raise S3Error("MalformedXML", "Every Tag needs a Key and a Value.")
+        pairs.append((found["Key"].text or "", found["Value"].text or ""))
+    return validate_tags(pairs, max_tags=max_tags, what=what)
+
+
+def tagging_document(tags: Iterable[tuple[str, str]]) -> bytes:
+    root = _root("Tagging")
+    tag_set = _add(root, "TagSet")
+    for key, value in tags:
+        tag = _add(tag_set, "Tag")
+        _add(tag, "Key", key)
+        _add(tag, "Value", value)
+    return _serialize(root)

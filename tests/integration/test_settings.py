@@ -1,0 +1,99 @@
+"""Runtime settings against the real daemon: GET/PUT/DELETE /admin/settings/{key} for the
+known keys only, their validation, the read-only node-local node_id, authorization, and
+the settings surviving in the control record."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.admin_client import AdminClient
+from tests.integration.daemon import Daemon
+from tests.integration.test_rbac import Person, allow
+
+
+@pytest.fixture
+def admin(daemon: Daemon) -> AdminClient:
+    return AdminClient(daemon.endpoint)
+
+
+def control_settings(daemon: Daemon) -> dict[str, Any]:
+    found = {}
+    for path in (daemon.data_dir / "control" / "settings").glob("*.json"):
+        document = json.loads(path.read_text())
+        found[document["key"]] = document["data"]["value"]
+    return found
+
+
+@pytest.mark.parametrize(("key", "value", "stored"), [
+    ("region", "eu-west-3", "eu-west-3"),
+    ("lifecycle_evaluation_interval", 30, "30"),
+    ("lifecycle_evaluation_interval", 2.5, "2.5"),
+    ("lifecycle_evaluation_interval", "45", "45"),
+])
+def test_put_get_delete(daemon: Daemon, admin: AdminClient, key: str, value: Any,
+                        stored: str) -> None:
+    put = admin.ok("PUT", f"/settings/{key}", {"value": value})
+    assert put["key"] == key
+    assert admin.ok("GET", f"/settings/{key}") == put
+    assert str(put["value"]) == stored
+    assert control_settings(daemon)[key] == stored
+    admin.ok("DELETE", f"/settings/{key}", status=204)
+    assert key not in control_settings(daemon)
+    for method in ("GET", "DELETE"):
+        reply = admin.call(method, f"/settings/{key}")
+        assert (reply.status, reply.error) == (404, "NotFound")
+
+
+@pytest.mark.parametrize(("key", "body"), [
+    ("no_such_setting", {"value": 1}),
+    ("lifecycle_evaluation_interval", {"value": 0}),
+    ("lifecycle_evaluation_interval", {"value": 0.5}),
+    ("lifecycle_evaluation_interval", {"value": -3}),
+    ("lifecycle_evaluation_interval", {"value": "soon"}),
+    ("lifecycle_evaluation_interval", {"value": True}),
+    ("lifecycle_evaluation_interval", {"value": None}),
+    ("lifecycle_evaluation_interval", {}),
+    ("region", {"value": "Not A Region"}),
+    ("region", {"value": ""}),
+    ("region", {"value": 7}),
+    ("region", {"key": "other", "value": "us-east-1"}),
+])
+def test_invalid_is_400(admin: AdminClient, key: str, body: dict[str, Any]) -> None:
+    reply = admin.put(f"/settings/{key}", body)
+    assert (reply.status, reply.error) == (400, "BadRequest"), reply.body
+    assert admin.get(f"/settings/{key}").status in (400, 404)  # nothing was stored
+
+
+def test_unknown_keys_are_400_everywhere(admin: AdminClient) -> None:
+    for method in ("GET", "DELETE"):
+        reply = admin.call(method, "/settings/no_such_setting")
+        assert (reply.status, reply.error) == (400, "BadRequest")
+
+
+def test_node_id_is_node_local_and_read_only(admin: AdminClient) -> None:
+    node_id = admin.ok("GET", "/settings/node_id")["value"]
+    assert node_id
+    for method, body in (("PUT", {"value": "other"}), ("DELETE", None)):
+        reply = admin.call(method, "/settings/node_id", body)
+        assert (reply.status, reply.error) == (400, "BadRequest")
+    assert admin.ok("GET", "/settings/node_id")["value"] == node_id
+    listed = {entry["key"]: entry for entry in admin.ok("GET", "/settings")}
+    assert set(listed) == {"region", "lifecycle_evaluation_interval", "node_id"}
+    assert listed["node_id"]["node_local"] and not listed["node_id"]["writable"]
+    assert not listed["region"]["node_local"]
+
+
+def test_authorization(admin: AdminClient) -> None:
+    reader = Person(admin)
+    reader.grant(allow(["svc:ViewServerInfo"], ["*"]))
+    assert reader.client.get("/settings/node_id").status == 200
+    reply = reader.client.put("/settings/region", {"value": "us-west-2"})
+    assert (reply.status, reply.error) == (403, "AccessDenied")
+    nobody = Person(admin)
+    assert nobody.client.get("/settings").status == 403
+    reader.grant(allow(["*"], ["*"]))
+    assert reader.client.put("/settings/region", {"value": "us-west-2"}).status == 200
+    assert reader.client.delete("/settings/region").status == 204

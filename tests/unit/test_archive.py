@@ -1,0 +1,270 @@
+"""The archive stream without a reactor: tar framing and gzip over blob segments (plain and
+composite objects, directory markers, unsafe names), the push producer's pause, resume,
+stop and failure paths, and the checks made before streaming."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tarfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from objstore.admin.archive_routes import archive_file_name
+from objstore.engine.archive import (
+    RECORD_BYTES,
+    ArchiveProducer,
+    MemberVanished,
+    TarGzStream,
+    check_keys,
+    tar_name,
+)
+from objstore.errors import AdminError
+from objstore.meta.records import ObjectRecord, PartRef
+from objstore.threads import InlinePool
+
+
+class Blobs:
+    """Blob files in a directory; `open` hands out read-only fds as the blob store does."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.opened = 0
+        self.closed_all = True
+
+    def add(self, data: bytes) -> str:
+        blob_id = str(uuid.uuid4())
+        (self.root / blob_id).write_bytes(data)
+        return blob_id
+
+    def open(self, blob_id: str) -> int:
+        self.opened += 1
+        return os.open(self.root / blob_id, os.O_RDONLY)
+
+
+def plain(blobs: Blobs, key: str, data: bytes) -> ObjectRecord:
+    return ObjectRecord("b", key, "null", blobs.add(data), len(data), "etag", 1_700_000_000.0)
+
+
+def composite(blobs: Blobs, key: str, pieces: list[bytes]) -> ObjectRecord:
+    parts = tuple(PartRef(n, blobs.add(p), len(p), "e") for n, p in enumerate(pieces, 1))
+    return ObjectRecord("b", key, "null", None, sum(map(len, pieces)), "etag-2",
+                        1_700_000_000.0, parts=parts)
+
+
+def drain(stream: TarGzStream) -> bytes:
+    out = []
+    while (chunk := stream.next_chunk()) is not None:
+        out.append(chunk)
+    stream.close()
+    return b"".join(out)
+
+
+def members(archive: bytes) -> dict[str, bytes | None]:
+    found: dict[str, bytes | None] = {}
+    with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+        for info in tar:
+            handle = tar.extractfile(info)
+            found[info.name] = None if handle is None else handle.read()
+    return found
+
+
+@pytest.fixture
+def blobs(tmp_path: Path) -> Blobs:
+    return Blobs(tmp_path)
+
+
+def test_plain_composite_and_empty_objects_unpack_to_their_bytes(blobs: Blobs) -> None:
+    big = os.urandom(3 * 1024 * 1024 + 17)
+    records = [
+        plain(blobs, "a.txt", b"hello"),
+        composite(blobs, "dir/multi.bin", [big[:2_000_000], big[2_000_000:]]),
+        plain(blobs, "empty", b""),
+        plain(blobs, "unicode/é 名前.txt", b"x" * 513),
+    ]
+    archive = drain(TarGzStream(records, blobs.open, chunk_bytes=256 * 1024))
+    assert members(archive) == {
+        "a.txt": b"hello", "dir/multi.bin": big, "empty": b"", "unicode/é 名前.txt": b"x" * 513,
+    }
+    raw = gzip.decompress(archive)
+    assert len(raw) % RECORD_BYTES == 0  # padded to whole tar records, as tar does
+
+
+def test_directory_markers_become_directories_and_names_cannot_escape(blobs: Blobs) -> None:
+    records = [plain(blobs, "photos/", b""), plain(blobs, "../../etc/passwd", b"no"),
+               plain(blobs, "/abs//./x", b"y")]
+    with tarfile.open(fileobj=io.BytesIO(drain(TarGzStream(records, blobs.open))),
+                      mode="r:gz") as tar:
+        infos = {info.name: info for info in tar}
+    assert infos["photos"].isdir()
+    assert set(infos) == {"photos", "%2E%2E/%2E%2E/etc/passwd", "abs/x"}
+
+
+@pytest.mark.parametrize(("key", "name"), [
+    ("a/b", "a/b"), ("a//b/", "a/b"), ("./a", "a"), ("..", "%2E%2E"), ("/", "%2F"),
+    (".", "%2E"),
+])
+def test_tar_names(key: str, name: str) -> None:
+    assert tar_name(key) == name
+
+
+def test_a_long_name_goes_in_a_pax_header(blobs: Blobs) -> None:
+    key = "deep/" * 60 + "file"
+    assert members(drain(TarGzStream([plain(blobs, key, b"z")], blobs.open))) == {key: b"z"}
+
+
+def test_chunks_are_bounded_and_compressed(blobs: Blobs) -> None:
+    data = b"abc" * 1_000_000
+    stream = TarGzStream([plain(blobs, "k", data)], blobs.open, chunk_bytes=64 * 1024)
+    sizes = []
+    while (chunk := stream.next_chunk()) is not None:
+        sizes.append(len(chunk))
+    assert max(sizes) <= 64 * 1024 + 1024  # never more than a chunk of input, compressed
+    assert sum(sizes) < len(data) // 50
+    assert stream.tar_bytes > len(data)
+
+
+@pytest.mark.parametrize("chunk_bytes", [512, 1024 * 1024])
+def test_a_vanished_blob_before_its_header_can_be_replaced(blobs: Blobs,
+                                                           chunk_bytes: int) -> None:
+    data = os.urandom(300_000)  # compressed output exists when member 1 turns out gone
+    first, second = plain(blobs, "one", data), plain(blobs, "two", b"old")
+    os.unlink(blobs.root / str(second.blob_id))
+    stream = TarGzStream([first, second], blobs.open, chunk_bytes=chunk_bytes)
+    out = []
+    with pytest.raises(MemberVanished) as caught:
+        while (chunk := stream.next_chunk()) is not None:
+            out.append(chunk)
+    assert caught.value.index == 1
+    stream.replace(1, plain(blobs, "two", b"new"))
+    out.append(drain(stream))  # resumes where it stopped: nothing of member 1 was written
+    assert members(b"".join(out)) == {"one": data, "two": b"new"}
+
+
+def test_a_short_blob_fails_the_stream(blobs: Blobs) -> None:
+    record = plain(blobs, "k", b"12345")
+    (blobs.root / str(record.blob_id)).write_bytes(b"12")
+    with pytest.raises(OSError, match="shorter"):
+        drain(TarGzStream([record], blobs.open))
+
+
+# -- the producer --------------------------------------------------------------------------
+
+
+class Consumer:
+    def __init__(self, pause_after: int | None = None) -> None:
+        self.data = bytearray()
+        self.producer: Any = None
+        self.unregistered = False
+        self.pause_after = pause_after
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
+        assert streaming
+        self.producer = producer
+
+    def unregisterProducer(self) -> None:  # noqa: N802
+        self.unregistered = True
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+        if self.pause_after is not None and len(self.data) >= self.pause_after:
+            self.pause_after = None
+            self.producer.pauseProducing()
+
+
+def producer_for(records: list[ObjectRecord], blobs: Blobs, consumer: Consumer,
+                 refresh: Any = None) -> tuple[ArchiveProducer, list[bool]]:
+    aborted: list[bool] = []
+
+    async def no_refresh(index: int) -> ObjectRecord | None:
+        return None
+
+    stream = TarGzStream(records, blobs.open, chunk_bytes=4096)
+    producer = ArchiveProducer(stream, InlinePool(), consumer, refresh=refresh or no_refresh,
+                               abort=lambda: aborted.append(True))
+    return producer, aborted
+
+
+def test_producer_writes_everything_and_finishes(blobs: Blobs) -> None:
+    data = os.urandom(50_000)
+    consumer = Consumer()
+    producer, aborted = producer_for([plain(blobs, "k", data)], blobs, consumer)
+    done = producer.start()
+    assert done.called and consumer.unregistered and not aborted
+    assert members(bytes(consumer.data)) == {"k": data}
+
+
+def test_producer_waits_while_paused(blobs: Blobs) -> None:
+    data = os.urandom(50_000)
+    consumer = Consumer(pause_after=1)
+    producer, _ = producer_for([plain(blobs, "k", data)], blobs, consumer)
+    done = producer.start()
+    written = len(consumer.data)
+    assert not done.called and 0 < written < len(data)
+    producer.resumeProducing()
+    assert done.called
+    assert members(bytes(consumer.data)) == {"k": data}
+
+
+def test_stop_ends_the_stream_quietly(blobs: Blobs) -> None:
+    consumer = Consumer(pause_after=1)
+    producer, aborted = producer_for([plain(blobs, "k", os.urandom(50_000))], blobs, consumer)
+    done = producer.start()
+    producer.stopProducing()
+    assert done.called and consumer.unregistered and not aborted
+
+
+def test_a_failure_mid_stream_aborts_the_connection(blobs: Blobs) -> None:
+    record = plain(blobs, "k", b"12345")
+    (blobs.root / str(record.blob_id)).write_bytes(b"")
+    consumer = Consumer()
+    producer, aborted = producer_for([record], blobs, consumer)
+    assert producer.start().called and aborted == [True]
+
+
+def test_a_vanished_member_is_looked_up_again(blobs: Blobs) -> None:
+    old = plain(blobs, "k", b"old")
+    os.unlink(blobs.root / str(old.blob_id))
+    new = plain(blobs, "k", b"new bytes")
+
+    async def refresh(index: int) -> ObjectRecord | None:
+        return new
+
+    consumer = Consumer()
+    producer, aborted = producer_for([old], blobs, consumer, refresh)
+    assert producer.start().called and not aborted
+    assert members(bytes(consumer.data)) == {"k": b"new bytes"}
+
+
+def test_a_member_gone_for_good_aborts(blobs: Blobs) -> None:
+    old = plain(blobs, "k", b"old")
+    os.unlink(blobs.root / str(old.blob_id))
+    consumer = Consumer()
+    producer, aborted = producer_for([old], blobs, consumer)
+    assert producer.start().called and aborted == [True]
+
+
+# -- request checks ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("keys", [None, [], "k", [""], ["a", 3], [None]])
+def test_bad_keys_are_400(keys: Any) -> None:
+    with pytest.raises(AdminError) as caught:
+        check_keys(keys)
+    assert caught.value.status == 400
+
+
+def test_keys_are_deduplicated_in_order() -> None:
+    assert check_keys(["b", "a", "b"]) == ["b", "a"]
+
+
+@pytest.mark.parametrize(("bucket", "name"), [
+    ("photos", "photos.tar.gz"), ("my.bucket-1", "my.bucket-1.tar.gz"),
+    ('a"b\r\n', "a_b__.tar.gz"), ("..", "archive.tar.gz"),
+])
+def test_file_names_are_sanitised(bucket: str, name: str) -> None:
+    assert archive_file_name(bucket) == name

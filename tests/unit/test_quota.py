@@ -1,0 +1,242 @@
+"""Bucket quotas: the rule, the check inside the store's write transactions (SQLite and
+PostgreSQL, concurrent writers included), the engine's refusal that stores nothing, and
+the admin use cases that keep the quota durable."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from twisted.internet.defer import Deferred
+
+from objstore.blobs.control import ControlRecord
+from objstore.blobs.store import BlobStore
+from objstore.engine.bucket_config import CONFIG_FAMILY, BucketConfigService
+from objstore.engine.objects import ObjectAttrs, ObjectService
+from objstore.engine.quota import (
+    QUOTA_CONFIG_KEY,
+    BucketQuota,
+    NoSuchBucket,
+    QuotaCheck,
+    QuotaService,
+    UsageFigures,
+    quota_problem,
+)
+from objstore.errors import S3Error
+from objstore.http.spool import BodySpool
+from objstore.iam.identity import Principal
+from objstore.meta.async_store import MetaStore
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.records import (
+    NULL_VERSION,
+    BucketRecord,
+    ObjectRecord,
+    PartRecord,
+    PartRef,
+    UploadRecord,
+)
+from objstore.meta.store import SqlMetaStore
+from objstore.threads import InlinePool
+from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
+    backend,
+    db_engine,
+    meta_store,
+    postgres_database,
+)
+
+T = TypeVar("T")
+BUCKET = "quota"
+ALICE = Principal("u-alice", "alice", False, "AKALICE")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Drive a coroutine whose every wait has already fired (inline pools)."""
+    results: list[Any] = []
+    Deferred.fromCoroutine(coroutine).addBoth(results.append)
+    assert results, "the coroutine waited on something that never fired"
+    outcome = results[0]
+    if hasattr(outcome, "raiseException"):
+        outcome.raiseException()
+    return outcome  # type: ignore[no-any-return]
+
+
+def obj(key: str, size: int, version_id: str = NULL_VERSION, *, marker: bool = False
+        ) -> ObjectRecord:
+    return ObjectRecord(BUCKET, key, version_id, None if marker else f"blob-{key}-{version_id}",
+                        size, "e", 10.0, is_delete_marker=marker)
+
+
+def check(max_bytes: int | None = None, max_objects: int | None = None) -> QuotaCheck:
+    return QuotaCheck(BUCKET, BucketQuota(max_bytes, max_objects))
+
+
+# -- the rule ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("quota", "before", "after", "refused"), [
+    (BucketQuota(), (10, 10), (99, 99), False),
+    (BucketQuota(max_objects=2), (1, 0), (2, 0), False),
+    (BucketQuota(max_objects=2), (2, 0), (3, 0), True),
+    (BucketQuota(max_bytes=100), (1, 60), (2, 100), False),
+    (BucketQuota(max_bytes=100), (1, 60), (2, 101), True),
+    (BucketQuota(max_bytes=0), (0, 0), (1, 0), False),  # empty objects fit a zero quota
+    (BucketQuota(max_objects=0), (0, 0), (1, 0), True),
+    # over a lowered quota already: a write that does not grow a dimension passes
+    (BucketQuota(max_bytes=10, max_objects=1), (5, 50), (5, 40), False),
+    (BucketQuota(max_bytes=10, max_objects=1), (5, 50), (5, 51), True),
+])
+def test_quota_problem(quota: BucketQuota, before: tuple[int, int], after: tuple[int, int],
+                       refused: bool) -> None:
+    assert (quota_problem(quota, before, after) is not None) is refused
+
+
+def test_the_check_raises_quota_exceeded() -> None:
+    with pytest.raises(S3Error) as caught:
+        check(max_objects=1)((1, 1), (2, 2))
+    assert caught.value.code == "QuotaExceeded" and caught.value.status == 403
+    assert caught.value.fields["BucketName"] == BUCKET
+
+
+def test_stored_form() -> None:
+    quota = BucketQuota(max_bytes=5, max_objects=None)
+    assert BucketQuota.from_json(quota.to_json()) == quota
+    assert BucketQuota().unlimited and not quota.unlimited
+    with pytest.raises(ValueError):
+        BucketQuota.from_json('{"max_bytes": -1}')
+
+
+# -- inside the store's transactions (both backends) ------------------------------------
+
+
+@pytest.fixture
+def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+    meta_store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
+    return meta_store
+
+
+def test_object_count_limit(store: SqlMetaStore) -> None:
+    store.put_object(obj("a", 1), usage_check=check(max_objects=2))
+    store.put_object(obj("b", 1), usage_check=check(max_objects=2))
+    with pytest.raises(S3Error, match="QuotaExceeded"):
+        store.put_object(obj("c", 1), usage_check=check(max_objects=2))
+    assert store.get_object(BUCKET, "c") is None
+    assert store.bucket_usage(BUCKET) == (2, 2)
+    # an overwrite of the null version adds no object
+    store.put_object(obj("a", 3), usage_check=check(max_objects=2))
+    assert store.bucket_usage(BUCKET) == (2, 4)
+
+
+def test_byte_limit_counts_what_an_overwrite_replaces(store: SqlMetaStore) -> None:
+    store.put_object(obj("a", 60), usage_check=check(max_bytes=100))
+    store.put_object(obj("a", 100), usage_check=check(max_bytes=100))  # 60 replaced
+    with pytest.raises(S3Error, match="QuotaExceeded"):
+        store.put_object(obj("b", 1), usage_check=check(max_bytes=100))
+    store.put_object(obj("a", 0), usage_check=check(max_bytes=100))
+    assert store.bucket_usage(BUCKET) == (1, 0)
+
+
+def test_every_version_counts_and_markers_never_do(store: SqlMetaStore) -> None:
+    store.put_object(obj("k", 10, "v1"), usage_check=check(max_objects=2))
+    store.put_object(obj("k", 10, "v2"), usage_check=check(max_objects=2))
+    with pytest.raises(S3Error, match="QuotaExceeded"):
+        store.put_object(obj("k", 10, "v3"), usage_check=check(max_objects=2))
+    store.put_object(obj("k", 0, "m1", marker=True), usage_check=check(max_objects=2))
+    latest = store.get_object(BUCKET, "k")
+    assert latest is not None and latest.is_delete_marker
+    assert store.bucket_usage(BUCKET) == (2, 20)
+
+
+def test_a_refused_completion_changes_nothing(store: SqlMetaStore) -> None:
+    store.create_upload(UploadRecord("up", BUCKET, "big", initiated_at=1.0))
+    part = PartRecord("up", 1, "part-blob", 50, "pe", 2.0)
+    store.put_part(part)
+    record = ObjectRecord(BUCKET, "big", NULL_VERSION, "composite", 50, "x-1", 3.0,
+                          parts=(PartRef(1, "part-blob", 50, "pe"),))
+    with pytest.raises(S3Error, match="QuotaExceeded"):
+        store.complete_upload("up", record, usage_check=check(max_bytes=49))
+    assert store.get_upload("up") is not None
+    assert [p.blob_id for p in store.list_parts("up")] == ["part-blob"]
+    assert store.get_object(BUCKET, "big") is None
+    store.complete_upload("up", record, usage_check=check(max_bytes=50))
+    assert store.bucket_usage(BUCKET) == (1, 50)
+
+
+def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
+    limit, writers = 5, 12
+    start = threading.Barrier(writers)
+
+    def write(n: int) -> bool:
+        start.wait()
+        try:
+            store.put_object(obj(f"k{n}", 10), usage_check=check(max_objects=limit,
+                                                                 max_bytes=10 * limit))
+        except S3Error:
+            return False
+        return True
+
+    with ThreadPoolExecutor(writers) as pool:
+        outcomes = list(pool.map(write, range(writers)))
+    assert outcomes.count(True) == limit
+    assert store.bucket_usage(BUCKET) == (limit, 10 * limit)
+
+
+# -- the engine and the admin use cases (SQLite) -----------------------------------------
+
+
+@pytest.fixture
+def engine_parts(tmp_path: Path) -> Any:
+    from objstore.meta.engine import create_db_engine
+
+    sql = SqlMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
+                       clock=lambda: 1000.0)
+    sql.migrate()
+    sql.create_bucket(BucketRecord(BUCKET, "u-alice", "us-east-1", 1.0))
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    control = ControlRecord(str(tmp_path / "data"), fsync=False)
+    control.prepare()
+    meta = MetaStore(sql, SyncDbPool())
+    objects = ObjectService(meta, blobs, InlinePool(), clock=lambda: 2000.0)
+    documents = BucketConfigService(meta, control, InlinePool(), clock=lambda: 3000.0)
+    yield sql, blobs, control, objects, QuotaService(meta, documents)
+    sql.close()
+
+
+def body(blobs: BlobStore, data: bytes) -> BodySpool:
+    spool = BodySpool(blobs.tmp_dir, memory_limit=1024)
+    spool.write(data)
+    return spool
+
+
+def test_a_refused_put_stores_nothing(engine_parts: Any) -> None:
+    sql, blobs, _control, objects, quotas = engine_parts
+    run(quotas.put(BUCKET, BucketQuota(max_bytes=8)))
+    run(objects.put(ALICE, BUCKET, "a", body(blobs, b"12345"), ObjectAttrs()))
+    before = {info.blob_id for info in blobs.iter_blobs()}
+    with pytest.raises(S3Error) as caught:
+        run(objects.put(ALICE, BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
+    assert caught.value.code == "QuotaExceeded"
+    assert {info.blob_id for info in blobs.iter_blobs()} == before
+    assert sql.get_object(BUCKET, "b") is None
+    run(quotas.delete(BUCKET))
+    run(objects.put(ALICE, BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
+    assert sql.bucket_usage(BUCKET) == (2, 10)
+
+
+def test_admin_use_cases_are_durable(engine_parts: Any) -> None:
+    sql, _blobs, control, _objects, quotas = engine_parts
+    assert run(quotas.get(BUCKET)) == (BucketQuota(), UsageFigures(0, 0))
+    run(quotas.put(BUCKET, BucketQuota(max_objects=3)))
+    assert run(quotas.get(BUCKET))[0] == BucketQuota(max_objects=3)
+    assert dict(control.items(CONFIG_FAMILY))[f"{BUCKET}:{QUOTA_CONFIG_KEY}"]["value"] == \
+        BucketQuota(max_objects=3).to_json()
+    run(quotas.put(BUCKET, BucketQuota()))  # unlimited: removed
+    assert sql.get_bucket_config(BUCKET, QUOTA_CONFIG_KEY) is None
+    assert list(control.items(CONFIG_FAMILY)) == []
+    for call in (quotas.get("nope"), quotas.put("nope", BucketQuota(1)), quotas.delete("nope")):
+        with pytest.raises(NoSuchBucket):
+            run(call)

@@ -1,0 +1,386 @@
+"""Export and import in memory: two nodes' worth of SQLite stores with inline DB and IO
+pools, the real IAM, bucket and bucket-configuration use cases, and a settings table that
+knows `region` (exportable) and `node_id` (node-local)."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from twisted.internet.defer import Deferred
+
+from objstore.blobs.control import ControlRecord
+from objstore.engine.bucket_config import BucketConfigService
+from objstore.engine.buckets import BucketService
+from objstore.engine.iam import IamService, NewCredential
+from objstore.engine.transfer import SECTIONS, TransferService, parse_sections
+from objstore.engine.transfer_import import MASK, ImportTargets
+from objstore.errors import AdminError
+from objstore.iam.bootstrap import ensure_builtin_grants, ensure_root
+from objstore.iam.identity import Principal
+from objstore.meta.async_store import MetaStore
+from objstore.meta.engine import create_db_engine
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.store import SqlMetaStore
+from objstore.threads import InlinePool
+
+T = TypeVar("T")
+DOC = {"Version": "2012-10-17",
+       "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["*"]}]}
+OTHER_DOC = {"Version": "2012-10-17",
+             "Statement": [{"Effect": "Deny", "Action": ["s3:*"], "Resource": ["*"]}]}
+
+
+def run(work: Coroutine[Any, Any, T] | Deferred[T]) -> T:
+    """The result of work whose every wait has already fired (inline pools)."""
+    results: list[Any] = []
+    deferred = work if isinstance(work, Deferred) else Deferred.fromCoroutine(work)
+    deferred.addBoth(results.append)
+    assert results, "the coroutine waited on something that never fired"
+    if hasattr(results[0], "raiseException"):
+        results[0].raiseException()
+    return results[0]  # type: ignore[no-any-return]
+
+
+class Settings:
+    """The settings table double: region travels, node_id never; values are validated."""
+
+    def __init__(self, meta: MetaStore) -> None:
+        self._meta = meta
+
+    def exportable(self, key: str) -> bool:
+        return key == "region"
+
+    def parse(self, key: str, value: str) -> str:
+        if not value.islower():
+            raise AdminError("BadRequest", "region must be lower-case")
+        return value
+
+    async def put(self, key: str, text: str) -> None:
+        await self._meta.put_setting(key, text)
+
+
+@dataclass
+class Node:
+    store: SqlMetaStore
+    meta: MetaStore
+    iam: IamService
+    buckets: BucketService
+    bucket_state: BucketConfigService
+    transfer: TransferService
+    root: Principal
+
+    def export(self, sections: tuple[str, ...] = SECTIONS, secrets: bool = False
+               ) -> dict[str, Any]:
+        return run(self.transfer.export(sections, include_secrets=secrets))
+
+    def import_(self, document: Any, mode: str = "skip", **options: Any) -> dict[str, Any]:
+        return run(self.transfer.import_document(self.root, document, mode=mode, **options))
+
+
+def make_node(path: Path, name: str) -> Node:
+    engine = create_db_engine("sqlite", str(path / f"{name}.db"), None, 2)
+    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store.migrate()
+    control = ControlRecord(str(path / name), fsync=False)
+    control.prepare()
+    ensure_root(store, control)
+    ensure_builtin_grants(store, control)
+    store.put_setting("node_id", f"node-{name}")
+    meta = MetaStore(store, SyncDbPool())
+    io = InlinePool()
+    iam = IamService(meta, control, io, clock=lambda: 2000.0, on_change=lambda: None)
+    buckets = BucketService(meta, control, io, region="us-east-1", clock=lambda: 3000.0)
+    state = BucketConfigService(meta, control, io, clock=lambda: 3000.0)
+    targets = ImportTargets(meta=meta, iam=iam, buckets=buckets, bucket_state=state,
+                            settings=Settings(meta))
+    root_user = next(u for u in store.list_users() if u.is_root)
+    root = Principal(root_user.user_id, root_user.username, True, "ROOTKEY")
+    return Node(store, meta, iam, buckets, state,
+                TransferService(targets, clock=lambda: 4000.0, server_version="test"), root)
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    a, b = make_node(tmp_path, "a"), make_node(tmp_path, "b")
+    yield a, b
+    a.store.close()
+    b.store.close()
+
+
+def populate(node: Node) -> dict[str, Any]:
+    iam = node.iam
+    alice = run(iam.create_user("alice", "Alice"))
+    bob = run(iam.create_user("bob", ""))
+    team = run(iam.create_team("devs", "developers"))
+    grant = run(iam.create_grant("read-all", "reads", DOC))
+    run(iam.add_member(team.team_id, alice.user_id))
+    run(iam.attach_team_grant(team.team_id, grant.grant_id))
+    builtin = next(g for g in run(iam.list_grants()) if g.name == "S3ReadOnlyAccess")
+    run(iam.attach_user_grant(bob.user_id, builtin.grant_id))
+    run(iam.create_credential(node.root, alice.user_id,
+                              NewCredential("laptop", "AKALICE001", "alice-secret-0001")))
+    idle = run(iam.create_credential(node.root, bob.user_id,
+                                     NewCredential("", "AKBOB00001", "bob-secret-00001")))
+    run(iam.update_credential(node.root, idle.access_key_id, False, None))
+    owner = Principal(alice.user_id, "alice", False, "AKALICE001")
+    run(node.buckets.create(owner, "photos", location=None, object_lock=False))
+    run(node.buckets.create(node.root, "vault", location=None, object_lock=True))
+    run(node.meta.put_bucket_config("photos", "tagging", '[["team", "devs"]]'))
+    run(node.bucket_state.set_versioning("photos", "Suspended"))
+    node.store.put_setting("region", "eu-west-1")
+    return {"alice": alice, "bob": bob, "team": team, "grant": grant}
+
+
+def comparable(document: dict[str, Any]) -> dict[str, Any]:
+    """An export without what may differ between nodes: timestamps and the root's id."""
+    document = copy.deepcopy(document)
+    document.pop("exported_at")
+    root_ids = {u["user_id"] for u in document.get("users", []) if u["is_root"]}
+    document["credentials"] = [c for c in document.get("credentials", [])
+                               if c["username"] != "root"]  # every node has its own
+    for section in ("users", "teams", "grants", "credentials", "buckets"):
+        for entry in document.get(section, []):
+            entry.pop("created_at", None)
+            entry.pop("updated_at", None)
+            for ref in [entry.get("owner"), *entry.get("members", [])]:
+                if ref and ref.get("user_id") in root_ids:
+                    ref["user_id"] = "<root>"
+            if entry.get("user_id") in root_ids:
+                entry["user_id"] = "<root>"
+    return document
+
+
+# -- export ------------------------------------------------------------------------------
+
+
+def test_export_shape_masks_secrets_and_leaves_out_builtins_and_node_id(
+        nodes: tuple[Node, Node]) -> None:
+    a, _ = nodes
+    made = populate(a)
+    document = a.export()
+    assert document["format"] == "objstore-export" and document["version"] == 1
+    assert document["sections"] == list(SECTIONS) and document["secrets_included"] is False
+    assert [g["name"] for g in document["grants"]] == ["read-all"]
+    assert {c["secret_access_key"] for c in document["credentials"]} == {MASK}
+    assert {c["username"] for c in document["credentials"]} == {"alice", "bob", "root"}
+    assert document["settings"] == {"region": "eu-west-1"}
+    alice = next(u for u in document["users"] if u["username"] == "alice")
+    assert alice["user_id"] == made["alice"].user_id and alice["grants"] == []
+    team = document["teams"][0]
+    assert team["members"] == [{"user_id": made["alice"].user_id, "username": "alice"}]
+    assert team["grants"] == [{"grant_id": made["grant"].grant_id, "name": "read-all"}]
+    photos = next(b for b in document["buckets"] if b["name"] == "photos")
+    assert photos["owner"] == {"user_id": made["alice"].user_id, "username": "alice"}
+    assert photos["versioning"] == "Suspended" and photos["config"] == {
+        "tagging": '[["team", "devs"]]'}
+    vault = next(b for b in document["buckets"] if b["name"] == "vault")
+    assert vault["object_lock"] is True and vault["versioning"] == "Enabled"
+
+
+def test_secrets_only_when_asked_and_sections_filter(nodes: tuple[Node, Node]) -> None:
+    a, _ = nodes
+    populate(a)
+    document = a.export(("users", "credentials"), secrets=True)
+    assert set(document) >= {"users", "credentials"} and "grants" not in document
+    secrets = {c["access_key_id"]: c["secret_access_key"] for c in document["credentials"]}
+    assert secrets["AKALICE001"] == "alice-secret-0001"
+
+
+def test_parse_sections() -> None:
+    assert parse_sections(None) == SECTIONS
+    assert parse_sections("grants, users") == ("users", "grants")
+    with pytest.raises(AdminError):
+        parse_sections("users,secrets")
+
+
+# -- round trip ----------------------------------------------------------------------------
+
+
+def test_round_trip_into_a_fresh_node_preserves_everything(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    made = populate(a)
+    exported = a.export(secrets=True)
+    report = b.import_(exported)
+    assert report["errors"] == []
+    assert sorted(report["created"]["users"]) == ["alice", "bob"]
+    assert report["skipped"]["users"] == ["root"] and report["skipped"]["settings"] == []
+    again = b.export(secrets=True)
+    assert comparable(again) == comparable(exported)
+    # ids are preserved, and the imported credential authenticates with its secret
+    assert b.store.get_user(made["alice"].user_id) is not None
+    credential = b.store.get_credential("AKALICE001")
+    assert credential is not None and credential.secret_access_key == "alice-secret-0001"
+    assert b.store.get_credential("AKBOB00001").active is False  # type: ignore[union-attr]
+    assert b.store.get_setting("node_id") == "node-b"
+
+
+def test_a_second_import_skips_everything(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    exported = a.export(secrets=True)
+    b.import_(exported)
+    report = b.import_(exported, "overwrite")
+    assert report["errors"] == []
+    assert all(items == [] for items in report["created"].values())
+    assert all(items == [] for items in report["updated"].values())
+
+
+def test_masked_secrets_create_nothing(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    report = b.import_(a.export())
+    assert report["created"]["credentials"] == []
+    assert {e["item"] for e in report["errors"]} == {"AKALICE001", "AKBOB00001"}
+    assert all("masked" in e["message"] for e in report["errors"])
+    assert b.store.get_credential("AKALICE001") is None
+
+
+def test_masked_secret_of_an_existing_credential_is_fine(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    b.import_(a.export(secrets=True))
+    report = b.import_(a.export(), "overwrite")
+    assert report["errors"] == [] and len(report["skipped"]["credentials"]) == 3
+
+
+# -- modes -----------------------------------------------------------------------------------
+
+
+def test_dry_run_reports_and_changes_nothing(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    before = b.export(secrets=True)
+    report = b.import_(a.export(secrets=True), "dry_run")
+    assert report["dry_run"] is True and report["errors"] == []
+    assert sorted(report["created"]["users"]) == ["alice", "bob"]
+    assert report["created"]["teams"] == ["devs"]
+    assert sorted(report["created"]["buckets"]) == ["photos", "vault"]
+    assert report["created"]["settings"] == ["region"]
+    assert comparable(b.export(secrets=True)) == comparable(before)
+
+
+def test_skip_leaves_existing_entities_and_overwrite_replaces_them(
+        nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    made = populate(a)
+    document = a.export(secrets=True)
+    b.import_(document)
+    alice_id, team_id = made["alice"].user_id, made["team"].team_id
+    run(b.iam.update_user(alice_id, None, "changed on b"))
+    run(b.iam.remove_member(team_id, alice_id))
+    run(b.iam.add_member(team_id, made["bob"].user_id))
+    run(b.meta.put_bucket_config("photos", "lifecycle", "{}"))
+
+    skipped = b.import_(document)
+    assert "alice" in skipped["skipped"]["users"] and skipped["updated"]["users"] == []
+    assert b.store.get_user(alice_id).description == "changed on b"  # type: ignore[union-attr]
+
+    preview = b.import_(document, "skip", dry_run=True)
+    assert preview["updated"]["users"] == [] and preview["dry_run"] is True
+    overwritten = b.import_(document, "overwrite")
+    assert overwritten["updated"]["users"] == ["alice"]
+    assert overwritten["updated"]["teams"] == ["devs"]
+    assert overwritten["updated"]["buckets"] == ["photos"]
+    assert comparable(b.export(secrets=True)) == comparable(document)
+
+
+def test_root_is_never_imported_nor_overwritten(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    document = a.export(secrets=True)
+    for user in document["users"]:
+        if user["is_root"]:
+            user["description"] = "hijacked"
+    root_key = next(c for c in document["credentials"] if c["username"] == "root")
+    root_key["access_key_id"], root_key["secret_access_key"] = "AKNEWROOT1", "new-root-secret"
+    report = b.import_(document, "overwrite")
+    assert "root" in report["skipped"]["users"] and "AKNEWROOT1" in report["skipped"][
+        "credentials"]
+    assert b.store.get_credential("AKNEWROOT1") is None
+    assert all(u.description != "hijacked" for u in b.store.list_users())
+
+
+def test_a_name_taken_by_another_id_matches_by_name(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    made = populate(a)
+    local = run(b.iam.create_user("alice", "local alice"))
+    report = b.import_(a.export(secrets=True), "overwrite")
+    assert report["errors"] == [] and report["updated"]["users"] == ["alice"]
+    assert b.store.get_user(made["alice"].user_id) is None
+    members = b.store.list_team_members(made["team"].team_id) or []
+    assert [m.user_id for m in members] == [local.user_id]  # references follow the match
+    assert b.store.get_credential("AKALICE001").user_id == local.user_id  # type: ignore[union-attr]
+
+
+def test_an_id_and_a_name_of_two_entities_is_an_error(nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    one = run(b.iam.create_user("one", ""))
+    run(b.iam.create_user("two", ""))
+    document = {"users": [{"user_id": one.user_id, "username": "two"}]}
+    report = b.import_(document, "overwrite")
+    assert report["errors"][0]["item"] == "two" and "different" in report["errors"][0]["message"]
+
+
+def test_unknown_references_are_errors_but_the_entity_is_created(
+        nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    document = {"teams": [{"name": "ops", "members": [{"username": "ghost"}],
+                           "grants": ["S3FullAccess"]}]}
+    report = b.import_(document)
+    assert report["created"]["teams"] == ["ops"]
+    assert len(report["errors"]) == 1 and "ghost" in report["errors"][0]["message"]
+    team = next(t for t in b.store.list_team_summaries() if t.team.name == "ops")
+    assert [g.name for g in b.store.list_team_grants(team.team.team_id) or []] == [
+        "S3FullAccess"]
+
+
+def test_bad_entries_are_errors_and_the_rest_goes_on(nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    document = {
+        "grants": [{"name": "bad", "document": {"Version": "1999"}},
+                   {"name": "good", "document": DOC}],
+        "users": ["not an object", {"username": "", "user_id": "x"},
+                  {"username": "ok", "user_id": "not-a-uuid"}],
+        "buckets": [{"name": "Bad_Name"}, {"name": "fine", "versioning": "Sometimes"}],
+        "settings": {"region": "UPPER", "node_id": "stolen", "unknown": "x"},
+    }
+    report = b.import_(document)
+    assert report["created"]["grants"] == ["good"]
+    assert report["skipped"]["settings"] == ["node_id"]
+    assert len(report["errors"]) == 8
+    assert b.store.get_setting("node_id") == "node-b"
+
+
+def test_bucket_rules_hold_on_overwrite(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    document = a.export(secrets=True)
+    b.import_(document)
+    document["buckets"] = [dict(bucket, object_lock=not bucket["object_lock"])
+                           for bucket in document["buckets"]]
+    report = b.import_(document, "overwrite")
+    assert {e["item"] for e in report["errors"]} == {"photos", "vault"}
+
+
+def test_invalid_documents_and_modes_are_400(nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    for document, mode in (([], "skip"), ({"format": "other"}, "skip"), ({"version": 99}, "skip"),
+                           ({"users": {}}, "skip"), ({"settings": []}, "skip"), ({}, "merge")):
+        with pytest.raises(AdminError) as caught:
+            b.import_(document, mode)
+        assert caught.value.status == 400
+
+
+def test_import_of_only_some_sections(nodes: tuple[Node, Node]) -> None:
+    a, b = nodes
+    populate(a)
+    report = b.import_(a.export(secrets=True), sections=("grants",))
+    assert set(report["created"]) == {"grants"} and report["created"]["grants"] == ["read-all"]
+    assert b.store.get_user_by_name("alice") is None
+    assert str(uuid.UUID(b.store.list_grants()[0].grant_id))
