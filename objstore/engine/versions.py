@@ -44,8 +44,8 @@ log = Logger()
 
 CHANGE_ATTEMPTS = 5
 
-# (bucket, current version, now) -> the changed version; raises S3Error to refuse.
-Decision = Callable[[BucketRecord, ObjectRecord, float], Awaitable[ObjectRecord]]
+# (current version, now) -> the changed version; raises S3Error to refuse.
+Decision = Callable[[ObjectRecord, float], Awaitable[ObjectRecord]]
 
 
 class VersionService:
@@ -97,7 +97,7 @@ class VersionService:
     ) -> ObjectRecord:
         bucket = await self.lock_bucket(bucket_name)
 
-        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+        async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
             problem = lock_rules.future_date_problem(retention.until, now)
             if problem:
                 raise S3Error("InvalidArgument", problem)
@@ -116,7 +116,7 @@ class VersionService:
     ) -> ObjectRecord:
         bucket = await self.lock_bucket(bucket_name)
 
-        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+        async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
             return lock_rules.with_legal_hold(record, status, now)
 
         return await self._change(bucket, key, version_id, decide)
@@ -127,7 +127,7 @@ class VersionService:
         """Replace the tag set of a version (an empty set removes every tag)."""
         bucket = await self._bucket(bucket_name)
 
-        async def decide(_: BucketRecord, record: ObjectRecord, now: float) -> ObjectRecord:
+        async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
             return replace(record, tags=dict(tags))
 
         return await self._change(bucket, key, version_id, decide)
@@ -139,7 +139,7 @@ class VersionService:
         async def attempts() -> ObjectRecord:
             for _ in range(CHANGE_ATTEMPTS):
                 record = await find_version(self._meta, bucket.name, key, version_id)
-                changed = await decide(bucket, record, self._clock())
+                changed = await decide(record, self._clock())
                 stored = await self._store(record, changed)
                 if stored is not None:
                     return stored

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from objstore.errors import S3Error
 from objstore.iam.authorizer import object_arn
 from objstore.s3.call import S3Call, S3Response
-from objstore.s3.objects import request_headers, version_header, version_id_param
+from objstore.s3.objects import read_version_header, request_headers, version_id_param
 from objstore.s3.objects_xml import PartsPage, object_attributes_document
 from objstore.s3.xml import http_date
 
@@ -67,8 +67,8 @@ async def get_object_attributes(call: S3Call) -> S3Response:
     headers = request_headers(call)
     wanted = parse_object_attributes(headers.get("x-amz-object-attributes"))
     page = parts_page(headers)
-    record = await call.services.objects.head(call.bucket, call.key, version_id)
+    bucket, record = await call.services.objects.lookup(call.bucket, call.key, version_id)
     response_headers = {"Last-Modified": http_date(record.last_modified)}
-    response_headers.update(version_header(record))
+    response_headers.update(read_version_header(bucket, record))
     body = object_attributes_document(record, wanted, page)
     return S3Response(headers=response_headers, body=body, content_type=XML)

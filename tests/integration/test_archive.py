@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -134,6 +135,31 @@ def test_the_caller_needs_create_archive_and_get_object_on_every_key(
     outside = post_archive(daemon.endpoint, {"bucket": bucket, "keys": ["dir/b.bin", "a.txt"]},
                            **as_user)
     assert outside.status == 403 and "a.txt" in json.loads(outside.read())["message"]
+
+
+def test_a_client_that_leaves_mid_archive_harms_nothing(
+        daemon: Daemon, stored: tuple[str, dict[str, bytes]]) -> None:
+    bucket, objects = stored
+    s3: Any = make_client(daemon.endpoint)
+    s3.put_object(Bucket=bucket, Key="large.bin", Body=os.urandom(32 * MIB))
+    logged = daemon.log_path.stat().st_size
+    data = json.dumps({"bucket": bucket, "keys": ["large.bin"]}).encode()
+    url = f"{daemon.endpoint}/admin/archive"
+    headers = {"content-type": "application/json"}
+    headers.update(sigv4.sign_headers("POST", url, headers, hashlib.sha256(data).hexdigest(),
+                                      ROOT_ACCESS_KEY, ROOT_SECRET_KEY, "us-east-1",
+                                      datetime.datetime.now(datetime.UTC)))
+    connection = http.client.HTTPConnection("127.0.0.1", daemon.port, timeout=30)
+    connection.request("POST", "/admin/archive", body=data, headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200 and len(response.read(64 * 1024)) == 64 * 1024
+    connection.sock.close()  # type: ignore[union-attr]
+    connection.close()
+    again = post_archive(daemon.endpoint, {"bucket": bucket, "keys": ["a.txt"]})
+    assert unpack(again.read()) == {"a.txt": objects["a.txt"]}
+    with open(daemon.log_path, "rb") as log:
+        log.seek(logged)
+        assert b"Traceback" not in log.read()
 
 
 @pytest.mark.slow

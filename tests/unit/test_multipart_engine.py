@@ -79,11 +79,12 @@ class HookedMeta(MetaStore):
     before_complete: Any = None
 
     def complete_upload(self, upload_id: str, record: ObjectRecord,
-                        precondition: WritePrecondition | None = None) -> Deferred[PutResult]:
+                        precondition: WritePrecondition | None = None,
+                        usage_check: Any = None) -> Deferred[PutResult]:
         hook, self.before_complete = self.before_complete, None
         if hook is not None:
             hook()
-        return super().complete_upload(upload_id, record, precondition)
+        return super().complete_upload(upload_id, record, precondition, usage_check)
 
 
 @dataclass
@@ -289,9 +290,10 @@ def test_a_completion_whose_commit_was_retried_keeps_its_sidecar(world: World) -
     original = world.store.complete_upload
 
     def commit_then_fail(upload_id: str, record: ObjectRecord,
-                         precondition: WritePrecondition | None = None) -> PutResult:
-        original(upload_id, record, precondition)
-        return original(upload_id, record, precondition)
+                         precondition: WritePrecondition | None = None,
+                         usage_check: Any = None) -> PutResult:
+        original(upload_id, record, precondition, usage_check)
+        return original(upload_id, record, precondition, usage_check)
 
     world.store.complete_upload = commit_then_fail  # type: ignore[method-assign]
     record = run(world.service.complete(upload, [asked(part)], CompletionClaims()))
