@@ -50,7 +50,7 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
-from objstore.engine.transfer import TransferService
+from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
 from objstore.engine.versions import VersionService
@@ -68,6 +68,7 @@ from objstore.iam.bootstrap import (
 )
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
+from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
 from objstore.meta.store import open_sync_store
@@ -166,9 +167,11 @@ def build_node(config: Config, reactor: Any = None) -> Node:
     db_pool = DbPool.for_backend(
         reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close
     )
-    meta = MetaStore(sync_store, db_pool)
-    io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
     clock = reactor.seconds
+    bucket_cache = BucketCache(size=config.server.cache.size,
+                               ttl_seconds=config.server.cache.ttl_seconds, clock=clock)
+    meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache)
+    io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size,
@@ -283,7 +286,7 @@ def mount_data_apis(
         gate=admin.authorize, archives=archives, authorizer=services.authorizer))
     targets = ImportTargets(
         meta=meta, iam=iam, buckets=services.buckets,
-        bucket_state=services.bucket_config,
+        bucket_state=BucketDocuments(services.bucket_config, services.lifecycle),
         settings=SettingsTable(meta, control, io_pool, on_setting_change),
     )
     transfer = TransferService(targets, clock=clock, server_version=__version__)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from sqlalchemy import exc as sa_exc
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 
+from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.iam_async import AsyncIamQueries
 from objstore.meta.observability_async import AsyncObservabilityQueries
 from objstore.meta.pool import DbRunner
@@ -107,11 +108,13 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries):
         pool: DbRunner,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        bucket_cache: BucketCache | None = None,
     ) -> None:
         self._store = store
         self._pool = pool
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
+        self._buckets = bucket_cache
 
     @property
     def sync_store(self) -> SyncMetaStore:
@@ -140,23 +143,49 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries):
         return self._write(self._store.close)
 
     # -- buckets ---------------------------------------------------------------------
+    def _bucket_write(self, name: str, d: Deferred[_R]) -> Deferred[_R]:
+        """Invalidate the cached bucket now and again once the write is done."""
+        if self._buckets is None:
+            return d
+        cache = self._buckets
+        cache.invalidate(name)
+
+        def done(result: _R) -> _R:
+            cache.invalidate(name)
+            return result
+
+        return d.addBoth(done)
+
     def create_bucket(self, bucket: BucketRecord) -> Deferred[bool]:
-        return self._write(self._store.create_bucket, bucket)
+        return self._bucket_write(bucket.name, self._write(self._store.create_bucket, bucket))
 
     def get_bucket(self, name: str) -> Deferred[BucketRecord | None]:
-        return self._read(self._store.get_bucket, name)
+        cache = self._buckets
+        if cache is None:
+            return self._read(self._store.get_bucket, name)
+        hit, record = cache.get(name)
+        if hit:
+            return succeed(record)
+        generation = cache.generation
+
+        def keep(found: BucketRecord | None) -> BucketRecord | None:
+            cache.store(name, found, generation)
+            return found
+
+        return self._read(self._store.get_bucket, name).addCallback(keep)
 
     def list_buckets(self) -> Deferred[list[BucketRecord]]:
         return self._read(self._store.list_buckets)
 
     def update_bucket(self, bucket: BucketRecord) -> Deferred[None]:
-        return self._write(self._store.update_bucket, bucket)
+        return self._bucket_write(bucket.name, self._write(self._store.update_bucket, bucket))
 
     def delete_bucket(self, name: str) -> Deferred[str]:
-        return self._write(self._store.delete_bucket, name)
+        return self._bucket_write(name, self._write(self._store.delete_bucket, name))
 
     def enable_object_lock(self, name: str, updated_at: float) -> Deferred[str]:
-        return self._write(self._store.enable_object_lock, name, updated_at)
+        return self._bucket_write(
+            name, self._write(self._store.enable_object_lock, name, updated_at))
 
     def get_bucket_config(self, bucket: str, key: str) -> Deferred[str | None]:
         return self._read(self._store.get_bucket_config, bucket, key)

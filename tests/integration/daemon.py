@@ -141,6 +141,18 @@ class Daemon:
         if self.pg_database:
             drop_postgres_database(self.pg_database)
             self.pg_database = None
+        self.assert_no_tracebacks()
+
+    def assert_no_tracebacks(self) -> None:
+        """No request of a test may hit an unhandled error: every one would have been a
+        500 (or a cut stream) for a real client."""
+        if not self.log_path.exists():
+            return
+        text = self.log_path.read_text(errors="replace")
+        index = text.find("Traceback (most recent call last)")
+        if index >= 0:
+            raise AssertionError("the daemon logged a traceback:\n" + text[max(0, index - 600):
+                                                                         index + 3000])
 
     def rss_bytes(self) -> int:
         assert self.process is not None
