@@ -8,7 +8,8 @@ that are not node-local; node_id never travels). Built-in grants are not exporte
 node has them, under the same ids. References carry both id and name. An export is read
 entity by entity, not as one snapshot; it is meant for a quiet control plane.
 
-Importing such a document is `transfer_import.py`. No HTTP here.
+Importing such a document is `transfer_import.py`; `BucketDocuments` here is where its bucket
+changes go. No HTTP here.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from objstore.engine import lifecycle_rules
+from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
 from objstore.engine.transfer_import import (
     DRY_RUN,
     IMPORT_ORDER,
@@ -39,6 +42,8 @@ from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
 
 if TYPE_CHECKING:
+    from objstore.engine.bucket_config import BucketConfigService
+    from objstore.engine.lifecycle import LifecycleService
     from objstore.meta.async_store import MetaStore
 
 FORMAT = "objstore-export"
@@ -206,3 +211,39 @@ def check_export_document(document: Any) -> None:
     version = document.get("version", FORMAT_VERSION)
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise AdminError("BadRequest", f"Unsupported document version {version!r}.")
+
+
+class BucketDocuments:
+    """Where an import's bucket changes go: versioning and configuration documents through
+    `BucketConfigService` (database and control record), the lifecycle configuration
+    through `LifecycleService`, which also forgets its cached copy. Lifecycle documents
+    are checked (parsed and validated) before anything is written."""
+
+    def __init__(self, documents: BucketConfigService, lifecycle: LifecycleService) -> None:
+        self._documents = documents
+        self._lifecycle = lifecycle
+
+    def check_config(self, key: str, value: str) -> None:
+        if key == LIFECYCLE_CONFIG_KEY:
+            lifecycle_rules.validate(parse_lifecycle(value))
+
+    async def set_versioning(self, name: str, status: str) -> Any:
+        return await self._documents.set_versioning(name, status)
+
+    async def put_config(self, bucket: str, key: str, value: str) -> None:
+        if key == LIFECYCLE_CONFIG_KEY:
+            await self._lifecycle.put(bucket, parse_lifecycle(value))
+        else:
+            await self._documents.put_config(bucket, key, value)
+
+    async def delete_config(self, bucket: str, key: str) -> Any:
+        if key == LIFECYCLE_CONFIG_KEY:
+            return await self._lifecycle.delete(bucket)
+        return await self._documents.delete_config(bucket, key)
+
+
+def parse_lifecycle(value: str) -> lifecycle_rules.LifecycleConfiguration:
+    try:
+        return lifecycle_rules.from_json(value)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AdminError("BadRequest", f"the lifecycle configuration is invalid: {exc!r}") from None

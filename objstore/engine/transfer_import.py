@@ -63,7 +63,11 @@ def is_node_local(key: str) -> bool:
 
 
 class BucketStateWriter(Protocol):
-    """Changes to an existing bucket that an import makes (`BucketConfigService`)."""
+    """Changes to a bucket that an import makes (`transfer.BucketDocuments`)."""
+
+    def check_config(self, key: str, value: str) -> None:
+        """Raise AdminError or S3Error when `value` is not a valid document for `key`."""
+        ...
 
     async def set_versioning(self, name: str, status: str) -> Any: ...
 
@@ -531,8 +535,11 @@ class Importer:
     def _config_steps(self, bucket: str, now: Mapping[str, str],
                       wanted: Mapping[str, str]) -> list[Step]:
         writer = self._targets.bucket_state
+        changed = {key: value for key, value in sorted(wanted.items()) if now.get(key) != value}
+        for key, value in changed.items():
+            writer.check_config(key, value)  # before any step: dry runs check too
         steps: list[Step] = [partial(writer.put_config, bucket, key, value)
-                             for key, value in sorted(wanted.items()) if now.get(key) != value]
+                             for key, value in changed.items()]
         if self._overwrite:
             steps += [partial(writer.delete_config, bucket, key)
                       for key in sorted(set(now) - set(wanted))]

@@ -70,7 +70,12 @@ class SegmentProducer:
         return data
 
     def stopProducing(self) -> None:  # noqa: N802 (Twisted's name)
+        """The client went away. Unregister while the request still has its channel:
+        once `done` fires the request finishes, and a producer still registered then is
+        reported as a leak."""
         self._close()
+        if self._request.channel is not None and self._request.producer is self:
+            self._request.unregisterProducer()
         if not self.done.called:
             self.done.callback(None)
 

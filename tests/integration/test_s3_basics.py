@@ -216,3 +216,26 @@ def test_disconnect_mid_upload_leaves_no_spool(daemon: Daemon, s3: Any) -> None:
     assert os.listdir(daemon.data_dir / "tmp") == []
     with pytest.raises(ClientError):
         s3.head_object(Bucket=bucket, Key="partial")
+
+
+def test_client_leaving_mid_download_is_clean(daemon: Daemon, s3: Any) -> None:
+    import datetime
+    import socket
+    import time
+
+    from objstore.http import sigv4
+    from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY
+
+    bucket = new_bucket(s3)
+    s3.put_object(Bucket=bucket, Key="big", Body=os.urandom(8 * 1024 * 1024))
+    url = f"{daemon.endpoint}/{bucket}/big"
+    headers = sigv4.sign_headers("GET", url, {}, sigv4.UNSIGNED_PAYLOAD, ROOT_ACCESS_KEY,
+                                 ROOT_SECRET_KEY, "us-east-1", datetime.datetime.now(datetime.UTC))
+    request = f"GET /{bucket}/big HTTP/1.1\r\n" + "".join(
+        f"{name}: {value}\r\n" for name, value in headers.items()) + "\r\n"
+    with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
+        sock.sendall(request.encode())
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+    time.sleep(0.5)
+    s3.head_object(Bucket=bucket, Key="big")  # the daemon is still fine
+    assert "Producer was not unregistered" not in daemon.log_path.read_text(errors="replace")

@@ -18,7 +18,14 @@ from objstore.blobs.control import ControlRecord
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.iam import IamService, NewCredential
-from objstore.engine.transfer import SECTIONS, TransferService, parse_sections
+from objstore.engine.lifecycle import LifecycleService
+from objstore.engine.lifecycle_rules import (
+    Expiration,
+    LifecycleConfiguration,
+    LifecycleRule,
+    to_json,
+)
+from objstore.engine.transfer import SECTIONS, BucketDocuments, TransferService, parse_sections
 from objstore.engine.transfer_import import MASK, ImportTargets
 from objstore.errors import AdminError
 from objstore.iam.bootstrap import ensure_builtin_grants, ensure_root
@@ -28,10 +35,18 @@ from objstore.meta.engine import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.store import SqlMetaStore
 from objstore.threads import InlinePool
+from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
+    backend,
+    db_engine,
+    meta_store,
+    postgres_database,
+)
 
 T = TypeVar("T")
 DOC = {"Version": "2012-10-17",
        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["*"]}]}
+LIFECYCLE = to_json(LifecycleConfiguration((
+    LifecycleRule("tmp", "Enabled", expiration=Expiration(days=7)),)))
 OTHER_DOC = {"Version": "2012-10-17",
              "Statement": [{"Effect": "Deny", "Action": ["s3:*"], "Resource": ["*"]}]}
 
@@ -97,7 +112,10 @@ def make_node(path: Path, name: str) -> Node:
     iam = IamService(meta, control, io, clock=lambda: 2000.0, on_change=lambda: None)
     buckets = BucketService(meta, control, io, region="us-east-1", clock=lambda: 3000.0)
     state = BucketConfigService(meta, control, io, clock=lambda: 3000.0)
-    targets = ImportTargets(meta=meta, iam=iam, buckets=buckets, bucket_state=state,
+    lifecycle = LifecycleService(meta, state, clock=lambda: 3000.0, day_seconds=86400.0,
+                                 cache_ttl_seconds=60.0, cache_size=10)
+    targets = ImportTargets(meta=meta, iam=iam, buckets=buckets,
+                            bucket_state=BucketDocuments(state, lifecycle),
                             settings=Settings(meta))
     root_user = next(u for u in store.list_users() if u.is_root)
     root = Principal(root_user.user_id, root_user.username, True, "ROOTKEY")
@@ -132,6 +150,7 @@ def populate(node: Node) -> dict[str, Any]:
     run(node.buckets.create(owner, "photos", location=None, object_lock=False))
     run(node.buckets.create(node.root, "vault", location=None, object_lock=True))
     run(node.meta.put_bucket_config("photos", "tagging", '[["team", "devs"]]'))
+    run(node.meta.put_bucket_config("photos", "lifecycle", LIFECYCLE))
     run(node.bucket_state.set_versioning("photos", "Suspended"))
     node.store.put_setting("region", "eu-west-1")
     return {"alice": alice, "bob": bob, "team": team, "grant": grant}
@@ -178,7 +197,7 @@ def test_export_shape_masks_secrets_and_leaves_out_builtins_and_node_id(
     photos = next(b for b in document["buckets"] if b["name"] == "photos")
     assert photos["owner"] == {"user_id": made["alice"].user_id, "username": "alice"}
     assert photos["versioning"] == "Suspended" and photos["config"] == {
-        "tagging": '[["team", "devs"]]'}
+        "lifecycle": LIFECYCLE, "tagging": '[["team", "devs"]]'}
     vault = next(b for b in document["buckets"] if b["name"] == "vault")
     assert vault["object_lock"] is True and vault["versioning"] == "Enabled"
 
@@ -384,3 +403,22 @@ def test_import_of_only_some_sections(nodes: tuple[Node, Node]) -> None:
     assert set(report["created"]) == {"grants"} and report["created"]["grants"] == ["read-all"]
     assert b.store.get_user_by_name("alice") is None
     assert str(uuid.UUID(b.store.list_grants()[0].grant_id))
+
+
+def test_list_settings_on_every_backend(meta_store: SqlMetaStore) -> None:  # noqa: F811
+    meta_store.put_setting("b", "2")
+    meta_store.put_setting("a", "1")
+    meta_store.put_setting("a", "one")
+    meta_store.delete_setting("b")
+    assert meta_store.list_settings() == {"a": "one"}
+
+
+def test_lifecycle_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    broken = {"buckets": [{"name": "logs", "config": {"lifecycle": '{"rules": []}'}},
+                          {"name": "junk", "config": {"lifecycle": "not json"}}]}
+    for mode in ("dry_run", "skip"):
+        report = b.import_(broken, mode)
+        assert [e["item"] for e in report["errors"]] == ["logs", "junk"]
+        assert report["created"]["buckets"] == []
+    assert b.store.get_bucket("logs") is None
