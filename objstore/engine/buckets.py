@@ -21,6 +21,14 @@ if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
 
 
+async def require_bucket(meta: MetaStore, name: str) -> BucketRecord:
+    """The bucket's record, or S3 NoSuchBucket (the one place that rule lives)."""
+    bucket = await meta.get_bucket(name)
+    if bucket is None:
+        raise S3Error("NoSuchBucket", BucketName=name)
+    return bucket
+
+
 class BucketService:
     def __init__(
         self,
@@ -72,10 +80,7 @@ class BucketService:
         return record
 
     async def get(self, name: str) -> BucketRecord:
-        bucket: BucketRecord | None = await self._meta.get_bucket(name)
-        if bucket is None:
-            raise S3Error("NoSuchBucket", BucketName=name)
-        return bucket
+        return await require_bucket(self._meta, name)
 
     async def list(self) -> list[BucketRecord]:
         buckets: list[BucketRecord] = await self._meta.list_buckets()

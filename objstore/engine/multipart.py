@@ -33,6 +33,7 @@ from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.engine import lock_rules
+from objstore.engine.buckets import require_bucket
 from objstore.engine.names import key_problem
 from objstore.engine.objects import ObjectAttrs
 from objstore.engine.quota import quota_check
@@ -299,10 +300,7 @@ class MultipartService:
         self._upload_ids = upload_ids
 
     async def _bucket(self, name: str) -> BucketRecord:
-        bucket = await self._meta.get_bucket(name)
-        if bucket is None:
-            raise S3Error("NoSuchBucket", BucketName=name)
-        return bucket
+        return await require_bucket(self._meta, name)
 
     # -- create, look up, abort ------------------------------------------------------
     async def create(

@@ -25,6 +25,7 @@ from twisted.logger import Logger
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.engine.buckets import require_bucket
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.quota import quota_check
@@ -41,6 +42,7 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.threads import Runner
@@ -98,10 +100,7 @@ class ObjectService:
         self._locks = locks if locks is not None else KeyLocks()
 
     async def _bucket(self, name: str) -> BucketRecord:
-        bucket = await self._meta.get_bucket(name)
-        if bucket is None:
-            raise S3Error("NoSuchBucket", BucketName=name)
-        return bucket
+        return await require_bucket(self._meta, name)
 
     async def put(
         self,
@@ -357,9 +356,9 @@ class ObjectService:
 
     async def list_page(
         self, bucket_name: str, *, prefix: str, start_after: str, limit: int
-    ) -> list[ObjectRecord]:
+    ) -> list[ListingEntry]:
         """One page of latest versions; the caller has checked that the bucket exists."""
-        return await self._meta.list_latest(bucket_name, prefix, start_after, limit)
+        return await self._meta.list_latest_entries(bucket_name, prefix, start_after, limit)
 
 
 def _blob_ids(record: ObjectRecord) -> list[str]:

@@ -21,6 +21,7 @@ from twisted.logger import Logger
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.engine import lock_rules
+from objstore.engine.buckets import require_bucket
 from objstore.engine.versioning import (
     MISSING_LOCK_CONFIG,
     ActionAuthority,
@@ -33,6 +34,7 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import RecordNotFound, RowChanged
 from objstore.threads import Runner
@@ -67,15 +69,12 @@ class VersionService:
         self._authority = authority
 
     async def _bucket(self, name: str) -> BucketRecord:
-        bucket = await self._meta.get_bucket(name)
-        if bucket is None:
-            raise S3Error("NoSuchBucket", BucketName=name)
-        return bucket
+        return await require_bucket(self._meta, name)
 
     async def list_versions(
         self, bucket_name: str, *, prefix: str, delimiter: str, key_marker: str,
         version_marker: str, max_keys: int,
-    ) -> VersionPage:
+    ) -> VersionPage[ListingEntry]:
         """One page of ListObjectVersions (NoSuchBucket first)."""
         await self._bucket(bucket_name)
         return await list_version_page(
