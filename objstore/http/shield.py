@@ -7,7 +7,7 @@ every S3 request runs shielded: the client's departure ends the wait, never the 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -20,13 +20,19 @@ T = TypeVar("T")
 log = Logger()
 
 
-async def shielded(work: Coroutine[Any, Any, T]) -> T:
+async def shielded(
+    work: Coroutine[Any, Any, T], hold: Callable[[], Callable[[], None]] | None = None
+) -> T:
     """Await `work`; if this await is cancelled, `work` still runs to its end (its
-    unexpected failures are logged, its S3 errors dropped: nobody is left to tell)."""
+    unexpected failures are logged, its S3 errors dropped: nobody is left to tell).
+    `hold` (ObjstoreSite.hold) keeps a drain waiting until the work is done."""
+    release = hold() if hold is not None else None
     inner: Deferred[T] = ensureDeferred(work)
     outer: Deferred[T] = Deferred()
 
     def forward(result: T | Failure) -> None:
+        if release is not None:
+            release()
         if not outer.called:
             outer.callback(result)
         elif isinstance(result, Failure) and not result.check(S3Error):

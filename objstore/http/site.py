@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import os
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from twisted.internet import defer
@@ -250,6 +251,15 @@ class ObjstoreSite(server.Site):
     def _request_done(self, result: object, request: ObjstoreRequest) -> None:
         if self.observer is not None:
             self.observer.request_finished(request, not isinstance(result, failure.Failure))
+        self._release()
+
+    def hold(self) -> Callable[[], None]:
+        """Count work that must finish before shutdown even when its client has gone (a
+        shielded write); call the returned function once it is done."""
+        self.in_flight += 1
+        return self._release
+
+    def _release(self) -> None:
         self.in_flight -= 1
         if self.in_flight == 0:
             waiters, self._idle_waiters = self._idle_waiters, []

@@ -194,7 +194,7 @@ class S3Api:
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
         try:
-            response = await shielded(self._serve(request))
+            response = await shielded(self._serve(request), request.objstore_site.hold)
         except S3Error as error:
             return render_error(request, error)
         except CancelledError:
