@@ -355,10 +355,13 @@ class ObjectService:
         return bucket.owner_id, user.username if user is not None else ""
 
     async def list_page(
-        self, bucket_name: str, *, prefix: str, start_after: str, limit: int
+        self, bucket_name: str, *, prefix: str, start_after: str, limit: int,
+        delimiter: str = "",
     ) -> list[ListingEntry]:
-        """One page of latest versions; the caller has checked that the bucket exists."""
-        return await self._meta.list_latest_entries(bucket_name, prefix, start_after, limit)
+        """One page of latest versions (with a delimiter, the first row of each group
+        only); the caller has checked that the bucket exists."""
+        return await self._meta.list_latest_entries(bucket_name, prefix, start_after, limit,
+                                                    delimiter)
 
 
 def _blob_ids(record: ObjectRecord) -> list[str]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from twisted.internet.defer import DeferredLock
 
 from objstore.engine import lock_rules
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
 
 if TYPE_CHECKING:
@@ -213,13 +214,26 @@ class KeyLocks:
 # -- ListObjectVersions ----------------------------------------------------------------
 
 
-FetchVersions = Callable[[str, str, str, int], Awaitable[list[ObjectRecord]]]
+class ListedVersion(Protocol):
+    """A listed version: a ListingEntry (or an ObjectRecord)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def version_id(self) -> str: ...
+
+
+VersionT = TypeVar("VersionT", bound=ListedVersion)
+FetchVersions = Callable[[str, str, str, int], Awaitable[list[VersionT]]]
 """(prefix, key_marker, version_marker, limit) -> versions, key ascending, newest first."""
+# Rows asked for after skipping a group: the next row usually starts another group.
+AFTER_GROUP_BATCH = 8
 
 
 @dataclass
-class VersionPage:
-    entries: list[ObjectRecord] = field(default_factory=list)  # versions and markers
+class VersionPage(Generic[VersionT]):
+    entries: list[VersionT] = field(default_factory=list)  # versions and markers
     common_prefixes: list[str] = field(default_factory=list)
     is_truncated: bool = False
     next_key_marker: str = ""
@@ -235,40 +249,51 @@ def group_of(key: str, prefix: str, delimiter: str) -> str | None:
 
 
 async def list_version_page(
-    fetch: FetchVersions, *, prefix: str, delimiter: str, key_marker: str,
+    fetch: FetchVersions[VersionT], *, prefix: str, delimiter: str, key_marker: str,
     version_marker: str, max_keys: int,
-) -> VersionPage:
+) -> VersionPage[VersionT]:
     """One page of ListObjectVersions. Delimiter groups count once and are grouped before
-    the max-keys cut; a whole group is skipped with one new range query. `max_keys == 0`
-    returns nothing and is not truncated."""
-    page = VersionPage()
+    the max-keys cut; a whole group is skipped with one new range query. A batch is used to
+    its end (rows of a group already counted are passed over, so a fetch may return only
+    the first row of each group); when it held further rows of a group, the next query
+    asks for a few rows only (AFTER_GROUP_BATCH, doubling while whole batches are listed).
+    `max_keys == 0` returns nothing and is not truncated."""
+    page: VersionPage[VersionT] = VersionPage()
     if max_keys <= 0:
         return page
     cursor = (key_marker, version_marker if key_marker else "")
     batch_size = min(max_keys + 1, 1001)
+    limit = batch_size
     while True:
-        batch = await fetch(prefix, cursor[0], cursor[1], batch_size)
+        batch = await fetch(prefix, cursor[0], cursor[1], limit)
         state = _add_versions(page, batch, prefix, delimiter, key_marker, max_keys)
         if state is None or page.is_truncated:
             return page
-        cursor, jumped = state
-        if not jumped and len(batch) < batch_size:
+        cursor, passed_over = state
+        if len(batch) < limit:
             return page
+        limit = min(batch_size, AFTER_GROUP_BATCH if passed_over else limit * 2)
 
 
 def _add_versions(
-    page: VersionPage, batch: list[ObjectRecord], prefix: str, delimiter: str,
+    page: VersionPage[VersionT], batch: list[VersionT], prefix: str, delimiter: str,
     key_marker: str, max_keys: int,
 ) -> tuple[tuple[str, str], bool] | None:
-    """Add a batch to the page; returns the next cursor and whether it jumped past a
-    group, or None when the batch was empty."""
+    """Add a batch to the page; returns the next cursor and whether rows of a group were
+    passed over, or None when the batch was empty."""
     if not batch:
         return None
     cursor = ("", "")
+    open_group: str | None = None  # the group of the rows being passed over
+    passed_over = False
     for record in batch:
+        if open_group is not None and record.key.startswith(open_group):
+            passed_over = True
+            continue
+        open_group = None
         if len(page.entries) + len(page.common_prefixes) >= max_keys:
             page.is_truncated = True
-            return cursor, False
+            return cursor, passed_over
         group = group_of(record.key, prefix, delimiter)
         if group is None:
             page.entries.append(record)
@@ -278,16 +303,19 @@ def _add_versions(
         if group > key_marker:
             page.common_prefixes.append(group)
             page.next_key_marker, page.next_version_id_marker = group, None
-        return (group + _AFTER_ALL, ""), True
-    return cursor, False
+        cursor, open_group = (group + _AFTER_ALL, ""), group
+    return cursor, passed_over
 
 
-def listing_fetch(meta: MetaStore, bucket: str) -> FetchVersions:
+def listing_fetch(meta: MetaStore, bucket: str, delimiter: str = ""
+                  ) -> FetchVersions[ListingEntry]:
+    """Pages of versions from the store; with a delimiter the store returns only the first
+    row of each group (its skip scan), which `list_version_page` expects."""
     async def fetch(prefix: str, key_marker: str, version_marker: str,
-                    limit: int) -> list[ObjectRecord]:
-        records: list[ObjectRecord] = await meta.list_versions(
-            bucket, prefix, key_marker, version_marker, limit)
-        return records
+                    limit: int) -> list[ListingEntry]:
+        entries: list[ListingEntry] = await meta.list_version_entries(
+            bucket, prefix, key_marker, version_marker, limit, delimiter)
+        return entries
 
     return fetch
 

@@ -78,7 +78,7 @@ class VersionService:
         """One page of ListObjectVersions (NoSuchBucket first)."""
         await self._bucket(bucket_name)
         return await list_version_page(
-            listing_fetch(self._meta, bucket_name), prefix=prefix, delimiter=delimiter,
+            listing_fetch(self._meta, bucket_name, delimiter), prefix=prefix, delimiter=delimiter,
             key_marker=key_marker, version_marker=version_marker, max_keys=max_keys)
 
     async def lock_bucket(self, name: str) -> BucketRecord:

@@ -25,6 +25,7 @@ from twisted.internet.defer import Deferred, succeed
 
 from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.iam_async import AsyncIamQueries
+from objstore.meta.listing_queries import AsyncListingQueries
 from objstore.meta.observability_async import AsyncObservabilityQueries
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import (
@@ -96,7 +97,7 @@ def call_with_retries(
     return fn()
 
 
-class MetaStore(AsyncIamQueries, AsyncObservabilityQueries):
+class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries):
     """Every `SyncMetaStore` query as a method returning a Deferred (the IAM ones come from
     `iam_async.py`). Reads run on the reader
     pool, mutations on the writer pool. `iter_objects` is offered page by page as

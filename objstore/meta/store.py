@@ -38,6 +38,7 @@ from objstore.meta.engine import (
 )
 from objstore.meta.iam_queries import IamQueries
 from objstore.meta.iam_sql import SqlIamQueries
+from objstore.meta.listing_queries import ListingQueries, SqlListingQueries
 from objstore.meta.metrics_queries import MetricsQueries, SqlMetricsQueries
 from objstore.meta.records import (
     BucketRecord,
@@ -52,7 +53,7 @@ from objstore.meta.records import (
 )
 
 
-class SyncMetaStore(IamQueries, AuditQueries, MetricsQueries):
+class SyncMetaStore(IamQueries, AuditQueries, MetricsQueries, ListingQueries):
     """Synchronous queries (the IAM ones are declared in `iam_queries.py`). Implementations
     must be safe to call from several threads, each call using its own
     connection/transaction (SQLite: writes serialised on one writer)."""
@@ -535,7 +536,8 @@ def open_sync_store(
     return SqlMetaStore(engine, clock=clock)
 
 
-class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SyncMetaStore):
+class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListingQueries,
+                   SyncMetaStore):
     """`SyncMetaStore` over SQLAlchemy Core, for SQLite and PostgreSQL alike (the IAM
     queries live in `iam_sql.py`)."""
 

@@ -8,7 +8,7 @@ import binascii
 
 from objstore.engine.listing import list_grouped
 from objstore.errors import S3Error
-from objstore.meta.records import ObjectRecord
+from objstore.meta.listing_queries import ListingEntry
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.xml import list_objects_document
 
@@ -60,13 +60,14 @@ async def list_objects(call: S3Call) -> S3Response:
         start_after = query.get("marker", "")
     objects = call.services.objects
 
-    async def fetch(p: str, after: str, limit: int) -> list[ObjectRecord]:
-        return await objects.list_page(call.bucket, prefix=p, start_after=after, limit=limit)
+    async def fetch(p: str, after: str, limit: int) -> list[ListingEntry]:
+        return await objects.list_page(call.bucket, prefix=p, start_after=after, limit=limit,
+                                       delimiter=delimiter)
 
     await call.services.buckets.get(call.bucket)
     result = await list_grouped(
         fetch, prefix=prefix, delimiter=delimiter, start_after=start_after,
-        max_keys=max_keys, batch_size=max(1, min(max_keys + 1, 1000)),
+        max_keys=max_keys, batch_size=max(1, min(max_keys + 1, MAX_KEYS_DEFAULT + 1)),
     )
     fields: dict[str, str] = {}
     if version == 1:

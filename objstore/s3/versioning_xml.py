@@ -10,7 +10,7 @@ well-formed but invalid value). Timestamps are ISO 8601 (`2030-01-01T00:00:00.00
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -18,6 +18,7 @@ from lxml import etree
 
 from objstore.engine import lock_rules
 from objstore.errors import S3Error
+from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 from objstore.s3.tagging_header import validate_tags
 from objstore.s3.xml import S3_NS, iso8601, parse_document
@@ -121,7 +122,7 @@ class VersionsListing:
     version_id_marker: str
     max_keys: int
     encoding_type: str | None
-    entries: list[ObjectRecord] = field(default_factory=list)
+    entries: Sequence[ObjectRecord | ListingEntry] = field(default_factory=list)
     common_prefixes: list[str] = field(default_factory=list)
     is_truncated: bool = False
     next_key_marker: str = ""
@@ -156,7 +157,7 @@ def list_versions_document(listing: VersionsListing) -> bytes:
     return _serialize(root)
 
 
-def _version_entry(root: etree._Element, record: ObjectRecord,
+def _version_entry(root: etree._Element, record: ObjectRecord | ListingEntry,
                    encode: Callable[[str], str]) -> None:
     item = _add(root, "DeleteMarker" if record.is_delete_marker else "Version")
     _add(item, "Key", encode(record.key))
@@ -167,8 +168,9 @@ def _version_entry(root: etree._Element, record: ObjectRecord,
         _add(item, "ETag", f'"{record.etag}"')
         _add(item, "Size", str(record.size))
         _add(item, "StorageClass", record.storage_class)
-        if record.checksums:
-            _add(item, "ChecksumAlgorithm", sorted(record.checksums)[0].upper())
+        algorithm = listed_checksum_algorithm(record)
+        if algorithm:
+            _add(item, "ChecksumAlgorithm", algorithm)
             if record.checksum_type:
                 _add(item, "ChecksumType", record.checksum_type)
     owner = _add(item, "Owner")

@@ -13,6 +13,7 @@ from urllib.parse import quote
 from lxml import etree
 
 from objstore.errors import S3Error
+from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -118,7 +119,7 @@ def parse_create_bucket(body: bytes) -> str | None:
     return child_text(root, "LocationConstraint")
 
 
-def _contents(parent: etree._Element, record: ObjectRecord, fetch_owner: bool,
+def _contents(parent: etree._Element, record: ObjectRecord | ListingEntry, fetch_owner: bool,
               encode: Callable[[str], str]) -> None:
     item = _sub(parent, "Contents")
     _sub(item, "Key", encode(record.key))
@@ -126,8 +127,9 @@ def _contents(parent: etree._Element, record: ObjectRecord, fetch_owner: bool,
     _sub(item, "ETag", f'"{record.etag}"')
     _sub(item, "Size", str(record.size))
     _sub(item, "StorageClass", record.storage_class)
-    if record.checksums:
-        _sub(item, "ChecksumAlgorithm", sorted(record.checksums)[0].upper())
+    algorithm = listed_checksum_algorithm(record)
+    if algorithm:
+        _sub(item, "ChecksumAlgorithm", algorithm)
         if record.checksum_type:
             _sub(item, "ChecksumType", record.checksum_type)
     if fetch_owner:
@@ -144,7 +146,7 @@ def list_objects_document(
     delimiter: str,
     max_keys: int,
     encoding_type: str | None,
-    contents: Iterable[ObjectRecord],
+    contents: Iterable[ObjectRecord | ListingEntry],
     common_prefixes: Iterable[str],
     is_truncated: bool,
     fields: Mapping[str, str],
