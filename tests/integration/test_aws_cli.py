@@ -50,3 +50,32 @@ def test_s3api_100_mib_round_trip(daemon: Daemon, aws_env: dict[str, str],
     assert removed.returncode == 0, removed.stderr
     gone = aws(aws_env, daemon.endpoint, "s3", "rb", f"s3://{bucket}")
     assert gone.returncode == 0, gone.stderr
+
+
+def test_s3_sync_and_recursive_rm(daemon: Daemon, aws_env: dict[str, str],
+                                  tmp_path: Path) -> None:
+    bucket = f"sync-{uuid.uuid4().hex[:10]}"
+    config = tmp_path / "aws-config"
+    config.write_text("[default]\ns3 =\n    multipart_threshold = 8MB\n"
+                      "    multipart_chunksize = 8MB\n")
+    env = {**aws_env, "AWS_CONFIG_FILE": str(config)}
+    source = tmp_path / "tree"
+    files = {"a.txt": os.urandom(1000), "sub dir/b+c.bin": os.urandom(20 * 1024 * 1024),
+             "ünï/ç.txt": b"unicode"}
+    for name, data in files.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_bytes(data)
+    assert aws(env, daemon.endpoint, "s3", "mb", f"s3://{bucket}").returncode == 0
+    synced = aws(env, daemon.endpoint, "s3", "sync", str(source), f"s3://{bucket}/t")
+    assert synced.returncode == 0, synced.stderr
+    again = aws(env, daemon.endpoint, "s3", "sync", str(source), f"s3://{bucket}/t")
+    assert again.returncode == 0 and "upload:" not in again.stdout  # nothing changed
+    back = tmp_path / "back"
+    down = aws(env, daemon.endpoint, "s3", "sync", f"s3://{bucket}/t", str(back))
+    assert down.returncode == 0, down.stderr
+    for name, data in files.items():
+        assert (back / name).read_bytes() == data
+    removed = aws(env, daemon.endpoint, "s3", "rm", "--recursive", f"s3://{bucket}/t")
+    assert removed.returncode == 0, removed.stderr
+    listed = aws(env, daemon.endpoint, "s3", "ls", "--recursive", f"s3://{bucket}")
+    assert listed.stdout.strip() == ""
