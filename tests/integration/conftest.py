@@ -39,6 +39,15 @@ def make_client(endpoint: str, access_key: str = ROOT_ACCESS_KEY,
     )
 
 
+@pytest.fixture(params=BACKENDS)
+def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
+    """A fresh daemon for one test (tests that stop, kill or recover it)."""
+    fresh = Daemon(tmp_path, backend=request.param)
+    fresh.start()
+    yield fresh
+    fresh.cleanup()
+
+
 @pytest.fixture
 def s3(daemon: Daemon) -> object:
     return make_client(daemon.endpoint)

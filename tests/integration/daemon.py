@@ -9,6 +9,7 @@ printed when a start fails.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,3 +170,26 @@ class Daemon:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) * 1024
         return 0
+
+
+OBJSTORE = str(Path(sys.executable).with_name("objstore"))
+
+
+def objstore_cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the offline `objstore` command against a (stopped) daemon's config."""
+    return subprocess.run([OBJSTORE, *args, "--config", str(daemon.config_path)],
+                          cwd=daemon.workdir, env=daemon.env(), capture_output=True,
+                          text=True, timeout=300)
+
+
+def drop_database(daemon: Daemon) -> None:
+    """Lose the metadata database of a stopped daemon (SQLite file or PostgreSQL database)."""
+    if daemon.backend == "sqlite":
+        shutil.rmtree(daemon.data_dir / "meta")
+        return
+    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute(f'DROP DATABASE "{daemon.pg_database}" WITH (FORCE)')
+        cur.execute(f'CREATE DATABASE "{daemon.pg_database}"')
+    conn.close()

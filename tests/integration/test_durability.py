@@ -4,37 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.conftest import BACKENDS, make_client
-from tests.integration.daemon import POSTGRES_ADMIN_DSN, Daemon
+from tests.integration.conftest import make_client
+from tests.integration.daemon import Daemon, drop_database, objstore_cli
 
 OBJSTORE = str(Path(sys.executable).with_name("objstore"))
 
 
-@pytest.fixture(params=BACKENDS)
-def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path, backend=request.param)
-    daemon.start()
-    yield daemon
-    daemon.cleanup()
 
 
-def objstore_cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([OBJSTORE, *args, "--config", str(daemon.config_path)],
-                          cwd=daemon.workdir, env=daemon.env(), capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_sigkill_during_concurrent_puts_loses_nothing_acknowledged(node: Daemon) -> None:
@@ -112,16 +98,6 @@ def snapshot(s3: Any) -> dict[str, Any]:
     return state
 
 
-def drop_database(daemon: Daemon) -> None:
-    if daemon.backend == "sqlite":
-        shutil.rmtree(daemon.data_dir / "meta")
-        return
-    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE "{daemon.pg_database}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{daemon.pg_database}"')
-    conn.close()
 
 
 def test_recover_rebuilds_what_clients_see(node: Daemon) -> None:

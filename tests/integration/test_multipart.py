@@ -9,23 +9,20 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import uuid
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg2
 import pytest
 from awscrt import checksums
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from tests.integration.conftest import BACKENDS, make_client
-from tests.integration.daemon import POSTGRES_ADMIN_DSN, Daemon
+from tests.integration.conftest import make_client
+from tests.integration.daemon import Daemon, drop_database, objstore_cli
 
 MIB = 1024 * 1024
 PART = 5 * MIB
@@ -622,30 +619,10 @@ def test_aws_cli_multipart_copy_and_list(daemon: Daemon, aws_env: dict[str, str]
 # -- check and recover on a fresh daemon ----------------------------------------------------
 
 
-@pytest.fixture(params=BACKENDS)
-def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
-    fresh = Daemon(tmp_path, backend=request.param)
-    fresh.start()
-    yield fresh
-    fresh.cleanup()
 
 
-def objstore_cli(daemon: Daemon, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([OBJSTORE, *args, "--config", str(daemon.config_path)],
-                          cwd=daemon.workdir, env=daemon.env(), capture_output=True,
-                          text=True, timeout=300)
 
 
-def drop_database(daemon: Daemon) -> None:
-    if daemon.backend == "sqlite":
-        shutil.rmtree(daemon.data_dir / "meta")
-        return
-    conn = psycopg2.connect(POSTGRES_ADMIN_DSN)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute(f'DROP DATABASE "{daemon.pg_database}" WITH (FORCE)')
-        cur.execute(f'CREATE DATABASE "{daemon.pg_database}"')
-    conn.close()
 
 
 def test_check_and_recover_understand_multipart_objects(node: Daemon) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +13,8 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client
-from tests.integration.daemon import Daemon
-from tests.integration.test_durability import drop_database, objstore_cli
+from tests.integration.conftest import make_client
+from tests.integration.daemon import Daemon, drop_database, objstore_cli
 
 HTTP = urllib3.PoolManager(retries=False, timeout=30.0)
 
@@ -400,12 +397,6 @@ def test_stats(daemon: Daemon, admin: AdminClient, root_s3: Any) -> None:
 # -- recovery ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=BACKENDS)
-def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path, backend=request.param)
-    daemon.start()
-    yield daemon
-    daemon.cleanup()
 
 
 def iam_snapshot(admin: AdminClient) -> dict[str, Any]:

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from lxml import etree
 
-from tests.integration.conftest import BACKENDS, make_client
-from tests.integration.daemon import Daemon
-from tests.integration.test_durability import drop_database, objstore_cli
+from tests.integration.conftest import make_client
+from tests.integration.daemon import Daemon, drop_database, objstore_cli
 from tests.integration.test_object_operations import (
     allow,
     code_of,
@@ -484,12 +481,6 @@ def test_version_requests_need_the_version_actions(s3: Any, daemon: Daemon) -> N
 # -- recover ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=BACKENDS)
-def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path, backend=request.param)
-    daemon.start()
-    yield daemon
-    daemon.cleanup()
 
 
 def versioned_snapshot(s3: Any, bucket: str) -> dict[str, Any]:
