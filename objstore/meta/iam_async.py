@@ -5,11 +5,11 @@ the writer pool, with the same retries as every other query. No SQL here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import Any
 
 from twisted.internet.defer import Deferred
 
+from objstore.meta.async_base import AsyncQueryMixin
 from objstore.meta.iam_records import (
     Change,
     EffectiveGrant,
@@ -20,25 +20,8 @@ from objstore.meta.iam_records import (
 )
 from objstore.meta.records import CredentialRecord, UserRecord
 
-if TYPE_CHECKING:
-    from objstore.meta.store import SyncMetaStore
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-class AsyncIamQueries:
-    if TYPE_CHECKING:
-        _store: SyncMetaStore
-
-        def _read(
-            self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-        ) -> Deferred[_R]: ...
-
-        def _write(
-            self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-        ) -> Deferred[_R]: ...
-
+class AsyncIamQueries(AsyncQueryMixin):
     # -- users -----------------------------------------------------------------------
     def list_user_summaries(self) -> Deferred[list[UserSummary]]:
         return self._read(self._store.list_user_summaries)

@@ -38,22 +38,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from objstore.meta import schema
+from objstore.meta.async_base import AsyncQueryMixin
 from objstore.meta.engine import read_transaction
 from objstore.meta.records import ObjectRecord
 
 if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
-    from objstore.meta.store import SyncMetaStore
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 
 
 @dataclass(slots=True)
@@ -381,15 +378,8 @@ class SqlListingQueries(ListingQueries):
         return entries
 
 
-class AsyncListingQueries:
+class AsyncListingQueries(AsyncQueryMixin):
     """The listing queries of `MetaStore`, on the reader pool with the usual retries."""
-
-    if TYPE_CHECKING:
-        _store: SyncMetaStore
-
-        def _read(
-            self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-        ) -> Deferred[_R]: ...
 
     def list_latest_entries(
         self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000,

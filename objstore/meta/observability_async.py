@@ -5,33 +5,16 @@ gets. No SQL here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from collections.abc import Sequence
 
 from twisted.internet.defer import Deferred
 
+from objstore.meta.async_base import AsyncQueryMixin
 from objstore.meta.audit_queries import PURGE_BATCH, AuditFilter, AuditRecord
 from objstore.meta.metrics_queries import BucketUsage, MetricsSample
 
-if TYPE_CHECKING:
-    from objstore.meta.store import SyncMetaStore
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-class AsyncObservabilityQueries:
-    if TYPE_CHECKING:
-        _store: SyncMetaStore
-
-        def _read(
-            self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-        ) -> Deferred[_R]: ...
-
-        def _write(
-            self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-        ) -> Deferred[_R]: ...
-
+class AsyncObservabilityQueries(AsyncQueryMixin):
     # -- audit log -----------------------------------------------------------------------
     def insert_audit_records(self, records: Sequence[AuditRecord]) -> Deferred[int]:
         return self._write(self._store.insert_audit_records, records)
