@@ -11,7 +11,6 @@ lifecycle worker reads uncached (`load`).
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -26,6 +25,7 @@ from objstore.engine.lifecycle_rules import (
     validate,
 )
 from objstore.errors import S3Error
+from objstore.meta.coherence import BUCKETS, Counters, TtlCache
 from objstore.meta.records import ObjectRecord
 
 if TYPE_CHECKING:
@@ -46,16 +46,14 @@ class LifecycleService:
         day_seconds: float,
         cache_ttl_seconds: float,
         cache_size: int,
+        counters: Counters | None = None,
     ) -> None:
         self._meta = meta
         self._documents = documents
-        self._clock = clock
         self.day_seconds = day_seconds
-        self._ttl = cache_ttl_seconds
-        self._size = cache_size
-        self._cache: OrderedDict[str, tuple[float, LifecycleConfiguration | None]] = (
-            OrderedDict())
-        self._generation = 0
+        self._cache: TtlCache[str, LifecycleConfiguration | None] = TtlCache(
+            size=cache_size, ttl_seconds=cache_ttl_seconds, clock=clock, counters=counters,
+            scope=BUCKETS)
 
     async def get(self, bucket: str) -> LifecycleConfiguration:
         await self._require_bucket(bucket)
@@ -94,27 +92,21 @@ class LifecycleService:
                                  record.last_modified, self.day_seconds)
 
     async def _cached(self, bucket: str) -> LifecycleConfiguration | None:
-        now = self._clock()
-        hit = self._cache.get(bucket)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        generation = self._generation
+        hit, cached = self._cache.get(bucket)
+        if hit:
+            return cached
+        token = self._cache.token()
         try:
             config = await self.load(bucket)
         except (ValueError, KeyError, TypeError):
             # A response header is never worth failing a read for.
             log.failure("unreadable lifecycle configuration of bucket {bucket}", bucket=bucket)
             config = None
-        if self._ttl > 0 and self._size > 0 and generation == self._generation:
-            self._cache[bucket] = (now + self._ttl, config)
-            self._cache.move_to_end(bucket)
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
+        self._cache.store(bucket, config, token)
         return config
 
     def _forget(self, bucket: str) -> None:
-        self._generation += 1  # a load that raced this change must not be cached
-        self._cache.pop(bucket, None)
+        self._cache.invalidate(bucket)  # here and in the node's other worker processes
 
     async def _require_bucket(self, bucket: str) -> None:
         if await self._meta.get_bucket(bucket) is None:

@@ -17,7 +17,6 @@ the AWS way (`arn:aws:s3:::*`) grant ListAllMyBuckets as they do on AWS.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
@@ -35,6 +34,7 @@ from objstore.iam.policy import (
     is_allowed,
     validate,
 )
+from objstore.meta.coherence import IAM, Counters, TtlCache
 from objstore.meta.iam_records import EffectiveGrant
 
 log = Logger()
@@ -110,15 +110,12 @@ class Authorizer:
         clock: Callable[[], float],
         ttl_seconds: float,
         max_entries: int,
+        counters: Counters | None = None,
     ) -> None:
         self._source = source
-        self._clock = clock
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._cache: OrderedDict[str, tuple[float, tuple[Policy, ...]]] = OrderedDict()
-        # Bumped by invalidate(): a load that started before an IAM change must not be
-        # cached after it.
-        self._generation = 0
+        self._cache: TtlCache[str, tuple[Policy, ...]] = TtlCache(
+            size=max_entries, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
+            scope=IAM)
 
     async def check(
         self,
@@ -146,21 +143,16 @@ class Authorizer:
         return allowed_actions(await self.policies(principal.user_id))
 
     async def policies(self, user_id: str) -> tuple[Policy, ...]:
-        now = self._clock()
-        hit = self._cache.get(user_id)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        generation = self._generation
+        hit, cached = self._cache.get(user_id)
+        if hit and cached is not None:
+            return cached
+        token = self._cache.token()
         grants = await self._source.effective_grants(user_id)
         policies = compile_grants(grants or [])
-        if self._ttl > 0 and self._max > 0 and generation == self._generation:
-            self._cache[user_id] = (now + self._ttl, policies)
-            self._cache.move_to_end(user_id)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+        self._cache.store(user_id, policies, token)
         return policies
 
     def invalidate(self) -> None:
-        """Forget every cached decision input (called on every IAM change)."""
-        self._generation += 1
-        self._cache.clear()
+        """Forget every cached decision input (called on every IAM change), in every
+        worker process of the node."""
+        self._cache.invalidate()

@@ -8,12 +8,13 @@ user is gone, or that is inactive, resolves to nothing: it authenticates nobody.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer
+
+from objstore.meta.coherence import IAM, Counters, TtlCache
 
 
 @dataclass(frozen=True)
@@ -40,28 +41,20 @@ class IdentityResolver:
         clock: Callable[[], float],
         ttl_seconds: float,
         max_entries: int,
+        counters: Counters | None = None,
     ) -> None:
         self._meta = meta
-        self._clock = clock
-        self._ttl = ttl_seconds
-        self._max = max_entries
-        self._cache: OrderedDict[str, tuple[float, ResolvedCredential | None]] = OrderedDict()
-        # Bumped by invalidate(): a lookup that started before an IAM change must not put
-        # what it read into the cache after the change.
-        self._generation = 0
+        self._cache: TtlCache[str, ResolvedCredential | None] = TtlCache(
+            size=max_entries, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
+            scope=IAM)
 
     async def resolve(self, access_key: str) -> ResolvedCredential | None:
-        now = self._clock()
-        hit = self._cache.get(access_key)
-        if hit is not None and hit[0] > now:
-            return hit[1]
-        generation = self._generation
+        hit, cached = self._cache.get(access_key)
+        if hit:
+            return cached
+        token = self._cache.token()
         found = await defer.Deferred.fromCoroutine(self._load(access_key))
-        if self._ttl > 0 and self._max > 0 and generation == self._generation:
-            self._cache[access_key] = (now + self._ttl, found)
-            self._cache.move_to_end(access_key)
-            while len(self._cache) > self._max:
-                self._cache.popitem(last=False)
+        self._cache.store(access_key, found, token)
         return found
 
     async def _load(self, access_key: str) -> ResolvedCredential | None:
@@ -75,8 +68,4 @@ class IdentityResolver:
         return ResolvedCredential(principal, credential.secret_access_key)
 
     def invalidate(self, access_key: str | None = None) -> None:
-        self._generation += 1
-        if access_key is None:
-            self._cache.clear()
-        else:
-            self._cache.pop(access_key, None)
+        self._cache.invalidate(access_key)

@@ -167,10 +167,10 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         hit, record = cache.get(name)
         if hit:
             return succeed(record)
-        generation = cache.generation
+        token = cache.token()
 
         def keep(found: BucketRecord | None) -> BucketRecord | None:
-            cache.store(name, found, generation)
+            cache.store(name, found, token)
             return found
 
         return self._read(self._store.get_bucket, name).addCallback(keep)

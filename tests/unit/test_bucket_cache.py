@@ -16,7 +16,7 @@ def cache(size: int = 10, ttl: float = 5.0) -> BucketCache:
 def test_hit_until_the_ttl_runs_out() -> None:
     c = cache()
     assert c.get("b") == (False, None)
-    c.store("b", RECORD, c.generation)
+    c.store("b", RECORD, c.token())
     assert c.get("b") == (True, RECORD)
     NOW[0] += 5.0
     assert c.get("b") == (False, None)
@@ -24,14 +24,14 @@ def test_hit_until_the_ttl_runs_out() -> None:
 
 def test_absence_is_cached_too() -> None:
     c = cache()
-    c.store("missing", None, c.generation)
+    c.store("missing", None, c.token())
     assert c.get("missing") == (True, None)
 
 
 def test_invalidation_drops_the_entry_and_in_flight_loads() -> None:
     c = cache()
-    c.store("b", RECORD, c.generation)
-    started = c.generation
+    c.store("b", RECORD, c.token())
+    started = c.token()
     c.invalidate("b")
     assert c.get("b") == (False, None)
     c.store("b", RECORD, started)  # a lookup that began before the change is not kept
@@ -41,12 +41,12 @@ def test_invalidation_drops_the_entry_and_in_flight_loads() -> None:
 def test_size_bound_evicts_the_least_recently_used() -> None:
     c = cache(size=2)
     for name in ("a", "b", "c"):
-        c.store(name, None, c.generation)
+        c.store(name, None, c.token())
     assert c.get("a") == (False, None)
     assert c.get("c") == (True, None)
 
 
 def test_disabled_by_zero_size_or_ttl() -> None:
     for c in (cache(size=0), cache(ttl=0)):
-        c.store("b", RECORD, c.generation)
+        c.store("b", RECORD, c.token())
         assert c.get("b") == (False, None)
