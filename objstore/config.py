@@ -70,6 +70,14 @@ class ServerTLS:
     ca_file: str | None = None  # when set, clients must present a certificate signed by it
 
 
+def default_workers() -> int:
+    """One worker process per CPU this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @dataclass(frozen=True, slots=True)
 class Server:
     host: str = "0.0.0.0"
@@ -77,7 +85,7 @@ class Server:
     region: str = "us-east-1"
     domains: tuple[str, ...] = ()  # virtual-host domains; () disables the vhost rewrite
     drain_timeout_seconds: float = 30.0
-    workers: int = 1
+    workers: int = field(default_factory=lambda: default_workers())  # one per CPU
     server_header: str = "objstore"
     limits: ServerLimits = field(default_factory=ServerLimits)
     cache: ServerCache = field(default_factory=ServerCache)

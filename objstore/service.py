@@ -8,6 +8,8 @@ listener; shut-down is the reverse, beginning with the drain.
 from __future__ import annotations
 
 import datetime
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from typing import Any
 from twisted.application import service
 from twisted.internet import defer, error, ssl, task
 from twisted.logger import Logger
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.python import usage
 
 from objstore import __version__
@@ -69,14 +72,18 @@ from objstore.iam.bootstrap import (
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache
+from objstore.meta.coherence import Counters, LocalCounters, SharedCounters
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
-from objstore.meta.store import open_sync_store
+from objstore.meta.store import SyncMetaStore, open_sync_store
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats, StorageCollector
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
 from objstore.ordered_service import OrderedMultiService
+from objstore.prefork import GENERATIONS_FILE, KEY_LOCKS_FILE, SINGLE_PROCESS, WorkerRole
+from objstore.prefork.range_locks import RangeLocks
+from objstore.prefork.supervisor import WorkerSupervisor
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
 from objstore.workers.lifecycle import (
@@ -103,7 +110,7 @@ def fail_startup(message: str) -> SystemExit:
     return SystemExit(2)
 
 
-def makeService(options: Options) -> service.MultiService:  # noqa: N802 (twistd's name)
+def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's name)
     try:
         config = load_config(options["config"])
     except ConfigError as exc:
@@ -114,17 +121,36 @@ def makeService(options: Options) -> service.MultiService:  # noqa: N802 (twistd
     for warning in config.warnings:
         sys.stderr.write(f"objstore: warning: {warning}\n")
     try:
-        node = build_node(config)
+        if config.server.workers > 1:
+            bootstrap = open_storage(config, prepare=True).close()
+            top: service.Service = supervisor(config, options["config"])
+        else:
+            node = build_node(config)
+            assert node.bootstrap is not None
+            bootstrap, top = node.bootstrap, node.service
     except (OSError, BootstrapError) as exc:
         raise fail_startup(str(exc)) from None
-    announce(config, node.bootstrap)
-    return node.service
+    announce(config, bootstrap)
+    return top
+
+
+def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
+    """The parent of a node with several worker processes (objstore/prefork/)."""
+    from twisted.internet import reactor
+
+    server = config.server
+    return WorkerSupervisor(
+        reactor, workers=server.workers, host=server.host, port=server.port,
+        config_path=os.path.abspath(config_path) if config_path else None,
+        drain_timeout_seconds=server.drain_timeout_seconds,
+        bind_error=lambda exc: fail_startup(
+            f"cannot listen on {server.host}:{server.port}: {exc}"),
+    )
 
 
 # Settings the config accepts (they are part of the file's contract) but this version cannot
 # honour yet. Refusing them is kinder than silently running without them.
 _NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
-    ("[server] workers: more than one worker process", lambda c: c.server.workers != 1),
     ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
     ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
 )
@@ -140,53 +166,84 @@ def unsupported_settings(config: Config) -> str | None:
 @dataclass
 class Node:
     service: service.MultiService
-    bootstrap: BootstrapResult
+    bootstrap: BootstrapResult | None  # None for a supervised worker
 
 
-def build_node(config: Config, reactor: Any = None) -> Node:
-    if reactor is None:
-        from twisted.internet import reactor as default_reactor
+@dataclass
+class OpenStorage:
+    blobs: BlobStore
+    control: ControlRecord
+    sync_store: SyncMetaStore
+    bootstrap: BootstrapResult | None  # None unless prepared
+    node_id: str
 
-        reactor = default_reactor
+    def close(self) -> BootstrapResult:
+        self.sync_store.close()
+        assert self.bootstrap is not None
+        return self.bootstrap
+
+
+def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
+    """The blob store, control record and metadata store of the node. `prepare` (the
+    first process of a node only) creates the layout, sweeps leftover spools, migrates the
+    schema and makes sure the root credential and built-in grants exist."""
     storage = config.storage
     blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
-    blobs.prepare()
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
-    control.prepare()
+    if prepare:
+        blobs.prepare()
+        control.prepare()
     try:
         sync_store = open_sync_store(storage)
-        sync_store.migrate()
-        bootstrap = ensure_root(sync_store, control)
-        ensure_builtin_grants(sync_store, control)
+        bootstrap = None
+        if prepare:
+            sync_store.migrate()
+            bootstrap = ensure_root(sync_store, control)
+            ensure_builtin_grants(sync_store, control)
         node_id = ensure_node_id(sync_store, config.cluster.node_id)
     except Exception as exc:
         if isinstance(exc, BootstrapError):
             raise
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): {exc}") from exc
+    return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
 
+
+def build_node(config: Config, reactor: Any = None, *,
+               role: WorkerRole = SINGLE_PROCESS) -> Node:
+    if reactor is None:
+        from twisted.internet import reactor as default_reactor
+
+        reactor = default_reactor
+    storage = config.storage
+    opened = open_storage(config, prepare=not role.supervised)
+    blobs, control, sync_store, node_id = (opened.blobs, opened.control, opened.sync_store,
+                                           opened.node_id)
+    counters = node_counters(role)
     db_pool = DbPool.for_backend(
         reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close
     )
     clock = reactor.seconds
     bucket_cache = BucketCache(size=config.server.cache.size,
-                               ttl_seconds=config.server.cache.ttl_seconds, clock=clock)
+                               ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
+                               counters=counters)
     meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache)
     io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
-        max_entries=config.server.cache.size,
+        max_entries=config.server.cache.size, counters=counters,
     )
     authorizer = Authorizer(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
-        max_entries=config.server.cache.size,
+        max_entries=config.server.cache.size, counters=counters,
     )
     authenticator = Authenticator(
         identities,
         regions={config.server.region, "us-east-1"},
         now=lambda: datetime.datetime.fromtimestamp(clock(), datetime.UTC),
     )
-    key_locks = KeyLocks()  # shared: deletes and lock/tag changes of a key serialise
-    bucket_config = BucketConfigService(meta, control, io_pool, clock=clock)
+    # Shared: deletes, lock/tag changes of a key and bucket-wide changes serialise.
+    key_locks = KeyLocks(node_key_locks(role, reactor))
+    bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
@@ -199,7 +256,7 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         lifecycle=LifecycleService(
             meta, bucket_config, clock=clock, day_seconds=config.lifecycle.day_seconds,
             cache_ttl_seconds=config.server.cache.ttl_seconds,
-            cache_size=config.server.cache.size,
+            cache_size=config.server.cache.size, counters=counters,
         ),
     )
     health = HealthState()
@@ -208,8 +265,10 @@ def build_node(config: Config, reactor: Any = None) -> Node:
     admin = AdminApi(
         health=health,
         authenticator=authenticator,
-        info=server_info(time.time(), tls=config.server.tls is not None,
-                         backend=storage.metadata_backend),
+        info=server_info(role.node_started_at or time.time(),
+                         tls=config.server.tls is not None, backend=storage.metadata_backend,
+                         workers=config.server.workers if role.supervised else 1,
+                         worker_index=role.index),
         rate_limits=rate_limits,
         authorizer=authorizer,
     )
@@ -226,12 +285,15 @@ def build_node(config: Config, reactor: Any = None) -> Node:
         server_header=config.server.server_header,
     )
     observability = build_observability(config, reactor, meta, node_id,
-                                        {"db": db_pool.stats, "io": io_pool.stats})
+                                        {"db": db_pool.stats, "io": io_pool.stats}, role)
     site.observer = observability.recorder
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.render, node_id=node_id))
-    lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
+    # The lifecycle worker is a singleton of the node: the leader process runs it. A
+    # setting changed through another worker takes effect at the leader's next cycle.
+    lifecycle = (lifecycle_worker(config, reactor, meta, services, observability.audit)
+                 if role.leader else None)
     mount_settings_and_quotas(admin, services, meta, control, io_pool,
                               on_setting_change=settings_listener(lifecycle))
     mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
@@ -240,9 +302,25 @@ def build_node(config: Config, reactor: Any = None) -> Node:
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
-    lifecycle.setServiceParent(top)  # single node: always the worker leader
-    ListenerService(reactor, config, site, health).setServiceParent(top)
-    return Node(top, bootstrap)
+    if lifecycle is not None:
+        lifecycle.setServiceParent(top)
+    ListenerService(reactor, config, site, health, listen_fd=role.listen_fd
+                    ).setServiceParent(top)
+    return Node(top, opened.bootstrap)
+
+
+def node_counters(role: WorkerRole) -> Counters:
+    """The cache-coherence counters: in memory for one process, shared by the workers."""
+    if role.runtime_dir is None:
+        return LocalCounters()
+    return SharedCounters(os.path.join(role.runtime_dir, GENERATIONS_FILE))
+
+
+def node_key_locks(role: WorkerRole, reactor: Any) -> RangeLocks | None:
+    """Cross-process key locks for the workers of a supervised node."""
+    if role.runtime_dir is None:
+        return None
+    return RangeLocks(os.path.join(role.runtime_dir, KEY_LOCKS_FILE), reactor)
 
 
 def mount_admin_apis(
@@ -303,12 +381,15 @@ class Observability:
 
 
 def build_observability(
-    config: Config, reactor: Any, meta: MetaStore, node_id: str, pools: dict[str, PoolStats]
+    config: Config, reactor: Any, meta: MetaStore, node_id: str, pools: dict[str, PoolStats],
+    role: WorkerRole = SINGLE_PROCESS,
 ) -> Observability:
     """The audit log, the node's metrics registry with its collectors, and the timers
-    that feed them. The audit log starts first and stops last (its final flush)."""
+    that feed them. The audit log starts first and stops last (its final flush). Every
+    process records its own requests; the leader alone purges old audit rows, sums the
+    storage figures and writes the metrics history."""
     audit = AuditLog(meta, node_id=node_id, clock=reactor, enabled=config.audit.enabled,
-                     retention_days=config.audit.retention_days)
+                     retention_days=config.audit.retention_days, purge=role.leader)
     metrics = NodeMetrics(node_id=node_id, version=__version__)
     interval = config.metrics.history_interval_seconds
     storage = StorageSnapshot(meta, clock=reactor, interval_seconds=interval)
@@ -321,7 +402,7 @@ def build_observability(
     metrics.add(PoolCollector(pools))
     metrics.add(AuditCollector(audit))
     group = OrderedMultiService()
-    for child in (audit, storage, history):
+    for child in (audit, storage, history) if role.leader else (audit,):
         child.setServiceParent(group)
     recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds)
     return Observability(audit, metrics, recorder, group)
@@ -337,11 +418,11 @@ def lifecycle_worker(
                            clock=reactor)
 
 
-def settings_listener(lifecycle: LifecycleWorker) -> Callable[[str], None]:
+def settings_listener(lifecycle: LifecycleWorker | None) -> Callable[[str], None]:
     """What a changed setting means to the node's services (imports call it too)."""
 
     def changed(key: str) -> None:
-        if key == INTERVAL_SETTING:
+        if key == INTERVAL_SETTING and lifecycle is not None:
             lifecycle.interval_changed()
 
     return changed
@@ -375,17 +456,21 @@ class IOPoolService(service.Service):
 class ListenerService(service.Service):
     """Owns the listening port and the drain on SIGTERM/SIGINT."""
 
-    def __init__(self, reactor: Any, config: Config, site: ObjstoreSite, health: HealthState):
+    def __init__(self, reactor: Any, config: Config, site: ObjstoreSite, health: HealthState,
+                 *, listen_fd: int | None = None):
         self._reactor = reactor
         self._config = config
         self._site = site
         self._health = health
+        self._listen_fd = listen_fd  # a supervised worker adopts its parent's socket
         self._port: Any = None
 
     def privilegedStartService(self) -> None:  # noqa: N802
         server = self._config.server
         try:
-            if server.tls is None:
+            if self._listen_fd is not None:
+                self._port = self._adopt(self._listen_fd)
+            elif server.tls is None:
                 self._port = self._reactor.listenTCP(server.port, self._site,
                                                      interface=server.host)
             else:
@@ -399,6 +484,19 @@ class ListenerService(service.Service):
         except ssl.SSL.Error as exc:
             raise fail_startup(f"[server.tls]: cannot load the certificate or key: {exc}") from None
         super().privilegedStartService()
+
+    def _adopt(self, fd: int) -> Any:
+        family = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            address_family = family.family
+        finally:
+            family.close()  # a dup: closing it leaves `fd` open
+        factory: Any = self._site
+        if self._config.server.tls is not None:
+            factory = TLSMemoryBIOFactory(tls_options(self._config), False, factory)
+        port = self._reactor.adoptStreamPort(fd, address_family, factory)
+        os.close(fd)  # the port holds its own duplicate (IReactorSocket.adoptStreamPort)
+        return port
 
     def startService(self) -> None:  # noqa: N802
         if self._port is None:

@@ -14,6 +14,7 @@ Families of endpoints kept in their own modules (IAM, stats, presign) are mounte
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -139,7 +140,11 @@ class AdminApi:
         return json_body(request, 500, {"error": "InternalError", "message": "Internal error."})
 
 
-def server_info(started_at: float, *, tls: bool, backend: str) -> Callable[[], dict[str, Any]]:
+def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,
+                worker_index: int = 0) -> Callable[[], dict[str, Any]]:
+    """GET /admin/info. `workers` and `worker` (which process answered) go beyond the
+    spec's fields: they tell an operator the node's process layout."""
+
     def info() -> dict[str, Any]:
         return {
             "version": __version__,
@@ -148,6 +153,8 @@ def server_info(started_at: float, *, tls: bool, backend: str) -> Callable[[], d
             "encryption_enabled": False,
             "metadata_backend": backend,
             "replication_enabled": False,
+            "workers": workers,
+            "worker": {"index": worker_index, "pid": os.getpid()},
         }
 
     return info

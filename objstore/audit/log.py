@@ -72,6 +72,7 @@ class AuditLog(service.MultiService):
         flush_interval_seconds: float = FLUSH_INTERVAL_SECONDS,
         purge_interval_seconds: float = PURGE_INTERVAL_SECONDS,
         max_attempts: int = MAX_ATTEMPTS,
+        purge: bool = True,  # False in all but one process of a node
     ) -> None:
         super().__init__()
         self._store = store
@@ -88,8 +89,9 @@ class AuditLog(service.MultiService):
         self.failed_writes = 0
         safe_timer(flush_interval_seconds, self.flush, clock=clock,
                    what="audit flush").setServiceParent(self)
-        safe_timer(purge_interval_seconds, self.purge, clock=clock,
-                   what="audit purge").setServiceParent(self)
+        if purge:
+            safe_timer(purge_interval_seconds, self.purge, clock=clock,
+                       what="audit purge").setServiceParent(self)
 
     # -- recording (reactor thread, never blocks) ----------------------------------------
     def add(self, record: AuditRecord) -> None:

@@ -57,12 +57,14 @@ class BucketConfigService:
         io: Runner,
         *,
         clock: Callable[[], float],
+        locks: KeyLocks | None = None,
     ) -> None:
         self._meta = meta
         self._control = control
         self._io = io
         self._clock = clock
-        self._locks = KeyLocks()
+        # Bucket-wide changes hold (bucket, ""): no object key is empty.
+        self._locks = locks if locks is not None else KeyLocks()
 
     async def get(self, name: str) -> BucketRecord:
         bucket = await self._meta.get_bucket(name)

@@ -22,6 +22,7 @@ from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
+from objstore.prefork.range_locks import RangeLocks, slot_of
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
@@ -185,10 +186,12 @@ class KeyLocks:
     """One DeferredLock per (bucket, key) while anyone holds or waits for it. Changes to
     an existing version (retention, legal hold, tags, permanent deletion) run under it,
     so a rule is checked against the state it then changes, and sidecar rewrites land in
-    the order of the row updates. Writers of new versions do not take it."""
+    the order of the row updates. Writers of new versions do not take it. With several
+    worker processes the holder also takes the key's node-wide lock (`across`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, across: RangeLocks | None = None) -> None:
         self._locks: dict[tuple[str, str], tuple[DeferredLock, int]] = {}
+        self._across = across
 
     async def run(self, bucket: str, key: str, fn: Callable[[], Awaitable[T]]) -> T:
         name = (bucket, key)
@@ -197,7 +200,14 @@ class KeyLocks:
         try:
             await lock.acquire()
             try:
-                return await fn()
+                if self._across is None:
+                    return await fn()
+                slot = slot_of(bucket, key)
+                await self._across.acquire(slot)
+                try:
+                    return await fn()
+                finally:
+                    self._across.release(slot)
             finally:
                 lock.release()
         finally:

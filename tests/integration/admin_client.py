@@ -37,6 +37,7 @@ class AdminClient:
     endpoint: str
     access_key: str = ROOT_ACCESS_KEY
     secret_key: str = ROOT_SECRET_KEY
+    http: Any = None  # a connection pool of its own (e.g. pinned to one worker process)
 
     def call(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
              ) -> Reply:
@@ -46,7 +47,11 @@ class AdminClient:
         headers.update(sigv4.sign_headers(
             method, url, headers, hashlib.sha256(data).hexdigest(), self.access_key,
             self.secret_key, "us-east-1", datetime.datetime.now(datetime.UTC)))
-        response = _HTTP.request(method, url, body=data or None, headers=headers)
+        # A connection pool of one host takes the path (a full URL would go out as the
+        # absolute-form request target).
+        target = url if self.http is None else url[len(self.endpoint):]
+        response = (self.http or _HTTP).request(method, target, body=data or None,
+                                                headers=headers)
         return Reply(response.status, response.data, response.headers)
 
     def get(self, path: str) -> Reply:
@@ -68,4 +73,4 @@ class AdminClient:
         return None if status == 204 else reply.json
 
     def as_user(self, access_key: str, secret_key: str) -> AdminClient:
-        return AdminClient(self.endpoint, access_key, secret_key)
+        return AdminClient(self.endpoint, access_key, secret_key, self.http)

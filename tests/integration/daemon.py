@@ -57,6 +57,7 @@ class Daemon:
     workdir: Path
     backend: str = "sqlite"
     extra_config: str = ""
+    workers: int = 1
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
@@ -95,6 +96,7 @@ class Daemon:
         self.config_path.write_text(
             "[server]\n"
             f'host = "127.0.0.1"\nport = {self.port}\ndrain_timeout_seconds = 0.2\n'
+            f"workers = {self.workers}\n"
             "[storage]\n" + storage + self.extra_config
         )
 

@@ -68,21 +68,23 @@ def test_missing_tls_file_is_refused(tmp_path: Path) -> None:
     assert_one_clear_line(result, "[server.tls] cert_file", "/nonexistent/cert.pem")
 
 
-def test_port_in_use_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_port_in_use_is_refused(tmp_path: Path, workers: int) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         result = start_failure(
             tmp_path,
-            f'[server]\nhost = "127.0.0.1"\nport = {port}\n'
+            f'[server]\nhost = "127.0.0.1"\nport = {port}\nworkers = {workers}\n'
             f'[storage]\ndata_dir = "{tmp_path / "data"}"\n',
         )
     assert_one_clear_line(result, f"127.0.0.1:{port}", "in use")
 
 
-def test_sigterm_drains_then_stops(tmp_path: Path) -> None:
-    node = Daemon(tmp_path, extra_config="")
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_drains_then_stops(tmp_path: Path, workers: int) -> None:
+    node = Daemon(tmp_path, extra_config="", workers=workers)
     node.write_config()
     text = node.config_path.read_text().replace("drain_timeout_seconds = 0.2",
                                                 "drain_timeout_seconds = 3")
@@ -114,9 +116,10 @@ def test_sigterm_drains_then_stops(tmp_path: Path) -> None:
         node.cleanup()
 
 
-def test_in_flight_upload_finishes_during_drain(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_in_flight_upload_finishes_during_drain(tmp_path: Path, workers: int) -> None:
     """An upload whose body is still arriving when SIGTERM comes is completed and stored."""
-    node = Daemon(tmp_path)
+    node = Daemon(tmp_path, workers=workers)
     node.start()
     try:
         s3 = make_client(node.endpoint)
@@ -168,9 +171,10 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def test_tls_listener(tmp_path: Path) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_tls_listener(tmp_path: Path, workers: int) -> None:
     cert, key = make_certificate(tmp_path)
-    node = Daemon(tmp_path, extra_config=(
+    node = Daemon(tmp_path, workers=workers, extra_config=(
         f'[server.tls]\ncert_file = "{cert}"\nkey_file = "{key}"\n'))
     node.endpoint_scheme = "https"  # type: ignore[attr-defined]
     node.write_config()
@@ -261,7 +265,6 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("snippet", [
-    "[server]\nworkers = 2\n",
     '[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
 ])
