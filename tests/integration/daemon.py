@@ -57,7 +57,9 @@ class Daemon:
     workdir: Path
     backend: str = "sqlite"
     extra_config: str = ""
-    workers: int = 1
+    # OBJSTORE_TEST_WORKERS=2 runs every integration test against a two-worker node.
+    workers: int = field(default_factory=lambda: int(os.environ.get("OBJSTORE_TEST_WORKERS",
+                                                                     "1")))
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
