@@ -9,8 +9,6 @@ table: 201 with the created resource, 204 with no body for changes, 200 for read
 
 from __future__ import annotations
 
-from klein import Klein
-
 from objstore.admin.api import json_body
 from objstore.admin.views import (
     AdminGate,
@@ -35,6 +33,7 @@ from objstore.admin.views import (
 )
 from objstore.engine.iam import IamService, NewCredential
 from objstore.errors import AdminError
+from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 
@@ -47,7 +46,7 @@ FAMILIES = ("credentials", "users", "teams", "grants", "me")
 
 
 class IamRoutes:
-    app = Klein()
+    app = ShieldedKlein()  # changes complete even when the client leaves
     install_json_errors(app)
 
     def __init__(self, *, gate: AdminGate, iam: IamService, authorizer: Authorizer) -> None:

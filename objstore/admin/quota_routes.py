@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from klein import Klein
-
 from objstore.admin.api import json_body
 from objstore.admin.views import AdminGate, JsonObject, install_json_errors, no_content, read_json
 from objstore.engine.quota import BucketQuota, NoSuchBucket, QuotaService, UsageFigures
 from objstore.errors import AdminError
+from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 
 ADMINISTRATOR = "*"
@@ -61,7 +60,7 @@ def quota_view(bucket: str, quota: BucketQuota, usage: UsageFigures) -> JsonObje
 
 
 class QuotaRoutes:
-    app = Klein()
+    app = ShieldedKlein()  # changes complete even when the client leaves
     install_json_errors(app)
 
     def __init__(self, *, gate: AdminGate, quotas: QuotaService) -> None:

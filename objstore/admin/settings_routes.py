@@ -24,12 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from klein import Klein
-
 from objstore.admin.api import json_body
 from objstore.admin.views import AdminGate, JsonObject, install_json_errors, no_content, read_json
 from objstore.blobs.control import ControlRecord
 from objstore.errors import AdminError
+from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.threads import Runner
 
@@ -119,7 +118,7 @@ def parse_value(key: str, value: Any) -> str:
 
 
 class SettingsRoutes:
-    app = Klein()
+    app = ShieldedKlein()  # changes complete even when the client leaves
     install_json_errors(app)
 
     def __init__(

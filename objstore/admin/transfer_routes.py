@@ -17,14 +17,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from klein import Klein
-
 from objstore.admin.api import json_body
 from objstore.admin.settings_routes import exportable_settings, parse_value
 from objstore.admin.views import AdminGate, install_json_errors, read_json
 from objstore.blobs.control import ControlRecord
 from objstore.engine.transfer import SKIP, TransferService, parse_sections
 from objstore.errors import AdminError
+from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
@@ -89,7 +88,7 @@ class SettingsTable:
 
 
 class TransferRoutes:
-    app = Klein()
+    app = ShieldedKlein()  # changes complete even when the client leaves
     install_json_errors(app)
 
     def __init__(self, *, gate: AdminGate, transfer: TransferService, authorizer: Authorizer,

@@ -8,8 +8,10 @@ every S3 request runs shielded: the client's departure ends the wait, never the 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from inspect import iscoroutine
 from typing import Any, TypeVar
 
+from klein import Klein
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -21,7 +23,8 @@ log = Logger()
 
 
 async def shielded(
-    work: Coroutine[Any, Any, T], hold: Callable[[], Callable[[], None]] | None = None
+    work: Coroutine[Any, Any, T] | Deferred[T],
+    hold: Callable[[], Callable[[], None]] | None = None,
 ) -> T:
     """Await `work`; if this await is cancelled, `work` still runs to its end (its
     unexpected failures are logged, its S3 errors dropped: nobody is left to tell).
@@ -45,3 +48,18 @@ async def shielded(
 def client_gone(request: Any) -> bool:
     """True once the connection of `request` was lost."""
     return bool(getattr(request, "_disconnected", False)) or request.channel is None
+
+
+class ShieldedKlein(Klein):
+    """A Klein app whose coroutine handlers run shielded (the admin APIs that change
+    state: an IAM change whose client leaves still commits, writes its control record and
+    invalidates every worker's caches). Klein binds a copy of the app per instance with
+    `self.__class__()`, so the subclass survives binding."""
+
+    def execute_endpoint(self, endpoint: str, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # Klein has already wrapped a coroutine handler's result in a Deferred.
+        result = super().execute_endpoint(endpoint, request, *args, **kwargs)
+        if not isinstance(result, Deferred) and not iscoroutine(result):
+            return result
+        site = getattr(request, "objstore_site", None)
+        return ensureDeferred(shielded(result, site.hold if site is not None else None))

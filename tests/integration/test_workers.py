@@ -12,6 +12,7 @@ import datetime
 import hashlib
 import os
 import signal
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -198,3 +199,27 @@ def _is_zombie(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_an_iam_change_whose_client_left_still_reaches_every_worker(daemon: Daemon) -> None:
+    admins = pinned_admins(daemon)
+    user = admins[0].ok("POST", "/users", {"username": unique("leaver")}, 201)
+    credential = admins[0].ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    keys = credential["access_key_id"], credential["secret_access_key"]
+    for admin in admins.values():  # cached by both workers (authenticated, no grant: 403)
+        assert b"AccessDenied" in s3_call(admin, "GET", "/", *keys).data
+    url = f"{daemon.endpoint}/admin/credentials/{keys[0]}"
+    headers = sigv4.sign_headers("DELETE", url, {}, hashlib.sha256(b"").hexdigest(),
+                                 ROOT_ACCESS_KEY, ROOT_SECRET_KEY, "us-east-1",
+                                 datetime.datetime.now(datetime.UTC))
+    with socket.create_connection(("127.0.0.1", daemon.port)) as raw:
+        lines = [f"DELETE /admin/credentials/{keys[0]} HTTP/1.1",
+                 *(f"{k}: {v}" for k, v in headers.items()), "Content-Length: 0", "", ""]
+        raw.sendall("\r\n".join(lines).encode())
+    # The client is gone before any answer; the change must still be made and announced.
+    deadline = time.monotonic() + 10
+    while keys[0] in admins[1].get(f"/users/{user['user_id']}/credentials").body.decode():
+        assert time.monotonic() < deadline, "the credential was not deleted"
+        time.sleep(0.05)
+    for admin in admins.values():
+        assert b"InvalidAccessKeyId" in s3_call(admin, "GET", "/", *keys).data
