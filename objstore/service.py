@@ -76,12 +76,19 @@ from objstore.meta.coherence import Counters, LocalCounters, SharedCounters
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
 from objstore.meta.store import SyncMetaStore, open_sync_store
-from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats, StorageCollector
+from objstore.metrics import multiprocess
+from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
 from objstore.ordered_service import OrderedMultiService
-from objstore.prefork import GENERATIONS_FILE, KEY_LOCKS_FILE, SINGLE_PROCESS, WorkerRole
+from objstore.prefork import (
+    GENERATIONS_FILE,
+    KEY_LOCKS_FILE,
+    METRICS_DIR,
+    SINGLE_PROCESS,
+    WorkerRole,
+)
 from objstore.prefork.range_locks import RangeLocks
 from objstore.prefork.supervisor import WorkerSupervisor
 from objstore.s3.api import S3Api, S3Services
@@ -143,6 +150,7 @@ def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
         reactor, workers=server.workers, host=server.host, port=server.port,
         config_path=os.path.abspath(config_path) if config_path else None,
         drain_timeout_seconds=server.drain_timeout_seconds,
+        on_worker_exit=multiprocess.worker_exited,
         bind_error=lambda exc: fail_startup(
             f"cannot listen on {server.host}:{server.port}: {exc}"),
     )
@@ -285,11 +293,12 @@ def build_node(config: Config, reactor: Any = None, *,
         server_header=config.server.server_header,
     )
     observability = build_observability(config, reactor, meta, node_id,
-                                        {"db": db_pool.stats, "io": io_pool.stats}, role)
+                                        {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
+                                        role)
     site.observer = observability.recorder
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
-        gate=admin.authorize, meta=meta, render=observability.metrics.render, node_id=node_id))
+        gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
     # The lifecycle worker is a singleton of the node: the leader process runs it. A
     # setting changed through another worker takes effect at the leader's next cycle.
     lifecycle = (lifecycle_worker(config, reactor, meta, services, observability.audit)
@@ -382,27 +391,33 @@ class Observability:
 
 def build_observability(
     config: Config, reactor: Any, meta: MetaStore, node_id: str, pools: dict[str, PoolStats],
-    role: WorkerRole = SINGLE_PROCESS,
+    io_pool: NamedPool, role: WorkerRole = SINGLE_PROCESS,
 ) -> Observability:
     """The audit log, the node's metrics registry with its collectors, and the timers
     that feed them. The audit log starts first and stops last (its final flush). Every
     process records its own requests; the leader alone purges old audit rows, sums the
-    storage figures and writes the metrics history."""
+    storage figures and writes the metrics history. With several workers the metrics live
+    in multiprocess files of the runtime directory, so any worker's scrape shows the whole
+    node (objstore/metrics/multiprocess.py); the IO pool reads them."""
     audit = AuditLog(meta, node_id=node_id, clock=reactor, enabled=config.audit.enabled,
                      retention_days=config.audit.retention_days, purge=role.leader)
-    metrics = NodeMetrics(node_id=node_id, version=__version__)
+    metrics_dir = (os.path.join(role.runtime_dir, METRICS_DIR)
+                   if role.runtime_dir is not None else None)
+    metrics = NodeMetrics(node_id=node_id, version=__version__, multiprocess_dir=metrics_dir,
+                          threads=io_pool, clock=reactor)
     interval = config.metrics.history_interval_seconds
     storage = StorageSnapshot(meta, clock=reactor, interval_seconds=interval)
     history = MetricsHistory(
-        meta, totals=lambda: metrics.requests.totals, storage=lambda: storage.current,
+        meta, totals=metrics.read_totals, storage=lambda: storage.current,
         node_id=node_id, clock=reactor, interval_seconds=interval,
         retention_hours=config.metrics.history_retention_hours,
     )
-    metrics.add(StorageCollector(lambda: storage.current))
+    metrics.add_storage(storage)
     metrics.add(PoolCollector(pools))
     metrics.add(AuditCollector(audit))
     group = OrderedMultiService()
-    for child in (audit, storage, history) if role.leader else (audit,):
+    for child in (audit, metrics.service, storage, history) if role.leader else (
+            audit, metrics.service):
         child.setServiceParent(group)
     recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds)
     return Observability(audit, metrics, recorder, group)

@@ -2,7 +2,9 @@
 
 /metrics is the Prometheus scrape target: no authentication and never rate-limited (so it
 never passes the admin gate), text exposition format 0.0.4 rendered from the node's own
-registry. /metrics/history needs svc:ViewServerInfo and answers {node, samples} newest
+registry. `render` may return the bytes or a Deferred of them: with several worker
+processes (`NodeMetrics.scrape`) the workers' metric files are read on a thread pool.
+/metrics/history needs svc:ViewServerInfo and answers {node, samples} newest
 first, filtered by since/until (ISO 8601) and limit (default 1000, at most 10000).
 """
 
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 
 from objstore.admin.api import json_body
 from objstore.admin.audit_routes import check_node, parse_limit, parse_time
@@ -47,7 +50,12 @@ class MetricsRoutes:
     install_json_errors(app)
 
     def __init__(
-        self, *, gate: AdminGate, meta: MetaStore, render: Callable[[], bytes], node_id: str
+        self,
+        *,
+        gate: AdminGate,
+        meta: MetaStore,
+        render: Callable[[], bytes | Deferred[bytes]],
+        node_id: str,
     ) -> None:
         self._gate = gate
         self._meta = meta
@@ -58,8 +66,9 @@ class MetricsRoutes:
         return self.app.resource()
 
     @app.route("/metrics", methods=["GET"])
-    def metrics(self, request: ObjstoreRequest) -> bytes:
-        body = self._render()
+    async def metrics(self, request: ObjstoreRequest) -> bytes:
+        rendered = self._render()
+        body = await rendered if isinstance(rendered, Deferred) else rendered
         request.setHeader("Content-Type", CONTENT_TYPE)
         request.setHeader("Content-Length", str(len(body)))
         return body

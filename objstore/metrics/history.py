@@ -5,12 +5,14 @@ table; samples older than `[metrics] history_retention_hours` are purged on the 
 
 Request figures are differences of the running totals between two ticks, so a sample says
 what happened in its interval and a restart leaves no negative step. The first tick only
-takes the starting point. The timer cannot die (`audit.timers`).
+takes the starting point. The timer cannot die (`audit.timers`). With several worker
+processes the leader alone runs it, over the node's totals (`NodeMetrics.read_totals`,
+which reads every worker's counters off the reactor).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from twisted.application import service
@@ -35,7 +37,7 @@ class MetricsHistory(service.MultiService):
         self,
         store: HistoryStore,
         *,
-        totals: Callable[[], RequestTotals],
+        totals: Callable[[], RequestTotals | Awaitable[RequestTotals]],
         storage: Callable[[], StorageFigures | None],
         node_id: str,
         clock: ReactorClock,
@@ -55,7 +57,8 @@ class MetricsHistory(service.MultiService):
 
     async def tick(self) -> MetricsSample | None:
         now = self._clock.seconds()
-        totals = self._totals().copy()
+        read = self._totals()
+        totals = (read if isinstance(read, RequestTotals) else await read).copy()
         last, self._last = self._last, (now, totals)
         if last is None:
             return None

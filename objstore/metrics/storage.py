@@ -5,10 +5,15 @@ over the objects table.
 Per-bucket series are capped at `max_buckets` (the largest by bytes): a store with a
 hundred thousand buckets must not produce a scrape of a hundred thousand series. Totals
 always cover every bucket.
+
+With several worker processes only the leader runs a snapshot; its listeners
+(`subscribe`) publish each new measure to the other workers
+(`objstore.metrics.multiprocess`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -37,8 +42,13 @@ class StorageStore(Protocol):
     def usage_by_bucket(self, limit: int) -> Deferred[list[BucketUsage]]: ...
 
 
+Listener = Callable[[StorageFigures], "Deferred[None] | None"]
+
+
 class StorageSnapshot(service.MultiService):
-    """Refreshes `current` every `interval_seconds` (at most every minute)."""
+    """Refreshes `current` every `interval_seconds` (at most every minute) and tells the
+    listeners; a listener that fails is logged by the timer and retried at the next
+    refresh."""
 
     def __init__(
         self,
@@ -53,6 +63,7 @@ class StorageSnapshot(service.MultiService):
         self._clock = clock
         self._max_buckets = max_buckets
         self.current: StorageFigures | None = None
+        self._listeners: list[Listener] = []
         interval = min(interval_seconds, MAX_REFRESH_INTERVAL_SECONDS)
         safe_timer(interval, self.refresh, clock=clock,
                    what="storage figures refresh").setServiceParent(self)
@@ -62,4 +73,12 @@ class StorageSnapshot(service.MultiService):
         largest = await self._store.usage_by_bucket(self._max_buckets)
         self.current = StorageFigures(self._clock.seconds(), buckets, objects, stored,
                                       tuple(largest))
-        return self.current
+        figures = self.current
+        for listener in self._listeners:
+            done = listener(figures)
+            if done is not None:
+                await done
+        return figures
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)

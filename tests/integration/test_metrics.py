@@ -25,11 +25,16 @@ WAIT_SECONDS = 15.0
 HTTP = urllib3.PoolManager(retries=False, timeout=10.0)
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+@pytest.fixture(scope="module", params=[(backend, workers) for backend in BACKENDS
+                                        for workers in (1, 2)],
+                ids=lambda p: f"{p[0]}-{p[1]}w")
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path_factory.mktemp(f"metrics-{request.param}"), backend=request.param,
-                    extra_config="[metrics]\nhistory_interval_seconds = 1\n")
+    """Each backend with one process and with two workers, whose scrapes merge the
+    figures of both (any worker may serve any request or scrape)."""
+    backend, workers = request.param
+    daemon = Daemon(tmp_path_factory.mktemp(f"metrics-{backend}-{workers}"), backend=backend,
+                    workers=workers, extra_config="[metrics]\nhistory_interval_seconds = 1\n")
     daemon.start()
     yield daemon
     daemon.cleanup()

@@ -149,3 +149,17 @@ def test_storage_snapshot_refreshes_by_timer_and_caps_buckets() -> None:
     assert store.calls == [3, 3]
     snapshot.stopService()
     assert not clock.getDelayedCalls()
+
+
+def test_single_process_in_flight_totals_and_scrape() -> None:
+    metrics, _ = full_node()
+    metrics.requests.in_flight += 2
+    metrics.requests.in_flight -= 1
+    assert value(metrics.render(), "objstore_requests_in_flight") == 1
+    assert metrics.totals() == metrics.requests.totals
+    assert metrics.totals() is not metrics.requests.totals
+    scraped: list[bytes] = []
+    metrics.scrape().addCallback(scraped.append)
+    assert value(scraped[0], "objstore_requests_total", operation="GetObject",
+                 status="200") == 1
+    assert metrics.publish_storage(StorageFigures(0.0, 0, 0, 0, ())).called
