@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from twisted.application import service
 from twisted.internet import defer, error, ssl, task
 from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.python import usage
 
 from objstore import __version__
 from objstore.admin.api import AdminApi, server_info
@@ -44,7 +42,8 @@ from objstore.audit.log import AuditLog
 from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
-from objstore.config import Config, ConfigError, load_config
+from objstore.config import Config
+from objstore.daemon import fail_startup
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -76,7 +75,6 @@ from objstore.meta.coherence import Counters, LocalCounters, SharedCounters
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
 from objstore.meta.store import SyncMetaStore, open_sync_store
-from objstore.metrics import multiprocess
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
@@ -90,7 +88,6 @@ from objstore.prefork import (
     WorkerRole,
 )
 from objstore.prefork.range_locks import RangeLocks
-from objstore.prefork.supervisor import WorkerSupervisor
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
 from objstore.workers.lifecycle import (
@@ -102,73 +99,6 @@ from objstore.workers.lifecycle import (
 
 log = Logger()
 IO_THREADS = 8
-
-
-class Options(usage.Options):
-    optParameters = [["config", "c", None, "Path to objstore.toml (defaults apply if omitted)."]]
-
-
-def fail_startup(message: str) -> SystemExit:
-    """One clear line on the process's real stderr (twistd may have redirected sys.stderr
-    into its log by now) and a non-zero exit."""
-    stream = sys.__stderr__ or sys.stderr
-    stream.write(f"objstore: {message}\n")
-    stream.flush()
-    return SystemExit(2)
-
-
-def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's name)
-    try:
-        config = load_config(options["config"])
-    except ConfigError as exc:
-        raise fail_startup(str(exc)) from None
-    unsupported = unsupported_settings(config)
-    if unsupported:
-        raise fail_startup(unsupported)
-    for warning in config.warnings:
-        sys.stderr.write(f"objstore: warning: {warning}\n")
-    try:
-        if config.server.workers > 1:
-            bootstrap = open_storage(config, prepare=True).close()
-            top: service.Service = supervisor(config, options["config"])
-        else:
-            node = build_node(config)
-            assert node.bootstrap is not None
-            bootstrap, top = node.bootstrap, node.service
-    except (OSError, BootstrapError) as exc:
-        raise fail_startup(str(exc)) from None
-    announce(config, bootstrap)
-    return top
-
-
-def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
-    """The parent of a node with several worker processes (objstore/prefork/)."""
-    from twisted.internet import reactor
-
-    server = config.server
-    return WorkerSupervisor(
-        reactor, workers=server.workers, host=server.host, port=server.port,
-        config_path=os.path.abspath(config_path) if config_path else None,
-        drain_timeout_seconds=server.drain_timeout_seconds,
-        on_worker_exit=multiprocess.worker_exited,
-        bind_error=lambda exc: fail_startup(
-            f"cannot listen on {server.host}:{server.port}: {exc}"),
-    )
-
-
-# Settings the config accepts (they are part of the file's contract) but this version cannot
-# honour yet. Refusing them is kinder than silently running without them.
-_NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
-    ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
-    ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
-)
-
-
-def unsupported_settings(config: Config) -> str | None:
-    for what, applies in _NOT_YET:
-        if applies(config):
-            return f"{what} is not available in objstore {__version__} yet"
-    return None
 
 
 @dataclass
@@ -553,25 +483,3 @@ def tls_options(config: Config) -> Any:
             authority = ssl.Certificate.loadPEM(handle.read())
         return private.options(authority)
     return private.options()
-
-
-def announce(config: Config, bootstrap: BootstrapResult) -> None:
-    """Tell the operator how to connect. A generated secret is shown here once, never again."""
-    server = config.server
-    scheme = "https" if server.tls else "http"
-    host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
-    endpoint = f"{scheme}://{host}:{server.port}"
-    lines = [f"objstore {__version__}: endpoint {endpoint}, data in {config.storage.data_dir}"]
-    if bootstrap.new_secret:
-        lines += [
-            "A root credential was generated. The secret is shown ONLY NOW; store it safely:",
-            f"  AWS_ACCESS_KEY_ID={bootstrap.access_key}",
-            f"  AWS_SECRET_ACCESS_KEY={bootstrap.new_secret}",
-            f"  try: aws --endpoint-url {endpoint} s3 ls",
-        ]
-    elif bootstrap.from_environment:
-        lines.append(f"root access key {bootstrap.access_key} (from the environment)")
-    else:
-        lines.append(f"root access key {bootstrap.access_key} (secret shown at first start)")
-    sys.stdout.write("\n".join(lines) + "\n")
-    sys.stdout.flush()

@@ -76,8 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reactor: Any = installed
     from objstore.config import ConfigError, load_config
+    from objstore.daemon import fail_startup
     from objstore.prefork import WorkerRole
-    from objstore.service import build_node, fail_startup
+    from objstore.service import build_node
 
     try:
         config = load_config(args.config)

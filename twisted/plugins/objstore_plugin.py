@@ -1,5 +1,5 @@
 from twisted.application.service import ServiceMaker
 
 objstore = ServiceMaker(
-    "objstore", "objstore.service", "S3-compatible object store daemon", "objstore"
+    "objstore", "objstore.daemon", "S3-compatible object store daemon", "objstore"
 )

@@ -1,0 +1,142 @@
+"""The twistd entry point (`twistd objstore --config PATH`): options, start-up checks and
+which service tree to run.
+
+It stays light on purpose: with several `[server] workers` this process is only the
+supervisor (objstore/prefork/supervisor.py) and lives as long as the node, so it imports
+neither the S3 and admin stacks nor the database layer. Preparing storage for the workers
+(migrations, root credential, spool sweep) runs in a short-lived child,
+`python -m objstore.prefork.prepare`, which also prints the announcement. With one worker
+the whole node is built here, in this process (objstore.service.build_node).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from twisted.application import service
+from twisted.python import usage
+
+from objstore import __version__
+from objstore.config import Config, ConfigError, load_config
+from objstore.prefork.supervisor import WorkerSupervisor
+
+if TYPE_CHECKING:
+    from objstore.iam.bootstrap import BootstrapResult
+
+
+class Options(usage.Options):
+    optParameters = [["config", "c", None, "Path to objstore.toml (defaults apply if omitted)."]]
+
+
+def fail_startup(message: str) -> SystemExit:
+    """One clear line on the process's real stderr (twistd may have redirected sys.stderr
+    into its log by now) and a non-zero exit."""
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"objstore: {message}\n")
+    stream.flush()
+    return SystemExit(2)
+
+
+def checked_config(path: str | None) -> Config:
+    """The configuration, or exit 2 with one line naming what is wrong."""
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        raise fail_startup(str(exc)) from None
+    unsupported = unsupported_settings(config)
+    if unsupported:
+        raise fail_startup(unsupported)
+    return config
+
+
+def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's name)
+    config = checked_config(options["config"])
+    for warning in config.warnings:
+        sys.stderr.write(f"objstore: warning: {warning}\n")
+    if config.server.workers > 1:
+        prepare_in_child(options["config"])
+        return supervisor(config, options["config"])
+    from objstore.iam.bootstrap import BootstrapError
+    from objstore.service import build_node
+
+    try:
+        node = build_node(config)
+    except (OSError, BootstrapError) as exc:
+        raise fail_startup(str(exc)) from None
+    assert node.bootstrap is not None
+    announce(config, node.bootstrap)
+    return node.service
+
+
+def prepare_in_child(config_path: str | None) -> None:
+    """Run `objstore.prefork.prepare` to its end (its stdout and stderr are ours); exit
+    with its status if it failed (it has said why, in one line)."""
+    argv = [sys.executable, "-m", "objstore.prefork.prepare"]
+    if config_path:
+        argv += ["--config", config_path]
+    sys.stdout.flush()
+    code = subprocess.call(argv, stdout=sys.__stdout__, stderr=sys.__stderr__)
+    if code != 0:
+        raise SystemExit(code)
+
+
+def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
+    """The parent of a node with several worker processes (objstore/prefork/)."""
+    from twisted.internet import reactor
+
+    server = config.server
+    return WorkerSupervisor(
+        reactor, workers=server.workers, host=server.host, port=server.port,
+        config_path=os.path.abspath(config_path) if config_path else None,
+        drain_timeout_seconds=server.drain_timeout_seconds,
+        on_worker_exit=metrics_of_dead_worker,
+        bind_error=lambda exc: fail_startup(
+            f"cannot listen on {server.host}:{server.port}: {exc}"),
+    )
+
+
+def metrics_of_dead_worker(path: str, pid: int) -> None:
+    from objstore.metrics import multiprocess  # imported when a worker dies, not at start
+
+    multiprocess.worker_exited(path, pid)
+
+
+# Settings the config accepts (they are part of the file's contract) but this version cannot
+# honour yet. Refusing them is kinder than silently running without them.
+_NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
+    ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
+    ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
+)
+
+
+def unsupported_settings(config: Config) -> str | None:
+    for what, applies in _NOT_YET:
+        if applies(config):
+            return f"{what} is not available in objstore {__version__} yet"
+    return None
+
+
+def announce(config: Config, bootstrap: BootstrapResult) -> None:
+    """Tell the operator how to connect. A generated secret is shown here once, never again."""
+    server = config.server
+    scheme = "https" if server.tls else "http"
+    host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
+    endpoint = f"{scheme}://{host}:{server.port}"
+    lines = [f"objstore {__version__}: endpoint {endpoint}, data in {config.storage.data_dir}"]
+    if bootstrap.new_secret:
+        lines += [
+            "A root credential was generated. The secret is shown ONLY NOW; store it safely:",
+            f"  AWS_ACCESS_KEY_ID={bootstrap.access_key}",
+            f"  AWS_SECRET_ACCESS_KEY={bootstrap.new_secret}",
+            f"  try: aws --endpoint-url {endpoint} s3 ls",
+        ]
+    elif bootstrap.from_environment:
+        lines.append(f"root access key {bootstrap.access_key} (from the environment)")
+    else:
+        lines.append(f"root access key {bootstrap.access_key} (secret shown at first start)")
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
