@@ -11,7 +11,7 @@ import datetime
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
 from objstore.admin.transfer_routes import SettingsTable, TransferRoutes
 from objstore.audit.log import AuditLog
 from objstore.audit.requests import RequestRecorder
+from objstore.audit.timers import safe_timer
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
@@ -71,7 +72,7 @@ from objstore.iam.bootstrap import (
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache
-from objstore.meta.coherence import Counters, LocalCounters, SharedCounters
+from objstore.meta.coherence import SETTINGS, Counters, LocalCounters, SharedCounters
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.pool import DbPool
 from objstore.meta.store import SyncMetaStore, open_sync_store
@@ -234,15 +235,18 @@ def build_node(config: Config, reactor: Any = None, *,
     lifecycle = (lifecycle_worker(config, reactor, meta, services, observability.audit)
                  if role.leader else None)
     mount_settings_and_quotas(admin, services, meta, control, io_pool,
-                              on_setting_change=settings_listener(lifecycle))
+                              on_setting_change=settings_listener(lifecycle, counters))
     mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
-                    on_setting_change=settings_listener(lifecycle))
+                    on_setting_change=settings_listener(lifecycle, counters))
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     if lifecycle is not None:
         lifecycle.setServiceParent(top)
+        if role.supervised:  # settings changed through the other workers
+            safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
+                       clock=reactor, what="settings watch").setServiceParent(top)
     ListenerService(reactor, config, site, health, listen_fd=role.listen_fd
                     ).setServiceParent(top)
     return Node(top, opened.bootstrap)
@@ -363,14 +367,35 @@ def lifecycle_worker(
                            clock=reactor)
 
 
-def settings_listener(lifecycle: LifecycleWorker | None) -> Callable[[str], None]:
-    """What a changed setting means to the node's services (imports call it too)."""
+def settings_listener(lifecycle: LifecycleWorker | None,
+                      counters: Counters) -> Callable[[str], None]:
+    """What a changed setting means to the node's services (imports call it too). In a
+    worker without the lifecycle worker, the change is announced to the leader, whose
+    `counter_watch` picks it up within a second."""
 
     def changed(key: str) -> None:
-        if key == INTERVAL_SETTING and lifecycle is not None:
+        if key != INTERVAL_SETTING:
+            return
+        if lifecycle is not None:
             lifecycle.interval_changed()
+        else:
+            counters.bump(SETTINGS)
 
     return changed
+
+
+def counter_watch(counters: Counters, scope: str,
+                  react: Callable[[], None]) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A timer tick that calls `react` when the scope's counter moved since the last tick."""
+    seen = [counters.read(scope)]
+
+    async def tick() -> None:
+        now = counters.read(scope)
+        if now != seen[0]:
+            seen[0] = now
+            react()
+
+    return tick
 
 
 def mount_settings_and_quotas(

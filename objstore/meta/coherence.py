@@ -27,7 +27,8 @@ from typing import Generic, Protocol, TypeVar
 
 BUCKETS = "buckets"  # bucket records and bucket configuration
 IAM = "iam"  # users, credentials, teams, grants
-SCOPES: tuple[str, ...] = (BUCKETS, IAM)
+SETTINGS = "settings"  # server settings (the leader re-reads what its workers depend on)
+SCOPES: tuple[str, ...] = (BUCKETS, IAM, SETTINGS)
 
 _SLOT = struct.Struct("<Q")
 _FILE_SIZE = 4096  # one page; SCOPES use the first few slots

@@ -223,3 +223,17 @@ def test_an_iam_change_whose_client_left_still_reaches_every_worker(daemon: Daem
         time.sleep(0.05)
     for admin in admins.values():
         assert b"InvalidAccessKeyId" in s3_call(admin, "GET", "/", *keys).data
+
+
+def test_a_setting_changed_through_another_worker_reaches_the_lifecycle_leader(
+        daemon: Daemon) -> None:
+    admins = pinned_admins(daemon)
+    admins[1].ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 7})
+    try:
+        deadline = time.monotonic() + 15
+        while not any("[worker 0]" in line and "evaluating every 7s" in line
+                      for line in daemon.log_path.read_text().splitlines()):
+            assert time.monotonic() < deadline, "worker 0 never re-read the interval"
+            time.sleep(0.1)
+    finally:
+        admins[1].ok("DELETE", "/settings/lifecycle_evaluation_interval", status=204)
