@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from twisted.internet import defer
-from twisted.logger import ILogObserver, formatEvent, globalLogBeginner
+from twisted.logger import ILogObserver, Logger, formatEvent, globalLogBeginner
 from zope.interface import provider
 
 PR_SET_PDEATHSIG = 1
+log = Logger()
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     reactor: Any = installed
     from objstore.config import ConfigError, load_config
     from objstore.daemon import fail_startup
+    from objstore.iam.bootstrap import BootstrapError
     from objstore.prefork import WorkerRole
     from objstore.service import build_node
 
@@ -86,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise fail_startup(str(exc)) from None
     role = WorkerRole(index=args.index, listen_fd=args.listen_fd, runtime_dir=args.runtime_dir,
                       node_started_at=args.started_at)
-    node = build_node(config, reactor, role=role).service
+    try:
+        node = build_node(config, reactor, role=role).service
+    except (OSError, BootstrapError) as exc:  # e.g. the database went away
+        raise fail_startup(str(exc)) from None
     stopping: list[bool] = []
 
     def stop() -> None:
@@ -101,8 +106,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             node.privilegedStartService()
             node.startService()
-        except SystemExit as exc:
+        except SystemExit as exc:  # fail_startup has said why, in one line
             exit_code.append(int(exc.code or 1))
+            reactor.stop()
+        except Exception:  # a worker that cannot serve exits; the supervisor restarts it
+            log.failure("worker {index} could not start", index=args.index)
+            exit_code.append(1)
             reactor.stop()
 
     exit_code: list[int] = []
