@@ -159,21 +159,46 @@ class Daemon:
             raise AssertionError("the daemon logged a traceback:\n" + text[max(0, index - 600):
                                                                          index + 3000])
 
-    def rss_bytes(self) -> int:
+    def pids(self) -> list[int]:
+        """The daemon's process and its descendants (a supervisor's workers)."""
         assert self.process is not None
-        with open(f"/proc/{self.process.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        found, queue = [], [self.process.pid]
+        while queue:
+            pid = queue.pop()
+            found.append(pid)
+            for task_dir in Path(f"/proc/{pid}/task").glob("*"):
+                try:
+                    queue += [int(c) for c in (task_dir / "children").read_text().split()]
+                except OSError:
+                    pass
+        return found
+
+    def _status_by_process(self, field_name: str) -> dict[int, int]:
+        found = {}
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/status") as status:
+                    for line in status:
+                        if line.startswith(field_name + ":"):
+                            found[pid] = int(line.split()[1]) * 1024
+            except OSError:
+                pass
+        return found
+
+    def _status_total(self, field_name: str) -> int:
+        return sum(self._status_by_process(field_name).values())
+
+    def largest_peak_rss_bytes(self) -> int:
+        """The highest peak resident memory of any one of the daemon's processes."""
+        return max(self._status_by_process("VmHWM").values())
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the whole daemon (every process)."""
+        return self._status_total("VmRSS")
 
     def peak_rss_bytes(self) -> int:
-        assert self.process is not None
-        with open(f"/proc/{self.process.pid}/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        return 0
+        """Sum of each process's peak resident memory (an upper bound of the peak total)."""
+        return self._status_total("VmHWM")
 
 
 OBJSTORE = str(Path(sys.executable).with_name("objstore"))
