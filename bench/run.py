@@ -35,6 +35,7 @@ from typing import Protocol
 if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objstore` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ab import run_ab
 from bench.report import Row, format_table, machine_description, percentile
 from bench.s3 import S3Session, S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Nginx, Objstore
@@ -165,7 +166,53 @@ class Bench:
                           once=False, seconds=plan.warmup_seconds)
             results.append(self._wrk(server, name, paths(), "GET", None,
                                      once=False, seconds=plan.duration_seconds))
-        return latency_rows("4 KiB GET", results[0], results[1], plan.connections)
+        rows = latency_rows("4 KiB GET", results[0], results[1], plan.connections)
+        return rows + self._small_head(keys[0]) + self._missing_get(keys)
+
+    def _small_head(self, key: str) -> list[Row]:
+        """HEAD of one existing 4 KiB object, with ab (wrk 4.1 can not parse HEAD answers)."""
+        plan = self.plan
+        now = datetime.datetime.now(datetime.UTC)
+        results = []
+        for server, url in (
+            (self.objstore, self.objstore.base_url + self.s3.presigned_path(
+                "HEAD", "bench-small", key, now)),
+            (self.nginx, f"{self.nginx.base_url}/{key}"),
+        ):
+            name = f"{type(server).__name__.lower()}-head-4k"
+            meter = CpuMeter(server)
+            result = run_ab(url, method="HEAD", connections=plan.connections,
+                            seconds=plan.duration_seconds, workdir=self.workdir, name=name)
+            results.append(Measured(result, meter.cores()))
+            if result.failed:
+                self.notes.append(f"{name}: {result.status_errors} error statuses, "
+                                  f"{result.socket_errors} failed of {result.requests}")
+        return latency_rows("HEAD of a 4 KiB object", results[0], results[1],
+                            plan.connections)
+
+    def _missing_get(self, keys: list[str]) -> list[Row]:
+        """GET of keys that do not exist: objstore answers NoSuchKey, nginx 404."""
+        plan = self.plan
+        missing = [f"missing/{key}" for key in keys]
+        results = []
+        for server, paths in (
+            (self.objstore, lambda: self.s3.presigned_paths("GET", "bench-small",
+                                                            iter(missing))),
+            (self.nginx, lambda: (f"/{key}" for key in missing)),
+        ):
+            name = f"{type(server).__name__.lower()}-get-missing"
+            before = len(self.notes)
+            measured = self._wrk(server, name, paths(), "GET", None, once=False,
+                                 seconds=plan.duration_seconds)
+            del self.notes[before:]  # every answer is a 404 here: only other failures count
+            result = measured.result
+            if result.socket_errors or result.status_errors != result.requests:
+                self.notes.append(f"{name}: {result.requests - result.status_errors} answers "
+                                  f"were not 404, {result.socket_errors} socket errors of "
+                                  f"{result.requests}")
+            results.append(measured)
+        return latency_rows("GET of a missing key (404)", results[0], results[1],
+                            plan.connections)
 
     def _seed_get_keys(self) -> list[str]:
         """The same 4 KiB under the same names in objstore (through wrk) and nginx's root."""

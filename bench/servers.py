@@ -97,9 +97,10 @@ def _stop(process: subprocess.Popen[bytes] | None) -> None:
 class Objstore:
     """`twistd -n --pidfile= objstore --config ...` with SQLite and fsync on."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, workers: int | None = None) -> None:
         self.workdir = workdir
         self.port = free_port()
+        self.workers = workers  # None: the daemon's default (one per CPU)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -113,8 +114,10 @@ class Objstore:
     def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "objstore.toml"
+        workers = f"workers = {self.workers}\n" if self.workers is not None else ""
         config.write_text(
             f'[server]\nhost = "{LOOPBACK}"\nport = {self.port}\ndrain_timeout_seconds = 0\n'
+            f"{workers}"
             f'[storage]\ndata_dir = "{self.workdir / "data"}"\nmetadata_backend = "sqlite"\n'
             "fsync = true\n"
         )

@@ -61,7 +61,7 @@ from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
-from objstore.http.site import ObjstoreSite
+from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -219,9 +219,10 @@ def build_node(config: Config, reactor: Any = None, *,
         limits=config.server.limits,
         domains=config.server.domains,
     )
+    hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
-        server_header=config.server.server_header,
+        server_header=config.server.server_header, hash_runner=hash_pool,
     )
     observability = build_observability(config, reactor, meta, node_id,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
@@ -241,6 +242,7 @@ def build_node(config: Config, reactor: Any = None, *,
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
+    IOPoolService(hash_pool).setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     if lifecycle is not None:
         lifecycle.setServiceParent(top)
@@ -411,6 +413,8 @@ def mount_settings_and_quotas(
 
 
 class IOPoolService(service.Service):
+    """Starts and stops a named thread pool with the node (the IO and hashing pools)."""
+
     def __init__(self, io_pool: NamedPool) -> None:
         self._io_pool = io_pool
 

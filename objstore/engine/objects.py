@@ -57,6 +57,9 @@ MAX_COPY_SOURCE_BYTES = 5 * 1024**3
 PROVISIONAL_SIDECAR_KIND = "copy-in-progress"
 # A guarded delete retries when the version changed between its read and its delete.
 GUARD_ATTEMPTS = 5
+# Reads this small happen on the calling thread (see `read_bytes`): the size of one chunk
+# of a streamed GET, which `SegmentProducer` reads on the reactor as well.
+INLINE_READ_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -260,9 +263,14 @@ class ObjectService:
         return bucket, await find_version(self._meta, bucket_name, key, version_id)
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
-        """A small object's bytes (or a slice), read on the IO pool."""
+        """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
+        calling (reactor) thread, like one chunk of a streamed GET: the data is normally in
+        the page cache, and a pool round trip would cost more than the read itself. Larger
+        slices are read on the IO pool."""
         segments = plan_segments(record, start, length)
         try:
+            if length <= INLINE_READ_BYTES:
+                return self._blobs.read_segments(segments)
             return await self._io.run(self._blobs.read_segments, segments)
         except FileNotFoundError:
             raise _missing_blob(record) from None

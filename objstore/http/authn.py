@@ -67,6 +67,11 @@ class Authenticator:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
         try:
             context = sigv4.verify(auth, view, resolved.secret_key, self._now(), self._regions)
+        except sigv4.SigV4Error as exc:
+            raise S3Error(exc.code, exc.message) from None
+        if request.spool is not None:
+            await request.spool.digests_ready()  # a large body is hashed off-thread
+        try:
             verify_payload(request.spool, auth, context, view.headers,
                            body_checksums=not checksums_describe_object(view))
         except sigv4.SigV4Error as exc:

@@ -28,6 +28,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from urllib.parse import quote, unquote_to_bytes, urlsplit, urlunsplit
 
 from objstore.checksums import CHECKSUM_ALGORITHMS as CHECKSUM_ALGORITHMS
@@ -50,6 +51,7 @@ MAX_PRESIGN_EXPIRES = 604800  # seven days, the AWS maximum
 _AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 _HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _LOWER_HEX64 = re.compile(r"[0-9a-f]{64}")
+_AMZ_DATE_DIGITS = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _PRESIGN_PARAMS = (
     "X-Amz-Algorithm",
     "X-Amz-Credential",
@@ -144,6 +146,14 @@ def _hmac(key: bytes, message: str | bytes) -> bytes:
 
 
 def derive_signing_key(secret_key: str, scope_date: str, region: str, service: str) -> bytes:
+    """The SigV4 signing key of a credential for one day, region and service. Four HMACs,
+    the same for every request of that credential on that day: kept in a small LRU
+    (in memory only, like the secrets the identity cache already holds)."""
+    return _signing_key(secret_key, scope_date, region, service)
+
+
+@lru_cache(maxsize=1024)
+def _signing_key(secret_key: str, scope_date: str, region: str, service: str) -> bytes:
     k_date = _hmac(("AWS4" + secret_key).encode("utf-8"), scope_date)
     k_region = _hmac(k_date, region)
     k_service = _hmac(k_region, service)
@@ -197,6 +207,12 @@ def _as_utc(moment: datetime) -> datetime:
 def _parse_amz_date(text: str) -> datetime | None:
     if len(text) != 16:
         return None
+    if _AMZ_DATE_DIGITS.fullmatch(text):  # the only shape clients send; strptime is slow
+        try:
+            return datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]),
+                            int(text[11:13]), int(text[13:15]), tzinfo=UTC)
+        except ValueError:
+            return None
     try:
         return datetime.strptime(text, _AMZ_DATE_FORMAT).replace(tzinfo=UTC)
     except ValueError:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -29,8 +30,10 @@ from objstore.http import sigv4
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
+from objstore.threads import NamedPool, Runner
 
 _log = Logger()
+T = TypeVar("T")
 
 _STREAMING = {
     sigv4.STREAMING_SIGNED,
@@ -39,8 +42,38 @@ _STREAMING = {
 }
 
 
+class _RequestIds:
+    """Request ids and host ids without a system call per request: a PRNG seeded from
+    os.urandom once per process (and again after a fork). The ids only need to be unique
+    enough to find a request in the logs; they are not secrets."""
+
+    def __init__(self) -> None:
+        self._pid = -1
+        self._random = random.Random()
+
+    def _source(self) -> random.Random:
+        pid = os.getpid()
+        if pid != self._pid:
+            self._random.seed(os.urandom(32))
+            self._pid = pid
+        return self._random
+
+    def request_id(self) -> str:
+        return f"{self._source().getrandbits(64):016X}"
+
+    def host_id(self) -> str:
+        return base64.b64encode(self._source().randbytes(24)).decode()
+
+
+_ids = _RequestIds()
+
+
 def new_request_id() -> str:
-    return os.urandom(8).hex().upper()
+    return _ids.request_id()
+
+
+def new_host_id() -> str:
+    return _ids.host_id()
 
 
 class ResponseHeaders(Headers):
@@ -87,7 +120,7 @@ class ObjstoreRequest(server.Request):
         super().__init__(channel, *args, **kwargs)
         self.responseHeaders = ResponseHeaders()
         self.request_id = new_request_id()
-        self.host_id = base64.b64encode(os.urandom(24)).decode()
+        self.host_id = new_host_id()
         self.spool = None
         self.early_error = None
         self.audit = RequestAudit()
@@ -119,6 +152,7 @@ class ObjstoreRequest(server.Request):
         self.postpath = list(map(http.unquote, self.path[1:].split(b"/")))
         if self.spool is not None:
             self.spool.finish_decoding()
+            _read_in_large_blocks(self, False)
         try:
             resource = site.getResourceFor(self)
             self.render(resource)
@@ -189,6 +223,51 @@ class RequestObserver(Protocol):
     def request_finished(self, request: ObjstoreRequest, completed: bool) -> None: ...
 
 
+# A body larger than this is read off the socket in blocks of LARGE_READ_BYTES instead of
+# twisted's 64 KiB: at hundreds of MiB/s each read costs the reactor tens of microseconds
+# of Python, so fewer, larger reads leave it free. Back to the default once the body is in
+# (a 1 MiB read buffer would cost a large allocation per small request).
+LARGE_BODY_BYTES = 8 * 1024 * 1024
+LARGE_READ_BYTES = 1024 * 1024
+
+
+def size_hint(*sizes: int | None) -> int:
+    return max((size for size in sizes if size is not None), default=0)
+
+
+def _read_in_large_blocks(request: ObjstoreRequest, large: bool) -> None:
+    transport = getattr(request.channel, "transport", None)
+    default = getattr(type(transport), "bufferSize", None)  # a plain TCP connection
+    if isinstance(default, int):
+        transport.bufferSize = LARGE_READ_BYTES if large else default  # type: ignore[union-attr]
+
+
+HASH_POOL_NAME = "objstore-hash"
+HASH_THREADS = 4
+
+
+class LazyPool:
+    """A `NamedPool` on the global reactor made at its first `run` and stopped when the
+    reactor shuts down: most processes that build a site (tests, tools) never spool a
+    large body, and should not get threads or a shutdown trigger for nothing."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self._size = size
+        self._pool: NamedPool | None = None
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]:
+        if self._pool is None:
+            from twisted.internet import reactor
+
+            running: Any = reactor
+            pool = NamedPool(running, self.name, self._size)
+            pool.start()
+            running.addSystemEventTrigger("after", "shutdown", pool.stop)
+            self._pool = pool
+        return self._pool.run(fn, *args, **kwargs)
+
+
 class ObjstoreSite(server.Site):
     requestFactory = ObjstoreRequest
     displayTracebacks = False
@@ -201,6 +280,7 @@ class ObjstoreSite(server.Site):
         tmp_dir: str,
         limits: ServerLimits,
         server_header: str,
+        hash_runner: Runner | None = None,
     ) -> None:
         super().__init__(root)
         self.tmp_dir = tmp_dir
@@ -209,6 +289,10 @@ class ObjstoreSite(server.Site):
         self.in_flight = 0
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.noisy = False
+        # MD5 and SHA-256 of large bodies (see spool.py). The daemon passes its own pool;
+        # otherwise (tests, tools) one is made at first use.
+        self.hash_runner: Runner = (hash_runner if hash_runner is not None
+                                    else LazyPool(HASH_POOL_NAME, HASH_THREADS))
 
     def log(self, request: Any) -> None:
         """Access logging belongs to the audit log, not twistd's log."""
@@ -231,12 +315,15 @@ class ObjstoreSite(server.Site):
         if content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
         algorithms = _requested_checksums(request)
+        if size_hint(length, decoded_length) > LARGE_BODY_BYTES:
+            _read_in_large_blocks(request, True)
         spool = BodySpool(
             self.tmp_dir,
             decoder=decoder,
             want_sha256=sigv4.payload_hash_is_hex(content_sha256),
             checksum_algorithms=algorithms,
             max_length=max_body,
+            hash_runner=self.hash_runner,
         )
         request.spool = spool
         return spool

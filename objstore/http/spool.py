@@ -7,6 +7,15 @@ in memory and spills larger ones to `<data_dir>/tmp`, so the blob store can late
 file into place without a second copy. It never verifies a signature itself (the secret is
 not known while the body streams) and never blocks on fsync: that happens at commit time in
 the IO thread pool.
+
+MD5 (the ETag) and SHA-256 (a signed payload) of a large body are not computed on the
+reactor thread: at several hundred MiB/s they would take all of it. Given a `hash_runner`
+(a thread pool), once a body spills to its file the two digests are computed by jobs on
+that pool, each reading the file behind the writer (`FileDigest`: a few MiB per job, one
+job per digest at a time, so bytes are hashed in order and memory stays flat; hashlib
+releases the GIL, so MD5 and SHA-256 run in parallel). `digests_ready()` fires once both
+have caught up with the complete body; until then the digests can not be read. Bodies
+that stay in memory (up to 1 MiB) are hashed inline: a pool round trip costs more.
 """
 
 from __future__ import annotations
@@ -17,11 +26,136 @@ import io
 import os
 import uuid
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from objstore.checksums import Checksummer
 from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
 
+if TYPE_CHECKING:
+    from objstore.threads import Runner
+
 MEMORY_LIMIT_BYTES = 1024 * 1024
+# A digest job hashes at least this many new bytes (except the last one), reading them in
+# blocks of READ_BLOCK_BYTES: few pool round trips, and hashlib drops the GIL per block.
+DIGEST_BATCH_BYTES = 4 * 1024 * 1024
+READ_BLOCK_BYTES = 256 * 1024
+
+
+class FileDigest:
+    """One digest (a hashlib object) of a file that is still being written, computed on a
+    thread pool behind the writer. The reactor thread calls `advance` with the length
+    written so far and `finish` with the final length; jobs run one at a time, in order.
+    The digest reads through its own duplicate of the file descriptor, so the spool may
+    close, unlink or hand over its file meanwhile."""
+
+    def __init__(self, hasher: Any, fd: int, done: int, runner: Runner,
+                 batch_bytes: int = DIGEST_BATCH_BYTES) -> None:
+        self._hasher = hasher
+        self._fd: int | None = os.dup(fd)
+        self._done = done  # bytes hashed so far
+        self._target = done  # bytes written so far
+        self._runner = runner
+        self._batch = batch_bytes
+        self._running = False
+        self._final = False
+        self._abandoned = False
+        self._error: Failure | None = None
+        self._waiters: list[defer.Deferred[None]] = []
+
+    @property
+    def complete(self) -> bool:
+        return self._final and not self._running and (
+            self._done == self._target or self._error is not None)
+
+    def hexdigest(self) -> str:
+        self._check_complete()
+        return str(self._hasher.hexdigest())
+
+    def digest(self) -> bytes:
+        self._check_complete()
+        return bytes(self._hasher.digest())
+
+    def _check_complete(self) -> None:
+        if not self.complete or self._error is not None:
+            raise RuntimeError("the digest of this body is not computed (await digests_ready)")
+
+    def advance(self, written: int) -> None:
+        self._target = written
+        if not self._running and written - self._done >= self._batch:
+            self._start()
+
+    def finish(self, written: int) -> defer.Deferred[None]:
+        """Fires once every byte up to `written` (the final length) is hashed."""
+        self._target = written
+        self._final = True
+        waiter: defer.Deferred[None] = defer.Deferred()
+        self._waiters.append(waiter)
+        if not self._running:
+            self._step()
+        return waiter
+
+    def abandon(self) -> None:
+        """The body is discarded: stop after the job in flight and release the file. Once
+        `finish` was called the digest runs to its end (its own fd stays valid), so whoever
+        waits for it is answered."""
+        if self._final:
+            return
+        self._abandoned = True
+        if not self._running:
+            self._close()
+
+    def _start(self) -> None:
+        assert self._fd is not None
+        self._running = True
+        d = self._runner.run(_hash_range, self._hasher, self._fd, self._done, self._target)
+        d.addCallbacks(self._hashed, self._failed)
+
+    def _hashed(self, end: int) -> None:
+        self._running = False
+        self._done = end
+        self._step()
+
+    def _failed(self, failure: Failure) -> None:
+        self._running = False
+        self._error = failure
+        self._step()
+
+    def _step(self) -> None:
+        if self._abandoned:
+            self._close()
+            return
+        if self._error is None and self._done < self._target and (
+                self._final or self._target - self._done >= self._batch):
+            self._start()
+            return
+        if self.complete:
+            self._close()
+            waiters, self._waiters = self._waiters, []
+            for waiter in waiters:
+                if self._error is not None:
+                    waiter.errback(self._error)
+                else:
+                    waiter.callback(None)
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _hash_range(hasher: Any, fd: int, start: int, end: int) -> int:
+    """(pool thread) Feed bytes [start, end) of the file to `hasher`; returns `end`."""
+    offset = start
+    while offset < end:
+        block = os.pread(fd, min(READ_BLOCK_BYTES, end - offset), offset)
+        if not block:
+            raise OSError(f"spool file ended at {offset} of {end} bytes")
+        hasher.update(block)
+        offset += len(block)
+    return end
 
 
 class BodySpool:
@@ -36,11 +170,14 @@ class BodySpool:
         checksum_algorithms: Iterable[str] = (),
         max_length: int | None = None,
         memory_limit: int = MEMORY_LIMIT_BYTES,
+        hash_runner: Runner | None = None,
     ) -> None:
         self._tmp_dir = tmp_dir
         self.decoder = decoder
         self._md5 = hashlib.md5()
         self._sha256 = hashlib.sha256() if want_sha256 else None
+        self._hash_runner = hash_runner
+        self._offloaded: list[FileDigest] = []  # MD5 then SHA-256, once spilled
         self.checksummers = {alg: Checksummer(alg) for alg in checksum_algorithms}
         self._max_length = max_length
         self._memory_limit = memory_limit
@@ -71,9 +208,10 @@ class BodySpool:
             self.too_large = True
             self._discard()
             return
-        self._md5.update(data)
-        if self._sha256 is not None:
-            self._sha256.update(data)
+        if not self._offloaded:
+            self._md5.update(data)
+            if self._sha256 is not None:
+                self._sha256.update(data)
         for summer in self.checksummers.values():
             summer.update(data)
         if self._buffer is not None:
@@ -82,6 +220,8 @@ class BodySpool:
                 self._spill()
         elif self._fd is not None:
             _write_all(self._fd, data)
+            for digest in self._offloaded:
+                digest.advance(self.length)
 
     def _spill(self) -> None:
         assert self._buffer is not None
@@ -90,6 +230,21 @@ class BodySpool:
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         _write_all(self._fd, self._buffer.getbuffer())
         self._buffer = None
+        if self._hash_runner is not None:
+            # Everything so far is hashed; the rest is hashed from the file, off-thread.
+            hashers = [self._md5] + ([self._sha256] if self._sha256 is not None else [])
+            self._offloaded = [FileDigest(h, self._fd, self.length, self._hash_runner)
+                               for h in hashers]
+
+    def digests_ready(self) -> defer.Deferred[None]:
+        """Fires when MD5 and SHA-256 of the whole body can be read (at once unless they
+        are computed off-thread); call it once the body is complete. Fails when reading
+        the spool file back failed."""
+        if not self._offloaded or self.error is not None or self.too_large:
+            return defer.succeed(None)
+        waits = [digest.finish(self.length) for digest in self._offloaded]
+        done = defer.gatherResults(waits, consumeErrors=True)
+        return done.addCallback(lambda _: None).addErrback(_first_error)
 
     def finish_decoding(self) -> None:
         """Called once the body is complete: a truncated aws-chunked body becomes an error."""
@@ -102,19 +257,25 @@ class BodySpool:
     # -- results ---------------------------------------------------------------------
     @property
     def md5_hex(self) -> str:
-        return self._md5.hexdigest()
+        return self.md5_digest.hex()
 
     @property
     def md5_b64(self) -> str:
-        return base64.b64encode(self._md5.digest()).decode()
+        return base64.b64encode(self.md5_digest).decode()
 
     @property
     def md5_digest(self) -> bytes:
+        if self._offloaded:
+            return self._offloaded[0].digest()
         return self._md5.digest()
 
     @property
     def sha256_hex(self) -> str | None:
-        return None if self._sha256 is None else self._sha256.hexdigest()
+        if self._sha256 is None:
+            return None
+        if self._offloaded:
+            return self._offloaded[1].hexdigest()
+        return self._sha256.hexdigest()
 
     def checksum_b64(self, algorithm: str) -> str | None:
         summer = self.checksummers.get(algorithm)
@@ -173,6 +334,9 @@ class BodySpool:
 
     def _release(self) -> None:
         self._buffer = None
+        for digest in self._offloaded:
+            if not digest.complete:
+                digest.abandon()
         if self._fd is not None:
             try:
                 os.close(self._fd)
@@ -189,6 +353,14 @@ class BodySpool:
         """Delete the spool (a no-op after detach_file)."""
         self._closed = True
         self._release()
+
+
+def _first_error(failure: Failure) -> Failure:
+    """The failure of the digest job that failed, out of gatherResults' FirstError."""
+    error = failure.value
+    if isinstance(error, defer.FirstError):
+        return error.subFailure
+    return failure
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:

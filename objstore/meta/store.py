@@ -26,7 +26,7 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from objstore.meta import migrations, schema
+from objstore.meta import migrations, object_queries, schema
 from objstore.meta.audit_queries import AuditQueries, SqlAuditQueries
 from objstore.meta.engine import (
     connection_count,
@@ -727,14 +727,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None
     ) -> ObjectRecord | None:
-        o = schema.objects
-        if version_id is None:
-            where = sa.and_(o.c.bucket == bucket, o.c.key == key, schema.LATEST_PREDICATE)
-        else:
-            where = _object_pk(bucket, key, version_id)
-        with read_transaction(self._engine) as conn:
-            row = conn.execute(sa.select(o).where(where)).mappings().first()
-        return None if row is None else schema.object_record(row)
+        return object_queries.get_object(self._engine, bucket, key, version_id)
 
     def delete_object_version(
         self, bucket: str, key: str, version_id: str, expected_seq: int | None = None

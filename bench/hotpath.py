@@ -1,0 +1,339 @@
+"""Server CPU per request on the hot paths, and where it goes (py-spy), for issue 6.
+
+Usage (from the repository root):
+    .venv/bin/python -m bench.hotpath [--seconds 8] [--profile DIR] [--only get,head]
+
+This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
+directory and the five hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
+of new keys, 4 KiB GET and GET of a missing key, ab for HEAD (see bench/ab.py), and curl
+for a 64 MiB PUT header-signed with the real SHA-256. For each it prints ops/s and the
+daemon's CPU time per request in microseconds: on a busy 2-core machine that figure moves
+far less than the rate does, and a per-thread split (reactor, DB pools, IO pool).
+With `--profile DIR` each workload runs a second time under `py-spy record` (raw format,
+non-blocking, so the measured run above is not disturbed) and the heaviest functions are
+printed with their share of the samples. One worker only: a profile follows one process.
+It never runs in the test suite; the summary of a raw profile is a pure, tested function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+from types import FrameType
+
+if __package__ in (None, ""):  # `python bench/hotpath.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.ab import run_ab
+from bench.report import machine_description
+from bench.s3 import S3Session, S3Target
+from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore, parse_proc_stat
+from bench.wrk import WrkRun, run_wrk, write_paths
+
+SMALL_BYTES = 4096
+LARGE_BYTES = 64 * 1024**2
+MIB = 1024**2
+CONNECTIONS = 32
+GET_KEYS = 1000
+BUCKET = "hot"
+WORKLOADS = ("put", "get", "head", "missing", "large")
+
+
+@dataclass(frozen=True)
+class Figure:
+    workload: str
+    requests: int
+    seconds: float
+    cpu_seconds: float
+    errors: int = 0
+    mib_per_second: float | None = None
+    split: tuple[tuple[str, float], ...] = ()  # (thread group, CPU seconds)
+
+    @property
+    def ops_per_second(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        return self.cpu_seconds / self.requests * 1e6 if self.requests else 0.0
+
+    def line(self) -> str:
+        rate = (f"{self.mib_per_second:8.0f} MiB/s" if self.mib_per_second is not None
+                else f"{self.ops_per_second:8.0f} ops/s")
+        return (f"{self.workload:8s} {rate}  {self.cpu_us_per_request:9.0f} us CPU/request  "
+                f"({self.requests} requests, {self.seconds:.1f} s, "
+                f"{self.cpu_seconds / self.seconds:.2f} cores, {self.errors} errors)"
+                + "".join(f"\n{'':10s}{group:9s} {seconds / self.requests * 1e6:9.0f} us"
+                          for group, seconds in self.split if self.requests))
+
+
+def thread_group(name: str) -> str:
+    """The group of a daemon thread by its Python name: reactor, db-read, db-write, io."""
+    if name == "MainThread":
+        return "reactor"
+    for group in ("db-read", "db-write", "io"):
+        if f"objstore-{group}" in name:
+            return group
+    return "other"
+
+
+def parse_thread_names(dump: str) -> dict[int, str]:
+    """Thread id -> Python thread name, from `py-spy dump` lines `Thread 123 (idle): "x"`."""
+    names: dict[int, str] = {}
+    for line in dump.splitlines():
+        head, _, rest = line.partition(" (")
+        if head.startswith("Thread ") and head[7:].isdigit():
+            names[int(head[7:])] = rest.partition(": ")[2].strip().strip('"')
+    return names
+
+
+def thread_ticks(pid: int) -> dict[int, int]:
+    """CPU ticks used so far by each thread of `pid`."""
+    ticks: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ticks[int(task.name)] = parse_proc_stat((task / "stat").read_text())[1]
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks
+
+
+# Leaves where a thread waits rather than computes: an idle pool thread, the reactor in
+# epoll. py-spy's idle detection misses them in --nonblocking mode.
+WAITING_LEAVES = frozenset({"Condition.wait (threading.py)",
+                            "EPollReactor.doPoll (internet/epollreactor.py)"})
+
+
+def summarise_profile(lines: Iterable[str], top: int = 25) -> list[tuple[str, float, float]]:
+    """(function, inclusive %, self %) of the heaviest functions of a py-spy raw profile:
+    lines of `frame;frame;...;frame COUNT`, outermost first. Samples of a waiting thread
+    (WAITING_LEAVES) are left out, so the shares are of CPU samples. A function counts
+    once per stack however often it recurses; line numbers are dropped."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in lines:
+        stack, _, count_text = line.rstrip("\n").rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = [_function_name(frame) for frame in stack.split(";")]
+        if frames[-1] in WAITING_LEAVES:
+            continue
+        total += count
+        for name in set(frames):
+            inclusive[name] += count
+        own[frames[-1]] += count
+    if not total:
+        return []
+    ranked = sorted(inclusive, key=lambda name: (-own[name], -inclusive[name]))[:top]
+    return [(name, 100 * inclusive[name] / total, 100 * own[name] / total) for name in ranked]
+
+
+def _function_name(frame: str) -> str:
+    """`fn (path/to/module.py:12)` -> `fn (module.py)`."""
+    name, _, where = frame.partition(" (")
+    if not where:
+        return frame
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    return f"{name} ({'/'.join(Path(path).parts[-2:])})"
+
+
+class HotPath:
+    def __init__(self, workdir: Path, seconds: int) -> None:
+        self.workdir = workdir
+        self.seconds = seconds
+        self.daemon = Objstore(workdir / "objstore", workers=1)
+        self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+        self.put_serial = 0
+        self.get_keys: list[str] = []
+        self.small_body = workdir / "small.bin"
+        self.large_body = workdir / "large.bin"
+        self.large_sha256 = ""
+
+    def start(self) -> None:
+        self.daemon.start()
+        self.session = S3Session(self.s3)
+        self.session.create_bucket(BUCKET)
+        self.small_body.write_bytes(os.urandom(SMALL_BYTES))
+        self.large_body.write_bytes(os.urandom(LARGE_BYTES))
+        self.large_sha256 = hashlib.sha256(self.large_body.read_bytes()).hexdigest()
+        self.get_keys = self._seed_get_keys()
+
+    @property
+    def pid(self) -> int:
+        assert self.daemon.process is not None
+        return self.daemon.process.pid
+
+    def _wrk(self, name: str, paths: Iterator[str], method: str, body: Path | None,
+             once: bool) -> Figure:
+        paths_file = self.workdir / f"{name}.paths"
+        write_paths(paths_file, paths)
+        cpu = self.daemon.cpu_seconds()
+        result = run_wrk(WrkRun(self.daemon.base_url, paths_file, method, body, once,
+                                self.seconds, connections=CONNECTIONS, threads=2))
+        used = self.daemon.cpu_seconds() - cpu
+        return Figure(name, result.requests, result.duration_seconds, used,
+                      errors=result.socket_errors + result.status_errors)
+
+    def _seed_get_keys(self) -> list[str]:
+        keys = [f"get/{i:07d}" for i in range(GET_KEYS)]
+        spares = (f"get-spare/{i:07d}" for i in range(CONNECTIONS))
+        self._wrk("seed", self.s3.presigned_paths("PUT", BUCKET, chain(keys, spares)), "PUT",
+                  self.small_body, once=True)
+        missing = set(keys) - set(self.session.list_keys(BUCKET, "get/"))
+        for key in sorted(missing):
+            self.session.put(BUCKET, key, self.small_body.read_bytes())
+        return keys
+
+    def run(self, workload: str) -> Figure:
+        """One measured run of `workload`, with its CPU split by thread group."""
+        before = thread_ticks(self.pid)
+        figure = self._run(workload)
+        after = thread_ticks(self.pid)
+        dump = subprocess.run([self._py_spy(), "dump", "--pid", str(self.pid)],
+                              capture_output=True, text=True, check=False, timeout=60).stdout
+        names = parse_thread_names(dump)
+        split: dict[str, float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for tid, used in after.items():
+            group = thread_group(names.get(tid, ""))
+            split[group] = split.get(group, 0.0) + (used - before.get(tid, 0)) / tick
+        return dataclasses.replace(figure, split=tuple(sorted(split.items())))
+
+    def _py_spy(self) -> str:
+        return shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+
+    def _run(self, workload: str) -> Figure:
+        if workload == "put":
+            count = self.seconds * 3000 + CONNECTIONS
+            start, self.put_serial = self.put_serial, self.put_serial + count
+            keys = (f"put/{i:08d}" for i in range(start, start + count))
+            return self._wrk("put", self.s3.presigned_paths("PUT", BUCKET, keys), "PUT",
+                             self.small_body, once=True)
+        if workload == "get":
+            return self._wrk("get", self.s3.presigned_paths("GET", BUCKET, iter(self.get_keys)),
+                             "GET", None, once=False)
+        if workload == "head":
+            return self._head()
+        if workload == "missing":
+            keys = (f"missing/{i:07d}" for i in range(GET_KEYS))
+            figure = self._wrk("missing", self.s3.presigned_paths("GET", BUCKET, keys), "GET",
+                               None, once=False)
+            return Figure(figure.workload, figure.requests, figure.seconds,
+                          figure.cpu_seconds)  # every answer is a 404 by design
+        if workload == "large":
+            return self._large()
+        raise ValueError(workload)
+
+    def _head(self) -> Figure:
+        path = self.s3.presigned_path("HEAD", BUCKET, self.get_keys[0],
+                                      datetime.datetime.now(datetime.UTC))
+        cpu = self.daemon.cpu_seconds()
+        result = run_ab(self.daemon.base_url + path, method="HEAD", connections=CONNECTIONS,
+                        seconds=self.seconds, workdir=self.workdir, name="head")
+        return Figure("head", result.requests, result.duration_seconds,
+                      self.daemon.cpu_seconds() - cpu,
+                      errors=result.socket_errors + result.status_errors)
+
+    def _large(self, runs: int = 3) -> Figure:
+        seconds = cpu_seconds = 0.0
+        for _ in range(runs):
+            path = f"/{BUCKET}/big-{self.put_serial}"
+            self.put_serial += 1
+            headers = self.s3.signed_headers("PUT", path, self.large_sha256)
+            command = ["curl", "-sS", "--max-time", "120", "-o", "/dev/null", "-w",
+                       "%{http_code} %{time_total}", "-H", "Expect:", "-T",
+                       str(self.large_body)]
+            for name, value in headers.items():
+                command += ["-H", f"{name}: {value}"]
+            cpu = self.daemon.cpu_seconds()
+            out = subprocess.run(command + [self.daemon.base_url + path], capture_output=True,
+                                 text=True, check=True, timeout=130).stdout.split()
+            cpu_seconds += self.daemon.cpu_seconds() - cpu
+            if out[0] != "200":
+                raise RuntimeError(f"64 MiB PUT answered {out[0]}")
+            seconds += float(out[1])
+        return Figure("large", runs, seconds, cpu_seconds,
+                      mib_per_second=runs * LARGE_BYTES / MIB / seconds)
+
+    def profile(self, workload: str, out_dir: Path, top: int = 25
+                ) -> list[tuple[str, float, float]]:
+        out = out_dir / f"{workload}.txt"
+        py_spy = self._py_spy()
+        seconds = self.seconds + 2
+        recorder = subprocess.Popen(
+            [py_spy, "record", "--pid", str(self.pid), "--format", "raw", "--rate", "250",
+             "--nonblocking", "--duration", str(seconds), "--output", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            time.sleep(1)
+            self.run(workload)
+            recorder.wait(timeout=seconds + 30)
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+                recorder.wait()
+        return summarise_profile(out.read_text().splitlines(), top) if out.exists() else []
+
+    def stop(self) -> None:
+        self.daemon.stop()
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--seconds", type=int, default=8, help="each wrk run (default 8)")
+    parser.add_argument("--only", default=",".join(WORKLOADS),
+                        help=f"comma-separated workloads of {', '.join(WORKLOADS)}")
+    parser.add_argument("--profile", type=Path, help="also profile each workload into DIR")
+    parser.add_argument("--top", type=int, default=25, help="functions shown per profile")
+    parser.add_argument("--repeat", type=int, default=1, help="measure each workload N times")
+    args = parser.parse_args(argv)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _terminate)
+    print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
+    print(f"started {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+          f"load average {os.getloadavg()}", flush=True)
+    workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
+    bench = HotPath(workdir, args.seconds)
+    try:
+        bench.start()
+        workloads = [w for w in args.only.split(",") if w]
+        for workload in workloads:
+            for _ in range(args.repeat):
+                print(bench.run(workload).line(), flush=True)
+        if args.profile is not None:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            for workload in workloads:
+                print(f"\n-- profile of {workload} (inclusive %, self %)")
+                for name, inclusive, own in bench.profile(workload, args.profile, args.top):
+                    print(f"{inclusive:6.1f} {own:6.1f}  {name}")
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        bench.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"load average at the end {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

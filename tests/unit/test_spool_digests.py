@@ -1,0 +1,113 @@
+"""BodySpool with its MD5 and SHA-256 computed off-thread (FileDigest), with a runner whose
+jobs run when the test says so: order, completeness, discarded bodies."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import defer
+
+from objstore.http.spool import BodySpool
+from objstore.threads import InlinePool
+
+
+class ManualRunner:
+    """Queues jobs; `run_all` runs them (and the jobs they queue) in order."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[..., Any], tuple[Any, ...], defer.Deferred[Any]]] = []
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> defer.Deferred[Any]:
+        d: defer.Deferred[Any] = defer.Deferred()
+        self.jobs.append((fn, args, d))
+        return d
+
+    def run_all(self) -> int:
+        count = 0
+        while self.jobs:
+            fn, args, d = self.jobs.pop(0)
+            d.callback(fn(*args))
+            count += 1
+        return count
+
+
+def _body(size: int) -> bytes:
+    return os.urandom(size)
+
+
+def _feed(spool: BodySpool, data: bytes, chunk: int = 65536) -> None:
+    for start in range(0, len(data), chunk):
+        spool.write(data[start:start + chunk])
+
+
+def test_offloaded_digests_match_inline_ones(tmp_path: Path) -> None:
+    data = _body(9 * 1024 * 1024 + 123)
+    runner = ManualRunner()
+    spool = BodySpool(str(tmp_path), want_sha256=True, memory_limit=1024 * 1024,
+                      hash_runner=runner)
+    _feed(spool, data)
+    assert not spool.in_memory
+    assert runner.jobs  # hashing started while the body was still arriving
+    with pytest.raises(RuntimeError):
+        spool.md5_hex  # noqa: B018 - not computed yet
+    ready = spool.digests_ready()
+    assert not ready.called
+    runner.run_all()
+    assert ready.called
+    assert spool.md5_hex == hashlib.md5(data).hexdigest()
+    assert spool.md5_b64 and spool.md5_digest == hashlib.md5(data).digest()
+    assert spool.sha256_hex == hashlib.sha256(data).hexdigest()
+    spool.close()
+
+
+def test_inline_runner_and_no_sha256(tmp_path: Path) -> None:
+    data = _body(6 * 1024 * 1024)
+    spool = BodySpool(str(tmp_path), memory_limit=1024 * 1024, hash_runner=InlinePool())
+    _feed(spool, data, chunk=100_000)
+    spool.digests_ready()
+    assert spool.md5_hex == hashlib.md5(data).hexdigest()
+    assert spool.sha256_hex is None
+    spool.close()
+
+
+def test_small_bodies_are_hashed_inline(tmp_path: Path) -> None:
+    runner = ManualRunner()
+    spool = BodySpool(str(tmp_path), want_sha256=True, hash_runner=runner)
+    spool.write(b"hello")
+    assert spool.in_memory and not runner.jobs
+    assert spool.digests_ready().called
+    assert spool.md5_hex == hashlib.md5(b"hello").hexdigest()
+    assert spool.sha256_hex == hashlib.sha256(b"hello").hexdigest()
+
+
+def test_digests_survive_the_file_being_handed_over(tmp_path: Path) -> None:
+    data = _body(5 * 1024 * 1024)
+    runner = ManualRunner()
+    spool = BodySpool(str(tmp_path), want_sha256=True, memory_limit=1024 * 1024,
+                      hash_runner=runner)
+    _feed(spool, data)
+    ready = spool.digests_ready()
+    fd, path = spool.detach_file()
+    os.close(fd)
+    os.unlink(path)  # the digest reads through its own descriptor
+    spool.close()
+    runner.run_all()
+    assert ready.called
+    assert spool.md5_hex == hashlib.md5(data).hexdigest()
+    assert spool.sha256_hex == hashlib.sha256(data).hexdigest()
+
+
+def test_a_discarded_body_stops_hashing(tmp_path: Path) -> None:
+    runner = ManualRunner()
+    spool = BodySpool(str(tmp_path), want_sha256=True, memory_limit=1024 * 1024,
+                      hash_runner=runner)
+    _feed(spool, _body(6 * 1024 * 1024))
+    spool.close()
+    runner.run_all()  # the jobs in flight end; no new ones start
+    assert not runner.jobs
+    assert not list(tmp_path.iterdir())
