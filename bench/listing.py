@@ -23,8 +23,6 @@ import dataclasses
 import math
 import os
 import resource
-import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -33,7 +31,6 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from urllib.parse import quote, urlsplit
 
 if __package__ in (None, ""):  # `python bench/listing.py`: make `bench` and `objstore` importable
@@ -42,7 +39,7 @@ if __package__ in (None, ""):  # `python bench/listing.py`: make `bench` and `ob
 import urllib3
 from lxml import etree
 
-from bench.report import machine_description, percentile
+from bench.report import begin_command, percentile, release_workdir, say
 from bench.s3 import S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore, cpu_seconds
 from objstore.meta.records import ObjectRecord
@@ -494,20 +491,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _terminate)
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
-    header = machine_description(REPO)
-    say("\n".join(header))
+    header = begin_command(REPO)
     big, big_versions, small, small_versions = buckets_for(args.keys)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-listing-", dir=args.tmp_dir))
     results: list[Measured] = []
@@ -544,10 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the daemon has been stopped", file=sys.stderr)
         return 130
     finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release_workdir(workdir, args.keep)
 
     table = format_listing_table(results)
     checks = verdicts(results, big, big_versions, small_versions)

@@ -21,7 +21,6 @@ import argparse
 import os
 import resource
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -30,13 +29,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 if __package__ in (None, ""):  # `python bench/memory.py`: make `bench` and `objstore` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.proctree import MB, Peaks, RssSampler, cpu_seconds_of, io_of
-from bench.report import Row, format_table, machine_description
+from bench.report import Row, begin_command, format_table, release_workdir, say
 from bench.s3 import S3Session, S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore
 from bench.upload import (
@@ -288,10 +286,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def free_disk_bytes(path: Path) -> int:
     stats = os.statvfs(path)
     return stats.f_bavail * stats.f_frsize
@@ -299,14 +293,7 @@ def free_disk_bytes(path: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _terminate)
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
-    header = machine_description(REPO)
-    say("\n".join(header))
+    header = begin_command(REPO)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-memory-", dir=args.tmp_dir))
     needed = args.uploads * args.size_mib * MIB
     if free_disk_bytes(workdir) < needed * 1.1:
@@ -325,10 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the daemon has been stopped", file=sys.stderr)
         return 130
     finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release_workdir(workdir, args.keep)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
     notes = [f"load average at the end: {loadavg}",
              "RSS summed over the supervisor and every worker (shared pages count once per "

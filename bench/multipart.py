@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -30,13 +28,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 if __package__ in (None, ""):  # `python bench/multipart.py`: make `bench` and `objstore` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.proctree import cpu_seconds_of, io_of
-from bench.report import Row, format_table, machine_description
+from bench.report import Row, begin_command, format_table, release_workdir, say
 from bench.s3 import S3Session, S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore
 from bench.upload import (
@@ -218,20 +215,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _terminate)
-
-    def say(text: str) -> None:
-        print(text, flush=True)
-
-    header = machine_description(REPO)
-    say("\n".join(header))
+    header = begin_command(REPO)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-multipart-", dir=args.tmp_dir))
     results: list[RunResult] = []
     try:
@@ -251,10 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the daemon has been stopped", file=sys.stderr)
         return 130
     finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release_workdir(workdir, args.keep)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
     problems = [p for r in results for p in r.problems]
     notes = [f"load average at the end: {loadavg}",

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,3 +113,30 @@ def machine_description(repo: Path) -> list[str]:
         f"commit: {git_commit(repo)}",
         f"load average at start: {_read('/proc/loadavg').split(' ')[:3]}",
     ]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def begin_command(repo: Path) -> list[str]:
+    """The start of every bench command: Ctrl-C and SIGTERM raise KeyboardInterrupt (so the
+    command's `finally` blocks stop every server it started), and the machine description,
+    printed at once, is returned for the markdown."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _interrupt)
+    header = machine_description(repo)
+    say("\n".join(header))
+    return header
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def release_workdir(workdir: Path, keep: bool) -> None:
+    """Delete a command's temporary directory, or say where it was kept."""
+    if keep:
+        print(f"kept {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)

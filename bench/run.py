@@ -18,7 +18,6 @@ import hashlib
 import math
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,14 +28,13 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from types import FrameType
 from typing import Protocol
 
 if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objstore` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ab import run_ab
-from bench.report import Row, format_table, machine_description, percentile
+from bench.report import Row, begin_command, format_table, percentile, release_workdir
 from bench.s3 import S3Session, S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Nginx, Objstore
 from bench.wrk import WrkResult, WrkRun, run_wrk, write_paths
@@ -343,10 +341,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     plan = QUICK if args.quick else FULL
@@ -355,10 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                                    list_pages=max(1, math.ceil(args.list_keys / 1000)))
     if args.seed_seconds is not None:
         plan = dataclasses.replace(plan, seed_deadline_seconds=args.seed_seconds)
-    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: even if started ignored
-        signal.signal(signum, _terminate)
-    header = machine_description(REPO)
-    print("\n".join(header), flush=True)
+    header = begin_command(REPO)  # SIGINT too: even if started ignored
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-", dir=args.tmp_dir))
     try:
         with ExitStack() as stack:
@@ -373,10 +364,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     finally:
-        if args.keep:
-            print(f"kept {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        release_workdir(workdir, args.keep)
     table = format_table(rows)
     notes = [f"- {note}" for note in bench.notes]
     print("\n" + table + ("\n\n" + "\n".join(notes) if notes else ""))
