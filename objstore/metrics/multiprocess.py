@@ -103,7 +103,20 @@ def merged_families(path: str, *, kinds: Iterable[str] = ("*",)) -> list[Metric]
     files: list[str] = []
     for kind in kinds:
         files += glob.glob(os.path.join(path, f"{kind}_*.db"))
-    return list(MultiProcessCollector.merge(sorted(files), accumulate=True))
+    return list(MultiProcessCollector.merge(sorted(f for f in files if _initialised(f)),
+                                            accumulate=True))
+
+
+# A worker that is starting creates its files empty and then sizes them: a scrape at that
+# moment must skip them (prometheus-client would fail to read the missing header).
+_HEADER_BYTES = 8
+
+
+def _initialised(file: str) -> bool:
+    try:
+        return os.path.getsize(file) >= _HEADER_BYTES
+    except OSError:  # removed meanwhile (a dead worker's live gauges)
+        return False
 
 
 def process_families(pids: Iterable[int]) -> list[Metric]:

@@ -375,3 +375,12 @@ def test_storage_file_round_trip_and_damage(tmp_path: Path) -> None:
     (tmp_path / multiprocess.STORAGE_FILE).write_text(json.dumps({"buckets": 1}))
     assert multiprocess.read_storage(str(tmp_path)) is None
     assert multiprocess.read_storage(str(tmp_path / "missing")) is None
+
+
+def test_a_starting_workers_empty_file_does_not_break_a_scrape(workers: Workers) -> None:
+    leader, _ = two_workers(workers)
+    assert leader.multiprocess_dir is not None
+    # What a worker that is starting has made so far: its file, not yet sized.
+    Path(leader.multiprocess_dir, "counter_999999.db").touch()
+    text = render(workers, LEADER, leader)
+    assert value(text, "objstore_requests_total", operation="GetObject", status="200") == 3
