@@ -15,6 +15,7 @@ imports Twisted.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import uuid
@@ -55,6 +56,11 @@ class BlobStore:
         self.tmp_dir = os.path.join(self.data_dir, "tmp")
         self._fsync = fsync
         self._known_dirs: set[str] = set()
+        # Temporary names: unique per store object and process without a random draw
+        # (each `uuid4` is a getrandom system call, which on a busy writer also means
+        # waiting to get the GIL back). O_EXCL refuses any clash.
+        self._tmp_token = uuid.uuid4().hex[:12]
+        self._tmp_serial = itertools.count()
 
     # -- layout ----------------------------------------------------------------------
     def prepare(self) -> int:
@@ -78,6 +84,9 @@ class BlobStore:
 
     def sidecar_path(self, blob_id: str) -> str:
         return self.blob_path(blob_id) + SIDECAR_SUFFIX
+
+    def _tmp_name(self, suffix: str) -> str:
+        return f"{os.getpid()}-{self._tmp_token}-{next(self._tmp_serial)}{suffix}"
 
     def _ensure_dir(self, path: str) -> None:
         if path in self._known_dirs:
@@ -134,7 +143,7 @@ class BlobStore:
         self._write_atomically(path, body)
 
     def _write_atomically(self, path: str, data: bytes, *, sync_dir: bool = True) -> None:
-        tmp = os.path.join(self.tmp_dir, f"{uuid.uuid4()}.tmp")
+        tmp = os.path.join(self.tmp_dir, self._tmp_name(".tmp"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             view = memoryview(data)

@@ -28,7 +28,7 @@ from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.engine.buckets import require_bucket
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
-from objstore.engine.quota import quota_check
+from objstore.engine.quota import QUOTA_RULE
 from objstore.engine.versioning import (
     DISABLED,
     ActionAuthority,
@@ -168,8 +168,7 @@ class ObjectService:
         (nothing references it), after success the blobs the write replaced go."""
         assert record.blob_id is not None
         try:
-            usage_check = await quota_check(self._meta, record.bucket)
-            result = await self._meta.put_object(record, precondition, usage_check)
+            result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE)
         except BaseException as error:
             await self._delete_blobs([record.blob_id])
             if isinstance(error, PreconditionNotMet):

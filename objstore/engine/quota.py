@@ -6,7 +6,8 @@ refused, so deletes always work). Parts of open multipart uploads are not counte
 completion that turns them into an object is.
 
 The rule is checked INSIDE the writing transaction, after the store holds the seq row lock
-that every object writer queues on (`SqlMetaStore.put_object` / `complete_upload` with a
+that every object writer queues on (`SqlMetaStore.put_object` with `QUOTA_RULE`, which
+also reads the quota document in that transaction; `complete_upload` with a
 `usage_check`), so usage stays exact under concurrent writers, overwrites, deletes and
 completions: a write that would take a limited dimension above its limit raises
 S3Error("QuotaExceeded"), the transaction rolls back and the engine removes the blob it
@@ -14,7 +15,8 @@ had written. A write that does not grow a dimension is never refused by it, so a
 whose quota was lowered below its usage can still shrink.
 
 Cost: a bucket WITH a quota pays one aggregate over its rows per write (an index range on
-the objects' primary key); buckets without one pay a single config lookup.
+the objects' primary key); buckets without one pay nothing but the lookup of the quota
+document, which `put_object` folds into its bucket check (`QUOTA_RULE`).
 """
 
 from __future__ import annotations
@@ -93,6 +95,21 @@ class QuotaCheck:
                           BucketName=self.bucket)
 
 
+@dataclass(frozen=True)
+class QuotaRule:
+    """The quota as the store's `UsageRule`: object writes hand it to `put_object`, which
+    reads the bucket's quota document inside the write transaction (no read before it)."""
+
+    config_key: str = QUOTA_CONFIG_KEY
+
+    def check_for(self, bucket: str, document: str) -> QuotaCheck | None:
+        quota = BucketQuota.from_json(document)
+        return None if quota.unlimited else QuotaCheck(bucket, quota)
+
+
+QUOTA_RULE = QuotaRule()
+
+
 async def quota_check(meta: MetaStore, bucket: str) -> QuotaCheck | None:
     """The check an object write to `bucket` must pass (None: the bucket has no quota)."""
     stored = await meta.get_bucket_config(bucket, QUOTA_CONFIG_KEY)
@@ -144,9 +161,11 @@ class QuotaService:
 
 __all__ = [
     "QUOTA_CONFIG_KEY",
+    "QUOTA_RULE",
     "BucketQuota",
     "NoSuchBucket",
     "QuotaCheck",
+    "QuotaRule",
     "QuotaService",
     "UsageFigures",
     "quota_check",

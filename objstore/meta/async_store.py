@@ -39,7 +39,7 @@ from objstore.meta.records import (
     UserRecord,
     WritePrecondition,
 )
-from objstore.meta.store import SyncMetaStore, UsageCheck
+from objstore.meta.store import SyncMetaStore, UsageCheck, UsageRule
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -203,9 +203,10 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
     # -- objects ---------------------------------------------------------------------
     def put_object(
         self, record: ObjectRecord, precondition: WritePrecondition | None = None,
-        usage_check: UsageCheck | None = None,
+        usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
     ) -> Deferred[PutResult]:
-        return self._write(self._store.put_object, record, precondition, usage_check)
+        return self._write(self._store.put_object, record, precondition, usage_check,
+                           usage_rule)
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None

@@ -17,11 +17,12 @@ and the connection dropped from the pool on a disconnect), so the retry rules of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from objstore.meta import schema
 from objstore.meta.records import ObjectRecord
@@ -52,12 +53,12 @@ class DriverStatement:
 _COMPILED: dict[tuple[str, int], DriverStatement] = {}
 
 
-def driver_statement(dialect: sa.Dialect, statement: sa.Select[Any]) -> DriverStatement:
+def driver_statement(dialect: sa.Dialect, statement: sa.ClauseElement) -> DriverStatement:
     """`statement` compiled once for `dialect`, as the SQL text its driver runs."""
     key = (dialect.name, id(statement))
     found = _COMPILED.get(key)
     if found is None:
-        compiled = statement.compile(dialect=dialect)
+        compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
         positions = tuple(compiled.positiontup or ()) if compiled.positional else None
         found = DriverStatement(str(compiled), positions)
         _COMPILED[key] = found

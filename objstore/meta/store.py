@@ -9,7 +9,9 @@ Object rows are cluster-ready: every mutation of an object row takes a fresh `se
 commit-ordered counter inside the same transaction.
 
 `SqlMetaStore` is the implementation for both backends. Each public method is one short
-transaction (writes through `write_transaction`, reads through `read_transaction`). Every
+transaction (writes through `write_transaction`, reads through `read_transaction`; the two
+hot paths, `get_object` and `put_object`, run statements compiled once on the driver, in
+`object_queries.py` and `object_write_queries.py`). Every
 transaction that touches object rows takes its seq FIRST: the counter row's lock is then the
 single lock all object writers queue on, which makes seq commit-ordered on PostgreSQL,
 serialises concurrent writers of the same key, and rules out lock-order deadlocks.
@@ -26,7 +28,7 @@ from typing import Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from objstore.meta import migrations, object_queries, schema
+from objstore.meta import migrations, object_queries, object_write_queries, schema
 from objstore.meta.audit_queries import AuditQueries, SqlAuditQueries
 from objstore.meta.engine import (
     connection_count,
@@ -40,6 +42,7 @@ from objstore.meta.iam_queries import IamQueries
 from objstore.meta.iam_sql import SqlIamQueries
 from objstore.meta.listing_queries import ListingQueries, SqlListingQueries
 from objstore.meta.metrics_queries import MetricsQueries, SqlMetricsQueries
+from objstore.meta.object_write_queries import Usage, UsageCheck, UsageRule
 from objstore.meta.records import (
     BucketRecord,
     CredentialRecord,
@@ -109,14 +112,16 @@ class SyncMetaStore(IamQueries, AuditQueries, MetricsQueries, ListingQueries):
     # -- objects ---------------------------------------------------------------------
     def put_object(
         self, record: ObjectRecord, precondition: WritePrecondition | None = None,
-        usage_check: UsageCheck | None = None,
+        usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
     ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
         blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
         the record with is_latest=True. A precondition that does not hold raises
         PreconditionNotMet and changes nothing; so does any exception `usage_check` raises
-        (it is given the bucket's usage before and after the write)."""
+        (it is given the bucket's usage before and after the write), and so does the check
+        `usage_rule` makes of the bucket's configuration document, read in the same
+        transaction."""
         raise NotImplementedError
 
     def get_object(
@@ -407,12 +412,6 @@ def _check_precondition(
             raise PreconditionNotMet("mismatch")
 
 
-# A bucket's usage, (object version count, total bytes) as `bucket_usage` counts it.
-Usage = tuple[int, int]
-# Given the usage before and after a write, raises to refuse it (the engine's quota rule).
-UsageCheck = Callable[[Usage, Usage], None]
-
-
 def _check_usage(conn: Connection, record: ObjectRecord, check: UsageCheck) -> None:
     """Run `check` on the bucket's usage before and after storing `record` (which replaces
     any row of the same version). Called after the seq row lock is held, so the usage it
@@ -456,12 +455,6 @@ def _insert_latest(
     if replaced is None:
         return stored, []
     return stored, [replaced.blob_id, *(p.blob_id for p in schema.part_refs(replaced.parts))]
-
-
-def _unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple[str, ...]:
-    """The given blob ids that `record` does not use, once each, in order."""
-    kept = {record.blob_id, *(p.blob_id for p in record.parts)}
-    return tuple(dict.fromkeys(b for b in blob_ids if b and b not in kept))
 
 
 def _object_pk(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
@@ -702,27 +695,26 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
     # -- objects ---------------------------------------------------------------------
     def put_object(
         self, record: ObjectRecord, precondition: WritePrecondition | None = None,
-        usage_check: UsageCheck | None = None,
+        usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
     ) -> PutResult:
         """Store a version as the latest of its key, in one transaction: take a new seq,
         remove an existing row with the same (bucket, key, version_id) (its blob_id and the
         blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
-        the record with is_latest=True. The precondition is checked after the seq row lock
-        is held, so concurrent writers of the key are serialised around the check.
+        the record with is_latest=True. The precondition, the usage rule's document and the
+        usage are read after the seq row lock is held, so concurrent writers of the key are
+        serialised around the checks. The transaction runs on the driver with statements
+        compiled once (`object_write_queries`): it is the hot path of every PUT.
 
         Blob ids that the new record itself references are never reported as orphaned (a
         retried identical put must not delete its own blob). Raises RecordNotFound when the
         bucket does not exist."""
-        with write_transaction(self._engine) as conn:
-            seq = _next_seq(conn)
-            if not self._bucket_exists(conn, record.bucket, lock="share"):
-                raise RecordNotFound(f"bucket {record.bucket!r}")
-            if precondition is not None:
-                _check_precondition(conn, record.bucket, record.key, precondition)
-            if usage_check is not None:
-                _check_usage(conn, record, usage_check)
-            stored, old = _insert_latest(conn, record, seq)
-        return PutResult(record=stored, orphaned_blob_ids=_unreferenced(old, stored))
+        try:
+            return object_write_queries.put_object(
+                self._engine, record, precondition, usage_check, usage_rule)
+        except object_write_queries.BucketMissing:
+            raise RecordNotFound(f"bucket {record.bucket!r}") from None
+        except object_write_queries.PreconditionFailed as failed:
+            raise PreconditionNotMet(str(failed)) from None
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None
@@ -1106,7 +1098,8 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
             self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
             stored, old = _insert_latest(conn, record, seq)
         old += [str(blob_id) for blob_id in current.values()]
-        return PutResult(record=stored, orphaned_blob_ids=_unreferenced(old, stored))
+        orphaned = object_write_queries.unreferenced(old, stored)
+        return PutResult(record=stored, orphaned_blob_ids=orphaned)
 
     # -- users and credentials -------------------------------------------------------
     def create_user(self, user: UserRecord) -> bool:
@@ -1283,6 +1276,9 @@ __all__ = [
     "SqlMetaStore",
     "StorageSettings",
     "SyncMetaStore",
+    "Usage",
+    "UsageCheck",
+    "UsageRule",
     "open_sync_store",
     "prefix_upper_bound",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -105,6 +106,23 @@ def test_sidecar_round_trip() -> None:
     back = record_from_sidecar(record_to_sidecar(record))
     assert back.seq == 0 and not back.is_latest
     assert back == ObjectRecord(**{**record.__dict__, "seq": 0, "is_latest": False})
+
+
+def test_sidecar_is_the_record_as_asdict_gives_it() -> None:
+    record = ObjectRecord(
+        "bkt", "k", "v1", new_blob_id(), 3, "etag", 1.5, user_metadata={"m": "v"},
+        checksums={"crc32": "AAAA"}, encryption_params={"nested": {"list": [1, {"a": 2}]}},
+        parts=(PartRef(1, new_blob_id(), 3, "e1", {"crc32": "BBBB"}),), seq=7,
+    )
+    expected = dataclasses.asdict(record)
+    del expected["seq"], expected["is_latest"]
+    sidecar = record_to_sidecar(record)
+    assert sidecar == {**expected, "kind": "object"}
+    assert list(sidecar) == [*expected, "kind"]
+    sidecar["user_metadata"]["m"] = "changed"
+    sidecar["encryption_params"]["nested"]["list"].append(3)
+    assert record.user_metadata == {"m": "v"}
+    assert record.encryption_params == {"nested": {"list": [1, {"a": 2}]}}
 
 
 def test_control_record(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from objstore.engine.bucket_config import CONFIG_FAMILY, BucketConfigService
 from objstore.engine.objects import ObjectAttrs, ObjectService
 from objstore.engine.quota import (
     QUOTA_CONFIG_KEY,
+    QUOTA_RULE,
     BucketQuota,
     NoSuchBucket,
     QuotaCheck,
@@ -39,7 +41,7 @@ from objstore.meta.records import (
     PartRef,
     UploadRecord,
 )
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import RecordNotFound, SqlMetaStore
 from objstore.threads import InlinePool
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
@@ -174,6 +176,42 @@ def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
         try:
             store.put_object(obj(f"k{n}", 10), usage_check=check(max_objects=limit,
                                                                  max_bytes=10 * limit))
+        except S3Error:
+            return False
+        return True
+
+    with ThreadPoolExecutor(writers) as pool:
+        outcomes = list(pool.map(write, range(writers)))
+    assert outcomes.count(True) == limit
+    assert store.bucket_usage(BUCKET) == (limit, 10 * limit)
+
+
+def test_the_rule_reads_the_quota_inside_the_write(store: SqlMetaStore) -> None:
+    store.put_object(obj("a", 10), usage_rule=QUOTA_RULE)  # no quota document: no limit
+    store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota(max_objects=2).to_json())
+    store.put_object(obj("b", 10), usage_rule=QUOTA_RULE)
+    with pytest.raises(S3Error) as caught:
+        store.put_object(obj("c", 10), usage_rule=QUOTA_RULE)
+    assert caught.value.code == "QuotaExceeded"
+    assert store.get_object(BUCKET, "c") is None
+    store.put_object(obj("b", 20), usage_rule=QUOTA_RULE)  # replaces: the count holds
+    store.put_object(obj("k", 0, "m1", marker=True), usage_rule=QUOTA_RULE)
+    assert store.bucket_usage(BUCKET) == (2, 30)
+    store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota().to_json())
+    store.put_object(obj("c", 10), usage_rule=QUOTA_RULE)  # unlimited document
+    with pytest.raises(RecordNotFound):
+        store.put_object(replace(obj("x", 1), bucket="no-such-bucket"), usage_rule=QUOTA_RULE)
+
+
+def test_concurrent_writers_under_the_rule_never_overshoot(store: SqlMetaStore) -> None:
+    limit, writers = 5, 12
+    store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota(max_objects=limit).to_json())
+    start = threading.Barrier(writers)
+
+    def write(n: int) -> bool:
+        start.wait()
+        try:
+            store.put_object(obj(f"k{n}", 10), usage_rule=QUOTA_RULE)
         except S3Error:
             return False
         return True
