@@ -2,6 +2,7 @@
 
 Usage (from the repository root):
     .venv/bin/python -m bench.hotpath [--seconds 8] [--profile DIR] [--only get,head]
+                                      [--workers N]
 
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
 directory and the five hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
@@ -11,7 +12,9 @@ daemon's CPU time per request in microseconds: on a busy 2-core machine that fig
 far less than the rate does, and a per-thread split (reactor, DB pools, IO pool).
 With `--profile DIR` each workload runs a second time under `py-spy record` (raw format,
 non-blocking, so the measured run above is not disturbed) and the heaviest functions are
-printed with their share of the samples. One worker only: a profile follows one process.
+printed with their share of the samples. A profile follows one process, so it needs the
+default of one worker; `--workers N` measures rates, latencies and the CPU of the whole
+process tree (no per-thread split) of an N-worker node.
 It never runs in the test suite; the summary of a raw profile is a pure, tested function.
 """
 
@@ -62,6 +65,7 @@ class Figure:
     errors: int = 0
     mib_per_second: float | None = None
     split: tuple[tuple[str, float], ...] = ()  # (thread group, CPU seconds)
+    latency_ms: tuple[float, float] | None = None  # wrk's (p50, p99)
 
     @property
     def ops_per_second(self) -> float:
@@ -77,6 +81,8 @@ class Figure:
         return (f"{self.workload:8s} {rate}  {self.cpu_us_per_request:9.0f} us CPU/request  "
                 f"({self.requests} requests, {self.seconds:.1f} s, "
                 f"{self.cpu_seconds / self.seconds:.2f} cores, {self.errors} errors)"
+                + (f"\n{'':10s}p50 {self.latency_ms[0]:.1f} ms, p99 {self.latency_ms[1]:.1f} ms"
+                   if self.latency_ms else "")
                 + "".join(f"\n{'':10s}{group:9s} {seconds / self.requests * 1e6:9.0f} us"
                           for group, seconds in self.split if self.requests))
 
@@ -154,10 +160,11 @@ def _function_name(frame: str) -> str:
 
 
 class HotPath:
-    def __init__(self, workdir: Path, seconds: int) -> None:
+    def __init__(self, workdir: Path, seconds: int, workers: int = 1) -> None:
         self.workdir = workdir
         self.seconds = seconds
-        self.daemon = Objstore(workdir / "objstore", workers=1)
+        self.workers = workers
+        self.daemon = Objstore(workdir / "objstore", workers=workers)
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
         self.get_keys: list[str] = []
@@ -188,7 +195,8 @@ class HotPath:
                                 self.seconds, connections=CONNECTIONS, threads=2))
         used = self.daemon.cpu_seconds() - cpu
         return Figure(name, result.requests, result.duration_seconds, used,
-                      errors=result.socket_errors + result.status_errors)
+                      errors=result.socket_errors + result.status_errors,
+                      latency_ms=(result.p50_ms, result.p99_ms))
 
     def _seed_get_keys(self) -> list[str]:
         keys = [f"get/{i:07d}" for i in range(GET_KEYS)]
@@ -201,7 +209,10 @@ class HotPath:
         return keys
 
     def run(self, workload: str) -> Figure:
-        """One measured run of `workload`, with its CPU split by thread group."""
+        """One measured run of `workload`, with its CPU split by thread group (one
+        worker only: with several, the pid is the supervisor's)."""
+        if self.workers != 1:
+            return self._run(workload)
         before = thread_ticks(self.pid)
         figure = self._run(workload)
         after = thread_ticks(self.pid)
@@ -235,7 +246,8 @@ class HotPath:
             figure = self._wrk("missing", self.s3.presigned_paths("GET", BUCKET, keys), "GET",
                                None, once=False)
             return Figure(figure.workload, figure.requests, figure.seconds,
-                          figure.cpu_seconds)  # every answer is a 404 by design
+                          figure.cpu_seconds,  # every answer is a 404 by design
+                          latency_ms=figure.latency_ms)
         if workload == "large":
             return self._large()
         raise ValueError(workload)
@@ -306,14 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", type=Path, help="also profile each workload into DIR")
     parser.add_argument("--top", type=int, default=25, help="functions shown per profile")
     parser.add_argument("--repeat", type=int, default=1, help="measure each workload N times")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes of the daemon (default 1; --profile needs 1)")
     args = parser.parse_args(argv)
+    if args.profile is not None and args.workers != 1:
+        parser.error("--profile follows one process: it needs --workers 1")
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _terminate)
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"started {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
-          f"load average {os.getloadavg()}", flush=True)
+          f"load average {os.getloadavg()}, "
+          f"workers {args.workers}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
-    bench = HotPath(workdir, args.seconds)
+    bench = HotPath(workdir, args.seconds, args.workers)
     try:
         bench.start()
         workloads = [w for w in args.only.split(",") if w]

@@ -7,14 +7,25 @@ owns `write_transaction` / `read_transaction`, the only ways the store opens a t
 on SQLite a write transaction starts with `BEGIN IMMEDIATE`, so the write lock is taken up
 front and never upgraded mid-transaction. The few statements whose syntax differs per
 dialect (insert-or-ignore, upsert) are built here too. It never imports Twisted.
+
+SQLite writers of several processes (the workers of a node) queue on a `WriteGate` first:
+an `flock` on `<database>.write-lock` held around each write transaction. Without it a
+writer that finds the database locked waits in SQLite's busy handler, which sleeps in
+growing steps (1, 2, 5, ... 100 ms) and retries, while the writer of the other process takes
+the lock again and again: measured with two workers, 4 KiB PUT p99 0.6-1.5 s. A blocked
+`flock` is woken the moment the lock is released. Processes that do not take the gate (a
+migration, `objstore-admin` on the database) still meet the busy timeout, as before.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
+import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,6 +77,45 @@ def create_db_engine(
     raise ValueError(f"unknown metadata backend {backend!r} (expected sqlite or postgres)")
 
 
+class WriteGate:
+    """Mutual exclusion of the SQLite write transactions of every process and thread that
+    uses it: a thread lock, then an exclusive `flock` on the gate file. Blocking: call it
+    from a DB thread, never the reactor."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._pid = 0
+
+    def _file(self) -> int:
+        # An inherited descriptor would share the parent's lock: reopen after a fork.
+        if self._fd is None or self._pid != os.getpid():
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._pid = os.getpid()
+        return self._fd
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            fd = self._file()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+_WRITE_GATES: weakref.WeakKeyDictionary[Engine, WriteGate] = weakref.WeakKeyDictionary()
+
+
+def write_gate(engine: Engine) -> AbstractContextManager[None]:
+    """What a write transaction on `engine` holds around BEGIN ... COMMIT: the engine's
+    `WriteGate` on SQLite, nothing on PostgreSQL (its row locks queue writers)."""
+    gate = _WRITE_GATES.get(engine)
+    return gate.held() if gate is not None else nullcontext()
+
+
 def _sqlite_engine(path: str, pool_size: int) -> Engine:
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
@@ -80,6 +130,7 @@ def _sqlite_engine(path: str, pool_size: int) -> Engine:
     )
     event.listen(engine, "connect", _sqlite_on_connect)
     event.listen(engine, "begin", _sqlite_on_begin)
+    _WRITE_GATES[engine] = WriteGate(os.path.abspath(path) + ".write-lock")
     return engine
 
 
@@ -131,10 +182,11 @@ def _postgres_engine(url: str, pool_size: int) -> Engine:
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A transaction that will write: committed on normal exit, rolled back on an exception.
-    On SQLite it starts with BEGIN IMMEDIATE (the write lock is taken at once)."""
+    On SQLite it starts with BEGIN IMMEDIATE (the write lock is taken at once), inside the
+    engine's write gate."""
     with engine.connect() as conn:
         conn.execution_options(**{_WRITE_OPTION: True})
-        with conn.begin():
+        with write_gate(engine), conn.begin():
             yield conn
 
 

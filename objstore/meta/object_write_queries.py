@@ -34,6 +34,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine
 
 from objstore.meta import schema
+from objstore.meta.engine import write_gate
 from objstore.meta.object_queries import driver_statement
 from objstore.meta.records import ObjectRecord, PutResult, WritePrecondition
 
@@ -168,23 +169,24 @@ class DriverTransaction:
 
 @contextmanager
 def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
-    """One write transaction on a pooled DBAPI connection: committed on normal exit,
-    rolled back on an exception."""
+    """One write transaction on a pooled DBAPI connection, inside the engine's write gate
+    (`engine.write_gate`): committed on normal exit, rolled back on an exception."""
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
         try:
-            transaction = DriverTransaction(engine, raw, cursor)
-            transaction.begin()
-            try:
-                yield transaction
-            except BaseException:
+            with write_gate(engine):
+                transaction = DriverTransaction(engine, raw, cursor)
+                transaction.begin()
                 try:
-                    transaction.rollback()
-                except sa_exc.DBAPIError:
-                    pass  # the original error matters; the pool resets the connection
-                raise
-            transaction.commit()
+                    yield transaction
+                except BaseException:
+                    try:
+                        transaction.rollback()
+                    except sa_exc.DBAPIError:
+                        pass  # the original error matters; the pool resets the connection
+                    raise
+                transaction.commit()
         finally:
             cursor.close()
     finally:

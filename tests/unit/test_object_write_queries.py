@@ -3,14 +3,19 @@ PostgreSQL), and database errors keep the shape the retry rules expect."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from objstore.meta.async_store import is_transient
-from objstore.meta.engine import create_db_engine
+from objstore.meta.engine import create_db_engine, write_gate, write_transaction
+from objstore.meta.object_write_queries import Usage
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.meta.store import PreconditionNotMet, SqlMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
@@ -75,3 +80,46 @@ def test_a_locked_sqlite_database_is_a_transient_error(tmp_path: Path) -> None:
     finally:
         other.close()
         store.close()
+
+
+def _gate_is_free(path: Path) -> bool:
+    """Whether another open file description could take the write gate now."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock taken above
+    return True
+
+
+def test_sqlite_writes_hold_the_write_gate_that_other_processes_queue_on(
+        tmp_path: Path) -> None:
+    path = tmp_path / "meta.db"
+    gate = tmp_path / "meta.db.write-lock"
+    store = SqlMetaStore(create_db_engine("sqlite", str(path), None, 1))
+    store.migrate()
+    store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
+    seen: list[bool] = []
+
+    def probe(before: Usage, after: Usage) -> None:  # runs inside put_object's transaction
+        seen.append(_gate_is_free(gate))
+
+    try:
+        assert _gate_is_free(gate)
+        store.put_object(obj("lean"), usage_check=probe)
+        with write_transaction(store.engine):
+            seen.append(_gate_is_free(gate))
+        assert seen == [False, False]
+        assert _gate_is_free(gate)  # released after commit
+        with pytest.raises(PreconditionNotMet):
+            store.put_object(obj("lean", "e2"), WritePrecondition(if_absent=True))
+        assert _gate_is_free(gate)  # and after a rollback
+    finally:
+        store.close()
+
+
+def test_only_sqlite_has_a_write_gate(backend: str, db_engine: sa.Engine) -> None:  # noqa: F811
+    # PostgreSQL queues its writers on row locks (the seq counter row).
+    assert isinstance(write_gate(db_engine), nullcontext) == (backend == "postgres")
