@@ -61,12 +61,13 @@ def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's na
         prepare_in_child(options["config"])
         return supervisor(config, options["config"])
     from objstore.iam.bootstrap import BootstrapError
-    from objstore.service import build_node
+    from objstore.service import build_node, settle_heap
 
     try:
         node = build_node(config)
     except (OSError, BootstrapError) as exc:
         raise fail_startup(str(exc)) from None
+    settle_heap()
     assert node.bootstrap is not None
     announce(config, node.bootstrap)
     return node.service

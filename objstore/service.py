@@ -8,6 +8,7 @@ listener; shut-down is the reverse, beginning with the drain.
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 import socket
 import time
@@ -145,6 +146,15 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
             raise
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): {exc}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def settle_heap() -> None:
+    """Once the node is built: collect, then move every object alive now (modules, routes,
+    tables, compiled statements) out of the collector's generations (`gc.freeze`). A full
+    collection then walks only what requests allocate, instead of the whole start-up heap
+    each time, which showed as tens of milliseconds at the p99 of small requests."""
+    gc.collect()
+    gc.freeze()
 
 
 def build_node(config: Config, reactor: Any = None, *,

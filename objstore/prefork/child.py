@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from objstore.daemon import fail_startup
     from objstore.iam.bootstrap import BootstrapError
     from objstore.prefork import WorkerRole
-    from objstore.service import build_node
+    from objstore.service import build_node, settle_heap
 
     try:
         config = load_config(args.config)
@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = build_node(config, reactor, role=role).service
     except (OSError, BootstrapError) as exc:  # e.g. the database went away
         raise fail_startup(str(exc)) from None
+    settle_heap()
     stopping: list[bool] = []
 
     def stop() -> None:
