@@ -233,6 +233,7 @@ def build_node(config: Config, reactor: Any = None, *,
     site = ObjstoreSite(
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
         server_header=config.server.server_header, hash_runner=hash_pool,
+        sync_runner=io_pool if config.storage.fsync else None,
     )
     observability = build_observability(config, reactor, meta, node_id,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,

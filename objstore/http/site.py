@@ -152,6 +152,7 @@ class ObjstoreRequest(server.Request):
         self.postpath = list(map(http.unquote, self.path[1:].split(b"/")))
         if self.spool is not None:
             self.spool.finish_decoding()
+            self.spool.flush_early()
             _read_in_large_blocks(self, False)
         try:
             resource = site.getResourceFor(self)
@@ -281,8 +282,12 @@ class ObjstoreSite(server.Site):
         limits: ServerLimits,
         server_header: str,
         hash_runner: Runner | None = None,
+        sync_runner: Runner | None = None,
     ) -> None:
         super().__init__(root)
+        # Where complete bodies on disk start their fdatasync (spool.py `flush_early`);
+        # None when the node does not fsync.
+        self.sync_runner = sync_runner
         self.tmp_dir = tmp_dir
         self.limits = limits
         self.server_header = server_header.encode()
@@ -324,6 +329,7 @@ class ObjstoreSite(server.Site):
             checksum_algorithms=algorithms,
             max_length=max_body,
             hash_runner=self.hash_runner,
+            sync_runner=self.sync_runner,
         )
         request.spool = spool
         return spool

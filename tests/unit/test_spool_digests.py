@@ -111,3 +111,59 @@ def test_a_discarded_body_stops_hashing(tmp_path: Path) -> None:
     runner.run_all()  # the jobs in flight end; no new ones start
     assert not runner.jobs
     assert not list(tmp_path.iterdir())
+
+
+def test_one_job_per_digest_keeps_up_with_a_writer_that_stays_ahead(tmp_path: Path) -> None:
+    data = _body(13 * 1024 * 1024)
+    runner = ManualRunner()
+    spool = BodySpool(str(tmp_path), want_sha256=True, memory_limit=1024 * 1024,
+                      hash_runner=runner)
+    _feed(spool, data)
+    # Each digest queued one job at its first 4 MiB; run now, it reads all 13 MiB.
+    assert runner.run_all() == 2
+    ready = spool.digests_ready()
+    assert ready.called and not runner.jobs
+    assert spool.md5_hex == hashlib.md5(data).hexdigest()
+    assert spool.sha256_hex == hashlib.sha256(data).hexdigest()
+    spool.close()
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_complete_body_on_disk_is_flushed_early_on_its_own_descriptor(
+        tmp_path: Path) -> None:
+    syncs = ManualRunner()
+    spool = BodySpool(str(tmp_path), memory_limit=1024 * 1024, hash_runner=InlinePool(),
+                      sync_runner=syncs)
+    _feed(spool, _body(3 * 1024 * 1024))
+    before = _open_fds()
+    spool.flush_early()
+    spool.flush_early()  # once per body
+    assert len(syncs.jobs) == 1 and _open_fds() == before + 1
+    fd, path = spool.detach_file()  # the blob store may take the file meanwhile
+    assert syncs.run_all() == 1
+    assert spool.early_flush is not None and spool.early_flush.called
+    assert _open_fds() == before  # the duplicate is closed; the detached fd stays open
+    assert os.fstat(fd).st_size == 3 * 1024 * 1024
+    os.close(fd)
+    os.unlink(path)
+
+
+def test_no_early_flush_without_a_file_a_runner_or_a_valid_body(tmp_path: Path) -> None:
+    syncs = ManualRunner()
+    small = BodySpool(str(tmp_path), sync_runner=syncs)
+    small.write(b"in memory")
+    small.flush_early()
+    unsynced = BodySpool(str(tmp_path), memory_limit=1024, hash_runner=InlinePool())
+    _feed(unsynced, _body(4096))
+    unsynced.flush_early()  # fsync = false: no runner
+    too_large = BodySpool(str(tmp_path), memory_limit=1024, max_length=2048,
+                          hash_runner=InlinePool(), sync_runner=syncs)
+    _feed(too_large, _body(4096), chunk=1024)
+    too_large.flush_early()
+    assert not syncs.jobs
+    assert small.early_flush is None and too_large.early_flush is None
+    for spool in (small, unsynced, too_large):
+        spool.close()
