@@ -61,6 +61,7 @@ class ServerLimits:
 class ServerCache:
     size: int = 10000
     ttl_seconds: float = 5.0
+    objects: int = 10000  # object records kept for GET/HEAD per worker; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,6 +387,7 @@ _SERVER_LIMITS = _Section("server.limits", ServerLimits, (
 _SERVER_CACHE = _Section("server.cache", ServerCache, (
     _F("size", _int(0)),
     _F("ttl_seconds", _num(0)),
+    _F("objects", _int(0)),
 ))
 
 _SERVER_TLS = _Section("server.tls", ServerTLS, (

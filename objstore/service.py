@@ -73,8 +73,15 @@ from objstore.iam.bootstrap import (
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache
-from objstore.meta.coherence import SETTINGS, Counters, LocalCounters, SharedCounters
+from objstore.meta.coherence import (
+    OBJECTS,
+    SETTINGS,
+    Counters,
+    LocalCounters,
+    SharedCounters,
+)
 from objstore.meta.node_identity import ensure_node_id
+from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
 from objstore.meta.store import SyncMetaStore, open_sync_store
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
@@ -175,7 +182,16 @@ def build_node(config: Config, reactor: Any = None, *,
     bucket_cache = BucketCache(size=config.server.cache.size,
                                ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
                                counters=counters)
-    meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache)
+    # Every object write bumps OBJECTS after its transaction, on its DB thread: that is what
+    # keeps the object caches of all workers coherent (meta/object_cache.py).
+    def objects_changed() -> None:
+        counters.bump(OBJECTS)
+
+    sync_store.objects_changed = objects_changed
+    object_cache = ObjectCache(size=config.server.cache.objects,
+                               ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
+                               counters=counters)
+    meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache)
     io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,

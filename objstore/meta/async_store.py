@@ -26,6 +26,7 @@ from twisted.internet.defer import Deferred, succeed
 from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.iam_async import AsyncIamQueries
 from objstore.meta.listing_queries import AsyncListingQueries
+from objstore.meta.object_cache import ObjectCache
 from objstore.meta.observability_async import AsyncObservabilityQueries
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import (
@@ -110,12 +111,17 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
         bucket_cache: BucketCache | None = None,
+        object_cache: ObjectCache | None = None,
     ) -> None:
         self._store = store
         self._pool = pool
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._buckets = bucket_cache
+        # Coherent only while every object write bumps the cache's counter: the node sets
+        # `store.objects_changed` to do so (service.py) before it serves.
+        self._objects = object_cache if object_cache is not None and object_cache.enabled \
+            else None
 
     @property
     def sync_store(self) -> SyncMetaStore:
@@ -211,7 +217,22 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None
     ) -> Deferred[ObjectRecord | None]:
-        return self._read(self._store.get_object, bucket, key, version_id)
+        """The version (the latest without `version_id`), from the object cache when it
+        holds it (see meta/object_cache.py), else from the database."""
+        cache = self._objects
+        if cache is None:
+            return self._read(self._store.get_object, bucket, key, version_id)
+        cache_key = (bucket, key, version_id)
+        hit, record = cache.get(cache_key)
+        if hit:
+            return succeed(record)
+        token = cache.token()
+
+        def keep(found: ObjectRecord | None) -> ObjectRecord | None:
+            cache.store(cache_key, found, token)
+            return found
+
+        return self._read(self._store.get_object, bucket, key, version_id).addCallback(keep)
 
     def delete_object_version(
         self, bucket: str, key: str, version_id: str, expected_seq: int | None = None

@@ -21,6 +21,7 @@ import fcntl
 import mmap
 import os
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
@@ -28,7 +29,8 @@ from typing import Generic, Protocol, TypeVar
 BUCKETS = "buckets"  # bucket records and bucket configuration
 IAM = "iam"  # users, credentials, teams, grants
 SETTINGS = "settings"  # server settings (the leader re-reads what its workers depend on)
-SCOPES: tuple[str, ...] = (BUCKETS, IAM, SETTINGS)
+OBJECTS = "objects"  # object rows (bumped by the store's writer threads after each commit)
+SCOPES: tuple[str, ...] = (BUCKETS, IAM, SETTINGS, OBJECTS)
 
 _SLOT = struct.Struct("<Q")
 _FILE_SIZE = 4096  # one page; SCOPES use the first few slots
@@ -46,17 +48,21 @@ class Counters(Protocol):
 
 
 class LocalCounters:
-    """The counters of a node that runs one process."""
+    """The counters of a node that runs one process. Bumps may come from several threads
+    (the DB writer threads bump OBJECTS), so they are serialised: a lost increment could
+    hide a change from a cache that had already seen the other one."""
 
     def __init__(self) -> None:
         self._values = dict.fromkeys(SCOPES, 0)
+        self._lock = threading.Lock()
 
     def read(self, scope: str) -> int:
         return self._values[scope]
 
     def bump(self, scope: str) -> int:
-        self._values[scope] += 1
-        return self._values[scope]
+        with self._lock:
+            self._values[scope] += 1
+            return self._values[scope]
 
 
 class SharedCounters:
@@ -72,6 +78,7 @@ class SharedCounters:
             os.close(fd)
             raise
         self._fd = fd
+        self._lock = threading.Lock()
         self._offsets = {scope: i * _SLOT.size for i, scope in enumerate(SCOPES)}
 
     def read(self, scope: str) -> int:
@@ -80,12 +87,15 @@ class SharedCounters:
 
     def bump(self, scope: str) -> int:
         offset = self._offsets[scope]
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            value: int = _SLOT.unpack_from(self._map, offset)[0] + 1
-            _SLOT.pack_into(self._map, offset, value)
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        # flock excludes the other processes; threads of this one share its open file
+        # (where flock does not exclude), hence the thread lock too.
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                value: int = _SLOT.unpack_from(self._map, offset)[0] + 1
+                _SLOT.pack_into(self._map, offset, value)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
         return value
 
     def close(self) -> None:

@@ -19,11 +19,12 @@ serialises concurrent writers of the same key, and rules out lock-order deadlock
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -60,6 +61,10 @@ class SyncMetaStore(IamQueries, AuditQueries, MetricsQueries, ListingQueries):
     """Synchronous queries (the IAM ones are declared in `iam_queries.py`). Implementations
     must be safe to call from several threads, each call using its own
     connection/transaction (SQLite: writes serialised on one writer)."""
+
+    # Called (on the DB thread) after every transaction that may have changed object rows,
+    # before its caller hears of it: what keeps the object caches coherent.
+    objects_changed: Callable[[], None]
 
     # -- lifecycle -------------------------------------------------------------------
     def migrate(self) -> None:
@@ -529,6 +534,31 @@ def open_sync_store(
     return SqlMetaStore(engine, clock=clock)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _changes_objects(method: Callable[Concatenate[SqlMetaStore, _P], _R]
+                     ) -> Callable[Concatenate[SqlMetaStore, _P], _R]:
+    """Marks a method that may change object rows (every method that takes a seq): once it
+    has returned or raised, its transaction is over and `objects_changed` is called (on the
+    calling DB thread), before the caller hears of it. `test_object_cache.py` checks that
+    every method taking a seq carries it."""
+
+    @functools.wraps(method)
+    def changing(self: SqlMetaStore, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.objects_changed()
+
+    return changing
+
+
+def _no_change_listener() -> None:
+    return None
+
+
 class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListingQueries,
                    SyncMetaStore):
     """`SyncMetaStore` over SQLAlchemy Core, for SQLite and PostgreSQL alike (the IAM
@@ -537,6 +567,8 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
     def __init__(self, engine: Engine, clock: Callable[[], float] = time.time) -> None:
         self._engine = engine
         self._clock = clock
+        # The node bumps its OBJECTS coherence counter here (meta/object_cache.py).
+        self.objects_changed = _no_change_listener
 
     @property
     def engine(self) -> Engine:
@@ -693,6 +725,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
         return {str(k): str(v) for k, v in rows}
 
     # -- objects ---------------------------------------------------------------------
+    @_changes_objects
     def put_object(
         self, record: ObjectRecord, precondition: WritePrecondition | None = None,
         usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
@@ -721,6 +754,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
     ) -> ObjectRecord | None:
         return object_queries.get_object(self._engine, bucket, key, version_id)
 
+    @_changes_objects
     def delete_object_version(
         self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
     ) -> DeleteResult:
@@ -781,6 +815,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
         )
         return schema.object_record(row)
 
+    @_changes_objects
     def update_object(self, record: ObjectRecord, expected_seq: int | None = None) -> ObjectRecord:
         """Rewrite mutable fields (tags, lock state, replication status, metadata) of an
         existing version in place with a fresh seq; returns the stored record.
@@ -942,6 +977,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
             rows = conn.execute(query).mappings().all()
         return [schema.object_record(r) for r in rows]
 
+    @_changes_objects
     def insert_recovered(self, records: Sequence[ObjectRecord]) -> None:
         if not records:
             return
@@ -1067,6 +1103,7 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
                 self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
         return parts
 
+    @_changes_objects
     def complete_upload(
         self, upload_id: str, record: ObjectRecord,
         precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,

@@ -129,6 +129,33 @@ def test_a_bucket_change_is_seen_by_the_other_worker_at_once(daemon: Daemon) -> 
         b"<DeleteMarker>") == 1
 
 
+def test_a_write_answered_by_one_worker_is_read_by_the_other_at_once(daemon: Daemon) -> None:
+    # Both workers keep object records in memory for GET and HEAD ([server.cache] objects).
+    admins = pinned_admins(daemon)
+    root = ROOT_ACCESS_KEY, ROOT_SECRET_KEY
+    bucket = unique("readafter")
+    assert s3_call(admins[0], "PUT", f"/{bucket}", *root).status == 200
+    path = f"/{bucket}/k"
+    for round_ in range(5):
+        writer, reader = admins[round_ % 2], admins[(round_ + 1) % 2]
+        body = f"round {round_}".encode()
+        for admin in admins.values():  # both cache the current record (or its absence)
+            s3_call(admin, "HEAD", path, *root)
+        assert s3_call(writer, "PUT", path, *root, body=body).status == 200
+        got = s3_call(reader, "GET", path, *root)
+        assert (got.status, got.data) == (200, body)
+        head = s3_call(reader, "HEAD", path, *root)
+        assert head.headers["ETag"] == f'"{hashlib.md5(body).hexdigest()}"'
+    tagging = (b'<Tagging xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><TagSet><Tag>'
+               b"<Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>")
+    assert s3_call(admins[1], "GET", path, *root).headers.get("x-amz-tagging-count") is None
+    assert s3_call(admins[0], "PUT", f"{path}?tagging", *root, body=tagging).status == 200
+    assert s3_call(admins[1], "GET", path, *root).headers["x-amz-tagging-count"] == "1"
+    assert s3_call(admins[0], "DELETE", path, *root).status == 204
+    for admin in admins.values():
+        assert s3_call(admin, "GET", path, *root).status == 404
+
+
 def test_parallel_writers_through_both_workers_lose_nothing(daemon: Daemon) -> None:
     bucket = unique("parallel")
     make_client(daemon.endpoint).create_bucket(Bucket=bucket)  # type: ignore[attr-defined]

@@ -66,6 +66,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert config.server.limits == ServerLimits()
     assert config.server.limits.max_body_size == 5 * 1024**3
     assert config.server.cache.size == 10000 and config.server.cache.ttl_seconds == 5.0
+    assert config.server.cache.objects == 10000
     assert config.server.tls is None
     assert config.storage.data_dir == str(tmp_path / "data")
     assert config.storage.sqlite_path == str(tmp_path / "data" / "meta" / "objstore.db")
@@ -245,6 +246,7 @@ BAD = [
     ("[server.limits]\nrate_limit_per_ip_burst = 1.5", "[server.limits] rate_limit_per_ip_burst"),
     ("[server.cache]\nsize = -1", "[server.cache] size: must be an integer >= 0, got -1"),
     ("[server.cache]\nttl_seconds = inf", "[server.cache] ttl_seconds: must be a number >= 0"),
+    ("[server.cache]\nobjects = -5", "[server.cache] objects: must be an integer >= 0, got -5"),
     ("[server.cache]\nttl_seconds = false", "[server.cache] ttl_seconds: must be a number >= 0, "
                                             "got false"),
     ("[server]\nlimits = 5", "[server.limits]: must be a table"),

@@ -1,0 +1,185 @@
+"""The object-record cache of GET/HEAD: served from memory until any object write moves
+the OBJECTS counter, which every seq-taking store method does after its transaction, in
+any process sharing the counters. Real SQLite store, inline DB pool, no reactor."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from objstore.meta import store as store_module
+from objstore.meta.async_store import MetaStore
+from objstore.meta.coherence import OBJECTS, LocalCounters, SharedCounters
+from objstore.meta.engine import create_db_engine
+from objstore.meta.object_cache import ObjectCache
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.records import (
+    NULL_VERSION,
+    BucketRecord,
+    ObjectRecord,
+    UploadRecord,
+    WritePrecondition,
+)
+from objstore.meta.store import PreconditionNotMet, SqlMetaStore
+
+BUCKET = "cached"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def obj(key: str, etag: str = "e1") -> ObjectRecord:
+    return ObjectRecord(BUCKET, key, NULL_VERSION, f"blob-{key}-{etag}", 1, etag, 10.0)
+
+
+class CountingStore(SqlMetaStore):
+    """The real store, counting the object reads that reach the database."""
+
+    reads = 0
+
+    def get_object(self, bucket: str, key: str, version_id: str | None = None
+                   ) -> ObjectRecord | None:
+        self.reads += 1
+        return super().get_object(bucket, key, version_id)
+
+
+def _node(path: Path, counters: LocalCounters | SharedCounters, clock: Clock
+          ) -> tuple[CountingStore, MetaStore]:
+    """One process's store and async MetaStore, wired as service.py wires them."""
+    store = CountingStore(create_db_engine("sqlite", str(path / "meta.db"), None, 2))
+
+    def objects_changed() -> None:
+        counters.bump(OBJECTS)
+
+    store.objects_changed = objects_changed
+    cache = ObjectCache(size=100, ttl_seconds=5.0, clock=clock, counters=counters)
+    return store, MetaStore(store, SyncDbPool(), object_cache=cache)
+
+
+Node = tuple[CountingStore, MetaStore, Clock]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Node]:
+    clock = Clock()
+    store, meta = _node(tmp_path, LocalCounters(), clock)
+    store.migrate()
+    store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
+    yield store, meta, clock
+    store.close()
+
+
+def _get(meta: MetaStore, key: str, version_id: str | None = None) -> ObjectRecord | None:
+    found: list[ObjectRecord | None] = []
+    meta.get_object(BUCKET, key, version_id).addCallback(found.append)
+    assert len(found) == 1  # the inline pool answers at once
+    return found[0]
+
+
+def test_repeated_reads_are_served_from_memory_until_the_ttl(node: Node) -> None:
+    store, meta, clock = node
+    store.put_object(obj("k"))
+    assert _get(meta, "k") == _get(meta, "k") == store.get_object(BUCKET, "k")
+    assert store.reads == 2  # one for the cache, one direct above
+    assert _get(meta, "missing") is None and _get(meta, "missing") is None
+    assert store.reads == 3  # absence is cached too
+    clock.now += 5.0
+    _get(meta, "k")
+    assert store.reads == 4
+
+
+def test_every_kind_of_object_write_is_seen_by_the_next_read(node: Node) -> None:
+    store, meta, _clock = node
+    assert _get(meta, "k") is None
+    first = store.put_object(obj("k")).record
+    assert _get(meta, "k") == first
+    changed = store.update_object(replace(first, tags={"a": "b"}))
+    assert _get(meta, "k") == changed
+    store.delete_object_version(BUCKET, "k", NULL_VERSION)
+    assert _get(meta, "k") is None
+    store.insert_recovered([obj("r")])
+    assert _get(meta, "r") is not None
+    upload = "u-1"
+    store.create_upload(UploadRecord(upload, BUCKET, "m", 10.0))
+    completed = store.complete_upload(upload, obj("m", "multi")).record
+    assert _get(meta, "m") == completed
+
+
+def _upload(upload_id: str, key: str):  # type: ignore[no-untyped-def]
+    from objstore.meta.records import UploadRecord
+
+    return UploadRecord(upload_id, BUCKET, key, "u-1", 10.0)
+
+
+def test_a_refused_write_still_moves_the_counter(node: Node) -> None:
+    store, meta, _clock = node
+    store.put_object(obj("k"))
+    counters_before = store.reads
+    _get(meta, "k")
+    with pytest.raises(PreconditionNotMet):
+        store.put_object(obj("k", "e2"), WritePrecondition(if_absent=True))
+    _get(meta, "k")
+    assert store.reads == counters_before + 2  # conservative: the entry was dropped
+
+
+def test_a_write_in_another_process_is_seen_at_once(tmp_path: Path) -> None:
+    # Two "processes": separate stores, caches and counter maps over one file, as workers.
+    shared = str(tmp_path / "generations")
+    clock = Clock()
+    store_a, meta_a = _node(tmp_path, SharedCounters(shared), clock)
+    store_b, meta_b = _node(tmp_path, SharedCounters(shared), clock)
+    store_a.migrate()
+    store_a.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
+    try:
+        store_a.put_object(obj("k"))
+        assert _get(meta_b, "k") is not None and _get(meta_b, "k") == _get(meta_a, "k")
+        replaced = store_a.put_object(obj("k", "e2")).record
+        assert _get(meta_b, "k") == replaced
+        store_a.delete_object_version(BUCKET, "k", NULL_VERSION)
+        assert _get(meta_b, "k") is None
+    finally:
+        store_a.close()
+        store_b.close()
+
+
+def test_a_read_that_raced_a_write_is_not_kept(node: Node) -> None:
+    store, _meta, clock = node
+    counters = LocalCounters()
+    cache = ObjectCache(size=10, ttl_seconds=5.0, clock=clock, counters=counters)
+    token = cache.token()
+    stale = store.get_object(BUCKET, "k")  # read before ...
+    counters.bump(OBJECTS)  # ... a write commits (in any process)
+    cache.store((BUCKET, "k", None), stale, token)
+    assert cache.get((BUCKET, "k", None)) == (False, None)
+
+
+def test_every_store_method_that_takes_a_seq_tells_the_caches() -> None:
+    # The coherence of the object caches rests on this: a new write path that takes a seq
+    # (changes object rows) without `_changes_objects` would leave stale reads. Private
+    # helpers run inside a public method's transaction: a public method that calls one
+    # counts as taking a seq too.
+    sources = {
+        name: inspect.getsource(getattr(member, "__wrapped__", member))
+        for name, member in inspect.getmembers(SqlMetaStore, inspect.isfunction)
+    }
+    marks = ["_next_seq(", "object_write_queries.put_object("]
+    marks += [f".{name}(" for name, source in sources.items()
+              if name.startswith("_") and any(mark in source for mark in marks)]
+    takers = {name for name, source in sources.items()
+              if not name.startswith("_") and any(mark in source for mark in marks)}
+    for name in takers:
+        member = getattr(SqlMetaStore, name)
+        assert getattr(member, "__wrapped__", None) is not None, (
+            f"SqlMetaStore.{name} takes a seq without @_changes_objects")
+    assert {"put_object", "delete_object_version", "update_object", "complete_upload",
+            "insert_recovered"} <= takers
+    assert store_module._changes_objects  # the marker the check above relies on
