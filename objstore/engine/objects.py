@@ -257,9 +257,11 @@ class ObjectService:
         self, bucket_name: str, key: str, version_id: str | None = None
     ) -> tuple[BucketRecord, ObjectRecord]:
         """The bucket and the version a read names (see `versioning.find_version` for the
-        answers about missing versions and delete markers)."""
+        answers about missing versions and delete markers). For reads that only answer:
+        the record may come from the object cache (meta/object_cache.py)."""
         bucket = await self._bucket(bucket_name)
-        return bucket, await find_version(self._meta, bucket_name, key, version_id)
+        return bucket, await find_version(self._meta, bucket_name, key, version_id,
+                                          cached=True)
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the

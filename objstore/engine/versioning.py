@@ -67,14 +67,16 @@ def object_protected_error() -> S3Error:
 
 
 async def find_version(
-    meta: MetaStore, bucket: str, key: str, version_id: str | None
+    meta: MetaStore, bucket: str, key: str, version_id: str | None, *, cached: bool = False
 ) -> ObjectRecord:
     """The latest version of a key, or the named one, as GET sees it: NoSuchKey /
     NoSuchVersion when missing; a delete marker answers 404 NoSuchKey when it is the
-    latest and 405 MethodNotAllowed when named, both with x-amz-delete-marker."""
+    latest and 405 MethodNotAllowed when named, both with x-amz-delete-marker. `cached`:
+    a read that only answers (GET, HEAD) may come from the object cache; a read that
+    decides a write comes from the database."""
     if version_id is not None:
         check_version_id(version_id)
-    record = await meta.get_object(bucket, key, version_id)
+    record = await meta.get_object(bucket, key, version_id, cached=cached)
     if record is None:
         if version_id is not None:
             raise S3Error("NoSuchVersion", Key=key, VersionId=version_id)

@@ -215,12 +215,15 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
                            usage_rule)
 
     def get_object(
-        self, bucket: str, key: str, version_id: str | None = None
+        self, bucket: str, key: str, version_id: str | None = None, *, cached: bool = False
     ) -> Deferred[ObjectRecord | None]:
-        """The version (the latest without `version_id`), from the object cache when it
-        holds it (see meta/object_cache.py), else from the database."""
+        """The version (the latest without `version_id`). With `cached`, from the object
+        cache when it holds it (see meta/object_cache.py): for reads that only answer a
+        client (GET, HEAD). Reads that decide a write (lock rules, conditions, lifecycle)
+        go to the database, so a row changed by a writer outside the node (`objstore
+        recover`, another node on the same database) is never acted upon stale."""
         cache = self._objects
-        if cache is None:
+        if cache is None or not cached:
             return self._read(self._store.get_object, bucket, key, version_id)
         cache_key = (bucket, key, version_id)
         hit, record = cache.get(cache_key)

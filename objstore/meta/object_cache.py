@@ -14,8 +14,10 @@ worker process, as S3's read-after-write consistency requires. The price: each o
 write empties the cache of every worker, which suits read-heavy traffic and costs a
 mixed one only its hit rate. Writers outside the node (`objstore recover`, a second node
 on the same PostgreSQL database) do not bump the counter: the TTL bounds what they leave
-stale. Keys are (bucket, key, version_id or None for the latest); a miss of a key that
-does not exist is cached too. Pure: the clock is injected, no Twisted.
+stale for GET and HEAD, and reads that decide a write (object lock rules, conditions,
+lifecycle) never use the cache (`MetaStore.get_object(cached=...)`). Keys are (bucket,
+key, version_id or None for the latest); a miss of a key that does not exist is cached
+too. Pure: the clock is injected, no Twisted.
 """
 
 from __future__ import annotations
