@@ -16,14 +16,15 @@ replace themselves, and a blob the record still references is never reported orp
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, cast
 
 from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred, succeed
 
 from objstore.meta.bucket_cache import BucketCache
+from objstore.meta.coherence import TtlCache
 from objstore.meta.iam_async import AsyncIamQueries
 from objstore.meta.listing_queries import AsyncListingQueries
 from objstore.meta.object_cache import ObjectCache
@@ -44,6 +45,8 @@ from objstore.meta.store import SyncMetaStore, UsageCheck, UsageRule
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
 
 _RETRYABLE_PG_CODES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock
 _SQLITE_BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
@@ -96,6 +99,22 @@ def call_with_retries(
                 raise
         sleep(delay)
     return fn()
+
+
+def through_cache(cache: TtlCache[_K, _V], key: _K, load: Callable[[], Deferred[_V]]
+                  ) -> Deferred[_V]:
+    """`cache`'s entry for `key`, or what `load` gives, kept unless an invalidation
+    happened while it loaded (the `TtlCache` rule)."""
+    hit, value = cache.get(key)
+    if hit:
+        return succeed(cast(_V, value))
+    token = cache.token()
+
+    def keep(found: _V) -> _V:
+        cache.store(key, found, token)
+        return found
+
+    return load().addCallback(keep)
 
 
 class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries):
@@ -167,19 +186,10 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         return self._bucket_write(bucket.name, self._write(self._store.create_bucket, bucket))
 
     def get_bucket(self, name: str) -> Deferred[BucketRecord | None]:
-        cache = self._buckets
-        if cache is None:
+        if self._buckets is None:
             return self._read(self._store.get_bucket, name)
-        hit, record = cache.get(name)
-        if hit:
-            return succeed(record)
-        token = cache.token()
-
-        def keep(found: BucketRecord | None) -> BucketRecord | None:
-            cache.store(name, found, token)
-            return found
-
-        return self._read(self._store.get_bucket, name).addCallback(keep)
+        return through_cache(self._buckets, name,
+                             lambda: self._read(self._store.get_bucket, name))
 
     def list_buckets(self) -> Deferred[list[BucketRecord]]:
         return self._read(self._store.list_buckets)
@@ -222,20 +232,10 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         client (GET, HEAD). Reads that decide a write (lock rules, conditions, lifecycle)
         go to the database, so a row changed by a writer outside the node (`objstore
         recover`, another node on the same database) is never acted upon stale."""
-        cache = self._objects
-        if cache is None or not cached:
+        if self._objects is None or not cached:
             return self._read(self._store.get_object, bucket, key, version_id)
-        cache_key = (bucket, key, version_id)
-        hit, record = cache.get(cache_key)
-        if hit:
-            return succeed(record)
-        token = cache.token()
-
-        def keep(found: ObjectRecord | None) -> ObjectRecord | None:
-            cache.store(cache_key, found, token)
-            return found
-
-        return self._read(self._store.get_object, bucket, key, version_id).addCallback(keep)
+        return through_cache(self._objects, (bucket, key, version_id),
+                             lambda: self._read(self._store.get_object, bucket, key, version_id))
 
     def delete_object_version(
         self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
