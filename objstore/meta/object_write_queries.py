@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 
 from objstore.meta import schema
 from objstore.meta.engine import write_gate
@@ -222,18 +222,40 @@ def put_object(
         if usage_rule is not None and found[1] is not None:
             ruled = usage_rule.check_for(bucket, str(found[1]))
             if ruled is not None:
-                _check_usage(tx, record, ruled)
+                check_usage(tx, record, ruled)
         if precondition is not None:
-            _check_precondition(tx, record, precondition)
+            check_precondition(tx, record, precondition)
         if usage_check is not None:
-            _check_usage(tx, record, usage_check)
+            check_usage(tx, record, usage_check)
         stored, old = _insert_latest(tx, record, seq)
     return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
 
 
-def _check_precondition(
-    tx: DriverTransaction, record: ObjectRecord, precondition: WritePrecondition
+class RowSource(Protocol):
+    """What the checks below read through: a `DriverTransaction`, or `CoreRows` over a
+    SQLAlchemy connection (the store's other writes, e.g. `complete_upload`)."""
+
+    def first(self, statement: sa.ClauseElement, values: dict[str, Any]
+              ) -> tuple[Any, ...] | None: ...
+
+
+class CoreRows:
+    """A SQLAlchemy Core connection as a `RowSource` (bind names as given, `p_` included)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def first(self, statement: sa.ClauseElement, values: dict[str, Any]
+              ) -> tuple[Any, ...] | None:
+        row = self._conn.execute(statement, values).first()  # type: ignore[call-overload]
+        return None if row is None else tuple(row)
+
+
+def check_precondition(
+    tx: RowSource, record: ObjectRecord, precondition: WritePrecondition
 ) -> None:
+    """Raise PreconditionFailed when `precondition` does not hold for the key's latest
+    version, read under the seq row lock."""
     current = tx.first(LATEST_STATE, {"p_bucket": record.bucket, "p_key": record.key})
     exists = current is not None and not current[1]
     if precondition.if_absent and exists:
@@ -246,7 +268,7 @@ def _check_precondition(
             raise PreconditionFailed("mismatch")
 
 
-def _check_usage(tx: DriverTransaction, record: ObjectRecord, check: UsageCheck) -> None:
+def check_usage(tx: RowSource, record: ObjectRecord, check: UsageCheck) -> None:
     """Run `check` on the bucket's usage before and after storing `record` (which replaces
     any row of the same version), under the seq row lock."""
     totals = tx.first(BUCKET_USAGE, {"p_bucket": record.bucket})

@@ -398,45 +398,15 @@ def _next_seq(conn: Connection, count: int = 1) -> int:
 
 
 def _check_precondition(
-    conn: Connection, bucket: str, key: str, precondition: WritePrecondition
+    conn: Connection, record: ObjectRecord, precondition: WritePrecondition
 ) -> None:
-    o = schema.objects
-    current = conn.execute(
-        sa.select(o.c.etag, o.c.is_delete_marker).where(
-            o.c.bucket == bucket, o.c.key == key, schema.LATEST_PREDICATE
-        )
-    ).first()
-    exists = current is not None and not current.is_delete_marker
-    if precondition.if_absent and exists:
-        raise PreconditionNotMet("exists")
-    if precondition.if_match_etag is not None:
-        if not exists:
-            raise PreconditionNotMet("missing")
-        assert current is not None
-        if current.etag != precondition.if_match_etag:
-            raise PreconditionNotMet("mismatch")
-
-
-def _check_usage(conn: Connection, record: ObjectRecord, check: UsageCheck) -> None:
-    """Run `check` on the bucket's usage before and after storing `record` (which replaces
-    any row of the same version). Called after the seq row lock is held, so the usage it
-    sees cannot change before the commit."""
-    o = schema.objects
-    live = o.c.is_delete_marker == sa.false()
-    count, total = conn.execute(
-        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(o.c.size), 0))
-        .where(o.c.bucket == record.bucket, live)
-    ).one()
-    before = (int(count), int(total))
-    replaced = conn.execute(
-        sa.select(o.c.size).where(_object_pk(record.bucket, record.key, record.version_id), live)
-    ).first()
-    after_count, after_bytes = before
-    if replaced is not None:
-        after_count, after_bytes = after_count - 1, after_bytes - int(replaced.size)
-    if not record.is_delete_marker:
-        after_count, after_bytes = after_count + 1, after_bytes + record.size
-    check(before, (after_count, after_bytes))
+    """`object_write_queries.check_precondition` on a Core connection, raising the
+    store's PreconditionNotMet."""
+    try:
+        object_write_queries.check_precondition(
+            object_write_queries.CoreRows(conn), record, precondition)
+    except object_write_queries.PreconditionFailed as failed:
+        raise PreconditionNotMet(str(failed)) from None
 
 
 def _insert_latest(
@@ -1127,9 +1097,10 @@ class SqlMetaStore(SqlIamQueries, SqlAuditQueries, SqlMetricsQueries, SqlListing
             if any(current.get(ref.part_number) != ref.blob_id for ref in record.parts):
                 raise PartsChanged(upload_id)
             if precondition is not None:
-                _check_precondition(conn, record.bucket, record.key, precondition)
+                _check_precondition(conn, record, precondition)
             if usage_check is not None:
-                _check_usage(conn, record, usage_check)
+                object_write_queries.check_usage(
+                    object_write_queries.CoreRows(conn), record, usage_check)
             conn.execute(sa.delete(p).where(p.c.upload_id == upload_id))
             conn.execute(sa.delete(u).where(u.c.upload_id == upload_id))
             self._tombstone(conn, TOMBSTONE_UPLOAD, upload_id)
