@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.ab import parse_ab_output
-from bench.hotpath import parse_thread_names, summarise_profile, thread_group
+from bench.hotpath import Figure, parse_thread_names, summarise_profile, thread_group
 from bench.wrk import WrkError
 
 AB_SUMMARY = """\
@@ -62,3 +62,14 @@ def test_thread_names_and_groups() -> None:
     assert [thread_group(n) for n in ("MainThread", names[7], "PoolThread-objstore-io-3",
                                       "PoolThread-objstore-hash-0")] == [
         "reactor", "db-read", "io", "other"]
+
+
+def test_a_figure_prints_rate_cpu_and_wrk_latencies() -> None:
+    figure = Figure("get", 2000, 10.0, 12.0, latency_ms=(9.4, 19.9),
+                    split=(("reactor", 8.0),))
+    lines = figure.line().splitlines()
+    assert lines[0].split()[:3] == ["get", "200", "ops/s"]
+    assert "6000 us CPU/request" in lines[0] and "1.20 cores" in lines[0]
+    assert lines[1].split() == ["p50", "9.4", "ms,", "p99", "19.9", "ms"]
+    assert lines[2].split() == ["reactor", "4000", "us"]
+    assert len(Figure("head", 10, 1.0, 0.1).line().splitlines()) == 1  # ab: no latencies

@@ -5,7 +5,7 @@ the admin use cases that keep the quota durable."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -167,21 +167,26 @@ def test_a_refused_completion_changes_nothing(store: SqlMetaStore) -> None:
     assert store.bucket_usage(BUCKET) == (1, 50)
 
 
-def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
-    limit, writers = 5, 12
+def race(writers: int, put: Callable[[int], object]) -> list[bool]:
+    """Run `put(n)` for n in range(writers), all released at once; which were accepted."""
     start = threading.Barrier(writers)
 
     def write(n: int) -> bool:
         start.wait()
         try:
-            store.put_object(obj(f"k{n}", 10), usage_check=check(max_objects=limit,
-                                                                 max_bytes=10 * limit))
+            put(n)
         except S3Error:
             return False
         return True
 
     with ThreadPoolExecutor(writers) as pool:
-        outcomes = list(pool.map(write, range(writers)))
+        return list(pool.map(write, range(writers)))
+
+
+def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
+    limit, writers = 5, 12
+    outcomes = race(writers, lambda n: store.put_object(
+        obj(f"k{n}", 10), usage_check=check(max_objects=limit, max_bytes=10 * limit)))
     assert outcomes.count(True) == limit
     assert store.bucket_usage(BUCKET) == (limit, 10 * limit)
 
@@ -206,18 +211,8 @@ def test_the_rule_reads_the_quota_inside_the_write(store: SqlMetaStore) -> None:
 def test_concurrent_writers_under_the_rule_never_overshoot(store: SqlMetaStore) -> None:
     limit, writers = 5, 12
     store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota(max_objects=limit).to_json())
-    start = threading.Barrier(writers)
-
-    def write(n: int) -> bool:
-        start.wait()
-        try:
-            store.put_object(obj(f"k{n}", 10), usage_rule=QUOTA_RULE)
-        except S3Error:
-            return False
-        return True
-
-    with ThreadPoolExecutor(writers) as pool:
-        outcomes = list(pool.map(write, range(writers)))
+    outcomes = race(writers, lambda n: store.put_object(obj(f"k{n}", 10),
+                                                        usage_rule=QUOTA_RULE))
     assert outcomes.count(True) == limit
     assert store.bucket_usage(BUCKET) == (limit, 10 * limit)
 
