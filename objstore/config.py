@@ -204,6 +204,9 @@ class Config:
     logging: Logging
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
+    # The top-level sections the file names, so that a section this version cannot honour
+    # yet is refused even when every key in it is at its default.
+    sections: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 # --- checkers: each takes (value, context) and returns the typed value or raises _Invalid ---
@@ -687,7 +690,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str = ".") -> Config:
     sections = {name: _build(spec, _table(name, data.get(name, {})), ctx)
                 for name, spec in top.items()}
     _check_tls_combination(sections["server"], sections["cluster"])
-    return Config(**sections, warnings=tuple(ctx.warnings))
+    return Config(**sections, warnings=tuple(ctx.warnings), sections=frozenset(data))
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:

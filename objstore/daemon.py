@@ -111,6 +111,7 @@ def metrics_of_dead_worker(path: str, pid: int) -> None:
 _NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
     ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
     ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
+    ("[notifications]: bucket notifications", lambda c: "notifications" in c.sections),
 )
 
 

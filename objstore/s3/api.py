@@ -48,6 +48,7 @@ from objstore.s3 import (
     versioning,
 )
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.unsupported import refuse_unsupported_headers
 from objstore.s3.xml import error_document
 
 log = Logger()
@@ -218,6 +219,8 @@ class S3Api:
         bucket, key = split_target(request)
         query = parse_query(request)
         route = select_route(method, bucket, key, query)
+        refuse_unsupported_headers(
+            name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders())
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
         if route.action is not None:
             await self._services.authorizer.check(principal, route.action, resource, query=query)

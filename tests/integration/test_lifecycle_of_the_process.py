@@ -267,6 +267,8 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 @pytest.mark.parametrize("snippet", [
     '[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
+    "[notifications]\nmax_retries = 8\n",
+    "[notifications]\n",
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")

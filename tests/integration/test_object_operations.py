@@ -213,6 +213,70 @@ def test_put_if_none_match_with_an_etag_is_not_implemented(s3: Any, bucket: str)
         s3.head_object(Bucket=bucket, Key="k")
 
 
+SSE_C_KEY = b"k" * 32
+SSE_C = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": SSE_C_KEY.decode()}
+
+
+@pytest.mark.parametrize("encryption", [
+    {"ServerSideEncryption": "AES256"},
+    {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "some-key"},
+    SSE_C,
+], ids=["sse-s3", "sse-kms", "sse-c"])
+def test_encryption_requests_are_refused_and_store_nothing(
+        daemon: Daemon, s3: Any, bucket: str, encryption: dict[str, str]) -> None:
+    """Until blob encryption exists, a request asking for it must never be stored in
+    plaintext behind a 200: PutObject, CopyObject, CreateMultipartUpload and UploadPart
+    are all refused with 501 NotImplemented."""
+    s3.put_object(Bucket=bucket, Key="plain", Body=b"plain bytes")
+    blobs = count_blobs(daemon)
+    attempts = [
+        lambda: s3.put_object(Bucket=bucket, Key="secret", Body=b"secret", **encryption),
+        lambda: s3.copy_object(Bucket=bucket, Key="secret",
+                               CopySource={"Bucket": bucket, "Key": "plain"}, **encryption),
+        lambda: s3.create_multipart_upload(Bucket=bucket, Key="secret", **encryption),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        assert code_of(caught) == "NotImplemented" and status_of(caught) == 501
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="secret")["UploadId"]
+    if "SSECustomerKey" in encryption:
+        with pytest.raises(ClientError) as caught:
+            s3.upload_part(Bucket=bucket, Key="secret", UploadId=upload, PartNumber=1,
+                           Body=b"part", **encryption)
+        assert code_of(caught) == "NotImplemented"
+        parts = s3.list_parts(Bucket=bucket, Key="secret", UploadId=upload)
+        assert parts.get("Parts", []) == []
+    s3.abort_multipart_upload(Bucket=bucket, Key="secret", UploadId=upload)
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="secret")
+    assert count_blobs(daemon) == blobs
+
+
+def test_sse_c_reads_and_copy_sources_are_refused(s3: Any, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="plain", Body=b"plain bytes")
+    with pytest.raises(ClientError) as caught:
+        s3.get_object(Bucket=bucket, Key="plain", **SSE_C)
+    assert code_of(caught) == "NotImplemented"
+    with pytest.raises(ClientError) as caught:
+        s3.copy_object(Bucket=bucket, Key="copy", CopySource={"Bucket": bucket, "Key": "plain"},
+                       CopySourceSSECustomerAlgorithm="AES256",
+                       CopySourceSSECustomerKey=SSE_C_KEY.decode())
+    assert code_of(caught) == "NotImplemented"
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="copy")
+
+
+def test_bucket_encryption_configuration_is_refused(s3: Any, bucket: str) -> None:
+    rule = {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}
+    with pytest.raises(ClientError) as caught:
+        s3.put_bucket_encryption(Bucket=bucket,
+                                 ServerSideEncryptionConfiguration={"Rules": [rule]})
+    assert code_of(caught) == "NotImplemented" and status_of(caught) == 501
+    s3.put_object(Bucket=bucket, Key="after", Body=b"x")
+    assert "ServerSideEncryption" not in s3.head_object(Bucket=bucket, Key="after")
+
+
 def test_concurrent_create_only_puts_have_one_winner(daemon: Daemon, bucket: str) -> None:
     def attempt(index: int) -> str:
         client: Any = make_client(daemon.endpoint)

@@ -1,0 +1,33 @@
+"""Request headers that this version cannot honour, refused instead of ignored.
+
+A client that asks for server-side encryption (SSE-S3, SSE-KMS, SSE-C, on a write, a copy,
+a multipart upload or a read) must never get a 2xx for bytes stored in plaintext, nor read
+an object without the customer key it believes protects it. Until blob encryption exists,
+every such request answers 501 NotImplemented and changes nothing. Pure: no Twisted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from objstore.errors import S3Error
+
+# Header-name prefixes (lower case) and the feature each one asks for.
+REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("x-amz-server-side-encryption", "Server-side encryption"),
+    ("x-amz-copy-source-server-side-encryption", "Server-side encryption"),
+)
+
+
+def refuse_unsupported_headers(names: Iterable[str]) -> None:
+    """Raise NotImplemented (501) when any header name asks for a feature not built yet."""
+    for name in names:
+        lowered = name.lower()
+        for prefix, feature in REFUSED_HEADER_PREFIXES:
+            if lowered.startswith(prefix):
+                raise S3Error(
+                    "NotImplemented",
+                    f"{feature} is not available in this version of objstore; the request "
+                    f"was refused and nothing was stored (header {lowered}).",
+                    Header=lowered,
+                )

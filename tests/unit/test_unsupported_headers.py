@@ -1,0 +1,32 @@
+"""The refusal of request headers this version cannot honour (server-side encryption)."""
+
+from __future__ import annotations
+
+import pytest
+
+from objstore.errors import S3Error
+from objstore.s3.unsupported import refuse_unsupported_headers
+
+
+@pytest.mark.parametrize("name", [
+    "x-amz-server-side-encryption",
+    "X-Amz-Server-Side-Encryption",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-server-side-encryption-context",
+    "x-amz-server-side-encryption-bucket-key-enabled",
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-customer-key",
+    "x-amz-server-side-encryption-customer-key-MD5",
+    "x-amz-copy-source-server-side-encryption-customer-algorithm",
+    "x-amz-copy-source-server-side-encryption-customer-key",
+])
+def test_encryption_headers_are_refused(name: str) -> None:
+    with pytest.raises(S3Error) as caught:
+        refuse_unsupported_headers(["Host", name])
+    assert caught.value.code == "NotImplemented" and caught.value.status == 501
+    assert caught.value.fields["Header"] == name.lower()
+
+
+def test_other_headers_pass() -> None:
+    refuse_unsupported_headers(["Host", "x-amz-date", "x-amz-meta-server-side-encryption",
+                                "x-amz-storage-class", "content-md5"])
