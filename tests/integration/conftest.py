@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import boto3
@@ -20,10 +21,23 @@ BACKENDS = os.environ.get("OBJSTORE_TEST_BACKENDS", "sqlite,postgres").split(","
 @pytest.fixture(scope="module", params=BACKENDS)
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
-    node = Daemon(tmp_path_factory.mktemp(f"node-{request.param}"), backend=request.param)
+    with running_daemon(request, Daemon(tmp_path_factory.mktemp(f"node-{request.param}"),
+                                        backend=request.param)) as node:
+        yield node
+
+
+@contextmanager
+def running_daemon(request: pytest.FixtureRequest, node: Daemon) -> Iterator[Daemon]:
+    """Start `node`, stop it at the end, and remove its files unless a test using it failed
+    (then they stay, with the daemon's log, under pytest's base temp directory)."""
+    failed_before = request.session.testsfailed
     node.start()
-    yield node
-    node.cleanup()
+    try:
+        yield node
+    finally:
+        node.cleanup()
+        if request.session.testsfailed == failed_before:
+            node.remove_files()
 
 
 def make_client(endpoint: str, access_key: str = ROOT_ACCESS_KEY,

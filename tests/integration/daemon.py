@@ -9,6 +9,7 @@ printed when a start fails.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -63,6 +64,7 @@ class Daemon:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
+    _log_start: int = 0
 
     @property
     def data_dir(self) -> Path:
@@ -80,8 +82,16 @@ class Daemon:
     def log_path(self) -> Path:
         return self.workdir / "daemon.log"
 
+    @property
+    def temp_dir(self) -> Path:
+        """The daemon's TMPDIR: its runtime directory lands here, removed with the workdir
+        even when the daemon was SIGKILLed."""
+        return self.workdir / "tmp"
+
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
+        self.temp_dir.mkdir(parents=True, exist_ok=True)
+        env["TMPDIR"] = str(self.temp_dir)
         env["OBJSTORE_ROOT_ACCESS_KEY"] = ROOT_ACCESS_KEY
         env["OBJSTORE_ROOT_SECRET_KEY"] = ROOT_SECRET_KEY
         return env
@@ -104,6 +114,7 @@ class Daemon:
 
     def start(self, timeout: float = 30.0) -> None:
         self.write_config()
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(self.config_path)],
@@ -121,12 +132,24 @@ class Daemon:
                                    + self.log_path.read_text(errors="replace")[-4000:])
             try:
                 response = http.request("GET", self.endpoint + "/admin/health")
-                if response.status == 200:
+                if response.status == 200 and self._every_worker_listens():
                     return
             except urllib3.exceptions.HTTPError:
                 pass
             time.sleep(0.1)
         raise RuntimeError("daemon not ready in time:\n" + self.log_path.read_text()[-4000:])
+
+    def _every_worker_listens(self) -> bool:
+        """With several workers, health answers as soon as one of them is up: a test that
+        needs each worker (pinned connections) would race the slower ones."""
+        if self.workers <= 1:
+            return True
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            text = log.read().decode("utf-8", "replace")
+        listening = {int(m) for m in re.findall(r"\[worker (\d+)\] [\w.]+: objstore \S+ "
+                                                r"listening on", text)}
+        return listening >= set(range(self.workers))
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process is None:
@@ -141,12 +164,22 @@ class Daemon:
         self.stop(signal.SIGKILL)
 
     def cleanup(self) -> None:
+        """Stop the daemon (SIGTERM, so it removes what it made; SIGKILL if it hangs) and
+        drop its PostgreSQL database; fail when it logged a traceback."""
         if self.process is not None:
-            self.kill()
+            try:
+                self.stop(signal.SIGTERM, timeout=15.0)
+            except subprocess.TimeoutExpired:
+                self.kill()
         if self.pg_database:
             drop_postgres_database(self.pg_database)
             self.pg_database = None
         self.assert_no_tracebacks()
+
+    def remove_files(self) -> None:
+        """Remove the workdir (data, database, log, temp files) of a stopped daemon."""
+        assert self.process is None
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def assert_no_tracebacks(self) -> None:
         """No request of a test may hit an unhandled error: every one would have been a

@@ -18,7 +18,7 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client
+from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, Daemon
 
 WAIT_SECONDS = 15.0
@@ -28,10 +28,9 @@ Entry = dict[str, Any]
 @pytest.fixture(scope="module", params=BACKENDS)
 def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[Daemon]:
-    daemon = Daemon(tmp_path_factory.mktemp(f"audit-{request.param}"), backend=request.param)
-    daemon.start()
-    yield daemon
-    daemon.cleanup()
+    with running_daemon(request, Daemon(tmp_path_factory.mktemp(f"audit-{request.param}"),
+                                        backend=request.param)) as daemon:
+        yield daemon
 
 
 @pytest.fixture

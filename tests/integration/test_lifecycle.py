@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from objstore.http import sigv4
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client
+from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 FAST_LIFECYCLE = "[lifecycle]\ninterval_seconds = 1\nday_seconds = 1\n"
@@ -34,9 +34,8 @@ def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
            ) -> Iterator[Daemon]:
     node = Daemon(tmp_path_factory.mktemp(f"lifecycle-{request.param}"),
                   backend=request.param, extra_config=FAST_LIFECYCLE)
-    node.start()
-    yield node
-    node.cleanup()
+    with running_daemon(request, node):
+        yield node
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client
+from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import Daemon
 
 WAIT_SECONDS = 15.0
@@ -35,9 +35,8 @@ def node(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     backend, workers = request.param
     daemon = Daemon(tmp_path_factory.mktemp(f"metrics-{backend}-{workers}"), backend=backend,
                     workers=workers, extra_config="[metrics]\nhistory_interval_seconds = 1\n")
-    daemon.start()
-    yield daemon
-    daemon.cleanup()
+    with running_daemon(request, daemon):
+        yield daemon
 
 
 @pytest.fixture

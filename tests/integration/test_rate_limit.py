@@ -23,6 +23,7 @@ from objstore.config import Storage
 from objstore.http import sigv4
 from objstore.meta.records import CredentialRecord
 from objstore.meta.store import open_sync_store
+from tests.integration.conftest import running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 # One token per second: six back-to-back requests on loopback never see a refill between them.
@@ -34,27 +35,25 @@ Credential = tuple[str, str]
 ROOT: Credential = (ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
 
 
-def start_daemon(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Daemon:
+def limited_daemon(tmp_path_factory: pytest.TempPathFactory, prefix: str) -> Daemon:
     limits = (f"[server.limits]\nrate_limit_{prefix}per_second = {RATE_PER_SECOND}\n"
               f"rate_limit_{prefix}burst = {BURST}\n")
-    node = Daemon(tmp_path_factory.mktemp(f"ratelimit-{prefix or 'credential'}"),
+    return Daemon(tmp_path_factory.mktemp(f"ratelimit-{prefix or 'credential'}"),
                   extra_config=limits)
-    node.start()
-    return node
 
 
 @pytest.fixture(scope="module")
-def per_ip(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    node = start_daemon(tmp_path_factory, "per_ip_")
-    yield node
-    node.cleanup()
+def per_ip(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Daemon]:
+    with running_daemon(request, limited_daemon(tmp_path_factory, "per_ip_")) as node:
+        yield node
 
 
 @pytest.fixture(scope="module")
-def per_credential(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    node = start_daemon(tmp_path_factory, "")
-    yield node
-    node.cleanup()
+def per_credential(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[Daemon]:
+    with running_daemon(request, limited_daemon(tmp_path_factory, "")) as node:
+        yield node
 
 
 def new_credential(node: Daemon) -> Credential:

@@ -23,7 +23,7 @@ import urllib3
 
 from objstore.http import sigv4
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client
+from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 WORKERS = 2
@@ -34,9 +34,8 @@ def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
            ) -> Iterator[Daemon]:
     node = Daemon(tmp_path_factory.mktemp(f"workers-{request.param}"), backend=request.param,
                   workers=WORKERS)
-    node.start()
-    yield node
-    node.cleanup()
+    with running_daemon(request, node):
+        yield node
 
 
 def unique(prefix: str) -> str:
@@ -46,7 +45,8 @@ def unique(prefix: str) -> str:
 def pinned_admins(daemon: Daemon) -> dict[int, AdminClient]:
     """One root admin client per worker index, each on its own kept-alive connection."""
     found: dict[int, AdminClient] = {}
-    for _ in range(500):
+    deadline = time.monotonic() + 30  # the kernel spreads new connections over listeners
+    while time.monotonic() < deadline:
         pool = urllib3.HTTPConnectionPool("127.0.0.1", daemon.port, maxsize=1, block=True,
                                           retries=False, timeout=30.0)
         admin = AdminClient(daemon.endpoint, http=pool)
