@@ -41,7 +41,6 @@ from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
 from objstore.admin.transfer_routes import SettingsTable, TransferRoutes
 from objstore.audit.log import AuditLog
 from objstore.audit.requests import RequestRecorder
-from objstore.audit.timers import safe_timer
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
@@ -99,6 +98,7 @@ from objstore.prefork import (
 from objstore.prefork.range_locks import RangeLocks
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
+from objstore.timers import safe_timer
 from objstore.workers.lifecycle import (
     INTERVAL_SETTING,
     AuditSink,

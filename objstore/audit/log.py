@@ -24,8 +24,8 @@ from twisted.logger import Logger
 
 from objstore.audit.queue import BoundedQueue
 from objstore.audit.redact import redact_text, safe_details
-from objstore.audit.timers import ReactorClock, safe_timer
 from objstore.meta.audit_queries import PURGE_BATCH, AuditRecord
+from objstore.timers import ReactorClock, safe_timer
 
 log = Logger()
 

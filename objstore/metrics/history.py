@@ -5,7 +5,7 @@ table; samples older than `[metrics] history_retention_hours` are purged on the 
 
 Request figures are differences of the running totals between two ticks, so a sample says
 what happened in its interval and a restart leaves no negative step. The first tick only
-takes the starting point. The timer cannot die (`audit.timers`). With several worker
+takes the starting point. The timer cannot die (`objstore.timers`). With several worker
 processes the leader alone runs it, over the node's totals (`NodeMetrics.read_totals`,
 which reads every worker's counters off the reactor).
 """
@@ -18,10 +18,10 @@ from typing import Protocol
 from twisted.application import service
 from twisted.internet.defer import Deferred
 
-from objstore.audit.timers import ReactorClock, safe_timer
 from objstore.meta.metrics_queries import MetricsSample
 from objstore.metrics.registry import RequestTotals
 from objstore.metrics.storage import StorageFigures
+from objstore.timers import ReactorClock, safe_timer
 
 SECONDS_PER_HOUR = 3600.0
 

@@ -43,11 +43,11 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 
-from objstore.audit.timers import ReactorClock, safe_timer
 from objstore.metrics import multiprocess
 from objstore.metrics.collectors import StorageCollector
 from objstore.metrics.storage import StorageFigures, StorageSnapshot
 from objstore.threads import InlinePool, Runner
+from objstore.timers import ReactorClock, safe_timer
 
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 

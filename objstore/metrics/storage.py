@@ -20,8 +20,8 @@ from typing import Protocol
 from twisted.application import service
 from twisted.internet.defer import Deferred
 
-from objstore.audit.timers import ReactorClock, safe_timer
 from objstore.meta.metrics_queries import BucketUsage
+from objstore.timers import ReactorClock, safe_timer
 
 MAX_BUCKET_SERIES = 1000
 MAX_REFRESH_INTERVAL_SECONDS = 60.0

@@ -12,9 +12,9 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.logger import Logger
 
+from objstore import timers as timers_module
 from objstore.audit import log as log_module
 from objstore.audit import queue as queue_module
-from objstore.audit import timers as timers_module
 from objstore.audit.log import AuditLog, AuditSink
 from objstore.audit.queue import BoundedQueue
 from objstore.meta.audit_queries import PURGE_BATCH, AuditRecord

@@ -12,7 +12,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.logger import Logger
 
-from objstore.audit import timers as timers_module
+from objstore import timers as timers_module
 from objstore.meta.metrics_queries import MetricsSample
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import RequestTotals
