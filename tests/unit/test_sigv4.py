@@ -22,8 +22,10 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.httpchecksum import AwsChunkedWrapper, Crc32Checksum
 
+from objstore.checksums import CHECKSUM_ALGORITHMS, Checksummer
 from objstore.http import sigv4
 from objstore.http.sigv4 import RequestView, SigV4Error
+from tests.sigv4_helpers import aws_chunked_body, canonical_request, make_signing_context
 
 # The credentials, time and region of every example in the S3 API reference.
 AK = "AKIAIOSFODNN7EXAMPLE"
@@ -129,7 +131,7 @@ def test_aws_header_examples_fail_with_another_secret(req: RequestView) -> None:
 def test_canonical_request_of_the_get_object_example() -> None:
     auth = sigv4.parse_auth(GET_OBJECT)
     assert auth is not None
-    assert sigv4.canonical_request(auth, GET_OBJECT) == (
+    assert canonical_request(auth, GET_OBJECT) == (
         "GET\n/test.txt\n\n"
         "host:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
         f"x-amz-content-sha256:{EMPTY}\nx-amz-date:20130524T000000Z\n\n"
@@ -213,7 +215,7 @@ def test_aws_chunked_example() -> None:
     assert [digest for _, digest in decoder.chunks] == [
         hashlib.sha256(c).hexdigest() for c in [*CHUNK_DATA, b""]]
     sigv4.verify_chunk_signatures(ctx, decoder)
-    assert sigv4.aws_chunked_body(CHUNK_DATA, ctx) == body
+    assert aws_chunked_body(CHUNK_DATA, ctx) == body
 
 
 def test_aws_chunked_trailer_example() -> None:
@@ -226,10 +228,10 @@ def test_aws_chunked_trailer_example() -> None:
     assert decoder.trailers == {"x-amz-checksum-crc32c": "sOO8/Q=="}
     assert decoder.trailer_signature == TRAILER_SIGNATURE
     sigv4.verify_chunk_signatures(ctx, decoder)
-    summer = sigv4.Checksummer("crc32c")
+    summer = Checksummer("crc32c")
     summer.update(payload)
     assert summer.digest_b64() == "sOO8/Q=="
-    assert sigv4.aws_chunked_body(CHUNK_DATA, ctx, {"x-amz-checksum-crc32c": "sOO8/Q=="}) == body
+    assert aws_chunked_body(CHUNK_DATA, ctx, {"x-amz-checksum-crc32c": "sOO8/Q=="}) == body
 
 
 # --------------------------------------------------------------------------------------
@@ -564,15 +566,15 @@ TRAILERS = {"x-amz-checksum-crc32": base64.b64encode(
 
 
 def signing_context() -> sigv4.SigningContext:
-    return sigv4.make_signing_context(SECRET, "20130524T000000Z", "us-east-1", "1" * 64)
+    return make_signing_context(SECRET, "20130524T000000Z", "us-east-1", "1" * 64)
 
 
 def bodies() -> list[tuple[str, bytes]]:
     ctx = signing_context()
     return [
-        (sigv4.STREAMING_SIGNED, sigv4.aws_chunked_body(PIECES, ctx)),
-        (sigv4.STREAMING_SIGNED_TRAILER, sigv4.aws_chunked_body(PIECES, ctx, TRAILERS)),
-        (sigv4.STREAMING_UNSIGNED_TRAILER, sigv4.aws_chunked_body(PIECES, None, TRAILERS)),
+        (sigv4.STREAMING_SIGNED, aws_chunked_body(PIECES, ctx)),
+        (sigv4.STREAMING_SIGNED_TRAILER, aws_chunked_body(PIECES, ctx, TRAILERS)),
+        (sigv4.STREAMING_UNSIGNED_TRAILER, aws_chunked_body(PIECES, None, TRAILERS)),
     ]
 
 
@@ -607,7 +609,7 @@ def test_tampered_chunk_data_or_signature(mode: str) -> None:
         sigv4.verify_chunk_signatures(signing_context(), decoder)
     with pytest.raises(SigV4Error, match="SignatureDoesNotMatch"):  # another seed
         sigv4.verify_chunk_signatures(
-            sigv4.make_signing_context(SECRET, "20130524T000000Z", "us-east-1", "2" * 64),
+            make_signing_context(SECRET, "20130524T000000Z", "us-east-1", "2" * 64),
             decode(mode, body)[0])
 
 
@@ -692,10 +694,10 @@ def test_malformed_unsigned_framing(body: bytes, code: str | None) -> None:
 def test_signed_chunks_need_signatures_and_a_minimum_size() -> None:
     with pytest.raises(SigV4Error, match="IncompleteBody"):
         decode(sigv4.STREAMING_SIGNED, b"2\r\nab\r\n0\r\n\r\n")
-    small = sigv4.aws_chunked_body([b"a" * 100, b"b" * 100], signing_context())
+    small = aws_chunked_body([b"a" * 100, b"b" * 100], signing_context())
     with pytest.raises(SigV4Error, match="InvalidArgument"):
         decode(sigv4.STREAMING_SIGNED, small)
-    trailer_line = sigv4.aws_chunked_body([b"a"], signing_context()).replace(
+    trailer_line = aws_chunked_body([b"a"], signing_context()).replace(
         b"\r\n\r\n", b"\r\nx-amz-checksum-crc32:AAAAAA==\r\n\r\n")
     with pytest.raises(SigV4Error, match="IncompleteBody"):  # no trailers in this mode
         decode(sigv4.STREAMING_SIGNED, trailer_line)
@@ -752,13 +754,13 @@ CHECK = b"123456789"  # the catalogue "check" input of every CRC
     ("sha256", hashlib.sha256(CHECK).digest()),
 ])
 def test_checksum_check_values(algorithm: str, digest: bytes) -> None:
-    summer = sigv4.Checksummer(algorithm.upper())
+    summer = Checksummer(algorithm.upper())
     for byte in CHECK:
         summer.update(bytes([byte]))
     assert summer.digest_b64() == base64.b64encode(digest).decode()
 
 
-@pytest.mark.parametrize("algorithm", sigv4.CHECKSUM_ALGORITHMS)
+@pytest.mark.parametrize("algorithm", CHECKSUM_ALGORITHMS)
 def test_checksums_match_reference_implementations(algorithm: str) -> None:
     data = b"hello world"
     reference: dict[str, bytes] = {
@@ -768,20 +770,20 @@ def test_checksums_match_reference_implementations(algorithm: str) -> None:
         "sha1": hashlib.sha1(data).digest(),
         "sha256": hashlib.sha256(data).digest(),
     }
-    summer = sigv4.Checksummer(algorithm)
+    summer = Checksummer(algorithm)
     summer.update(data[:4])
     summer.update(data[4:])
     assert summer.digest_b64() == base64.b64encode(reference[algorithm]).decode()
-    empty = sigv4.Checksummer(algorithm)
+    empty = Checksummer(algorithm)
     assert len(base64.b64decode(empty.digest_b64())) == len(reference[algorithm])
 
 
 def test_crc32_of_hello_world_as_s3_encodes_it() -> None:
-    summer = sigv4.Checksummer("crc32")
+    summer = Checksummer("crc32")
     summer.update(b"hello world")
     assert summer.digest_b64() == "DUoRhQ=="
 
 
 def test_unknown_checksum_algorithm() -> None:
     with pytest.raises(ValueError, match="md5"):
-        sigv4.Checksummer("md5")
+        Checksummer("md5")
