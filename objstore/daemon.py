@@ -12,6 +12,8 @@ the whole node is built here, in this process (objstore.service.build_node).
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,7 +24,7 @@ from twisted.python import usage
 
 from objstore import __version__
 from objstore.config import Config, ConfigError, load_config
-from objstore.prefork.supervisor import WorkerSupervisor
+from objstore.prefork.supervisor import WorkerSupervisor, listening_socket
 
 if TYPE_CHECKING:
     from objstore.iam.bootstrap import BootstrapResult
@@ -57,20 +59,41 @@ def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's na
     config = checked_config(options["config"])
     for warning in config.warnings:
         sys.stderr.write(f"objstore: warning: {warning}\n")
+    # Bound before anything is prepared or printed: a start that cannot serve changes
+    # nothing (no bootstrap, no root secret shown for a server that never ran).
+    listen_socket = bind_listener(config)
+    keep_sigint()
     if config.server.workers > 1:
         prepare_in_child(options["config"])
-        return supervisor(config, options["config"])
+        return supervisor(config, options["config"], listen_socket)
     from objstore.iam.bootstrap import BootstrapError
     from objstore.service import build_node, settle_heap
 
     try:
-        node = build_node(config)
+        node = build_node(config, listen_fd=listen_socket.detach())
     except (OSError, BootstrapError) as exc:
         raise fail_startup(str(exc)) from None
     settle_heap()
     assert node.bootstrap is not None
     announce(config, node.bootstrap)
     return node.service
+
+
+def bind_listener(config: Config) -> socket.socket:
+    """The node's listening socket, or exit 2 with one line (e.g. the port is in use)."""
+    server = config.server
+    try:
+        return listening_socket(server.host, server.port)
+    except OSError as exc:
+        raise fail_startup(f"cannot listen on {server.host}:{server.port}: {exc}") from None
+
+
+def keep_sigint() -> None:
+    """Twisted installs its SIGINT handler (stop, which drains) only when SIGINT has its
+    default handler; a shell starting us in the background hands down SIG_IGN, and
+    `kill -INT` would do nothing. The man page promises SIGINT drains: restore it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def prepare_in_child(config_path: str | None) -> None:
@@ -85,7 +108,8 @@ def prepare_in_child(config_path: str | None) -> None:
         raise SystemExit(code)
 
 
-def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
+def supervisor(config: Config, config_path: str | None,
+               listen_socket: socket.socket) -> WorkerSupervisor:
     """The parent of a node with several worker processes (objstore/prefork/)."""
     from twisted.internet import reactor
 
@@ -94,7 +118,7 @@ def supervisor(config: Config, config_path: str | None) -> WorkerSupervisor:
         reactor, workers=server.workers, host=server.host, port=server.port,
         config_path=os.path.abspath(config_path) if config_path else None,
         drain_timeout_seconds=server.drain_timeout_seconds,
-        on_worker_exit=metrics_of_dead_worker,
+        on_worker_exit=metrics_of_dead_worker, listen_socket=listen_socket,
         bind_error=lambda exc: fail_startup(
             f"cannot listen on {server.host}:{server.port}: {exc}"),
     )

@@ -114,6 +114,7 @@ IO_THREADS = 8
 class Node:
     service: service.MultiService
     bootstrap: BootstrapResult | None  # None for a supervised worker
+    listener: ListenerService
 
 
 @dataclass
@@ -165,7 +166,9 @@ def settle_heap() -> None:
 
 
 def build_node(config: Config, reactor: Any = None, *,
-               role: WorkerRole = SINGLE_PROCESS) -> Node:
+               role: WorkerRole = SINGLE_PROCESS, listen_fd: int | None = None) -> Node:
+    """One process of a node. A single-process node adopts `listen_fd` (the socket the
+    daemon bound before preparing anything) or, without one, listens itself."""
     if reactor is None:
         from twisted.internet import reactor as default_reactor
 
@@ -276,9 +279,10 @@ def build_node(config: Config, reactor: Any = None, *,
         if role.supervised:  # settings changed through the other workers
             safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                        clock=reactor, what="settings watch").setServiceParent(top)
-    ListenerService(reactor, config, site, health, listen_fd=role.listen_fd
-                    ).setServiceParent(top)
-    return Node(top, opened.bootstrap)
+    listener = ListenerService(reactor, config, site, health,
+                               listen_fd=role.listen_fd if role.supervised else listen_fd)
+    listener.setServiceParent(top)
+    return Node(top, opened.bootstrap, listener)
 
 
 def node_counters(role: WorkerRole) -> Counters:
@@ -463,8 +467,9 @@ class ListenerService(service.Service):
         self._config = config
         self._site = site
         self._health = health
-        self._listen_fd = listen_fd  # a supervised worker adopts its parent's socket
+        self._listen_fd = listen_fd  # a socket bound before start-up (daemon or supervisor)
         self._port: Any = None
+        self._skip_drain = False
 
     def privilegedStartService(self) -> None:  # noqa: N802
         server = self._config.server
@@ -508,13 +513,23 @@ class ListenerService(service.Service):
         log.info("objstore {version} listening on {scheme}://{host}:{port}",
                  version=__version__, scheme=scheme, host=address.host, port=address.port)
 
+    def orphaned(self) -> None:
+        """The supervisor is gone: free the port at once, so that a node restarted in the
+        meantime can bind it, and skip the drain wait (stopService still lets the requests
+        in flight finish)."""
+        self._skip_drain = True
+        self._health.draining = True
+        if self._port is not None:
+            port, self._port = self._port, None
+            port.stopListening()
+
     @defer.inlineCallbacks
     def stopService(self) -> Any:  # noqa: N802
         super().stopService()
-        drain = self._config.server.drain_timeout_seconds
+        drain = 0.0 if self._skip_drain else self._config.server.drain_timeout_seconds
         self._health.draining = True
-        log.info("draining for {seconds}s before stopping", seconds=drain)
         if drain > 0:
+            log.info("draining for {seconds}s before stopping", seconds=drain)
             yield task.deferLater(self._reactor, drain, lambda: None)
         if self._port is not None:
             yield self._port.stopListening()

@@ -7,9 +7,10 @@ socket and serves until SIGTERM, which drains it like a single-process node. It 
 prepares storage (the parent migrated the database and swept the spool directory before
 any worker started: a restarted worker must not sweep its siblings' uploads in flight).
 
-Its log goes to stdout as plain lines, which the parent relays into the node's log. It
-exits when its parent dies (Linux parent-death signal), so a killed node leaves no worker
-holding the port.
+Its log goes to stdout as plain lines, which the parent relays into the node's log. When
+its parent dies (Linux parent-death signal, SIGUSR2), it stops listening at once, so a node
+restarted after its supervisor was killed can bind the port, then finishes the requests in
+flight and exits.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from twisted.logger import ILogObserver, Logger, formatEvent, globalLogBeginner
 from zope.interface import provider
 
 PR_SET_PDEATHSIG = 1
+PARENT_DIED = signal.SIGUSR2  # the supervisor's own SIGTERM means "drain"; this one does not
 log = Logger()
 
 
@@ -42,10 +44,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Get SIGTERM when the parent dies; exit now if it already has."""
+    """Get PARENT_DIED when the parent dies; exit now if it already has."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        libc.prctl(PR_SET_PDEATHSIG, PARENT_DIED)
     if os.getppid() != parent_pid:
         raise SystemExit(1)
 
@@ -60,9 +62,12 @@ def line_observer(stream: TextIO, index: int) -> Any:
         if failure is not None:
             text += "\n" + failure.getTraceback()
         namespace = event.get("log_namespace", "-")
-        for line in text.splitlines() or [""]:
-            stream.write(f"[worker {index}] {namespace}: {line}\n")
-        stream.flush()
+        try:
+            for line in text.splitlines() or [""]:
+                stream.write(f"[worker {index}] {namespace}: {line}\n")
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # the parent (and its end of the pipe) is gone: nobody left to tell
 
     return observe
 
@@ -70,6 +75,7 @@ def line_observer(stream: TextIO, index: int) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group; the parent decides
+    signal.signal(PARENT_DIED, signal.SIG_IGN)  # until the handler below is installed
     die_with_parent(args.parent_pid)
     globalLogBeginner.beginLoggingTo([line_observer(sys.stdout, args.index)],
                                      redirectStandardIO=False)
@@ -89,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     role = WorkerRole(index=args.index, listen_fd=args.listen_fd, runtime_dir=args.runtime_dir,
                       node_started_at=args.started_at)
     try:
-        node = build_node(config, reactor, role=role).service
+        built = build_node(config, reactor, role=role)
     except (OSError, BootstrapError) as exc:  # e.g. the database went away
         raise fail_startup(str(exc)) from None
+    node = built.service
     settle_heap()
     stopping: list[bool] = []
 
@@ -107,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             node.privilegedStartService()
             node.startService()
+            if os.getppid() != args.parent_pid:  # died before the handler was in place
+                orphaned()
         except SystemExit as exc:  # fail_startup has said why, in one line
             exit_code.append(int(exc.code or 1))
             reactor.stop()
@@ -115,8 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             exit_code.append(1)
             reactor.stop()
 
+    def orphaned() -> None:
+        log.warn("worker {index}: the supervisor died; no longer listening, finishing the "
+                 "requests in flight", index=args.index)
+        built.listener.orphaned()
+        stop()
+
     exit_code: list[int] = []
     signal.signal(signal.SIGTERM, lambda _signum, _frame: reactor.callFromThread(stop))
+    signal.signal(PARENT_DIED, lambda _signum, _frame: reactor.callFromThread(orphaned))
     reactor.callWhenRunning(start)
     reactor.run(installSignalHandlers=False)
     return exit_code[0] if exit_code else 0

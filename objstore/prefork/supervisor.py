@@ -19,7 +19,6 @@ import os
 import shutil
 import socket
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from objstore.prefork import METRICS_DIR
+from objstore.prefork.runtime_dirs import make_runtime_dir, sweep_stale_runtime_dirs
 
 log = Logger()
 
@@ -115,6 +115,7 @@ class WorkerSupervisor(service.Service):
         bind_error: Callable[[OSError], BaseException],
         on_worker_exit: Callable[[str, int], None] | None = None,
         python: str = sys.executable,
+        listen_socket: socket.socket | None = None,
     ) -> None:
         self._bind_error = bind_error
         self._reactor = reactor
@@ -125,7 +126,7 @@ class WorkerSupervisor(service.Service):
         self._drain = drain_timeout_seconds
         self._on_worker_exit = on_worker_exit
         self._python = python
-        self._socket: socket.socket | None = None
+        self._socket: socket.socket | None = listen_socket  # bound by the caller, or at start
         self.runtime_dir: str | None = None
         self._slots = [WorkerSlot(index) for index in range(workers)]
         self._stopping = False
@@ -148,7 +149,11 @@ class WorkerSupervisor(service.Service):
                 self._socket = listening_socket(self._host, self._port)
             except OSError as exc:
                 raise self._bind_error(exc) from None
-            self.runtime_dir = tempfile.mkdtemp(prefix="objstore-run-")
+        if self.runtime_dir is None:
+            for stale in sweep_stale_runtime_dirs():
+                log.info("removed the runtime directory {dir} of a node that was killed",
+                         dir=stale)
+            self.runtime_dir = make_runtime_dir()
             os.makedirs(os.path.join(self.runtime_dir, METRICS_DIR))
         super().privilegedStartService()
 

@@ -62,6 +62,7 @@ class Daemon:
     workers: int = field(default_factory=lambda: int(os.environ.get("OBJSTORE_TEST_WORKERS",
                                                                      "1")))
     port: int = field(default_factory=free_port)
+    drain_timeout_seconds: float = 0.2
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
     _log_start: int = 0
@@ -107,7 +108,8 @@ class Daemon:
             )
         self.config_path.write_text(
             "[server]\n"
-            f'host = "127.0.0.1"\nport = {self.port}\ndrain_timeout_seconds = 0.2\n'
+            f'host = "127.0.0.1"\nport = {self.port}\ndrain_timeout_seconds = '
+            f'{self.drain_timeout_seconds}\n'
             f"workers = {self.workers}\n"
             "[storage]\n" + storage + self.extra_config
         )

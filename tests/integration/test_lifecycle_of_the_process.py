@@ -80,6 +80,59 @@ def test_port_in_use_is_refused(tmp_path: Path, workers: int) -> None:
             f'[storage]\ndata_dir = "{tmp_path / "data"}"\n',
         )
     assert_one_clear_line(result, f"127.0.0.1:{port}", "in use")
+    # A start that cannot serve changes nothing and shows no credential.
+    assert not (tmp_path / "data").exists()
+    assert "AWS_SECRET_ACCESS_KEY" not in result.stdout + result.stderr
+    assert "endpoint" not in result.stdout
+
+
+def test_sigint_drains_even_when_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A shell starting a job in the background hands it SIGINT ignored; `kill -INT` must
+    still stop the node as the man page says."""
+    node = Daemon(tmp_path)
+    node.write_config()
+    with open(node.log_path, "ab") as log:
+        node.process = subprocess.Popen(
+            [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(node.config_path)],
+            cwd=tmp_path, env=node.env(), stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+    try:
+        node.wait_ready(30)
+        node.process.send_signal(signal.SIGINT)
+        assert node.process.wait(30) in (0, 1, -signal.SIGINT)
+        node.process = None
+        assert "draining" in node.log_path.read_text()
+    finally:
+        node.cleanup()
+
+
+def test_restart_right_after_the_supervisor_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the supervisor alone: its workers stop listening at once (a restart a
+    second later binds the port, although they would drain for 30 s), and the next start
+    removes the runtime directory the killed supervisor left behind."""
+    node = Daemon(tmp_path, workers=2, drain_timeout_seconds=30)
+    node.start()
+    try:
+        runtime_dirs = list(node.temp_dir.glob("objstore-run-*"))
+        assert len(runtime_dirs) == 1
+        old_workers = node.pids()[1:]
+        assert node.process is not None
+        node.process.kill()
+        node.process.wait(10)
+        node.process = None
+        time.sleep(1.0)  # what an operator's restart would wait, at most
+        node.start()
+        assert len(list(node.temp_dir.glob("objstore-run-*"))) == 1
+        assert not runtime_dirs[0].exists()
+        http = urllib3.PoolManager(retries=False)
+        assert http.request("GET", node.endpoint + "/admin/health").status == 200
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in old_workers):
+            assert time.monotonic() < deadline, "the orphaned workers did not exit"
+            time.sleep(0.1)
+    finally:
+        node.cleanup()
 
 
 @pytest.mark.parametrize("workers", [1, 2])
