@@ -20,6 +20,11 @@ class RequestAudit:
     user_id: str = ""  # set only once the signature was verified
     username: str = ""
     error_code: str = ""  # the S3 or admin error code of the response, if any
+    # What the S3 API read from the request line, before anything could refuse it.
+    operation: str = ""  # the route's operation name; "" when the S3 API never saw it
+    bucket: str = ""
+    key: str = ""
+    details: dict[str, str] | None = None  # ids the request names (version_id, upload_id)
 
 
 def _audit_of(request: object) -> RequestAudit | None:
@@ -44,6 +49,13 @@ def note_user(request: object, user_id: str, username: str) -> None:
     audit = _audit_of(request)
     if audit is not None:
         audit.user_id, audit.username = user_id, username
+
+
+def note_operation(request: object, operation: str, bucket: str, key: str,
+                   details: dict[str, str] | None) -> None:
+    audit = _audit_of(request)
+    if audit is not None:
+        audit.operation, audit.bucket, audit.key, audit.details = operation, bucket, key, details
 
 
 def note_error(request: object, code: str) -> None:

@@ -4,19 +4,19 @@ feeds the request metrics and queues an audit record. That costs about 15 micros
 reactor time per request, after the response: no I/O, no database.
 
 Who: the access key the request was signed with and, once its signature was verified, the
-user (a refused request has no user). What: the S3 or admin operation name
-(`audit.operations`). Where: bucket and key from the path (for admin calls the path itself,
-in `details`, as it names the user, team or grant), never the query string, so a
-presigned URL's signature is never recorded; the User-Agent is the only header kept. A
-request whose client left before the answer is recorded with status 499 and
-ClientDisconnected. GET /admin/health and GET /admin/metrics (unsigned probes and scrapes)
+user (a refused request has no user). What: the S3 operation name the S3 API noted from
+its route table, or the admin operation name (`audit.operations`). Where: bucket and key
+as the S3 API read them from the path (for admin calls the path itself, in `details`, as
+it names the user, team or grant), and the version and upload ids, never the rest of the
+query string, so a presigned URL's signature is never recorded; the User-Agent is the only
+header kept. A request whose client left before the answer is recorded with status 499
+and ClientDisconnected. GET /admin/health and GET /admin/metrics (unsigned probes and scrapes)
 are counted in the metrics but not audited; cluster-protocol requests are neither.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from urllib.parse import unquote
 
 from twisted.logger import Logger
 
@@ -26,15 +26,12 @@ from objstore.audit.operations import (
     ADMIN_METRICS,
     UNKNOWN,
     admin_operation,
-    s3_operation,
 )
 from objstore.audit.redact import redact_text
-from objstore.errors import S3Error
 from objstore.http.ratelimit import peer_address
 from objstore.http.site import ObjstoreRequest
 from objstore.meta.audit_queries import AuditRecord, Detail
 from objstore.metrics.registry import RequestMetrics
-from objstore.s3.api import SUBRESOURCES, parse_query, split_target
 
 log = Logger()
 
@@ -107,26 +104,17 @@ def outcome(request: ObjstoreRequest, completed: bool) -> tuple[int, str]:
 
 def describe(request: ObjstoreRequest) -> tuple[str, str, str, dict[str, Detail]]:
     """(operation, bucket, key, details) of a request."""
-    method = request.method.decode("ascii", "replace")
     if request.path is None:  # refused before the request line was complete
         return UNKNOWN, "", "", {}
-    if request.audit.api == "admin":
+    context = request.audit
+    if context.api == "admin":
         path = request.path.decode("utf-8", "replace")
-        operation = admin_operation(method, path.split("/")[2:])
+        operation = admin_operation(request.method.decode("ascii", "replace"),
+                                    path.split("/")[2:])
         return operation, "", "", {"path": redact_text(path)}  # the ids the call names
-    return describe_s3(request, method)
-
-
-def describe_s3(request: ObjstoreRequest, method: str) -> tuple[str, str, str, dict[str, Detail]]:
-    try:
-        bucket, key = split_target(request)
-    except S3Error:  # an undecodable key: keep what can be read
-        bucket, _, key = unquote(request.path.decode("latin-1")[1:]).partition("/")
-    query = parse_query(request) if b"?" in request.uri else {}
-    copy_source = request.header("x-amz-copy-source") is not None
-    operation = s3_operation(method, bucket, key, query, SUBRESOURCES, copy_source=copy_source)
+    if not context.operation:  # the S3 API never saw it
+        return UNKNOWN, "", "", {}
     details: dict[str, Detail] = {}
-    for name, field in (("versionId", "version_id"), ("uploadId", "upload_id")):
-        if query.get(name):
-            details[field] = redact_text(query[name])
-    return operation, bucket, key, details
+    for name, value in (context.details or {}).items():
+        details[name] = redact_text(value)
+    return context.operation, context.bucket, context.key, details

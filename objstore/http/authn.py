@@ -53,7 +53,12 @@ class Authenticator:
         self._regions = frozenset(regions)
         self._now = now
 
-    async def authenticate(self, request: ObjstoreRequest) -> Principal:
+    async def authenticate(
+        self, request: ObjstoreRequest, *, body_describes_object: bool | None = None
+    ) -> Principal:
+        """The verified principal of `request`. `body_describes_object`: the request's
+        x-amz-checksum-* headers describe the object being assembled, not the body (the S3
+        API knows from its route; None: decided from the request here)."""
         view = request_view(request)
         try:
             auth = sigv4.parse_auth(view)
@@ -69,11 +74,13 @@ class Authenticator:
             context = sigv4.verify(auth, view, resolved.secret_key, self._now(), self._regions)
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
+        if body_describes_object is None:
+            body_describes_object = checksums_describe_object(view)
         if request.spool is not None:
             await request.spool.digests_ready()  # a large body is hashed off-thread
         try:
             verify_payload(request.spool, auth, context, view.headers,
-                           body_checksums=not checksums_describe_object(view))
+                           body_checksums=not body_describes_object)
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         note_user(request, resolved.principal.user_id, resolved.principal.username)

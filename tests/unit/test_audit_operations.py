@@ -1,25 +1,33 @@
-"""Operation names: S3 names from the dispatch key, admin names from the path, and a
-bounded set of names whatever a client sends."""
+"""Operation names: S3 names from the route table (the request line parsed once), admin
+names from the path, and a bounded set of names whatever a client sends."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from objstore.audit.operations import (
-    ADMIN_UNKNOWN,
-    S3_OPERATIONS,
-    UNKNOWN,
-    admin_operation,
-    s3_operation,
-)
-from objstore.s3.api import ROUTES, SUBRESOURCES
+from objstore.audit.operations import ADMIN_UNKNOWN, UNKNOWN, admin_operation
+from objstore.s3.routes import ROUTES, parse_request_line
+
+
+class RequestLine:
+    """What `parse_request_line` reads of a request."""
+
+    def __init__(self, method: str, path: str, query: str, headers: dict[str, str]) -> None:
+        self.method = method.encode()
+        self.path = path.encode()
+        self.uri = self.path + (b"?" + query.encode() if query else b"")
+        self._headers = headers
+
+    def header(self, name: str) -> str | None:
+        return self._headers.get(name)
 
 
 def s3(method: str, path: str, query: str = "", copy: bool = False) -> str:
-    bucket, _, key = path.lstrip("/").partition("/")
-    pairs = [item.partition("=") for item in query.split("&") if item]
-    return s3_operation(method, bucket, key, {k: v for k, _, v in pairs}, SUBRESOURCES,
-                        copy_source=copy)
+    headers = {"x-amz-copy-source": "src/k"} if copy else {}
+    request: Any = RequestLine(method, path, query, headers)
+    return parse_request_line(request).operation
 
 
 @pytest.mark.parametrize(("method", "path", "query", "copy", "name"), [
@@ -59,7 +67,25 @@ def test_s3_names(method: str, path: str, query: str, copy: bool, name: str) -> 
 
 
 def test_every_s3_route_has_a_name() -> None:
-    assert set(ROUTES) <= set(S3_OPERATIONS)
+    assert all(route.operation for route in ROUTES.values())
+    assert len({route.operation for route in ROUTES.values()}) == len(ROUTES)
+
+
+def test_undecodable_key_is_named_and_refused_later() -> None:
+    request: Any = RequestLine("GET", "/b/%ff", "versionId=v1", {})
+    line = parse_request_line(request)
+    assert (line.operation, line.bucket) == ("GetObject", "b")
+    assert line.error is not None and line.error.code == "InvalidURI"
+
+
+def test_unserved_sub_resource_is_named_and_refused_with_501() -> None:
+    request: Any = RequestLine("PUT", "/b", "cors", {})
+    line = parse_request_line(request)
+    assert line.operation == "PutBucketCors"
+    assert line.route is not None and line.route.handler is None
+    assert line.refusal().code == "NotImplemented"
+    unknown: Any = RequestLine("PATCH", "/b", "", {})
+    assert parse_request_line(unknown).refusal().code == "MethodNotAllowed"
 
 
 @pytest.mark.parametrize(("method", "path", "name"), [

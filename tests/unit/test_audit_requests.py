@@ -28,6 +28,7 @@ from objstore.http.site import ObjstoreRequest, ObjstoreSite
 from objstore.meta.audit_queries import AuditRecord
 from objstore.metrics.registry import NodeMetrics
 from objstore.s3.api import render_error
+from objstore.s3.routes import parse_request_line
 
 Render = Callable[[ObjstoreRequest], bytes]
 
@@ -45,11 +46,19 @@ class Leaf(Resource):
         return self.behaviour(request)
 
 
+class S3Leaf(Leaf):
+    """Stands for the S3 API, which reads (and notes) the request line first of all."""
+
+    def render(self, request: Any) -> bytes:
+        parse_request_line(request)
+        return self.behaviour(request)
+
+
 class Node:
     def __init__(self, tmp_path: Path) -> None:
         self.clock = Clock()
         self.clock.advance(1_700_000_000.0)
-        self.s3, self.admin = Leaf(), Leaf()
+        self.s3, self.admin = S3Leaf(), Leaf()
         root = RootResource(s3=self.s3, admin=self.admin, limits=ServerLimits(), domains=())
         self.site = ObjstoreSite(root, tmp_dir=str(tmp_path),
                                  limits=ServerLimits(max_body_size=100), server_header="objstore")

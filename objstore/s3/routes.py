@@ -1,0 +1,278 @@
+"""The S3 route table and the parsing of a request line into the key it is routed by.
+
+A route is chosen by (method, target, sub-resource). Targets are "service" (no bucket),
+"bucket" and "object". The sub-resource is the first known S3 query flag present, in a
+fixed priority order (uploadId before everything, so UploadPart/UploadPartCopy are never
+mistaken for PutObject/CopyObject).
+
+Every route names its operation (GetObject, CompleteMultipartUpload, ...): the name the
+audit log and the request metrics record, and the name an event would carry. Operations
+S3 defines but this version does not serve are in the table without a handler, so their
+requests are named too and answer 501 NotImplemented. The set of names is bounded whatever
+a client sends: a request no route knows is named `UNKNOWN`.
+
+`parse_request_line` reads the path and the query once per request, before anything else
+runs, and never raises: a request refused before routing (rate limit, authentication) is
+named like any other, and a path that can not be decoded is kept as an error to raise in
+its turn (after authentication, as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote
+
+from objstore.audit.context import note_operation
+from objstore.audit.operations import UNKNOWN
+from objstore.errors import S3Error
+from objstore.http.site import ObjstoreRequest
+from objstore.s3 import (
+    acl,
+    attributes,
+    buckets,
+    copy,
+    delete_objects,
+    lifecycle,
+    listing,
+    multipart,
+    object_lock,
+    objects,
+    tagging,
+    versioning,
+)
+from objstore.s3.call import S3Call, S3Response
+
+Handler = Callable[[S3Call], Awaitable[S3Response]]
+RouteKey = tuple[str, str, "str | None"]
+
+# Priority order matters: see the module docstring.
+SUBRESOURCES = (
+    "uploadId", "uploads", "delete", "versioning", "versions", "tagging", "location",
+    "lifecycle", "encryption", "object-lock", "retention", "legal-hold", "notification",
+    "replication", "attributes", "acl", "cors", "policy", "policyStatus", "website",
+    "logging", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock",
+    "analytics", "inventory", "metrics", "intelligent-tiering", "restore", "select",
+    "torrent",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    handler: Handler | None  # None: an S3 operation this version does not serve (501)
+    action: str | None  # None: the handler authorizes (per key, or more than one action)
+    operation: str
+    # The operation's name when the request names a copy source (CopyObject,
+    # UploadPartCopy), as AWS names them.
+    copy_operation: str | None = None
+
+
+async def put_object_or_copy(call: S3Call) -> S3Response:
+    """PUT /b/k is CopyObject when it names a copy source (UploadPartCopy, which also has
+    an uploadId, was routed to multipart by its sub-resource)."""
+    if call.header("x-amz-copy-source") is not None:
+        return await copy.copy_object(call)
+    return await objects.put_object(call)
+
+
+_CRUD = {"GET": "Get", "PUT": "Put", "DELETE": "Delete"}
+
+
+def _not_served(target: str, sub: str, noun: str, methods: str = "GET PUT DELETE"
+                ) -> dict[RouteKey, Route]:
+    return {(m, target, sub): Route(None, None, f"{_CRUD[m]}{noun}") for m in methods.split()}
+
+
+ROUTES: dict[RouteKey, Route] = {
+    ("GET", "service", None): Route(buckets.list_buckets, "s3:ListAllMyBuckets", "ListBuckets"),
+    ("PUT", "bucket", None): Route(buckets.create_bucket, "s3:CreateBucket", "CreateBucket"),
+    ("HEAD", "bucket", None): Route(buckets.head_bucket, "s3:ListBucket", "HeadBucket"),
+    ("DELETE", "bucket", None): Route(buckets.delete_bucket, "s3:DeleteBucket", "DeleteBucket"),
+    ("GET", "bucket", "location"): Route(buckets.get_location, "s3:GetBucketLocation",
+                                         "GetBucketLocation"),
+    ("GET", "bucket", None): Route(listing.list_objects, "s3:ListBucket", "ListObjects"),
+    ("PUT", "object", None): Route(put_object_or_copy, "s3:PutObject", "PutObject",
+                                   copy_operation="CopyObject"),
+    ("GET", "object", None): Route(objects.get_object, "s3:GetObject", "GetObject"),
+    ("HEAD", "object", None): Route(objects.head_object, "s3:GetObject", "HeadObject"),
+    ("DELETE", "object", None): Route(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
+    ("POST", "bucket", "delete"): Route(delete_objects.delete_objects, None, "DeleteObjects"),
+    ("GET", "object", "attributes"): Route(attributes.get_object_attributes, None,
+                                           "GetObjectAttributes"),
+    ("GET", "bucket", "acl"): Route(acl.get_bucket_acl, "s3:GetBucketAcl", "GetBucketAcl"),
+    ("PUT", "bucket", "acl"): Route(acl.put_bucket_acl, "s3:PutBucketAcl", "PutBucketAcl"),
+    ("GET", "object", "acl"): Route(acl.get_object_acl, "s3:GetObjectAcl", "GetObjectAcl"),
+    ("PUT", "object", "acl"): Route(acl.put_object_acl, "s3:PutObjectAcl", "PutObjectAcl"),
+    ("POST", "object", "uploads"): Route(multipart.create_upload, "s3:PutObject",
+                                         "CreateMultipartUpload"),
+    ("PUT", "object", "uploadId"): Route(multipart.upload_part, "s3:PutObject", "UploadPart",
+                                         copy_operation="UploadPartCopy"),
+    ("POST", "object", "uploadId"): Route(multipart.complete_upload, "s3:PutObject",
+                                          "CompleteMultipartUpload"),
+    ("DELETE", "object", "uploadId"): Route(multipart.abort_upload, "s3:AbortMultipartUpload",
+                                            "AbortMultipartUpload"),
+    ("GET", "object", "uploadId"): Route(multipart.list_parts, "s3:ListMultipartUploadParts",
+                                         "ListParts"),
+    ("GET", "bucket", "uploads"): Route(multipart.list_uploads, "s3:ListBucketMultipartUploads",
+                                        "ListMultipartUploads"),
+    ("GET", "bucket", "versioning"): Route(versioning.get_versioning, "s3:GetBucketVersioning",
+                                           "GetBucketVersioning"),
+    ("PUT", "bucket", "versioning"): Route(versioning.put_versioning, "s3:PutBucketVersioning",
+                                           "PutBucketVersioning"),
+    ("GET", "bucket", "versions"): Route(versioning.list_object_versions,
+                                         "s3:ListBucketVersions", "ListObjectVersions"),
+    ("GET", "bucket", "object-lock"): Route(object_lock.get_lock_configuration,
+                                            "s3:GetBucketObjectLockConfiguration",
+                                            "GetObjectLockConfiguration"),
+    ("PUT", "bucket", "object-lock"): Route(object_lock.put_lock_configuration,
+                                            "s3:PutBucketObjectLockConfiguration",
+                                            "PutObjectLockConfiguration"),
+    ("GET", "object", "retention"): Route(object_lock.get_retention, "s3:GetObjectRetention",
+                                          "GetObjectRetention"),
+    ("PUT", "object", "retention"): Route(object_lock.put_retention, "s3:PutObjectRetention",
+                                          "PutObjectRetention"),
+    ("GET", "object", "legal-hold"): Route(object_lock.get_legal_hold, "s3:GetObjectLegalHold",
+                                           "GetObjectLegalHold"),
+    ("PUT", "object", "legal-hold"): Route(object_lock.put_legal_hold, "s3:PutObjectLegalHold",
+                                           "PutObjectLegalHold"),
+    ("GET", "object", "tagging"): Route(tagging.get_object_tagging, "s3:GetObjectTagging",
+                                        "GetObjectTagging"),
+    ("PUT", "object", "tagging"): Route(tagging.put_object_tagging, "s3:PutObjectTagging",
+                                        "PutObjectTagging"),
+    ("DELETE", "object", "tagging"): Route(tagging.delete_object_tagging,
+                                           "s3:DeleteObjectTagging", "DeleteObjectTagging"),
+    ("GET", "bucket", "tagging"): Route(tagging.get_bucket_tagging, "s3:GetBucketTagging",
+                                        "GetBucketTagging"),
+    ("PUT", "bucket", "tagging"): Route(tagging.put_bucket_tagging, "s3:PutBucketTagging",
+                                        "PutBucketTagging"),
+    ("DELETE", "bucket", "tagging"): Route(tagging.delete_bucket_tagging, "s3:PutBucketTagging",
+                                           "DeleteBucketTagging"),
+    ("PUT", "bucket", "lifecycle"): Route(lifecycle.put_lifecycle, "s3:PutLifecycleConfiguration",
+                                          "PutBucketLifecycleConfiguration"),
+    ("GET", "bucket", "lifecycle"): Route(lifecycle.get_lifecycle, "s3:GetLifecycleConfiguration",
+                                          "GetBucketLifecycleConfiguration"),
+    ("DELETE", "bucket", "lifecycle"): Route(lifecycle.delete_lifecycle,
+                                             "s3:PutLifecycleConfiguration",
+                                             "DeleteBucketLifecycle"),
+    # Known to S3, not served by this version: named, answered 501.
+    ("GET", "bucket", "policyStatus"): Route(None, None, "GetBucketPolicyStatus"),
+    ("POST", "object", "restore"): Route(None, None, "RestoreObject"),
+    ("POST", "object", "select"): Route(None, None, "SelectObjectContent"),
+    ("GET", "object", "torrent"): Route(None, None, "GetObjectTorrent"),
+    **_not_served("bucket", "encryption", "BucketEncryption"),
+    **_not_served("bucket", "notification", "BucketNotificationConfiguration", "GET PUT"),
+    **_not_served("bucket", "replication", "BucketReplication"),
+    **_not_served("bucket", "cors", "BucketCors"),
+    **_not_served("bucket", "policy", "BucketPolicy"),
+    **_not_served("bucket", "website", "BucketWebsite"),
+    **_not_served("bucket", "logging", "BucketLogging", "GET PUT"),
+    **_not_served("bucket", "accelerate", "BucketAccelerateConfiguration", "GET PUT"),
+    **_not_served("bucket", "requestPayment", "BucketRequestPayment", "GET PUT"),
+    **_not_served("bucket", "ownershipControls", "BucketOwnershipControls"),
+    **_not_served("bucket", "publicAccessBlock", "PublicAccessBlock"),
+    **_not_served("bucket", "analytics", "BucketAnalyticsConfiguration"),
+    **_not_served("bucket", "inventory", "BucketInventoryConfiguration"),
+    **_not_served("bucket", "metrics", "BucketMetricsConfiguration"),
+    **_not_served("bucket", "intelligent-tiering", "BucketIntelligentTieringConfiguration"),
+}
+
+
+@dataclass(slots=True)
+class RequestLine:
+    """What the request line and the query say, parsed once: the target, the query, the
+    route (None: no route for this key) and the operation's name."""
+
+    method: str
+    bucket: str
+    key: str
+    query: dict[str, str]
+    sub: str | None
+    route: Route | None
+    operation: str
+    error: S3Error | None = None  # the path could not be decoded (raised after auth)
+
+    @property
+    def target(self) -> str:
+        return target_of(self.bucket, self.key)
+
+    def refusal(self) -> S3Error:
+        """Why no handler serves this request: 501 for a known sub-resource, else 405."""
+        if self.sub is not None:
+            return S3Error("NotImplemented", f"The {self.sub} sub-resource is not implemented.")
+        return S3Error("MethodNotAllowed", Method=self.method, ResourceType=self.target.upper())
+
+
+def target_of(bucket: str, key: str) -> str:
+    return "object" if key else ("bucket" if bucket else "service")
+
+
+def parse_request_line(request: ObjstoreRequest) -> RequestLine:
+    """The request line of `request`, noted for the audit log and the metrics."""
+    line = read_request_line(request)
+    note_operation(request, line.operation, line.bucket, line.key, audited_ids(line.query))
+    return line
+
+
+def read_request_line(request: ObjstoreRequest) -> RequestLine:
+    method = request.method.decode("ascii", "replace")
+    error = None
+    try:
+        bucket, key = split_target(request)
+    except S3Error as refused:  # an undecodable key: name the request by what can be read
+        error = refused
+        bucket, _, key = unquote(request.path.decode("latin-1")[1:]).partition("/")
+    query = parse_query(request)
+    sub = next((name for name in SUBRESOURCES if name in query), None)
+    route = ROUTES.get((method, target_of(bucket, key), sub))
+    operation = UNKNOWN if route is None else operation_name(route, query, request)
+    return RequestLine(method, bucket, key, query, sub, route, operation, error)
+
+
+def audited_ids(query: Mapping[str, str]) -> dict[str, str] | None:
+    """The ids a request names that the audit log keeps (never the rest of the query)."""
+    version_id, upload_id = query.get("versionId"), query.get("uploadId")
+    if not (version_id or upload_id):
+        return None
+    ids = {}
+    if version_id:
+        ids["version_id"] = version_id
+    if upload_id:
+        ids["upload_id"] = upload_id
+    return ids
+
+
+def operation_name(route: Route, query: Mapping[str, str], request: ObjstoreRequest) -> str:
+    """The route's operation, refined as AWS names it by a copy source or list-type=2."""
+    if route.copy_operation is not None and request.header("x-amz-copy-source") is not None:
+        return route.copy_operation
+    if route.operation == "ListObjects" and query.get("list-type") == "2":
+        return "ListObjectsV2"
+    return route.operation
+
+
+def split_target(request: ObjstoreRequest) -> tuple[str, str]:
+    """(bucket, key) from the path, after any virtual-host rewrite (request.vhost_bucket)."""
+    raw_path = request.path.decode("utf-8", "surrogateescape")
+    vhost_bucket = getattr(request, "vhost_bucket", None)
+    if vhost_bucket:
+        return vhost_bucket, _decode_key(raw_path[1:])
+    bucket, _, key = raw_path[1:].partition("/")
+    return unquote(bucket), _decode_key(key)
+
+
+def _decode_key(raw: str) -> str:
+    try:
+        return unquote(raw, errors="strict")
+    except UnicodeDecodeError:
+        raise S3Error("InvalidURI") from None
+
+
+def parse_query(request: ObjstoreRequest) -> dict[str, str]:
+    """The query's parameters, the first value of each."""
+    _, mark, raw = request.uri.partition(b"?")
+    if not mark:
+        return {}
+    query: dict[str, str] = {}
+    for name, value in parse_qsl(raw.decode("utf-8", "surrogateescape"), keep_blank_values=True):
+        query.setdefault(name, value)
+    return query
