@@ -3,12 +3,13 @@
 GET /admin/health answers without authentication; every other endpoint is SigV4-signed
 exactly like S3 requests. Errors are JSON {"error", "message"}; never HTML.
 
-Signed endpoints go through `_admin`, which applies the same rate limits as the S3 API (per
-client IP before authentication, per access key after it). GET /admin/health and
-/admin/metrics must never call it: probes and scrapers are never limited. `_admin` also
-authorizes: root users pass, others need the svc:* action of the endpoint (403 AccessDenied).
-Families of endpoints kept in their own modules (IAM, stats, presign) are mounted with
-`mount()` and reached through the branch route `/<family>`; they use `authorize` as gate.
+Signed endpoints pass the gate, `authorize`, which applies the same rate limits as the S3
+API (per client IP before authentication, per access key after it), then authorizes: root
+users pass, others need the svc:* action of the endpoint (403 AccessDenied). Every such
+endpoint declares its action with `gate.authorized_route`; GET /admin/health and
+/admin/metrics never pass the gate: probes and scrapers are never limited. Families of
+endpoints kept in their own modules (IAM, stats, presign, ...) are mounted with `mount()`
+and reached through the branch route `/<family>`; they are given `authorize` as their gate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from twisted.python.failure import Failure
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from objstore import __version__
+from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route
 from objstore.audit.context import note_error
 from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
 from objstore.http.authn import Authenticator
@@ -68,6 +70,7 @@ class AdminApi:
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._authorizer = authorizer
         self._mounts: dict[str, Any] = {}
+        self._gate = self.authorize
 
     def resource(self) -> object:
         return self.app.resource()
@@ -78,12 +81,7 @@ class AdminApi:
             self._mounts[family] = api
 
     async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
-        """The gate of mounted endpoints: `_admin` for `action` (None: authentication only)."""
-        return await self._admin(request, action)
-
-    async def _admin(
-        self, request: ObjstoreRequest, action: str | None = "svc:ViewServerInfo"
-    ) -> Principal:
+        """The gate: rate limits, SigV4, then `action` (None: authentication only)."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise AdminError("SlowDown", _SLOW_DOWN)
         try:
@@ -103,9 +101,8 @@ class AdminApi:
             return json_body(request, 200, {"status": word})
         return json_body(request, status, {"status": word})
 
-    @app.route("/info", methods=["GET"])
-    async def info(self, request: ObjstoreRequest) -> bytes:
-        await self._admin(request)
+    @authorized_route(app, "/info", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def info(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         return json_body(request, 200, self._info())
 
     @app.route("/<string:family>", branch=True)

@@ -13,14 +13,14 @@ from typing import Any
 
 from klein import Klein
 
-from objstore.admin.views import AdminGate, install_json_errors, read_json, required_str
+from objstore.admin.gate import CREATE_ARCHIVE, AdminGate, authorized_route
+from objstore.admin.views import install_json_errors, read_json, required_str
 from objstore.engine.archive import ArchiveService, check_keys
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, object_arn
 from objstore.iam.identity import Principal
 
-CREATE_ARCHIVE = "svc:CreateArchive"
 GET_OBJECT = "s3:GetObject"
 FAMILIES = ("archive",)
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -45,9 +45,8 @@ class ArchiveRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/archive", methods=["POST"])
-    async def archive(self, request: ObjstoreRequest) -> bytes:
-        caller = await self._gate(request, CREATE_ARCHIVE)
+    @authorized_route(app, "/archive", methods=["POST"], action=CREATE_ARCHIVE)
+    async def archive(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         body = read_json(request)
         bucket = required_str(body, "bucket")
         if not bucket:

@@ -21,13 +21,14 @@ from typing import Any
 from klein import Klein
 
 from objstore.admin.api import json_body
-from objstore.admin.views import AdminGate, JsonObject, install_json_errors, iso
+from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
+from objstore.admin.views import JsonObject, install_json_errors, iso
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
 from objstore.meta.audit_queries import MAX_PAGE, AuditFilter, AuditRecord
 
-VIEW_SERVER_INFO = "svc:ViewServerInfo"
 FAMILIES = ("audit",)
 DEFAULT_LIMIT = 100
 
@@ -142,9 +143,8 @@ class AuditRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/audit", methods=["GET"])
-    async def audit(self, request: ObjstoreRequest) -> bytes:
-        await self._gate(request, VIEW_SERVER_INFO)
+    @authorized_route(app, "/audit", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def audit(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         everywhere = check_node(request, self._node_id)
         wanted = parse_audit_filter(request)
         # One more row than asked tells whether another page exists.

@@ -18,13 +18,14 @@ from twisted.internet.defer import Deferred
 
 from objstore.admin.api import json_body
 from objstore.admin.audit_routes import check_node, parse_limit, parse_time
-from objstore.admin.views import AdminGate, JsonObject, install_json_errors, iso
+from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
+from objstore.admin.views import JsonObject, install_json_errors, iso
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
 from objstore.meta.metrics_queries import MAX_SAMPLES, MetricsSample
 from objstore.metrics.registry import CONTENT_TYPE
 
-VIEW_SERVER_INFO = "svc:ViewServerInfo"
 FAMILIES = ("metrics",)
 DEFAULT_SAMPLES = 1000
 
@@ -73,9 +74,8 @@ class MetricsRoutes:
         request.setHeader("Content-Length", str(len(body)))
         return body
 
-    @app.route("/metrics/history", methods=["GET"])
-    async def history(self, request: ObjstoreRequest) -> bytes:
-        await self._gate(request, VIEW_SERVER_INFO)
+    @authorized_route(app, "/metrics/history", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def history(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         everywhere = check_node(request, self._node_id)
         samples = await self._meta.query_metrics_history(
             parse_time(request, "since"), parse_time(request, "until"),

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 from klein import Klein
 
 from objstore.admin.api import json_body
+from objstore.admin.gate import CREATE_PRESIGNED_URL, VIEW_SERVER_INFO, AdminGate, authorized_route
 from objstore.admin.views import (
-    AdminGate,
     JsonObject,
     install_json_errors,
     iso,
@@ -34,13 +34,11 @@ from objstore.engine.names import bucket_name_problem
 from objstore.errors import AdminError
 from objstore.http import sigv4
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
-
-VIEW_SERVER_INFO = "svc:ViewServerInfo"
-CREATE_PRESIGNED_URL = "svc:CreatePresignedUrl"
 
 FAMILIES = ("stats", "presign")
 
@@ -132,9 +130,8 @@ class OpsRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/stats", methods=["GET"])
-    async def stats(self, request: ObjstoreRequest) -> bytes:
-        await self._gate(request, VIEW_SERVER_INFO)
+    @authorized_route(app, "/stats", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def stats(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         bucket_count, object_count, total_bytes = await self._meta.storage_totals()
         disk = await self._io.run(disk_figures, self._data_dir)
         return json_body(request, 200, {
@@ -144,9 +141,8 @@ class OpsRoutes:
             **disk,
         })
 
-    @app.route("/presign", methods=["POST"])
-    async def presign(self, request: ObjstoreRequest) -> bytes:
-        caller = await self._gate(request, CREATE_PRESIGNED_URL)
+    @authorized_route(app, "/presign", methods=["POST"], action=CREATE_PRESIGNED_URL)
+    async def presign(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         wanted = parse_presign(read_json(request))
         credential = await self._meta.get_credential(caller.access_key)
         if credential is None or not credential.active:  # deleted since it authenticated

@@ -20,13 +20,14 @@ from __future__ import annotations
 from typing import Any
 
 from objstore.admin.api import json_body
-from objstore.admin.views import AdminGate, JsonObject, install_json_errors, no_content, read_json
+from objstore.admin.gate import ADMINISTRATOR, AdminGate, authorized_route
+from objstore.admin.views import JsonObject, install_json_errors, no_content, read_json
 from objstore.engine.quota import BucketQuota, NoSuchBucket, QuotaService, UsageFigures
 from objstore.errors import AdminError
 from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
 
-ADMINISTRATOR = "*"
 FAMILIES = ("buckets",)
 LIMIT_FIELDS = ("max_bytes", "max_objects")
 
@@ -70,14 +71,12 @@ class QuotaRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/buckets/<bucket>/quota", methods=["GET"])
-    async def get_quota(self, request: ObjstoreRequest, bucket: str) -> bytes:
-        await self._gate(request, ADMINISTRATOR)
+    @authorized_route(app, "/buckets/<bucket>/quota", methods=["GET"], action=ADMINISTRATOR)
+    async def get_quota(self, request: ObjstoreRequest, _caller: Principal, bucket: str) -> bytes:
         return json_body(request, 200, await self._view(bucket))
 
-    @app.route("/buckets/<bucket>/quota", methods=["PUT"])
-    async def put_quota(self, request: ObjstoreRequest, bucket: str) -> bytes:
-        await self._gate(request, ADMINISTRATOR)
+    @authorized_route(app, "/buckets/<bucket>/quota", methods=["PUT"], action=ADMINISTRATOR)
+    async def put_quota(self, request: ObjstoreRequest, _caller: Principal, bucket: str) -> bytes:
         quota = parse_quota(read_json(request))
         try:
             await self._quotas.put(bucket, quota)
@@ -85,9 +84,9 @@ class QuotaRoutes:
             raise _no_such_bucket(bucket) from None
         return json_body(request, 200, await self._view(bucket))
 
-    @app.route("/buckets/<bucket>/quota", methods=["DELETE"])
-    async def delete_quota(self, request: ObjstoreRequest, bucket: str) -> bytes:
-        await self._gate(request, ADMINISTRATOR)
+    @authorized_route(app, "/buckets/<bucket>/quota", methods=["DELETE"], action=ADMINISTRATOR)
+    async def delete_quota(self, request: ObjstoreRequest, _caller: Principal,
+                           bucket: str) -> bytes:
         try:
             await self._quotas.delete(bucket)
         except NoSuchBucket:

@@ -25,18 +25,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objstore.admin.api import json_body
-from objstore.admin.views import AdminGate, JsonObject, install_json_errors, no_content, read_json
+from objstore.admin.gate import ADMINISTRATOR, VIEW_SERVER_INFO, AdminGate, authorized_route
+from objstore.admin.views import JsonObject, install_json_errors, no_content, read_json
 from objstore.blobs.control import ControlRecord
 from objstore.errors import AdminError
 from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.identity import Principal
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
 
-VIEW_SERVER_INFO = "svc:ViewServerInfo"
-ADMINISTRATOR = "*"  # root, or a grant allowing every action
 FAMILIES = ("settings",)
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
@@ -139,9 +139,8 @@ class SettingsRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    @app.route("/settings", methods=["GET"])
-    async def list_settings(self, request: ObjstoreRequest) -> bytes:
-        await self._gate(request, VIEW_SERVER_INFO)
+    @authorized_route(app, "/settings", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def list_settings(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         entries = []
         for key, spec in sorted(SETTINGS.items()):
             stored = await self._meta.get_setting(key)
@@ -150,18 +149,16 @@ class SettingsRoutes:
                             "description": spec.description})
         return json_body(request, 200, entries)
 
-    @app.route("/settings/<key>", methods=["GET"])
-    async def get_setting(self, request: ObjstoreRequest, key: str) -> bytes:
-        await self._gate(request, VIEW_SERVER_INFO)
+    @authorized_route(app, "/settings/<key>", methods=["GET"], action=VIEW_SERVER_INFO)
+    async def get_setting(self, request: ObjstoreRequest, _caller: Principal, key: str) -> bytes:
         spec = setting_spec(key)
         stored = await self._meta.get_setting(key)
         if stored is None:
             raise AdminError("NotFound", f"The setting {key} is not set.")
         return json_body(request, 200, _view(key, spec, stored))
 
-    @app.route("/settings/<key>", methods=["PUT"])
-    async def put_setting(self, request: ObjstoreRequest, key: str) -> bytes:
-        await self._gate(request, ADMINISTRATOR)
+    @authorized_route(app, "/settings/<key>", methods=["PUT"], action=ADMINISTRATOR)
+    async def put_setting(self, request: ObjstoreRequest, _caller: Principal, key: str) -> bytes:
         body = read_json(request)
         spec = setting_spec(key)
         if body.get("key", key) != key:
@@ -174,9 +171,8 @@ class SettingsRoutes:
         self._on_change(key)
         return json_body(request, 200, _view(key, spec, text))
 
-    @app.route("/settings/<key>", methods=["DELETE"])
-    async def delete_setting(self, request: ObjstoreRequest, key: str) -> bytes:
-        await self._gate(request, ADMINISTRATOR)
+    @authorized_route(app, "/settings/<key>", methods=["DELETE"], action=ADMINISTRATOR)
+    async def delete_setting(self, request: ObjstoreRequest, _caller: Principal, key: str) -> bytes:
         spec = setting_spec(key)
         if not spec.writable:
             raise AdminError("BadRequest", f"The setting {key} is read-only.")

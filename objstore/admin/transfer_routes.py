@@ -18,8 +18,18 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from objstore.admin.api import json_body
+from objstore.admin.gate import (
+    ADMINISTRATOR,
+    MANAGE_CREDENTIALS,
+    MANAGE_GRANTS,
+    MANAGE_TEAMS,
+    MANAGE_USERS,
+    VIEW_SERVER_INFO,
+    AdminGate,
+    authorized_route,
+)
 from objstore.admin.settings_routes import exportable_settings, parse_value
-from objstore.admin.views import AdminGate, install_json_errors, read_json
+from objstore.admin.views import install_json_errors, read_json
 from objstore.blobs.control import ControlRecord
 from objstore.engine.transfer import SKIP, TransferService, parse_sections
 from objstore.errors import AdminError
@@ -33,9 +43,8 @@ if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
 
 FAMILIES = ("export", "import")
-EVERYTHING = "*"
-MANAGE_ACTIONS = ("svc:ManageUsers", "svc:ManageTeams", "svc:ManageGrants",
-                  "svc:ManageCredentials", "svc:ViewServerInfo")
+MANAGE_ACTIONS = (MANAGE_USERS, MANAGE_TEAMS, MANAGE_GRANTS, MANAGE_CREDENTIALS,
+                  VIEW_SERVER_INFO)
 MAX_IMPORT_BYTES = 64 * 1024 * 1024
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
@@ -101,17 +110,15 @@ class TransferRoutes:
     def resource(self) -> object:
         return self.app.resource()
 
-    async def _admin_only(self, request: ObjstoreRequest) -> Principal:
-        caller = await self._gate(request, EVERYTHING)
+    async def _every_manage_action(self, caller: Principal) -> None:
         for action in MANAGE_ACTIONS:
             if not await self._authorizer.allowed(caller, action, "*"):
                 raise AdminError("AccessDenied", f"Export and import need every svc:* action; "
                                                  f"{action} is denied.")
-        return caller
 
-    @app.route("/export", methods=["GET"])
-    async def export(self, request: ObjstoreRequest) -> bytes:
-        await self._admin_only(request)
+    @authorized_route(app, "/export", methods=["GET"], action=ADMINISTRATOR,
+                      check=_every_manage_action)
+    async def export(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
         sections = parse_sections(query_value(request, "sections"))
         include_secrets = query_flag(request, "include_secrets")
         document = await self._transfer.export(sections, include_secrets=include_secrets)
@@ -119,9 +126,9 @@ class TransferRoutes:
             request.setHeader("Cache-Control", "no-store")
         return json_body(request, 200, document)
 
-    @app.route("/import", methods=["POST"])
-    async def import_document(self, request: ObjstoreRequest) -> bytes:
-        caller = await self._admin_only(request)
+    @authorized_route(app, "/import", methods=["POST"], action=ADMINISTRATOR,
+                      check=_every_manage_action)
+    async def import_document(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         sections = parse_sections(query_value(request, "sections"))
         mode = query_value(request, "mode") or SKIP
         dry_run = query_flag(request, "dry_run")

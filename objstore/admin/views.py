@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from klein import Klein
@@ -36,11 +35,6 @@ from objstore.meta.records import CredentialRecord, UserRecord
 log = Logger()
 
 JsonObject = dict[str, Any]
-
-# Authenticate, then authorize the svc:* action (None: authentication only); `AdminApi`
-# provides it as `authorize`.
-AdminGate = Callable[[ObjstoreRequest, "str | None"], Awaitable[Principal]]
-
 
 def iso(timestamp: float) -> str:
     """ISO 8601 with an explicit UTC offset, millisecond precision."""
