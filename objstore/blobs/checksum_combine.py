@@ -10,8 +10,8 @@ come from the per-part values without reading a byte:
   by combining the part CRCs and lengths in GF(2) (awscrt's combine functions, the same C
   code the AWS SDKs use).
 
-Pure functions, except `blob_checksum` and `spool_checksum`, which read a file (blocking:
-IO pool only).
+Pure functions, except `blob_checksum` and `spool_checksum`, which read their bytes back
+(blocking: IO pool only; a blob through a `BlobReader`, like every read of object bytes).
 Nothing here imports Twisted.
 """
 
@@ -20,8 +20,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from awscrt import checksums
@@ -98,25 +97,23 @@ class ReadableBody(Protocol):
     def read(self, size: int = -1) -> bytes: ...
 
 
-def blob_checksum(blobs: BlobStore, blob_id: str, algorithm: str) -> str:
-    """The base64 checksum of a stored blob's bytes (reads the file: IO pool only)."""
-    summer = Checksummer(algorithm)
-    fd = blobs.open(blob_id)
-    try:
-        offset = 0
-        while chunk := os.pread(fd, READ_CHUNK_BYTES, offset):
-            summer.update(chunk)
-            offset += len(chunk)
-    finally:
-        os.close(fd)
-    return summer.digest_b64()
+def blob_checksum(blobs: BlobStore, blob_id: str, algorithm: str,
+                  size: int | None = None) -> str:
+    """The base64 checksum of a stored blob's bytes (`size`: from its record, else the
+    file's)."""
+    with blobs.blob_reader(blob_id, size) as reader:
+        return chunks_checksum(algorithm, reader.chunks(READ_CHUNK_BYTES))
 
 
 def spool_checksum(body: ReadableBody, algorithm: str) -> str:
-    """The base64 checksum of a spooled request body (reads it: IO pool only)."""
-    summer = Checksummer(algorithm)
+    """The base64 checksum of a spooled request body read as a file."""
     body.seek(0)
-    while chunk := body.read(READ_CHUNK_BYTES):
+    return chunks_checksum(algorithm, iter(lambda: body.read(READ_CHUNK_BYTES), b""))
+
+
+def chunks_checksum(algorithm: str, chunks: Iterable[bytes]) -> str:
+    summer = Checksummer(algorithm)
+    for chunk in chunks:
         summer.update(chunk)
     return summer.digest_b64()
 

@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from objstore.blobs.files import fsync_dir
+
 FAMILIES = (
     "buckets", "users", "credentials", "settings", "teams", "grants",
     # bucket configuration documents, keyed "<bucket>:<config key>"
@@ -81,10 +83,5 @@ class ControlRecord:
             yield doc["key"], doc["data"]
 
     def _fsync_dir(self, path: str) -> None:
-        if not self._fsync:
-            return
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self._fsync:
+            fsync_dir(path)

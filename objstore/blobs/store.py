@@ -8,13 +8,21 @@ Layout under `<data_dir>`:
 
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
-metadata row. Every method here is blocking and runs on the IO thread pool; nothing here
-imports Twisted.
+metadata row.
+
+The store is where bytes land and where they are found: a body received by a `BlobWriter`
+(writer.py) becomes a blob through `commit`; object bytes are read only through a
+`BlobReader` (reader.py) that `reader` makes. A copy is made by the kernel
+(`copy_file_range`) when no digest is wanted, else it passes through a reader and a writer
+once; a blob stored through a stage (stages.py) would take that second path, since its
+stored bytes are not its logical bytes.
+
+Every method here is blocking and runs on the IO thread pool (small reads may run inline,
+see reader.py); nothing here imports Twisted.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import os
@@ -23,7 +31,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
+from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
+from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
 
 SIDECAR_SUFFIX = ".meta.json"
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -102,6 +113,14 @@ class BlobStore:
         self._known_dirs.add(path)
 
     # -- writes ----------------------------------------------------------------------
+    def commit(self, body: HeldBody, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """Make a body handed over by a writer (`BlobWriter.detach`) durable as blob
+        `blob_id` with its sidecar. Takes ownership of a spool file."""
+        if isinstance(body, HeldBytes):
+            self.commit_bytes(body.data, blob_id, sidecar)
+        else:
+            self.commit_file(body.fd, body.path, blob_id, sidecar)
+
     def commit_file(self, fd: int, spool_path: str, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make a spooled upload durable as blob `blob_id` with its sidecar. Takes ownership
         of fd (closed here) and of the spool file (renamed, or removed on failure)."""
@@ -115,7 +134,7 @@ class BlobStore:
             self._ensure_dir(os.path.dirname(path))
             os.rename(spool_path, path)  # made durable by the sidecar's directory fsync
         except BaseException:
-            _unlink_quietly(spool_path)
+            unlink_quietly(spool_path)
             raise
         self._finish_commit(blob_id, sidecar)
 
@@ -132,7 +151,7 @@ class BlobStore:
         try:
             self.write_sidecar(blob_id, sidecar)
         except BaseException:
-            _unlink_quietly(self.blob_path(blob_id))
+            unlink_quietly(self.blob_path(blob_id))
             raise
 
     def write_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
@@ -146,9 +165,7 @@ class BlobStore:
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".tmp"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             if self._fsync:
                 os.fdatasync(fd)
         finally:
@@ -156,48 +173,37 @@ class BlobStore:
         try:
             os.rename(tmp, path)
         except BaseException:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             raise
         if sync_dir:
             self._fsync_dir(os.path.dirname(path))
 
     def _fsync_dir(self, path: str) -> None:
-        if not self._fsync:
-            return
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if self._fsync:
+            fsync_dir(path)
 
     def delete(self, blob_id: str) -> None:
         """Remove a blob and its sidecar (sidecar first, so a crash in between leaves a blob
         that `check` reports as an orphan rather than a sidecar pointing at nothing)."""
-        _unlink_quietly(self.sidecar_path(blob_id))
-        _unlink_quietly(self.blob_path(blob_id))
+        unlink_quietly(self.sidecar_path(blob_id))
+        unlink_quietly(self.blob_path(blob_id))
 
     # -- reads -----------------------------------------------------------------------
-    def open(self, blob_id: str) -> int:
-        """An O_RDONLY fd of the blob; FileNotFoundError when it is missing."""
-        return os.open(self.blob_path(blob_id), os.O_RDONLY)
+    def open_blob(self, blob_id: str) -> BlobFile:
+        """The blob's bytes (FileNotFoundError when it is missing); the caller closes it."""
+        return BlobFile(blob_id, self.blob_path(blob_id))
 
-    def read_range(self, blob_id: str, start: int, length: int) -> bytes:
-        fd = self.open(blob_id)
-        try:
-            chunks = []
-            while length > 0:
-                data = os.pread(fd, length, start)
-                if not data:
-                    raise OSError(f"blob {blob_id} is shorter than expected")
-                chunks.append(data)
-                start += len(data)
-                length -= len(data)
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
+    def reader(self, segments: Sequence[Segment]) -> BlobReader:
+        """A reader of the concatenation of `segments` (nothing is opened yet)."""
+        return BlobReader(segments, self.open_blob)
 
-    def read_segments(self, segments: Sequence[Segment]) -> bytes:
-        return b"".join(self.read_range(s.blob_id, s.offset, s.length) for s in segments)
+    def blob_reader(self, blob_id: str, size: int | None = None) -> BlobReader:
+        """A reader of a whole blob: `size` bytes (from its record), else as big as its
+        file is."""
+        if size is None:
+            with self.open_blob(blob_id) as blob:
+                size = blob.size()
+        return self.reader([Segment(blob_id, 0, size)])
 
     def copy_segments(
         self, segments: Sequence[Segment], blob_id: str, sidecar: dict[str, Any], *,
@@ -205,37 +211,34 @@ class BlobStore:
     ) -> str | None:
         """Write the concatenation of `segments` as a new durable blob with its sidecar.
         The kernel copies the bytes (copy_file_range) unless an MD5 is wanted, in which case
-        they pass through Python once. Returns the hex MD5 when asked."""
-        tmp = os.path.join(self.tmp_dir, f"{uuid.uuid4()}.copy")
+        they pass once through a reader and a writer. Returns the hex MD5 when asked."""
+        if want_md5:
+            return self._copy_hashed(segments, blob_id, sidecar)
+        tmp = os.path.join(self.tmp_dir, self._tmp_name(".copy"))
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        digest = hashlib.md5() if want_md5 else None
         try:
             for segment in segments:
-                self._copy_segment(segment, out, digest)
+                with self.open_blob(segment.blob_id) as source:
+                    _kernel_copy(source, segment, out)
         except BaseException:
             os.close(out)
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             raise
         self.commit_file(out, tmp, blob_id, sidecar)
-        return None if digest is None else digest.hexdigest()
+        return None
 
-    def _copy_segment(self, segment: Segment, out: int, digest: Any) -> None:
-        source = self.open(segment.blob_id)
+    def _copy_hashed(self, segments: Sequence[Segment], blob_id: str,
+                     sidecar: dict[str, Any]) -> str:
+        writer = BlobWriter(self.tmp_dir, memory_limit=0)
         try:
-            offset, remaining = segment.offset, segment.length
-            while remaining > 0:
-                if digest is None:
-                    copied = os.copy_file_range(source, out, remaining, offset)
-                else:
-                    data = os.pread(source, min(remaining, COPY_CHUNK_BYTES), offset)
-                    digest.update(data)
-                    copied = _write_fully(out, data)
-                if copied == 0:
-                    raise OSError(f"blob {segment.blob_id} is shorter than expected")
-                offset += copied
-                remaining -= copied
+            with self.reader(segments) as reader:
+                for chunk in reader.chunks(COPY_CHUNK_BYTES):
+                    writer.write(chunk)
+            held = writer.detach()
         finally:
-            os.close(source)
+            writer.close()
+        self.commit(held, blob_id, sidecar)
+        return writer.md5_hex
 
     def read_sidecar(self, blob_id: str) -> dict[str, Any]:
         with open(self.sidecar_path(blob_id), "rb") as handle:
@@ -276,15 +279,12 @@ class BlobStore:
                 yield BlobInfo(blob_id, sizes.get(blob_id, -1), blob_id in sidecars)
 
 
-def _write_fully(fd: int, data: bytes) -> int:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    return len(data)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+def _kernel_copy(source: BlobFile, segment: Segment, out: int) -> None:
+    """Append a segment of an open blob to `out` without passing through Python."""
+    offset, remaining = segment.offset, segment.length
+    while remaining > 0:
+        copied = os.copy_file_range(source.fileno(), out, remaining, offset)
+        if copied == 0:
+            raise OSError(f"blob {segment.blob_id} is shorter than expected")
+        offset += copied
+        remaining -= copied

@@ -22,6 +22,8 @@ from objstore.config import Config
 from objstore.meta.records import ObjectRecord
 from objstore.meta.store import SyncMetaStore, open_sync_store
 
+DEEP_READ_BYTES = 1024 * 1024
+
 
 @dataclass
 class Report:
@@ -123,9 +125,13 @@ def _check_blob(blobs: BlobStore, record: ObjectRecord, blob_id: str, size: int,
         return
     if deep and etag and "-" not in etag and not record.encryption_algorithm:
         digest = hashlib.md5()
-        with open(blobs.blob_path(blob_id), "rb") as handle:
-            for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-                digest.update(chunk)
+        try:
+            with blobs.blob_reader(blob_id, size) as reader:
+                for chunk in reader.chunks(DEEP_READ_BYTES):
+                    digest.update(chunk)
+        except FileNotFoundError:
+            report.missing_blobs.append(f"{_name(record)} (blob {blob_id})")
+            return
         if digest.hexdigest() != etag:
             report.hash_mismatches.append(f"{_name(record)} (blob {blob_id})")
 

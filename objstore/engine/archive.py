@@ -5,7 +5,7 @@ What this module owns:
 * `ArchiveService.plan`: every named key resolved to its current object BEFORE a byte is
   streamed, so a missing bucket or key is a clean 404 and never a truncated download;
 * `TarGzStream`: the archive as a sequence of compressed chunks, built incrementally (PAX tar
-  headers from `tarfile`, object bytes read from the blob segments in bounded chunks,
+  headers from `tarfile`, object bytes read through a `BlobReader` in bounded chunks,
   gzip framing from `zlib.compressobj`). Memory is bounded by one chunk, whatever the size
   of the archive. Synchronous and free of Twisted: each call runs on a pool thread;
 * `ArchiveProducer`: the push producer that moves those chunks into a consumer (the HTTP
@@ -23,14 +23,14 @@ Member names are object keys made safe to unpack: empty and `.` segments are dro
 in `/` with no bytes (a directory marker) becomes a directory entry.
 
 An object overwritten or deleted after planning: its new version is archived if it still
-exists when its turn comes (the member header is written only once its blob is open); if it
+exists when its turn comes (the member header is written only once its first blob is
+open); if it
 is gone by then, or a blob vanishes in the middle of an object, the stream is cut (the
 connection aborted) so the client sees a failed download rather than a silently wrong one.
 """
 
 from __future__ import annotations
 
-import os
 import tarfile
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,7 +42,7 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from objstore.blobs.segments import Segment, plan_segments
+from objstore.blobs.reader import BlobReader
 from objstore.errors import AdminError, S3Error
 from objstore.meta.records import ObjectRecord
 from objstore.threads import Runner
@@ -103,21 +103,19 @@ class TarGzStream:
     def __init__(
         self,
         records: Sequence[ObjectRecord],
-        open_blob: Callable[[str], int],
+        open_reader: Callable[[ObjectRecord], BlobReader],
         *,
         level: int = GZIP_LEVEL,
         chunk_bytes: int = CHUNK_BYTES,
     ) -> None:
         self._records = list(records)
-        self._open_blob = open_blob
+        self._open_reader = open_reader
         self._chunk_bytes = chunk_bytes
         self._deflate = zlib.compressobj(level, zlib.DEFLATED, GZIP_WBITS)
         self._pending: list[bytes] = []  # compressed, not yet returned
         self._next_member = 0
-        self._segments: list[Segment] = []  # segments of the current member still to read
-        self._fd: int | None = None
-        self._offset = 0
-        self._segment_left = 0
+        self._reader: BlobReader | None = None  # the current member's bytes
+        self._member_read = 0
         self._member_left = 0
         self._padding = 0
         self._trailer_written = False
@@ -146,7 +144,7 @@ class TarGzStream:
         return out
 
     def close(self) -> None:
-        self._close_fd()
+        self._close_reader()
 
     # -- the uncompressed tar stream ----------------------------------------------------
     def _next_raw(self, limit: int) -> bytes | None:
@@ -155,7 +153,7 @@ class TarGzStream:
         if self._padding:
             padding, self._padding = self._padding, 0
             return bytes(padding)
-        self._close_fd()
+        self._close_reader()
         if self._next_member < len(self._records):
             return self._start_member()
         if not self._trailer_written:
@@ -166,34 +164,25 @@ class TarGzStream:
     def _start_member(self) -> bytes:
         index = self._next_member
         record = self._records[index]
-        segments = [] if is_directory_marker(record) else plan_segments(record, 0, record.size)
-        if segments:
+        if not is_directory_marker(record) and record.size > 0:
+            reader = self._open_reader(record)
             try:
-                self._open_segment(segments[0])
+                reader.open()
             except FileNotFoundError:
                 raise MemberVanished(index) from None
-        self._segments = segments[1:]
+            self._reader = reader
         self._next_member += 1
-        self._member_left = sum(segment.length for segment in segments)
+        self._member_read = 0
+        self._member_left = 0 if self._reader is None else self._reader.length
         self._padding = -self._member_left % BLOCK_BYTES
         return tar_header(record)
 
-    def _open_segment(self, segment: Segment) -> None:
-        self._close_fd()
-        self._fd = self._open_blob(segment.blob_id)
-        self._offset, self._segment_left = segment.offset, segment.length
-
     def _read_data(self, limit: int) -> bytes:
-        while self._segment_left <= 0:
-            if not self._segments:
-                raise OSError("an object is shorter than its segments say")
-            self._open_segment(self._segments.pop(0))  # a vanished part blob is fatal
-        assert self._fd is not None
-        data = os.pread(self._fd, min(limit, self._segment_left), self._offset)
-        if not data:
-            raise OSError("a blob is shorter than its recorded size")
-        self._offset += len(data)
-        self._segment_left -= len(data)
+        """The member's next bytes; a part blob that vanished meanwhile, or a blob shorter
+        than its record, fails the stream (OSError)."""
+        assert self._reader is not None
+        data = self._reader.read(self._member_read, min(limit, self._member_left))
+        self._member_read += len(data)
         self._member_left -= len(data)
         return data
 
@@ -202,10 +191,10 @@ class TarGzStream:
         end = self.tar_bytes + 2 * BLOCK_BYTES
         return bytes(2 * BLOCK_BYTES + (-end % RECORD_BYTES))
 
-    def _close_fd(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+    def _close_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
 
 
 @implementer(IPushProducer)
@@ -356,7 +345,7 @@ class ArchiveService:
     def producer(
         self, plan: ArchivePlan, consumer: Any, abort: Callable[[], None]
     ) -> ArchiveProducer:
-        stream = TarGzStream(plan.records, self._objects.open_blob)
+        stream = TarGzStream(plan.records, self._objects.reader)
 
         async def refresh(index: int) -> ObjectRecord | None:
             return await self.refresh(plan.records[index])

@@ -26,16 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from twisted.logger import Logger
-
 from objstore.blobs import checksum_combine as combine
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.blobs.writer import UploadedBody
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
-from objstore.engine.names import key_problem
-from objstore.engine.objects import ObjectAttrs
+from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
 from objstore.engine.quota import quota_check
 from objstore.engine.versioning import (
     check_lock_request,
@@ -57,10 +55,7 @@ from objstore.meta.store import PartsChanged, PreconditionNotMet, RecordNotFound
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
-    from objstore.http.spool import BodySpool  # the body sink; engine uses it as data
     from objstore.meta.async_store import MetaStore
-
-log = Logger()
 
 MAX_PART_NUMBER = 10_000
 MIN_PART_BYTES = 5 * 1024 * 1024
@@ -295,6 +290,7 @@ class MultipartService:
     ) -> None:
         self._meta = meta
         self._blobs = blobs
+        self._files = BlobFiles(blobs, io)
         self._io = io
         self._clock = clock
         self._upload_ids = upload_ids
@@ -307,9 +303,7 @@ class MultipartService:
         self, principal: Principal, bucket_name: str, key: str, attrs: ObjectAttrs,
         mode: ChecksumMode,
     ) -> UploadRecord:
-        problem = key_problem(key)
-        if problem:
-            raise S3Error(problem[0], problem[1], Key=key)
+        check_key(key)
         bucket = await self._bucket(bucket_name)
         extra = await self._lock_extra(bucket, attrs.lock)
         if mode.type:
@@ -352,11 +346,11 @@ class MultipartService:
         """Remove the upload and then the blobs of the parts its rows held. A completion
         that won the race took the part rows with it, so their blobs are kept."""
         parts = await self._meta.delete_upload(upload.upload_id)
-        await self._delete_blobs([part.blob_id for part in parts])
+        await self._files.delete([part.blob_id for part in parts])
 
     # -- parts -----------------------------------------------------------------------
     async def upload_part(
-        self, upload: UploadRecord, part_number: int, body: BodySpool,
+        self, upload: UploadRecord, part_number: int, body: UploadedBody,
         claimed: dict[str, str],
     ) -> PartRecord:
         """Store a part from a verified request body (`claimed`: its verified checksums).
@@ -365,26 +359,14 @@ class MultipartService:
         _refuse_other_algorithm(mode, claimed)
         checksums = dict(claimed)
         if mode.algorithm is not None and mode.algorithm not in checksums:
-            checksums[mode.algorithm] = await self._io.run(
-                combine.spool_checksum, body, mode.algorithm)
+            checksums[mode.algorithm] = await self._io.run(body.checksum, mode.algorithm)
         part = PartRecord(
             upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
             size=body.length, etag=body.md5_hex, last_modified=self._clock(),
             checksums=checksums,
         )
-        await self._store_part_blob(body, upload, part)
+        await self._files.store(body, part.blob_id, part_sidecar(upload, part))
         return await self._commit_part(part)
-
-    async def _store_part_blob(
-        self, body: BodySpool, upload: UploadRecord, part: PartRecord
-    ) -> None:
-        sidecar = part_sidecar(upload, part)
-        if body.in_memory:
-            data = body.memory_bytes()
-            await self._io.run(self._blobs.commit_bytes, data, part.blob_id, sidecar)
-        else:
-            fd, path = body.detach_file()
-            await self._io.run(self._blobs.commit_file, fd, path, part.blob_id, sidecar)
 
     async def copy_part(
         self, upload: UploadRecord, part_number: int, source: ObjectRecord,
@@ -421,7 +403,7 @@ class MultipartService:
         try:
             if algorithm is not None:
                 checksums[algorithm] = combine.blob_checksum(self._blobs, part.blob_id,
-                                                             algorithm)
+                                                             algorithm, part.size)
             done = PartRecord(part.upload_id, part.part_number, part.blob_id, part.size, md5,
                               part.last_modified, checksums)
             self._blobs.write_sidecar(part.blob_id, part_sidecar(upload, done))
@@ -434,10 +416,10 @@ class MultipartService:
         try:
             replaced = await self._meta.put_part(part)
         except RecordNotFound:
-            await self._delete_blobs([part.blob_id])
+            await self._files.delete([part.blob_id])
             raise S3Error("NoSuchUpload", UploadId=part.upload_id) from None
         if replaced is not None:
-            await self._delete_blobs([replaced])
+            await self._files.delete([replaced])
         return part
 
     async def list_parts(
@@ -473,11 +455,11 @@ class MultipartService:
                                                               precondition, usage_check)
                 except PartsChanged:
                     continue
-                await self._delete_blobs(result.orphaned_blob_ids)
+                await self._files.delete(result.orphaned_blob_ids)
                 return result.record
         except (S3Error, RecordNotFound, PreconditionNotMet) as error:
             return await self._completion_failed(upload, blob_id, version_id, error)
-        await self._delete_blobs([blob_id])
+        await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
 
@@ -511,9 +493,9 @@ class MultipartService:
             current = await self._meta.get_object(upload.bucket, upload.key, version_id)
             if current is not None and current.blob_id == blob_id:
                 return current
-        await self._delete_blobs([blob_id])
+        await self._files.delete([blob_id])
         if isinstance(error, PreconditionNotMet):
-            raise _precondition_error(error.reason, upload.key) from None
+            raise precondition_error(error.reason, upload.key) from None
         if isinstance(error, RecordNotFound):
             await self._bucket(upload.bucket)
             raise S3Error("NoSuchUpload", UploadId=upload.upload_id) from None
@@ -539,14 +521,6 @@ class MultipartService:
                                           max_uploads)
             if listing.is_truncated or (not jumped and len(batch) < batch_size):
                 return listing
-
-    # -- helpers ---------------------------------------------------------------------
-    async def _delete_blobs(self, blob_ids: Sequence[str]) -> None:
-        for blob_id in blob_ids:
-            try:
-                await self._io.run(self._blobs.delete, blob_id)
-            except OSError:
-                log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
 
 
 def _add_uploads(
@@ -580,13 +554,6 @@ def _refuse_other_algorithm(mode: ChecksumMode, claimed: dict[str, str]) -> None
     if other is not None:
         raise S3Error("InvalidRequest", "Checksum Type mismatch occurred, expected checksum "
                       f"Type: {mode.algorithm}, actual checksum Type: {other}")
-
-
-def _precondition_error(reason: str, key: str) -> S3Error:
-    if reason == "missing":
-        return S3Error("NoSuchKey", Key=key)
-    condition = "If-None-Match" if reason == "exists" else "If-Match"
-    return S3Error("PreconditionFailed", Condition=condition)
 
 
 __all__ = [

@@ -1,9 +1,12 @@
 """Object use cases: store, copy, read, delete, list.
 
-The write path is the durability contract (DESIGN invariant 1): the spooled body becomes a
+The write path is the durability contract (DESIGN invariant 1): the received body becomes a
 blob with its sidecar (fsynced, on the IO pool), then the metadata row is committed, then
 blobs the write made unreachable are removed. Events, audit, quotas and cluster fan-out hook
-in here later, so no client write can bypass them.
+in here later, so no client write can bypass them. `BlobFiles` is that file work, shared
+with the multipart service: one way to store a body (object or part) and to remove blobs.
+A body is an `UploadedBody` (blobs/writer.py), never an HTTP type; object bytes are read
+through `BlobReader`s (blobs/reader.py) this service makes.
 
 Versioning: a write gets a UUID version on an Enabled bucket and the null version
 otherwise; a delete without a version id removes the null version of an unversioned bucket
@@ -16,15 +19,17 @@ guard, so a retention or legal hold committed meanwhile is never ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
+from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.blobs.writer import UploadedBody
 from objstore.engine.buckets import require_bucket
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
@@ -48,7 +53,6 @@ from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
-    from objstore.http.spool import BodySpool  # the body sink; engine uses it as data
     from objstore.meta.async_store import MetaStore
 
 log = Logger()
@@ -58,8 +62,30 @@ PROVISIONAL_SIDECAR_KIND = "copy-in-progress"
 # A guarded delete retries when the version changed between its read and its delete.
 GUARD_ATTEMPTS = 5
 # Reads this small happen on the calling thread (see `read_bytes`): the size of one chunk
-# of a streamed GET, which `SegmentProducer` reads on the reactor as well.
+# of a streamed GET, whose chunks are read on the IO pool.
 INLINE_READ_BYTES = 256 * 1024
+
+
+class BlobFiles:
+    """The engine's file work on the IO pool: a received body stored as a blob with its
+    sidecar, and blobs a commit made unreachable removed."""
+
+    def __init__(self, blobs: BlobStore, io: Runner) -> None:
+        self._blobs = blobs
+        self._io = io
+
+    async def store(self, body: UploadedBody, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """Make `body` durable as blob `blob_id` (taken from it on this thread, committed
+        on the pool: the body may be closed meanwhile)."""
+        await self._io.run(self._blobs.commit, body.detach(), blob_id, sidecar)
+
+    async def delete(self, blob_ids: Sequence[str]) -> None:
+        for blob_id in blob_ids:
+            try:
+                await self._io.run(self._blobs.delete, blob_id)
+            except OSError:
+                # The row is gone; the file is an orphan `objstore check --repair` reclaims.
+                log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
 
 
 @dataclass(frozen=True)
@@ -97,6 +123,7 @@ class ObjectService:
     ) -> None:
         self._meta = meta
         self._blobs = blobs
+        self._files = BlobFiles(blobs, io)
         self._io = io
         self._clock = clock
         self._authority = authority
@@ -110,7 +137,7 @@ class ObjectService:
         principal: Principal,
         bucket_name: str,
         key: str,
-        body: BodySpool,
+        body: UploadedBody,
         attrs: ObjectAttrs,
         precondition: WritePrecondition | None = None,
         *,
@@ -120,13 +147,14 @@ class ObjectService:
         If-Match) the check happens inside the writing transaction; when it fails the blob
         just written is removed and nothing else changes. `integrity`: the request carried
         Content-MD5 or an x-amz-checksum-* value (required when object lock applies)."""
-        _check_key(key)
+        check_key(key)
         bucket = await self._bucket(bucket_name)
         checksums = dict(attrs.checksums)
         record = self._new_record(principal, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
         record = await self._prepare_version(bucket, record, attrs, integrity)
-        await self._store_blob(body, record)
+        assert record.blob_id is not None
+        await self._files.store(body, record.blob_id, record_to_sidecar(record))
         return await self._commit(record, precondition)
 
     async def _prepare_version(
@@ -170,13 +198,13 @@ class ObjectService:
         try:
             result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE)
         except BaseException as error:
-            await self._delete_blobs([record.blob_id])
+            await self._files.delete([record.blob_id])
             if isinstance(error, PreconditionNotMet):
-                raise _precondition_error(error.reason, record.key) from None
+                raise precondition_error(error.reason, record.key) from None
             if isinstance(error, RecordNotFound):
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
-        await self._delete_blobs(result.orphaned_blob_ids)
+        await self._files.delete(result.orphaned_blob_ids)
         return result.record
 
     async def copy(
@@ -192,7 +220,7 @@ class ObjectService:
         copied by the kernel and keeps its ETag; a composite (multipart) source becomes a
         plain object whose ETag is the MD5 of its bytes. Full-object checksums describe the
         bytes and travel with them; composite checksums (of parts) do not."""
-        _check_key(key)
+        check_key(key)
         bucket = await self._bucket(bucket_name)
         if source.size > MAX_COPY_SOURCE_BYTES:
             raise S3Error("InvalidRequest", "The specified copy source is larger than the "
@@ -230,24 +258,6 @@ class ObjectService:
             raise
         return record
 
-    async def _store_blob(self, body: BodySpool, record: ObjectRecord) -> None:
-        assert record.blob_id is not None
-        sidecar = record_to_sidecar(record)
-        if body.in_memory:
-            data = body.memory_bytes()
-            await self._io.run(self._blobs.commit_bytes, data, record.blob_id, sidecar)
-        else:
-            fd, path = body.detach_file()
-            await self._io.run(self._blobs.commit_file, fd, path, record.blob_id, sidecar)
-
-    async def _delete_blobs(self, blob_ids: tuple[str, ...] | list[str]) -> None:
-        for blob_id in blob_ids:
-            try:
-                await self._io.run(self._blobs.delete, blob_id)
-            except OSError:
-                # The row is gone; the file is an orphan `objstore check --repair` reclaims.
-                log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
-
     async def head(
         self, bucket_name: str, key: str, version_id: str | None = None
     ) -> ObjectRecord:
@@ -263,27 +273,38 @@ class ObjectService:
         return bucket, await find_version(self._meta, bucket_name, key, version_id,
                                           cached=True)
 
+    def reader(self, record: ObjectRecord, start: int = 0,
+               length: int | None = None) -> BlobReader:
+        """A reader of bytes [start, start + length) of the object (all of it by default);
+        nothing is opened yet."""
+        if length is None:
+            length = record.size - start
+        return self._blobs.reader(plan_segments(record, start, length))
+
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
-        calling (reactor) thread, like one chunk of a streamed GET: the data is normally in
+        calling (reactor) thread, like the small GETs they serve: the data is normally in
         the page cache, and a pool round trip would cost more than the read itself. Larger
         slices are read on the IO pool."""
-        segments = plan_segments(record, start, length)
+        reader = self.reader(record, start, length)
         try:
             if length <= INLINE_READ_BYTES:
-                return self._blobs.read_segments(segments)
-            return await self._io.run(self._blobs.read_segments, segments)
+                return reader.read_all()
+            return await self._io.run(reader.read_all)
         except FileNotFoundError:
             raise _missing_blob(record) from None
 
-    def read_plan(self, record: ObjectRecord, start: int, length: int) -> list[Segment]:
-        """The blob segments holding bytes [start, start + length) of the object."""
-        return plan_segments(record, start, length)
-
-    def open_blob(self, blob_id: str) -> int:
-        """An fd of a blob for streaming (called on the reactor thread: the data is
-        normally in the page cache); the caller closes it."""
-        return self._blobs.open(blob_id)
+    def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
+        """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
+        response. The first blob is opened now, on the calling thread (one open call), so
+        a missing blob is an error response rather than a cut stream, and a delete that
+        commits after this point no longer takes the bytes away."""
+        reader = self.reader(record, start, length)
+        try:
+            reader.open()
+        except FileNotFoundError:
+            raise _missing_blob(record) from None
+        return ChunkStream(reader, self._io)
 
     async def delete(
         self,
@@ -330,7 +351,7 @@ class ObjectService:
             except RowChanged:
                 continue
             if result.removed is not None:
-                await self._delete_blobs(_blob_ids(result.removed))
+                await self._files.delete(_blob_ids(result.removed))
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
 
@@ -387,7 +408,8 @@ def _missing_blob(record: ObjectRecord) -> S3Error:
     return S3Error("InternalError", "The object's data is not available on this node.")
 
 
-def _precondition_error(reason: str, key: str) -> S3Error:
+def precondition_error(reason: str, key: str) -> S3Error:
+    """The answer to a write whose precondition (If-None-Match: *, If-Match) failed."""
     if reason == "missing":
         return S3Error("NoSuchKey", Key=key)
     condition = "If-None-Match" if reason == "exists" else "If-Match"
@@ -403,7 +425,8 @@ class SourceChanged(Exception):
         self.source = source
 
 
-def _check_key(key: str) -> None:
+def check_key(key: str) -> None:
+    """Refuse a key objstore does not store (names.key_problem says why)."""
     problem = key_problem(key)
     if problem:
         raise S3Error(problem[0], problem[1], Key=key)

@@ -1,97 +1,120 @@
-"""A pull producer that streams object bytes into a response from a list of blob segments
-(one for a plain object, one per part for a multipart object), in large chunks.
+"""A push producer that streams object bytes into a response, chunk by chunk, from a chunk
+source (a `ChunkStream` of blobs/reader.py, which reads each chunk on the IO pool).
 
-Reads happen on the reactor thread: blob data is normally in the page cache and a 256 KiB
-read costs microseconds (TWISTED-NOTES b). `done` fires once everything was written or the
-client went away; file descriptors are always closed.
+The producer never touches a file: reading belongs to the blob reader (so a stage stacked
+on it later changes nothing here), and the reactor never waits on the disk for a large
+response. It keeps one read in flight ahead of the transport (the pool reads the next chunk
+while the reactor sends the last one) and at most one chunk waiting while the transport is
+paused. `done` fires once everything was written or the client went away; the source is
+closed only when no read is in flight, since a pool thread may be using its blob.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from twisted.internet import defer
-from twisted.internet.interfaces import IPullProducer
+from twisted.internet.interfaces import IPushProducer
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from objstore.blobs.segments import Segment
+from objstore.blobs.reader import READ_CHUNK_BYTES
 
-CHUNK_BYTES = 256 * 1024
+CHUNK_BYTES = READ_CHUNK_BYTES
 
 
-@implementer(IPullProducer)
-class SegmentProducer:
-    def __init__(
-        self, request: Any, open_blob: Callable[[str], int], segments: Sequence[Segment]
-    ) -> None:
+class ChunkSource(Protocol):
+    def next_chunk(self) -> defer.Deferred[bytes | None]:
+        """The next chunk, or None after the last; never called twice at once."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@implementer(IPushProducer)
+class BlobProducer:
+    def __init__(self, request: Any, source: ChunkSource) -> None:
         self._request = request
-        self._open_blob = open_blob
-        self._segments = list(segments)
-        self._index = 0
-        self._fd: int | None = None
-        self._offset = 0
-        self._remaining = 0
+        self._source = source
+        self._pending: bytes | None = None  # read, not yet written (paused)
+        self._reading = False
+        self._advancing = False
+        self._paused = False
+        self._stopped = False
+        self._eof = False
+        self._error: Failure | None = None
         self.done: defer.Deferred[None] = defer.Deferred()
 
     def start(self) -> defer.Deferred[None]:
-        self._request.registerProducer(self, False)
+        self._request.registerProducer(self, True)
+        self._advance()
         return self.done
 
-    def resumeProducing(self) -> None:  # noqa: N802 (Twisted's name)
-        if self.done.called:
-            return
-        try:
-            data = self._next_chunk()
-        except OSError as exc:
-            self._finish(exc)
-            return
-        if data is None:
-            self._finish()
-            return
-        self._request.write(data)
+    # -- IPushProducer -------------------------------------------------------------------
+    def pauseProducing(self) -> None:  # noqa: N802 (Twisted's name)
+        self._paused = True
 
-    def _next_chunk(self) -> bytes | None:
-        while self._remaining <= 0:
-            self._close()
-            if self._index >= len(self._segments):
-                return None
-            segment = self._segments[self._index]
-            self._index += 1
-            self._fd = self._open_blob(segment.blob_id)
-            self._offset, self._remaining = segment.offset, segment.length
-        assert self._fd is not None
-        data = os.pread(self._fd, min(CHUNK_BYTES, self._remaining), self._offset)
-        if not data:
-            raise OSError("blob shorter than its recorded size")
-        self._offset += len(data)
-        self._remaining -= len(data)
-        return data
+    def resumeProducing(self) -> None:  # noqa: N802 (Twisted's name)
+        self._paused = False
+        self._advance()
 
     def stopProducing(self) -> None:  # noqa: N802 (Twisted's name)
         """The client went away. Unregister while the request still has its channel:
         once `done` fires the request finishes, and a producer still registered then is
         reported as a leak."""
-        self._close()
-        if self._request.channel is not None and self._request.producer is self:
-            self._request.unregisterProducer()
-        if not self.done.called:
-            self.done.callback(None)
+        self._stopped = True
+        self._unregister()
+        self._advance()
 
-    def _close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def _finish(self, error: Exception | None = None) -> None:
-        self._close()
-        self._request.unregisterProducer()
-        if self.done.called:
+    # -- the pump ------------------------------------------------------------------------
+    def _advance(self) -> None:
+        """Write what is ready and keep one read in flight, until paused, stopped or at the
+        end. A source that answers at once (a test's inline pool) calls back into here:
+        the flag turns that into the next turn of this loop instead of a deeper stack."""
+        if self._advancing or self.done.called:
             return
-        if error is None:
-            self.done.callback(None)
+        self._advancing = True
+        try:
+            while not (self._stopped or self._error is not None):
+                if self._pending is not None:
+                    if self._paused:
+                        break
+                    chunk, self._pending = self._pending, None
+                    self._request.write(chunk)
+                    continue
+                if self._reading or self._eof:
+                    break
+                self._reading = True
+                self._source.next_chunk().addCallbacks(self._read, self._failed)
+        finally:
+            self._advancing = False
+        if not self._reading and (self._stopped or self._error is not None
+                                  or (self._eof and self._pending is None)):
+            self._finish()
+
+    def _read(self, chunk: bytes | None) -> None:
+        self._reading = False
+        if chunk is None:
+            self._eof = True
         else:
+            self._pending = chunk
+        self._advance()
+
+    def _failed(self, failure: Failure) -> None:
+        self._reading = False
+        self._error = failure
+        self._advance()
+
+    def _finish(self) -> None:
+        self._source.close()
+        self._unregister()
+        if self._error is not None and not self._stopped:
             # Headers are gone already: the only honest signal left is to cut the stream.
             self._request.channel.transport.abortConnection()
-            self.done.errback(error)
+            self.done.errback(self._error)
+        else:
+            self.done.callback(None)
+
+    def _unregister(self) -> None:
+        if self._request.channel is not None and self._request.producer is self:
+            self._request.unregisterProducer()

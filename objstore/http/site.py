@@ -1,8 +1,9 @@
 """The HTTP listener's Site and Request: request ids, common headers, the streamed body sink,
 request-level limits, in-flight tracking for drain, and error pages that are never HTML.
 
-twisted.web reads the whole body before any resource runs, so the body goes straight to a
-`BodySpool` on the data volume (`getContentFile`), hashed as it arrives. A declared length
+twisted.web reads the whole body before any resource runs, so the body goes straight into
+a `BodySpool` (`getContentFile`): aws-chunked decoding there, then a `BlobWriter` that keeps
+it on the data volume and hashes it as it arrives. A declared length
 over `max_body_size` is answered at once with EntityTooLarge and the connection closed,
 before the client sends the body.
 """
@@ -285,7 +286,7 @@ class ObjstoreSite(server.Site):
         sync_runner: Runner | None = None,
     ) -> None:
         super().__init__(root)
-        # Where complete bodies on disk start their fdatasync (spool.py `flush_early`);
+        # Where complete bodies on disk start their fdatasync (`BlobWriter.flush_early`);
         # None when the node does not fsync.
         self.sync_runner = sync_runner
         self.tmp_dir = tmp_dir
@@ -294,7 +295,7 @@ class ObjstoreSite(server.Site):
         self.in_flight = 0
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.noisy = False
-        # MD5 and SHA-256 of large bodies (see spool.py). The daemon passes its own pool;
+        # MD5 and SHA-256 of large bodies (blobs/digests.py). The daemon passes its own pool;
         # otherwise (tests, tools) one is made at first use.
         self.hash_runner: Runner = (hash_runner if hash_runner is not None
                                     else LazyPool(HASH_POOL_NAME, HASH_THREADS))

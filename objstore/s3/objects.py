@@ -15,7 +15,7 @@ from objstore.engine.lock_rules import LockRequest
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums, request_view
-from objstore.http.producers import CHUNK_BYTES, SegmentProducer
+from objstore.http.producers import CHUNK_BYTES, BlobProducer
 from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.s3.call import S3Call, S3Response
@@ -330,8 +330,7 @@ async def get_object(call: S3Call) -> S3Response:
     if plan.length <= SMALL_OBJECT_BYTES:
         data = await objects.read_bytes(plan.record, plan.start, plan.length)
         return S3Response(status=plan.status, headers=plan.headers, body=data)
-    segments = objects.read_plan(plan.record, plan.start, plan.length)
-    producer = SegmentProducer(call.request, objects.open_blob, segments)
+    producer = BlobProducer(call.request, objects.stream(plan.record, plan.start, plan.length))
     return S3Response(status=plan.status, headers=plan.headers, stream=producer)
 
 

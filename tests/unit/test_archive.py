@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 from objstore.admin.archive_routes import archive_file_name
+from objstore.blobs.reader import BlobFile, BlobReader
+from objstore.blobs.segments import plan_segments
 from objstore.engine.archive import (
     RECORD_BYTES,
     ArchiveProducer,
@@ -29,21 +31,20 @@ from objstore.threads import InlinePool
 
 
 class Blobs:
-    """Blob files in a directory; `open` hands out read-only fds as the blob store does."""
+    """Blob files in a directory; `reader` reads an object's bytes as the blob store's
+    readers do."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.opened = 0
-        self.closed_all = True
 
     def add(self, data: bytes) -> str:
         blob_id = str(uuid.uuid4())
         (self.root / blob_id).write_bytes(data)
         return blob_id
 
-    def open(self, blob_id: str) -> int:
-        self.opened += 1
-        return os.open(self.root / blob_id, os.O_RDONLY)
+    def reader(self, record: ObjectRecord) -> BlobReader:
+        return BlobReader(plan_segments(record, 0, record.size),
+                          lambda blob_id: BlobFile(blob_id, str(self.root / blob_id)))
 
 
 def plain(blobs: Blobs, key: str, data: bytes) -> ObjectRecord:
@@ -86,7 +87,7 @@ def test_plain_composite_and_empty_objects_unpack_to_their_bytes(blobs: Blobs) -
         plain(blobs, "empty", b""),
         plain(blobs, "unicode/é 名前.txt", b"x" * 513),
     ]
-    archive = drain(TarGzStream(records, blobs.open, chunk_bytes=256 * 1024))
+    archive = drain(TarGzStream(records, blobs.reader, chunk_bytes=256 * 1024))
     assert members(archive) == {
         "a.txt": b"hello", "dir/multi.bin": big, "empty": b"", "unicode/é 名前.txt": b"x" * 513,
     }
@@ -97,7 +98,7 @@ def test_plain_composite_and_empty_objects_unpack_to_their_bytes(blobs: Blobs) -
 def test_directory_markers_become_directories_and_names_cannot_escape(blobs: Blobs) -> None:
     records = [plain(blobs, "photos/", b""), plain(blobs, "../../etc/passwd", b"no"),
                plain(blobs, "/abs//./x", b"y")]
-    with tarfile.open(fileobj=io.BytesIO(drain(TarGzStream(records, blobs.open))),
+    with tarfile.open(fileobj=io.BytesIO(drain(TarGzStream(records, blobs.reader))),
                       mode="r:gz") as tar:
         infos = {info.name: info for info in tar}
     assert infos["photos"].isdir()
@@ -114,12 +115,12 @@ def test_tar_names(key: str, name: str) -> None:
 
 def test_a_long_name_goes_in_a_pax_header(blobs: Blobs) -> None:
     key = "deep/" * 60 + "file"
-    assert members(drain(TarGzStream([plain(blobs, key, b"z")], blobs.open))) == {key: b"z"}
+    assert members(drain(TarGzStream([plain(blobs, key, b"z")], blobs.reader))) == {key: b"z"}
 
 
 def test_chunks_are_bounded_and_compressed(blobs: Blobs) -> None:
     data = b"abc" * 1_000_000
-    stream = TarGzStream([plain(blobs, "k", data)], blobs.open, chunk_bytes=64 * 1024)
+    stream = TarGzStream([plain(blobs, "k", data)], blobs.reader, chunk_bytes=64 * 1024)
     sizes = []
     while (chunk := stream.next_chunk()) is not None:
         sizes.append(len(chunk))
@@ -134,7 +135,7 @@ def test_a_vanished_blob_before_its_header_can_be_replaced(blobs: Blobs,
     data = os.urandom(300_000)  # compressed output exists when member 1 turns out gone
     first, second = plain(blobs, "one", data), plain(blobs, "two", b"old")
     os.unlink(blobs.root / str(second.blob_id))
-    stream = TarGzStream([first, second], blobs.open, chunk_bytes=chunk_bytes)
+    stream = TarGzStream([first, second], blobs.reader, chunk_bytes=chunk_bytes)
     out = []
     with pytest.raises(MemberVanished) as caught:
         while (chunk := stream.next_chunk()) is not None:
@@ -149,7 +150,7 @@ def test_a_short_blob_fails_the_stream(blobs: Blobs) -> None:
     record = plain(blobs, "k", b"12345")
     (blobs.root / str(record.blob_id)).write_bytes(b"12")
     with pytest.raises(OSError, match="shorter"):
-        drain(TarGzStream([record], blobs.open))
+        drain(TarGzStream([record], blobs.reader))
 
 
 # -- the producer --------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def producer_for(records: list[ObjectRecord], blobs: Blobs, consumer: Consumer,
     async def no_refresh(index: int) -> ObjectRecord | None:
         return None
 
-    stream = TarGzStream(records, blobs.open, chunk_bytes=4096)
+    stream = TarGzStream(records, blobs.reader, chunk_bytes=4096)
     producer = ArchiveProducer(stream, InlinePool(), consumer, refresh=refresh or no_refresh,
                                abort=lambda: aborted.append(True))
     return producer, aborted

@@ -12,6 +12,7 @@ import pytest
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id, new_blob_id
+from objstore.blobs.writer import SpoolFile
 from objstore.http.spool import BodySpool
 from objstore.meta.records import ObjectRecord, PartRef
 
@@ -40,8 +41,9 @@ def test_small_body_stays_in_memory_and_commits(store: BlobStore) -> None:
     assert spool.sha256_hex == hashlib.sha256(b"hello world").hexdigest()
     assert spool.checksum_b64("crc32") == "DUoRhQ=="
     blob_id = new_blob_id()
-    store.commit_bytes(spool.memory_bytes(), blob_id, {"bucket": "b"})
-    assert store.read_range(blob_id, 6, 5) == b"world"
+    store.commit(spool.detach(), blob_id, {"bucket": "b"})
+    with store.blob_reader(blob_id) as reader:
+        assert reader.read(6, 5) == b"world"
     assert store.read_sidecar(blob_id)["bucket"] == "b"
     assert os.listdir(store.tmp_dir) == []
 
@@ -54,12 +56,13 @@ def test_large_body_spills_and_is_renamed_not_copied(store: BlobStore) -> None:
     assert not spool.in_memory
     spool.seek(0)
     assert spool.read() == payload  # twisted.web reads small bodies back
-    fd, path = spool.detach_file()
-    inode = os.fstat(fd).st_ino
+    held = spool.detach()
+    assert isinstance(held, SpoolFile)
+    inode = os.fstat(held.fd).st_ino
     blob_id = new_blob_id()
-    store.commit_file(fd, path, blob_id, {"k": 1})
+    store.commit(held, blob_id, {"k": 1})
     assert os.stat(store.blob_path(blob_id)).st_ino == inode
-    assert store.read_range(blob_id, 0, len(payload)) == payload
+    assert store.blob_reader(blob_id).read_all() == payload
     spool.close()  # after detach: must not delete the committed blob
     assert store.blob_size(blob_id) == len(payload)
 
@@ -67,8 +70,8 @@ def test_large_body_spills_and_is_renamed_not_copied(store: BlobStore) -> None:
 def test_spool_close_removes_its_file(store: BlobStore) -> None:
     spool = BodySpool(store.tmp_dir, memory_limit=10)
     spool.write(b"x" * 100)
-    assert spool.path and os.path.exists(spool.path)
-    path = spool.path
+    path = spool.writer.path
+    assert path and os.path.exists(path)
     spool.close()
     assert not os.path.exists(path)
 
@@ -162,9 +165,9 @@ def test_copy_segments_with_and_without_md5(store: BlobStore) -> None:
     copy = new_blob_id()
     digest = store.copy_segments([Segment(a, 5, 5), Segment(b, 0, 3)], copy, {"k": 1},
                                  want_md5=True)
-    assert store.read_range(copy, 0, 8) == b"56789abc"
+    assert store.blob_reader(copy).read_all() == b"56789abc"
     assert digest == hashlib.md5(b"56789abc").hexdigest()
     plain = new_blob_id()
     assert store.copy_segments([Segment(a, 0, 10)], plain, {}, want_md5=False) is None
-    assert store.read_range(plain, 0, 10) == b"0123456789"
+    assert store.blob_reader(plain, 10).read_all() == b"0123456789"
     assert store.read_sidecar(copy)["k"] == 1

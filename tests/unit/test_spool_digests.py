@@ -1,5 +1,6 @@
-"""BodySpool with its MD5 and SHA-256 computed off-thread (FileDigest), with a runner whose
-jobs run when the test says so: order, completeness, discarded bodies."""
+"""A request body (BodySpool feeding a BlobWriter) with its MD5 and SHA-256 computed
+off-thread (FileDigest), with a runner whose jobs run when the test says so: order,
+completeness, discarded bodies, the early flush."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from twisted.internet import defer
 
+from objstore.blobs.writer import SpoolFile
 from objstore.http.spool import BodySpool
 from objstore.threads import InlinePool
 
@@ -92,9 +94,10 @@ def test_digests_survive_the_file_being_handed_over(tmp_path: Path) -> None:
                       hash_runner=runner)
     _feed(spool, data)
     ready = spool.digests_ready()
-    fd, path = spool.detach_file()
-    os.close(fd)
-    os.unlink(path)  # the digest reads through its own descriptor
+    held = spool.detach()
+    assert isinstance(held, SpoolFile)
+    os.close(held.fd)
+    os.unlink(held.path)  # the digest reads through its own descriptor
     spool.close()
     runner.run_all()
     assert ready.called
@@ -142,13 +145,14 @@ def test_a_complete_body_on_disk_is_flushed_early_on_its_own_descriptor(
     spool.flush_early()
     spool.flush_early()  # once per body
     assert len(syncs.jobs) == 1 and _open_fds() == before + 1
-    fd, path = spool.detach_file()  # the blob store may take the file meanwhile
+    held = spool.detach()  # the blob store may take the file meanwhile
+    assert isinstance(held, SpoolFile)
     assert syncs.run_all() == 1
     assert spool.early_flush is not None and spool.early_flush.called
     assert _open_fds() == before  # the duplicate is closed; the detached fd stays open
-    assert os.fstat(fd).st_size == 3 * 1024 * 1024
-    os.close(fd)
-    os.unlink(path)
+    assert os.fstat(held.fd).st_size == 3 * 1024 * 1024
+    os.close(held.fd)
+    os.unlink(held.path)
 
 
 def test_no_early_flush_without_a_file_a_runner_or_a_valid_body(tmp_path: Path) -> None:

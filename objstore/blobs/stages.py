@@ -1,0 +1,76 @@
+"""The shapes of the stages that can be stacked on blob bytes: what a writer does to a body
+on its way into a blob file, and what a reader does to a blob's bytes on their way out.
+
+Nothing here transforms anything: objstore ships only the identity path (no stage), and a
+blob is stored exactly as the client sent it. The shapes exist so that compression and
+encryption plug in without a second write or read path:
+
+* A `WriteStage` turns chunks of the client's bytes into the bytes stored, in order
+  (`transform` per chunk, `finish` for whatever it still holds). The writer computes every
+  digest the client can check (MD5, SHA-256, x-amz-checksum-*) on the bytes BEFORE the
+  first stage, so an ETag or a checksum always describes the plaintext. Stages are listed
+  in the order they apply on write: compress, then encrypt.
+* A `ByteSource` is the logical bytes of one blob, read by (offset, length). A `ReadStage`
+  wraps a source of stored bytes into a source of logical bytes: given a logical range, it
+  decides which stored bytes it needs (a chunked cipher or compressor maps the range to the
+  chunks that hold it, plus whatever index it keeps), reads only those from the source
+  below, and transforms them. Read stages are listed in the order they apply on read:
+  decrypt, then decompress. A reader never sees stored offsets, so a Range request reads
+  only the chunks it needs.
+
+Segments (segments.py) and object records always speak logical offsets and sizes.
+No I/O and no Twisted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+
+class ByteSource(Protocol):
+    """The logical bytes of one blob. Blocking (the IO pool, or inline for small reads)."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes from `offset`; OSError when the blob is shorter."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# A read stage wraps the source below it (stored bytes) into a source of logical bytes.
+ReadStage = Callable[[ByteSource], ByteSource]
+
+
+class WriteStage(Protocol):
+    """Transforms a body's bytes, in order, before they reach the blob file."""
+
+    def transform(self, data: bytes) -> bytes:
+        """The stored bytes for the next chunk of input (may be empty while it buffers)."""
+        ...
+
+    def finish(self) -> bytes:
+        """The stored bytes still held once the input has ended."""
+        ...
+
+
+def stack_read_stages(source: ByteSource, stages: Sequence[ReadStage]) -> ByteSource:
+    """`source` (stored bytes) seen through `stages`, the first one nearest the file."""
+    for stage in stages:
+        source = stage(source)
+    return source
+
+
+def finish_write_stages(stages: Sequence[WriteStage]) -> bytes:
+    """What the stages still hold at the end of the input: each stage's tail passes through
+    the stages after it before they finish in turn."""
+    pending = b""
+    for stage in stages:
+        pending = (stage.transform(pending) if pending else b"") + stage.finish()
+    return pending
+
+
+def apply_write_stages(stages: Sequence[WriteStage], data: bytes) -> bytes:
+    for stage in stages:
+        data = stage.transform(data)
+    return data
