@@ -204,9 +204,6 @@ class Config:
     logging: Logging
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
-    # The top-level sections the file names, so that a section this version cannot honour
-    # yet is refused even when every key in it is at its default.
-    sections: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 # --- checkers: each takes (value, context) and returns the typed value or raises _Invalid ---
@@ -690,7 +687,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str = ".") -> Config:
     sections = {name: _build(spec, _table(name, data.get(name, {})), ctx)
                 for name, spec in top.items()}
     _check_tls_combination(sections["server"], sections["cluster"])
-    return Config(**sections, warnings=tuple(ctx.warnings), sections=frozenset(data))
+    return Config(**sections, warnings=tuple(ctx.warnings))
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
@@ -698,8 +695,21 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 
     Relative paths inside the file are resolved against the current working directory.
     """
+    return config_from_data(read_config_file(path), path)
+
+
+def config_from_data(data: Mapping[str, Any], path: str | os.PathLike[str] | None) -> Config:
+    """Validate what `read_config_file(path)` returned."""
+    config = parse_config(data, base_dir=os.getcwd())
     if path is None:
-        return parse_config({}, base_dir=os.getcwd())
+        return config
+    return dataclasses.replace(config, source_path=os.path.abspath(os.fspath(path)))
+
+
+def read_config_file(path: str | os.PathLike[str] | None) -> Mapping[str, Any]:
+    """The parsed TOML of a config file, not yet validated; None gives an empty table."""
+    if path is None:
+        return {}
     name = os.fspath(path)
     try:
         with open(name, "rb") as fh:
@@ -717,8 +727,7 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{name}: {_describe_toml_error(str(exc), text)}") from None
-    config = parse_config(data, base_dir=os.getcwd())
-    return dataclasses.replace(config, source_path=os.path.abspath(name))
+    return data
 
 
 def default_config() -> Config:

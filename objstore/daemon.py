@@ -16,14 +16,14 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from twisted.application import service
 from twisted.python import usage
 
 from objstore import __version__
-from objstore.config import Config, ConfigError, load_config
+from objstore.config import Config, ConfigError, config_from_data, read_config_file
 from objstore.prefork.supervisor import WorkerSupervisor, listening_socket
 
 if TYPE_CHECKING:
@@ -44,15 +44,17 @@ def fail_startup(message: str) -> SystemExit:
 
 
 def checked_config(path: str | None) -> Config:
-    """The configuration, or exit 2 with one line naming what is wrong."""
+    """The configuration, or exit 2 with one line naming what is wrong. A setting this
+    version cannot honour is named first, before the checks of its other keys (which
+    would send the operator off to fix a file for a feature that is not there)."""
     try:
-        config = load_config(path)
+        data = read_config_file(path)
+        unsupported = unsupported_settings(data)
+        if unsupported:
+            raise fail_startup(unsupported)
+        return config_from_data(data, path)
     except ConfigError as exc:
         raise fail_startup(str(exc)) from None
-    unsupported = unsupported_settings(config)
-    if unsupported:
-        raise fail_startup(unsupported)
-    return config
 
 
 def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's name)
@@ -130,18 +132,30 @@ def metrics_of_dead_worker(path: str, pid: int) -> None:
     multiprocess.worker_exited(path, pid)
 
 
-# Settings the config accepts (they are part of the file's contract) but this version cannot
-# honour yet. Refusing them is kinder than silently running without them.
-_NOT_YET: tuple[tuple[str, Callable[[Config], bool]], ...] = (
-    ("[cluster] enabled: clustering", lambda c: c.cluster.enabled),
-    ("[encryption] enabled: server-side encryption", lambda c: c.encryption.enabled),
-    ("[notifications]: bucket notifications", lambda c: "notifications" in c.sections),
+def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = data.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+# Settings the config file may name (they are part of its contract) but this version cannot
+# honour yet. Refusing them is kinder than silently running without them. Each predicate
+# sees the parsed TOML before validation; a value that is not even valid is left to the
+# validation, which names it.
+_NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
+    ("[cluster] enabled: clustering", lambda d: _table(d, "cluster").get("enabled") is True),
+    ("[encryption] enabled: server-side encryption",
+     lambda d: _table(d, "encryption").get("enabled") is True),
+    ("[notifications]: bucket notifications", lambda d: "notifications" in d),
+    ('[logging] level: a log level other than "info"',
+     lambda d: _table(d, "logging").get("level") in ("debug", "warn", "error")),
+    ('[logging] format = "json": JSON logs',
+     lambda d: _table(d, "logging").get("format") == "json"),
 )
 
 
-def unsupported_settings(config: Config) -> str | None:
+def unsupported_settings(data: Mapping[str, Any]) -> str | None:
     for what, applies in _NOT_YET:
-        if applies(config):
+        if applies(data):
             return f"{what} is not available in objstore {__version__} yet"
     return None
 
@@ -150,9 +164,12 @@ def announce(config: Config, bootstrap: BootstrapResult) -> None:
     """Tell the operator how to connect. A generated secret is shown here once, never again."""
     server = config.server
     scheme = "https" if server.tls else "http"
-    host = "127.0.0.1" if server.host in ("0.0.0.0", "::", "") else server.host
+    everywhere = server.host in ("0.0.0.0", "::", "")
+    host = "127.0.0.1" if everywhere else server.host
     endpoint = f"{scheme}://{host}:{server.port}"
-    lines = [f"objstore {__version__}: endpoint {endpoint}, data in {config.storage.data_dir}"]
+    where = (f"listening on port {server.port} of every address ({server.host or '0.0.0.0'}); "
+             f"from this machine: {endpoint}" if everywhere else f"endpoint {endpoint}")
+    lines = [f"objstore {__version__}: {where}, data in {config.storage.data_dir}"]
     if bootstrap.new_secret:
         lines += [
             "A root credential was generated. The secret is shown ONLY NOW; store it safely:",

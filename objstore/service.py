@@ -152,8 +152,17 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     except Exception as exc:
         if isinstance(exc, BootstrapError):
             raise
-        raise BootstrapError(f"metadata database ({storage.metadata_backend}): {exc}") from exc
+        raise BootstrapError(f"metadata database ({storage.metadata_backend}): "
+                             f"{one_line(exc)}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def one_line(exc: BaseException) -> str:
+    """A database error as the one line start-up errors promise: the driver's own message
+    (not SQLAlchemy's wrapper and its link), its lines joined."""
+    text = str(getattr(exc, "orig", None) or exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " ".join(line for line in lines if not line.startswith("(Background on this error"))
 
 
 def settle_heap() -> None:

@@ -110,7 +110,7 @@ def archive_keys(a: argparse.Namespace) -> list[str]:
 
 def archive(s: Session, a: argparse.Namespace) -> Result:
     body = {"bucket": a.bucket, "keys": archive_keys(a)}
-    progress = Progress("archive bytes", stream=s.stderr)
+    progress = Progress("archive received", stream=s.stderr, unit="bytes")
     if a.output == "-":
         if sys.stdout.isatty():
             raise UsageProblem("refusing to write a binary archive to a terminal")

@@ -168,7 +168,7 @@ def test_presign_and_archive(cli: Cli, tmp_path: Path) -> None:
 
     target = tmp_path / "out.tar.gz"
     done = cli.run("archive", bucket, *objects, "-o", str(target))
-    assert "archive bytes" in done.stderr and str(target) in done.stdout
+    assert "archive received" in done.stderr and str(target) in done.stdout
     with tarfile.open(target, "r:gz") as tar:
         unpacked = {m.name: tar.extractfile(m).read() for m in tar}  # type: ignore[union-attr]
     assert unpacked == objects

@@ -322,9 +322,28 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
     "[notifications]\nmax_retries = 8\n",
     "[notifications]\n",
+    '[logging]\nformat = "json"\n',
+    # Named before the secret checks: no "run objstore keygen" for a feature not there.
+    "[cluster]\nenabled = true\n",
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")
+
+
+def test_unreachable_postgres_is_one_line(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = start_failure(
+        tmp_path,
+        f'[server]\nworkers = 1\n[storage]\ndata_dir = "{tmp_path / "data"}"\n'
+        f'metadata_backend = "postgres"\n'
+        f'postgres_url = "postgresql://postgres@127.0.0.1:{port}/nothing"\n',
+    )
+    assert_one_clear_line(result, "metadata database (postgres)", str(port))
+    assert [line for line in result.stderr.splitlines() if line.strip()] == \
+        [line for line in result.stderr.splitlines() if line.startswith("objstore:")]
+    assert "sqlalche.me" not in result.stderr
 
 
 def test_missing_config_file_is_one_line(tmp_path: Path) -> None:
