@@ -12,11 +12,13 @@ the client.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from klein import Klein
 from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.resource import Resource
 
 from objstore.audit.context import note_error
 from objstore.engine.bucket_config import BucketConfigService
@@ -50,6 +52,25 @@ class S3Services:
     lifecycle: LifecycleService
 
 
+_LINE = "s3_request_line"
+
+
+class _RequestLineFirst(Resource):
+    """Reads (and notes) the request line before Klein routes: a path Klein refuses (not
+    UTF-8) is still named for the audit log. The S3 handler takes the line from the
+    request instead of parsing it again."""
+
+    isLeaf = True
+
+    def __init__(self, klein: Any) -> None:
+        super().__init__()
+        self._klein = klein
+
+    def render(self, request: ObjstoreRequest) -> Any:
+        setattr(request, _LINE, parse_request_line(request))
+        return self._klein.render(request)
+
+
 class S3Api:
     app = Klein()
 
@@ -64,11 +85,11 @@ class S3Api:
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
 
     def resource(self) -> object:
-        return self.app.resource()
+        return _RequestLineFirst(self.app.resource())
 
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
-        line = parse_request_line(request)
+        line: RequestLine = getattr(request, _LINE, None) or parse_request_line(request)
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
