@@ -18,7 +18,7 @@ once; a blob stored through a stage (stages.py) would take that second path, sin
 stored bytes are not its logical bytes.
 
 Every method here is blocking and runs on the IO thread pool (small reads may run inline,
-see reader.py); nothing here imports Twisted.
+see reader.py), or in a synchronous tool (`objstore check`, `recover`).
 """
 
 from __future__ import annotations

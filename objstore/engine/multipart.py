@@ -481,7 +481,7 @@ class MultipartService:
                                   checksum_type=mode.type)
         record = lock_rules.with_lock(record, lock_rules.LockRequest.from_extra(upload.extra),
                                       lock_config, record.last_modified)
-        await self._io.run(self._blobs.write_sidecar, blob_id, record_to_sidecar(record))
+        await self._files.store_sidecar(blob_id, record_to_sidecar(record))
         return record
 
     async def _completion_failed(

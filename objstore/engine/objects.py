@@ -79,6 +79,11 @@ class BlobFiles:
         on the pool: the body may be closed meanwhile)."""
         await self._io.run(self._blobs.commit, body.detach(), blob_id, sidecar)
 
+    async def store_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """Make durable a blob id that holds only a sidecar (a delete marker, a composite
+        object whose bytes are its parts')."""
+        await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
+
     async def delete(self, blob_ids: Sequence[str]) -> None:
         for blob_id in blob_ids:
             try:
@@ -373,8 +378,7 @@ class ObjectService:
             owner_id=principal.user_id, owner_name=principal.username,
         )
         assert marker.blob_id is not None
-        await self._io.run(self._blobs.write_sidecar, marker.blob_id,
-                           record_to_sidecar(marker))
+        await self._files.store_sidecar(marker.blob_id, record_to_sidecar(marker))
         await self._commit(marker, None)
         return DeleteOutcome(version_id, True)
 
