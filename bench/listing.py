@@ -4,7 +4,7 @@ Usage (from the repository root):  .venv/bin/python -m bench.listing [--keys N] 
 
 Seeding a million keys through PUT would take hours (about 140 PUTs/s, see RESULTS.md), so
 this harness writes the rows straight into a fresh SQLite metadata database with
-`SqlMetaStore.insert_recovered` (the bulk insert `objstore recover` uses), in large
+`SyncMetaStore.insert_recovered` (the bulk insert `objstore recover` uses), in large
 batches, together with the root user, its credential and the bucket rows. Blob ids point
 at nothing: a listing never opens a blob. It then starts the real daemon on that data
 directory (`bench.servers.Objstore`: SQLite, fsync on, loopback only) and times signed
@@ -330,13 +330,13 @@ class Seeded:
 def seed(data_dir: Path, buckets: Sequence[Bucket], say: Callable[[str], None]) -> Seeded:
     from objstore.blobs.control import ControlRecord
     from objstore.iam.bootstrap import ACCESS_KEY_ENV, SECRET_KEY_ENV, ensure_root
-    from objstore.meta.engine import create_db_engine
+    from objstore.meta.dialect import create_db_engine
     from objstore.meta.records import BucketRecord
-    from objstore.meta.store import SqlMetaStore
+    from objstore.meta.store import SyncMetaStore
 
     started = time.monotonic()
     path = data_dir / "meta" / "objstore.db"  # where the daemon looks (sqlite_path_for)
-    store = SqlMetaStore(create_db_engine("sqlite", str(path), None, 1))
+    store = SyncMetaStore(create_db_engine("sqlite", str(path), None, 1))
     rows = 0
     try:
         store.migrate()

@@ -1,104 +1,40 @@
 """`MetaStore`: the Deferred-returning metadata store the daemon uses.
 
-This module owns the mapping of each `SyncMetaStore` method onto the DB pools (reads on the
-reader pool, mutations on the writer pool) and the retry of transient database errors. The
-retry loop runs inside the worker thread, so a retried call keeps its place in the pool and
-the reactor never sleeps. It never runs SQL itself and never touches the reactor thread
-with blocking work.
-
-Retried: SQLite "database is locked/busy", PostgreSQL serialization failures and deadlocks
-(the transaction was rolled back, so re-running it is safe), and psycopg2 connection errors
-(dropped or refused connections). A connection lost during COMMIT leaves the outcome
-unknown; re-running is still the better choice for our statements: puts of the same version
-replace themselves, and a blob the record still references is never reported orphaned.
+A thin facade: each method is one line naming a query of `SyncMetaStore` (a family query
+function) and the pool it runs on, reads on the reader pool and mutations on the writer
+pool (`_on_reader` / `_on_writer`), each call wrapped in the transient-error retry of
+`meta/retry.py`; its signature and docstring are the query's, less the store. Its own
+logic is the two caches it answers from: bucket records (`BucketCache`, invalidated
+around every bucket write) and, for GET and HEAD only, object records (`ObjectCache`,
+kept coherent by the OBJECTS counter that every seq-taking query bumps). It never runs
+SQL itself and never blocks the reactor.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import ParamSpec, TypeVar, cast
+from collections.abc import Callable, Hashable
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
-from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred, succeed
 
 from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.coherence import TtlCache
-from objstore.meta.iam_async import AsyncIamQueries
-from objstore.meta.listing_queries import AsyncListingQueries
 from objstore.meta.object_cache import ObjectCache
-from objstore.meta.observability_async import AsyncObservabilityQueries
 from objstore.meta.pool import DbRunner
-from objstore.meta.records import (
-    BucketRecord,
-    CredentialRecord,
-    DeleteResult,
-    ObjectRecord,
-    PartRecord,
-    PutResult,
-    UploadRecord,
-    UserRecord,
-    WritePrecondition,
-)
-from objstore.meta.store import SyncMetaStore, UsageCheck, UsageRule
+from objstore.meta.records import BucketRecord, ObjectRecord
+from objstore.meta.retry import RetryPolicy, call_with_retries, is_transient
+from objstore.meta.store import SyncMetaStore
+
+__all__ = ["MetaStore", "RetryPolicy", "call_with_retries", "is_transient", "through_cache"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _K = TypeVar("_K", bound=Hashable)
 _V = TypeVar("_V")
 
-_RETRYABLE_PG_CODES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock
-_SQLITE_BUSY_MESSAGES = ("database is locked", "database is busy", "database table is locked")
-
-
-def is_transient(error: BaseException) -> bool:
-    """True for database errors after which running the same transaction again may work."""
-    if not isinstance(error, sa_exc.DBAPIError):
-        return False
-    if error.connection_invalidated:
-        return True
-    original = error.orig
-    if getattr(original, "pgcode", None) in _RETRYABLE_PG_CODES:
-        return True
-    if not isinstance(error, sa_exc.OperationalError):
-        return False
-    if type(original).__module__.startswith("psycopg2"):
-        return True
-    message = str(original).lower()
-    return any(text in message for text in _SQLITE_BUSY_MESSAGES)
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retries with doubling delays: 0.05 s, 0.1 s, 0.2 s by default."""
-
-    attempts: int = 4
-    first_delay_seconds: float = 0.05
-    max_delay_seconds: float = 1.0
-
-    def delays(self) -> list[float]:
-        return [
-            min(self.first_delay_seconds * 2**n, self.max_delay_seconds)
-            for n in range(max(0, self.attempts - 1))
-        ]
-
-
-def call_with_retries(
-    policy: RetryPolicy,
-    fn: Callable[[], _R],
-    sleep: Callable[[float], None] = time.sleep,
-) -> _R:
-    """Call `fn`, again after each transient error while the policy allows; runs in a DB
-    worker thread, where sleeping is allowed."""
-    for delay in policy.delays():
-        try:
-            return fn()
-        except sa_exc.DBAPIError as error:
-            if not is_transient(error):
-                raise
-        sleep(delay)
-    return fn()
+_Query = Callable[Concatenate[SyncMetaStore, _P], _R]
+_Method = Callable[Concatenate["MetaStore", _P], Deferred[_R]]
 
 
 def through_cache(cache: TtlCache[_K, _V], key: _K, load: Callable[[], Deferred[_V]]
@@ -117,11 +53,34 @@ def through_cache(cache: TtlCache[_K, _V], key: _K, load: Callable[[], Deferred[
     return load().addCallback(keep)
 
 
-class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries):
-    """Every `SyncMetaStore` query as a method returning a Deferred (the IAM ones come from
-    `iam_async.py`). Reads run on the reader
-    pool, mutations on the writer pool. `iter_objects` is offered page by page as
-    `objects_batch` (a generator cannot be shared between threads)."""
+def _on_reader(query: _Query[_P, _R]) -> _Method[_P, _R]:
+    """`query` (a `SyncMetaStore` method) as a MetaStore method that runs it on the reader
+    pool."""
+    name = query.__name__
+
+    def method(self: MetaStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        return self._pool.run_read(self._attempts(name, *args, **kwargs))
+
+    method.__name__, method.__doc__ = query.__name__, query.__doc__
+    return method
+
+
+def _on_writer(query: _Query[_P, _R]) -> _Method[_P, _R]:
+    """`query` (a `SyncMetaStore` method) as a MetaStore method that runs it on the writer
+    pool."""
+    name = query.__name__
+
+    def method(self: MetaStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        return self._pool.run_write(self._attempts(name, *args, **kwargs))
+
+    method.__name__, method.__doc__ = query.__name__, query.__doc__
+    return method
+
+
+class MetaStore:
+    """Every query of the metadata store as a method returning a Deferred. `iter_objects`
+    is offered page by page as `objects_batch` (a generator cannot be shared between
+    threads)."""
 
     def __init__(
         self,
@@ -142,33 +101,15 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         self._objects = object_cache if object_cache is not None and object_cache.enabled \
             else None
 
-    @property
-    def sync_store(self) -> SyncMetaStore:
-        return self._store
+    def _attempts(self, name: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+        """One call of the store's query `name`, retried after transient errors (in the DB
+        thread that runs it). Looked up on the store when called, as `self._store.name`
+        always was: a store that overrides or replaces a query (tests inject races so)
+        is what runs."""
+        query, retry, sleep = getattr(self._store, name), self._retry, self._sleep
+        return lambda: call_with_retries(retry, lambda: query(*args, **kwargs), sleep)
 
-    def _read(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
-        return self._pool.run_read(self._retrying(fn, *args, **kwargs))
-
-    def _write(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
-        return self._pool.run_write(self._retrying(fn, *args, **kwargs))
-
-    def _retrying(
-        self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
-    ) -> Callable[[], _R]:
-        def attempt() -> _R:
-            return call_with_retries(self._retry, lambda: fn(*args, **kwargs), self._sleep)
-
-        return attempt
-
-    # -- lifecycle -------------------------------------------------------------------
-    def migrate(self) -> Deferred[None]:
-        return self._write(self._store.migrate)
-
-    def close(self) -> Deferred[None]:
-        """Close pooled connections (`DbPool.stop` does this too, on shutdown)."""
-        return self._write(self._store.close)
-
-    # -- buckets ---------------------------------------------------------------------
+    # -- what the caches add ---------------------------------------------------------
     def _bucket_write(self, name: str, d: Deferred[_R]) -> Deferred[_R]:
         """Invalidate the cached bucket now and again once the write is done."""
         if self._buckets is None:
@@ -183,46 +124,21 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         return d.addBoth(done)
 
     def create_bucket(self, bucket: BucketRecord) -> Deferred[bool]:
-        return self._bucket_write(bucket.name, self._write(self._store.create_bucket, bucket))
+        return self._bucket_write(bucket.name, self._write_bucket(bucket))
+
+    def update_bucket(self, bucket: BucketRecord) -> Deferred[None]:
+        return self._bucket_write(bucket.name, self._update_bucket(bucket))
+
+    def delete_bucket(self, name: str) -> Deferred[str]:
+        return self._bucket_write(name, self._delete_bucket(name))
+
+    def enable_object_lock(self, name: str, updated_at: float) -> Deferred[str]:
+        return self._bucket_write(name, self._enable_object_lock(name, updated_at))
 
     def get_bucket(self, name: str) -> Deferred[BucketRecord | None]:
         if self._buckets is None:
-            return self._read(self._store.get_bucket, name)
-        return through_cache(self._buckets, name,
-                             lambda: self._read(self._store.get_bucket, name))
-
-    def list_buckets(self) -> Deferred[list[BucketRecord]]:
-        return self._read(self._store.list_buckets)
-
-    def update_bucket(self, bucket: BucketRecord) -> Deferred[None]:
-        return self._bucket_write(bucket.name, self._write(self._store.update_bucket, bucket))
-
-    def delete_bucket(self, name: str) -> Deferred[str]:
-        return self._bucket_write(name, self._write(self._store.delete_bucket, name))
-
-    def enable_object_lock(self, name: str, updated_at: float) -> Deferred[str]:
-        return self._bucket_write(
-            name, self._write(self._store.enable_object_lock, name, updated_at))
-
-    def get_bucket_config(self, bucket: str, key: str) -> Deferred[str | None]:
-        return self._read(self._store.get_bucket_config, bucket, key)
-
-    def put_bucket_config(self, bucket: str, key: str, value: str) -> Deferred[None]:
-        return self._write(self._store.put_bucket_config, bucket, key, value)
-
-    def delete_bucket_config(self, bucket: str, key: str) -> Deferred[bool]:
-        return self._write(self._store.delete_bucket_config, bucket, key)
-
-    def list_bucket_config(self, bucket: str) -> Deferred[dict[str, str]]:
-        return self._read(self._store.list_bucket_config, bucket)
-
-    # -- objects ---------------------------------------------------------------------
-    def put_object(
-        self, record: ObjectRecord, precondition: WritePrecondition | None = None,
-        usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
-    ) -> Deferred[PutResult]:
-        return self._write(self._store.put_object, record, precondition, usage_check,
-                           usage_rule)
+            return self._get_bucket(name)
+        return through_cache(self._buckets, name, lambda: self._get_bucket(name))
 
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None, *, cached: bool = False
@@ -233,138 +149,102 @@ class MetaStore(AsyncIamQueries, AsyncObservabilityQueries, AsyncListingQueries)
         go to the database, so a row changed by a writer outside the node (`objstore
         recover`, another node on the same database) is never acted upon stale."""
         if self._objects is None or not cached:
-            return self._read(self._store.get_object, bucket, key, version_id)
+            return self._get_object(bucket, key, version_id)
         return through_cache(self._objects, (bucket, key, version_id),
-                             lambda: self._read(self._store.get_object, bucket, key, version_id))
+                             lambda: self._get_object(bucket, key, version_id))
 
-    def delete_object_version(
-        self, bucket: str, key: str, version_id: str, expected_seq: int | None = None
-    ) -> Deferred[DeleteResult]:
-        return self._write(self._store.delete_object_version, bucket, key, version_id,
-                           expected_seq)
+    _write_bucket = _on_writer(SyncMetaStore.create_bucket)
+    _update_bucket = _on_writer(SyncMetaStore.update_bucket)
+    _delete_bucket = _on_writer(SyncMetaStore.delete_bucket)
+    _enable_object_lock = _on_writer(SyncMetaStore.enable_object_lock)
+    _get_bucket = _on_reader(SyncMetaStore.get_bucket)
+    _get_object = _on_reader(SyncMetaStore.get_object)
 
-    def update_object(
-        self, record: ObjectRecord, expected_seq: int | None = None
-    ) -> Deferred[ObjectRecord]:
-        return self._write(self._store.update_object, record, expected_seq)
+    # -- buckets ---------------------------------------------------------------------
+    list_buckets = _on_reader(SyncMetaStore.list_buckets)
+    get_bucket_config = _on_reader(SyncMetaStore.get_bucket_config)
+    put_bucket_config = _on_writer(SyncMetaStore.put_bucket_config)
+    delete_bucket_config = _on_writer(SyncMetaStore.delete_bucket_config)
+    list_bucket_config = _on_reader(SyncMetaStore.list_bucket_config)
 
-    def list_latest(
-        self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000
-    ) -> Deferred[list[ObjectRecord]]:
-        return self._read(self._store.list_latest, bucket, prefix, start_after, limit)
-
-    def list_versions(
-        self,
-        bucket: str,
-        prefix: str = "",
-        key_marker: str = "",
-        version_marker: str = "",
-        limit: int = 1000,
-    ) -> Deferred[list[ObjectRecord]]:
-        return self._read(
-            self._store.list_versions, bucket, prefix, key_marker, version_marker, limit
-        )
-
-    def bucket_usage(self, bucket: str) -> Deferred[tuple[int, int]]:
-        return self._read(self._store.bucket_usage, bucket)
-
-    def storage_totals(self) -> Deferred[tuple[int, int, int]]:
-        return self._read(self._store.storage_totals)
-
-    def objects_batch(
-        self, after: tuple[str, str, str] | None, limit: int = 1000
-    ) -> Deferred[list[ObjectRecord]]:
-        return self._read(self._store.objects_batch, after, limit)
-
-    def insert_recovered(self, records: Sequence[ObjectRecord]) -> Deferred[None]:
-        return self._write(self._store.insert_recovered, records)
-
-    def max_seq(self) -> Deferred[int]:
-        return self._read(self._store.max_seq)
+    # -- object rows -----------------------------------------------------------------
+    put_object = _on_writer(SyncMetaStore.put_object)
+    delete_object_version = _on_writer(SyncMetaStore.delete_object_version)
+    update_object = _on_writer(SyncMetaStore.update_object)
+    insert_recovered = _on_writer(SyncMetaStore.insert_recovered)
+    list_latest = _on_reader(SyncMetaStore.list_latest)
+    list_versions = _on_reader(SyncMetaStore.list_versions)
+    bucket_usage = _on_reader(SyncMetaStore.bucket_usage)
+    storage_totals = _on_reader(SyncMetaStore.storage_totals)
+    objects_batch = _on_reader(SyncMetaStore.objects_batch)
+    max_seq = _on_reader(SyncMetaStore.max_seq)
+    list_latest_entries = _on_reader(SyncMetaStore.list_latest_entries)
+    list_version_entries = _on_reader(SyncMetaStore.list_version_entries)
 
     # -- multipart -------------------------------------------------------------------
-    def create_upload(self, upload: UploadRecord) -> Deferred[None]:
-        return self._write(self._store.create_upload, upload)
-
-    def get_upload(self, upload_id: str) -> Deferred[UploadRecord | None]:
-        return self._read(self._store.get_upload, upload_id)
-
-    def list_uploads(
-        self,
-        bucket: str,
-        prefix: str = "",
-        key_marker: str = "",
-        upload_id_marker: str = "",
-        limit: int = 1000,
-    ) -> Deferred[list[UploadRecord]]:
-        return self._read(
-            self._store.list_uploads, bucket, prefix, key_marker, upload_id_marker, limit
-        )
-
-    def put_part(self, part: PartRecord) -> Deferred[str | None]:
-        return self._write(self._store.put_part, part)
-
-    def list_parts(
-        self, upload_id: str, after_part: int = 0, limit: int = 10000
-    ) -> Deferred[list[PartRecord]]:
-        return self._read(self._store.list_parts, upload_id, after_part, limit)
-
-    def delete_upload(self, upload_id: str) -> Deferred[list[PartRecord]]:
-        return self._write(self._store.delete_upload, upload_id)
-
-    def complete_upload(
-        self, upload_id: str, record: ObjectRecord,
-        precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
-    ) -> Deferred[PutResult]:
-        return self._write(self._store.complete_upload, upload_id, record, precondition,
-                           usage_check)
+    create_upload = _on_writer(SyncMetaStore.create_upload)
+    get_upload = _on_reader(SyncMetaStore.get_upload)
+    list_uploads = _on_reader(SyncMetaStore.list_uploads)
+    put_part = _on_writer(SyncMetaStore.put_part)
+    list_parts = _on_reader(SyncMetaStore.list_parts)
+    delete_upload = _on_writer(SyncMetaStore.delete_upload)
+    complete_upload = _on_writer(SyncMetaStore.complete_upload)
 
     # -- users and credentials -------------------------------------------------------
-    def create_user(self, user: UserRecord) -> Deferred[bool]:
-        return self._write(self._store.create_user, user)
+    create_user = _on_writer(SyncMetaStore.create_user)
+    get_user = _on_reader(SyncMetaStore.get_user)
+    get_user_by_name = _on_reader(SyncMetaStore.get_user_by_name)
+    list_users = _on_reader(SyncMetaStore.list_users)
+    list_user_summaries = _on_reader(SyncMetaStore.list_user_summaries)
+    get_user_summary = _on_reader(SyncMetaStore.get_user_summary)
+    update_user = _on_writer(SyncMetaStore.update_user)
+    delete_user = _on_writer(SyncMetaStore.delete_user)
+    create_credential = _on_writer(SyncMetaStore.create_credential)
+    get_credential = _on_reader(SyncMetaStore.get_credential)
+    lookup_identity = _on_reader(SyncMetaStore.lookup_identity)
+    list_credentials = _on_reader(SyncMetaStore.list_credentials)
+    update_credential = _on_writer(SyncMetaStore.update_credential)
+    delete_credential = _on_writer(SyncMetaStore.delete_credential)
+    change_credential = _on_writer(SyncMetaStore.change_credential)
+    remove_credential = _on_writer(SyncMetaStore.remove_credential)
 
-    def get_user(self, user_id: str) -> Deferred[UserRecord | None]:
-        return self._read(self._store.get_user, user_id)
+    # -- teams and grants ------------------------------------------------------------
+    create_team = _on_writer(SyncMetaStore.create_team)
+    get_team = _on_reader(SyncMetaStore.get_team)
+    get_team_summary = _on_reader(SyncMetaStore.get_team_summary)
+    list_team_summaries = _on_reader(SyncMetaStore.list_team_summaries)
+    update_team = _on_writer(SyncMetaStore.update_team)
+    delete_team = _on_writer(SyncMetaStore.delete_team)
+    add_team_member = _on_writer(SyncMetaStore.add_team_member)
+    remove_team_member = _on_writer(SyncMetaStore.remove_team_member)
+    list_team_members = _on_reader(SyncMetaStore.list_team_members)
+    list_user_teams = _on_reader(SyncMetaStore.list_user_teams)
+    create_grant = _on_writer(SyncMetaStore.create_grant)
+    get_grant = _on_reader(SyncMetaStore.get_grant)
+    get_grant_by_name = _on_reader(SyncMetaStore.get_grant_by_name)
+    list_grants = _on_reader(SyncMetaStore.list_grants)
+    update_grant = _on_writer(SyncMetaStore.update_grant)
+    delete_grant = _on_writer(SyncMetaStore.delete_grant)
+    attach_user_grant = _on_writer(SyncMetaStore.attach_user_grant)
+    detach_user_grant = _on_writer(SyncMetaStore.detach_user_grant)
+    list_user_grants = _on_reader(SyncMetaStore.list_user_grants)
+    attach_team_grant = _on_writer(SyncMetaStore.attach_team_grant)
+    detach_team_grant = _on_writer(SyncMetaStore.detach_team_grant)
+    list_team_grants = _on_reader(SyncMetaStore.list_team_grants)
+    effective_grants = _on_reader(SyncMetaStore.effective_grants)
 
-    def get_user_by_name(self, username: str) -> Deferred[UserRecord | None]:
-        return self._read(self._store.get_user_by_name, username)
+    # -- settings and tombstones -----------------------------------------------------
+    get_setting = _on_reader(SyncMetaStore.get_setting)
+    put_setting = _on_writer(SyncMetaStore.put_setting)
+    delete_setting = _on_writer(SyncMetaStore.delete_setting)
+    list_settings = _on_reader(SyncMetaStore.list_settings)
+    get_tombstone = _on_reader(SyncMetaStore.get_tombstone)
 
-    def list_users(self) -> Deferred[list[UserRecord]]:
-        return self._read(self._store.list_users)
-
-    def create_credential(self, credential: CredentialRecord) -> Deferred[bool]:
-        return self._write(self._store.create_credential, credential)
-
-    def get_credential(self, access_key_id: str) -> Deferred[CredentialRecord | None]:
-        return self._read(self._store.get_credential, access_key_id)
-
-    def lookup_identity(
-        self, access_key_id: str
-    ) -> Deferred[tuple[CredentialRecord, UserRecord] | None]:
-        return self._read(self._store.lookup_identity, access_key_id)
-
-    def list_credentials(self, user_id: str | None = None) -> Deferred[list[CredentialRecord]]:
-        return self._read(self._store.list_credentials, user_id)
-
-    def update_credential(self, credential: CredentialRecord) -> Deferred[None]:
-        return self._write(self._store.update_credential, credential)
-
-    def delete_credential(self, access_key_id: str) -> Deferred[bool]:
-        return self._write(self._store.delete_credential, access_key_id)
-
-    # -- settings --------------------------------------------------------------------
-    def get_setting(self, key: str) -> Deferred[str | None]:
-        return self._read(self._store.get_setting, key)
-
-    def put_setting(self, key: str, value: str) -> Deferred[None]:
-        return self._write(self._store.put_setting, key, value)
-
-    def delete_setting(self, key: str) -> Deferred[bool]:
-        return self._write(self._store.delete_setting, key)
-
-    def list_settings(self) -> Deferred[dict[str, str]]:
-        return self._read(self._store.list_settings)
-
-    # -- tombstones ------------------------------------------------------------------
-    def get_tombstone(self, family: str, key: str) -> Deferred[tuple[float, int | None] | None]:
-        return self._read(self._store.get_tombstone, family, key)
+    # -- audit log and metrics history -----------------------------------------------
+    insert_audit_records = _on_writer(SyncMetaStore.insert_audit_records)
+    query_audit = _on_reader(SyncMetaStore.query_audit)
+    purge_audit = _on_writer(SyncMetaStore.purge_audit)
+    insert_metrics_sample = _on_writer(SyncMetaStore.insert_metrics_sample)
+    query_metrics_history = _on_reader(SyncMetaStore.query_metrics_history)
+    purge_metrics_history = _on_writer(SyncMetaStore.purge_metrics_history)
+    usage_by_bucket = _on_reader(SyncMetaStore.usage_by_bucket)

@@ -2,8 +2,7 @@
 filter of a query, and the three queries (insert a batch, read a page newest first, purge
 old rows) for both backends.
 
-`AuditQueries` declares the methods (inherited by `SyncMetaStore`); `SqlAuditQueries`
-implements them over the `audit_log` table (mixed into `SqlMetaStore`). Pages are keyset
+Each query is a function of a `Database` over the `audit_log` table. Pages are keyset
 pages on (ts, id) descending, so a query stays one index range scan however deep the
 caller pages. A purge deletes a bounded batch per transaction: a first purge of a large
 table must not hold SQLite's single writer for long. Nothing here imports Twisted.
@@ -17,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from objstore.meta import schema
-from objstore.meta.engine import read_transaction, write_transaction
+from objstore.meta.database import Database
+from objstore.meta.dialect import read_transaction, write_transaction
 
 MAX_PAGE = 1000
 PURGE_BATCH = 5000
@@ -66,21 +65,6 @@ class AuditFilter:
     until: float | None = None
     limit: int = 100
     before: tuple[float, int] | None = None
-
-
-class AuditQueries:
-    def insert_audit_records(self, records: Sequence[AuditRecord]) -> int:
-        """Insert a batch in one transaction; returns the number of rows written."""
-        raise NotImplementedError
-
-    def query_audit(self, query: AuditFilter) -> list[AuditRecord]:
-        """At most `query.limit` matching rows, newest first (capped at one more than
-        MAX_PAGE, which lets a caller tell whether a full page has a successor)."""
-        raise NotImplementedError
-
-    def purge_audit(self, before_ts: float, batch_size: int = PURGE_BATCH) -> int:
-        """Delete at most `batch_size` rows older than `before_ts`; returns how many."""
-        raise NotImplementedError
 
 
 def _text(value: str) -> str | None:
@@ -152,34 +136,37 @@ def _conditions(query: AuditFilter) -> list[sa.ColumnElement[bool]]:
     return found
 
 
-class SqlAuditQueries(AuditQueries):
-    _engine: Engine
+def insert_audit_records(db: Database, records: Sequence[AuditRecord]) -> int:
+    """Insert a batch in one transaction; returns the number of rows written."""
+    if not records:
+        return 0
+    with write_transaction(db.engine) as conn:
+        conn.execute(sa.insert(schema.audit_log), [audit_values(r) for r in records])
+    return len(records)
 
-    def insert_audit_records(self, records: Sequence[AuditRecord]) -> int:
-        if not records:
-            return 0
-        with write_transaction(self._engine) as conn:
-            conn.execute(sa.insert(schema.audit_log), [audit_values(r) for r in records])
-        return len(records)
 
-    def query_audit(self, query: AuditFilter) -> list[AuditRecord]:
-        a = schema.audit_log
-        limit = max(0, min(query.limit, MAX_PAGE + 1))
-        if limit == 0:
-            return []
-        select = (
-            sa.select(a)
-            .where(*_conditions(query))
-            .order_by(a.c.ts.desc(), a.c.id.desc())
-            .limit(limit)
-        )
-        with read_transaction(self._engine) as conn:
-            rows = conn.execute(select).mappings().all()
-        return [audit_record(r) for r in rows]
+def query_audit(db: Database, query: AuditFilter) -> list[AuditRecord]:
+    """At most `query.limit` matching rows, newest first (capped at one more than
+    MAX_PAGE, which lets a caller tell whether a full page has a successor)."""
+    a = schema.audit_log
+    limit = max(0, min(query.limit, MAX_PAGE + 1))
+    if limit == 0:
+        return []
+    select = (
+        sa.select(a)
+        .where(*_conditions(query))
+        .order_by(a.c.ts.desc(), a.c.id.desc())
+        .limit(limit)
+    )
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(select).mappings().all()
+    return [audit_record(r) for r in rows]
 
-    def purge_audit(self, before_ts: float, batch_size: int = PURGE_BATCH) -> int:
-        a = schema.audit_log
-        doomed = sa.select(a.c.id).where(a.c.ts < before_ts).limit(max(1, batch_size))
-        with write_transaction(self._engine) as conn:
-            result = conn.execute(sa.delete(a).where(a.c.id.in_(doomed.scalar_subquery())))
-        return int(result.rowcount or 0)
+
+def purge_audit(db: Database, before_ts: float, batch_size: int = PURGE_BATCH) -> int:
+    """Delete at most `batch_size` rows older than `before_ts`; returns how many."""
+    a = schema.audit_log
+    doomed = sa.select(a.c.id).where(a.c.ts < before_ts).limit(max(1, batch_size))
+    with write_transaction(db.engine) as conn:
+        result = conn.execute(sa.delete(a).where(a.c.id.in_(doomed.scalar_subquery())))
+    return int(result.rowcount or 0)

@@ -29,28 +29,23 @@ thread (about 35 µs each), not 1000 round trips through the thread pool. The en
 grouping (engine/listing.py, engine/versioning.py) still decides what is listed; it just
 sees fewer rows.
 
-`ListingQueries` declares the methods (inherited by `SyncMetaStore`), `SqlListingQueries`
-implements them (mixed into `SqlMetaStore`) and `AsyncListingQueries` offers them on the
-reader pool (mixed into `MetaStore`). Nothing here imports Twisted at run time.
+Both queries are functions of a `Database`, each one read transaction. No Twisted here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
 
 from objstore.meta import schema
-from objstore.meta.async_base import AsyncQueryMixin
-from objstore.meta.engine import read_transaction
+from objstore.meta.database import Database
+from objstore.meta.dialect import read_transaction
+from objstore.meta.driver import CoreRows
+from objstore.meta.keyspace import group_of, prefix_upper_bound
 from objstore.meta.records import ObjectRecord
-
-if TYPE_CHECKING:
-    from twisted.internet.defer import Deferred
-
 
 
 @dataclass(slots=True)
@@ -100,31 +95,6 @@ def entry_of(record: ObjectRecord) -> ListingEntry:
         record.storage_class, listed_checksum_algorithm(record),
         record.checksum_type,
     )
-
-
-class ListingQueries:
-    def list_latest_entries(
-        self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000,
-        delimiter: str = "",
-    ) -> list[ListingEntry]:
-        """`list_latest` as listing entries: latest, non-delete-marker versions whose key
-        starts with prefix and sorts after start_after, by key, at most limit. With a
-        delimiter, only the first row of each group is returned (see `skip_groups`)."""
-        raise NotImplementedError
-
-    def list_version_entries(
-        self,
-        bucket: str,
-        prefix: str = "",
-        key_marker: str = "",
-        version_marker: str = "",
-        limit: int = 1000,
-        delimiter: str = "",
-    ) -> list[ListingEntry]:
-        """`list_versions` as listing entries: every version and delete marker, key
-        ascending then newest first, after (key_marker, version_marker). With a
-        delimiter, only the first row of each group is returned (see `skip_groups`)."""
-        raise NotImplementedError
 
 
 # -- statements ------------------------------------------------------------------------
@@ -189,24 +159,10 @@ _OLDER_THAN_MARKER = (
 def key_bounds(prefix: str, after: str) -> tuple[str, bool, str | None]:
     """(lower, strict, upper) of the keys that start with `prefix` and sort after `after`
     ("" for none): the single lower bound is the larger of the two."""
-    upper = _upper_bound(prefix) if prefix else None
+    upper = prefix_upper_bound(prefix) if prefix else None
     if after and after >= prefix:
         return after, True, upper
     return prefix, False, upper
-
-
-def _upper_bound(prefix: str) -> str | None:
-    from objstore.meta.store import prefix_upper_bound  # store imports this module
-
-    return prefix_upper_bound(prefix)
-
-
-def group_of(key: str, prefix: str, delimiter: str) -> str | None:
-    """The CommonPrefix `key` rolls up into (the rule of engine/listing.py), or None."""
-    if not delimiter:
-        return None
-    index = key.find(delimiter, len(prefix))
-    return None if index < 0 else key[: index + len(delimiter)]
 
 
 def _entries(rows: Sequence[Any]) -> list[ListingEntry]:
@@ -219,43 +175,7 @@ def _entries(rows: Sequence[Any]) -> list[ListingEntry]:
     ]
 
 
-@dataclass(frozen=True)
-class CompiledQuery:
-    sql: str
-    positions: tuple[str, ...] | None  # parameter names in order (qmark), None when named
-    defaults: Mapping[str, Any]  # values SQLAlchemy bound itself (OFFSET 0)
-
-
-_COMPILED: dict[tuple[str, int], CompiledQuery] = {}
-
-
-def compiled_query(dialect: sa.Dialect, statement: sa.Select[Any], index: str) -> CompiledQuery:
-    """`statement` compiled for `dialect`, reading `objects` through `index` on SQLite."""
-    key = (dialect.name, id(statement))
-    found = _COMPILED.get(key)
-    if found is None:
-        compiled = statement.compile(dialect=dialect)
-        sql = str(compiled)
-        if dialect.name == "sqlite":
-            if sql.count("\nFROM objects \n") != 1:
-                raise AssertionError(f"cannot place INDEXED BY in {sql!r}")
-            sql = sql.replace("\nFROM objects \n", f"\nFROM objects INDEXED BY {index} \n")
-        positions = tuple(compiled.positiontup or ()) if compiled.positional else None
-        found = CompiledQuery(sql, positions, dict(compiled.params))
-        _COMPILED[key] = found
-    return found
-
-
-def _rows(conn: Connection, statement: sa.Select[Any], index: str,
-          params: Mapping[str, Any]) -> Sequence[Any]:
-    query = compiled_query(conn.dialect, statement, index)
-    values = {**query.defaults, **params}
-    if query.positions is None:
-        return conn.exec_driver_sql(query.sql, values).all()
-    return conn.exec_driver_sql(query.sql, tuple(values[n] for n in query.positions)).all()
-
-
-def _range(conn: Connection, statements: dict[tuple[bool, bool], sa.Select[Any]], index: str,
+def _range(rows: CoreRows, statements: dict[tuple[bool, bool], sa.Select[Any]], index: str,
            bucket: str, bounds: tuple[str, bool, str | None], limit: int
            ) -> list[ListingEntry]:
     lower, strict, upper = bounds
@@ -263,7 +183,7 @@ def _range(conn: Connection, statements: dict[tuple[bool, bool], sa.Select[Any]]
     if upper is not None:
         params["upper"] = upper
     statement = statements[(strict, upper is not None)]
-    return _entries(_rows(conn, statement, index, params))
+    return _entries(rows.all(statement, params, index))
 
 
 # Where the next read of a skip scan starts: after an entry, or at a key (inclusive).
@@ -292,7 +212,7 @@ def skip_groups(read: Callable[[_Cursor, int], list[ListingEntry]], prefix: str,
             if group is None:
                 cursor = (entry, None)
                 continue
-            following = _upper_bound(group)
+            following = prefix_upper_bound(group)
             if following is None:  # nothing sorts after this group
                 return out
             cursor, jumped = (None, following), True
@@ -305,97 +225,79 @@ def skip_groups(read: Callable[[_Cursor, int], list[ListingEntry]], prefix: str,
             ask = min(limit - len(out), ask * 2)
 
 
-class SqlListingQueries(ListingQueries):
-    _engine: Engine
+def list_latest_entries(
+    db: Database, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000,
+    delimiter: str = "",
+) -> list[ListingEntry]:
+    """`list_latest` as listing entries: latest, non-delete-marker versions whose key
+    starts with prefix and sorts after start_after, by key, at most limit. With a
+    delimiter, only the first row of each group is returned (see `skip_groups`)."""
+    if limit <= 0:
+        return []
+    upper = prefix_upper_bound(prefix) if prefix else None
 
-    def list_latest_entries(
-        self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000,
-        delimiter: str = "",
-    ) -> list[ListingEntry]:
-        if limit <= 0:
-            return []
-        upper = _upper_bound(prefix) if prefix else None
+    def read(cursor: _Cursor, n: int) -> list[ListingEntry]:
+        after, at = cursor
+        if at is not None:
+            bounds = (at, False, upper)
+        else:
+            bounds = key_bounds(prefix, after.key if after is not None else start_after)
+        return _range(rows, _LATEST, LATEST_INDEX, bucket, bounds, n)
 
-        def read(cursor: _Cursor, n: int) -> list[ListingEntry]:
-            after, at = cursor
-            if at is not None:
-                bounds = (at, False, upper)
-            else:
-                bounds = key_bounds(prefix, after.key if after is not None else start_after)
-            return _range(conn, _LATEST, LATEST_INDEX, bucket, bounds, n)
-
-        with read_transaction(self._engine) as conn:
-            if not delimiter:
-                return read((None, None), limit)
-            return skip_groups(read, prefix, delimiter, limit)
-
-    def list_version_entries(
-        self,
-        bucket: str,
-        prefix: str = "",
-        key_marker: str = "",
-        version_marker: str = "",
-        limit: int = 1000,
-        delimiter: str = "",
-    ) -> list[ListingEntry]:
-        """Same markers as `list_versions`: key_marker alone starts after every version of
-        that key; with version_marker the listing resumes after that version of
-        key_marker (a version_marker naming no version of it counts as absent)."""
-        if limit <= 0:
-            return []
-        upper = _upper_bound(prefix) if prefix else None
-
-        def read(cursor: _Cursor, n: int) -> list[ListingEntry]:
-            after, at = cursor
-            if at is not None:
-                return _range(conn, _VERSIONS, VERSIONS_INDEX, bucket, (at, False, upper), n)
-            if after is not None:
-                return self._versions_after(conn, bucket, prefix, after.key, after.version_id,
-                                            n)
-            return self._versions_after(conn, bucket, prefix, key_marker, version_marker, n)
-
-        with read_transaction(self._engine) as conn:
-            if not delimiter:
-                return read((None, None), limit)
-            return skip_groups(read, prefix, delimiter, limit)
-
-    @staticmethod
-    def _versions_after(conn: Connection, bucket: str, prefix: str, key_marker: str,
-                        version_marker: str, limit: int) -> list[ListingEntry]:
-        entries: list[ListingEntry] = []
-        if key_marker and version_marker and key_marker.startswith(prefix):
-            marker = conn.execute(_MARKER, {"bucket": bucket, "key": key_marker,
-                                            "version_id": version_marker}).first()
-            if marker is not None:
-                entries = _entries(_rows(conn, _OLDER_THAN_MARKER, VERSIONS_INDEX, {
-                    "bucket": bucket, "key": key_marker, "limit": limit,
-                    "last_modified": marker.last_modified, "seq": marker.seq,
-                }))
-        remaining = limit - len(entries)
-        if remaining > 0:
-            entries += _range(conn, _VERSIONS, VERSIONS_INDEX, bucket,
-                              key_bounds(prefix, key_marker), remaining)
-        return entries
+    with read_transaction(db.engine) as conn:
+        rows = CoreRows(conn)
+        if not delimiter:
+            return read((None, None), limit)
+        return skip_groups(read, prefix, delimiter, limit)
 
 
-class AsyncListingQueries(AsyncQueryMixin):
-    """The listing queries of `MetaStore`, on the reader pool with the usual retries."""
+def list_version_entries(
+    db: Database,
+    bucket: str,
+    prefix: str = "",
+    key_marker: str = "",
+    version_marker: str = "",
+    limit: int = 1000,
+    delimiter: str = "",
+) -> list[ListingEntry]:
+    """`list_versions` as listing entries: every version and delete marker, key ascending
+    then newest first, after (key_marker, version_marker), with the same markers as
+    `list_versions` (key_marker alone starts after every version of that key; with
+    version_marker the listing resumes after that version of key_marker; a version_marker
+    naming no version of it counts as absent). With a delimiter, only the first row of
+    each group is returned (see `skip_groups`)."""
+    if limit <= 0:
+        return []
+    upper = prefix_upper_bound(prefix) if prefix else None
 
-    def list_latest_entries(
-        self, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000,
-        delimiter: str = "",
-    ) -> Deferred[list[ListingEntry]]:
-        return self._read(self._store.list_latest_entries, bucket, prefix, start_after, limit,
-                          delimiter)
+    def read(cursor: _Cursor, n: int) -> list[ListingEntry]:
+        after, at = cursor
+        if at is not None:
+            return _range(rows, _VERSIONS, VERSIONS_INDEX, bucket, (at, False, upper), n)
+        if after is not None:
+            return _versions_after(rows, bucket, prefix, after.key, after.version_id, n)
+        return _versions_after(rows, bucket, prefix, key_marker, version_marker, n)
 
-    def list_version_entries(
-        self,
-        bucket: str,
-        prefix: str = "",
-        key_marker: str = "",
-        version_marker: str = "",
-        limit: int = 1000,
-        delimiter: str = "",
-    ) -> Deferred[list[ListingEntry]]:
-        return self._read(self._store.list_version_entries, bucket, prefix, key_marker,
-                          version_marker, limit, delimiter)
+    with read_transaction(db.engine) as conn:
+        rows = CoreRows(conn)
+        if not delimiter:
+            return read((None, None), limit)
+        return skip_groups(read, prefix, delimiter, limit)
+
+
+def _versions_after(rows: CoreRows, bucket: str, prefix: str, key_marker: str,
+                    version_marker: str, limit: int) -> list[ListingEntry]:
+    entries: list[ListingEntry] = []
+    if key_marker and version_marker and key_marker.startswith(prefix):
+        marker = rows.conn.execute(_MARKER, {"bucket": bucket, "key": key_marker,
+                                             "version_id": version_marker}).first()
+        if marker is not None:
+            entries = _entries(rows.all(_OLDER_THAN_MARKER, {
+                "bucket": bucket, "key": key_marker, "limit": limit,
+                "last_modified": marker.last_modified, "seq": marker.seq,
+            }, VERSIONS_INDEX))
+    remaining = limit - len(entries)
+    if remaining > 0:
+        entries += _range(rows, _VERSIONS, VERSIONS_INDEX, bucket,
+                          key_bounds(prefix, key_marker), remaining)
+    return entries

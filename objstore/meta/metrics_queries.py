@@ -1,8 +1,7 @@
 """The metrics part of the metadata store: samples of the metrics history (insert, read,
 purge) and the per-bucket usage that the metrics endpoint exposes.
 
-`MetricsQueries` declares the methods (inherited by `SyncMetaStore`); `SqlMetricsQueries`
-implements them for both backends (mixed into `SqlMetaStore`). `usage_by_bucket` is one
+Each query is a function of a `Database`, for both backends. `usage_by_bucket` is one
 grouped aggregate over the objects table, run by a timer, never per scrape. Nothing here
 imports Twisted.
 """
@@ -14,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
 
 from objstore.meta import schema
-from objstore.meta.engine import read_transaction, write_transaction
+from objstore.meta.database import Database
+from objstore.meta.dialect import read_transaction, write_transaction
 
 MAX_SAMPLES = 10_000
 
@@ -47,26 +46,6 @@ class BucketUsage:
     stored_bytes: int
 
 
-class MetricsQueries:
-    def insert_metrics_sample(self, sample: MetricsSample) -> None:
-        raise NotImplementedError
-
-    def query_metrics_history(
-        self, since: float | None = None, until: float | None = None, limit: int = 1000
-    ) -> list[MetricsSample]:
-        """Samples with since <= ts < until, newest first, at most `limit` (MAX_SAMPLES)."""
-        raise NotImplementedError
-
-    def purge_metrics_history(self, before_ts: float) -> int:
-        """Delete samples older than `before_ts`; returns how many."""
-        raise NotImplementedError
-
-    def usage_by_bucket(self, limit: int) -> list[BucketUsage]:
-        """Object versions and bytes of the `limit` largest buckets (by bytes, then name);
-        delete markers are not counted. Empty buckets are not listed."""
-        raise NotImplementedError
-
-
 _FIELDS = ("interval_seconds", "requests", "errors", "server_errors", "bytes_in",
            "bytes_out", "buckets", "objects", "stored_bytes")
 
@@ -80,48 +59,52 @@ def sample_record(row: Mapping[Any, Any]) -> MetricsSample:
     )
 
 
-class SqlMetricsQueries(MetricsQueries):
-    _engine: Engine
+def insert_metrics_sample(db: Database, sample: MetricsSample) -> None:
+    values = {"ts": sample.ts, "node_id": sample.node_id}
+    values.update({name: getattr(sample, name) for name in _FIELDS})
+    with write_transaction(db.engine) as conn:
+        conn.execute(sa.insert(schema.metrics_history).values(**values))
 
-    def insert_metrics_sample(self, sample: MetricsSample) -> None:
-        values = {"ts": sample.ts, "node_id": sample.node_id}
-        values.update({name: getattr(sample, name) for name in _FIELDS})
-        with write_transaction(self._engine) as conn:
-            conn.execute(sa.insert(schema.metrics_history).values(**values))
 
-    def query_metrics_history(
-        self, since: float | None = None, until: float | None = None, limit: int = 1000
-    ) -> list[MetricsSample]:
-        h = schema.metrics_history
-        limit = max(0, min(limit, MAX_SAMPLES))
-        if limit == 0:
-            return []
-        where: list[sa.ColumnElement[bool]] = []
-        if since is not None:
-            where.append(h.c.ts >= since)
-        if until is not None:
-            where.append(h.c.ts < until)
-        query = sa.select(h).where(*where).order_by(h.c.ts.desc(), h.c.id.desc()).limit(limit)
-        with read_transaction(self._engine) as conn:
-            rows = conn.execute(query).mappings().all()
-        return [sample_record(r) for r in rows]
+def query_metrics_history(
+    db: Database, since: float | None = None, until: float | None = None, limit: int = 1000
+) -> list[MetricsSample]:
+    """Samples with since <= ts < until, newest first, at most `limit` (MAX_SAMPLES)."""
+    h = schema.metrics_history
+    limit = max(0, min(limit, MAX_SAMPLES))
+    if limit == 0:
+        return []
+    where: list[sa.ColumnElement[bool]] = []
+    if since is not None:
+        where.append(h.c.ts >= since)
+    if until is not None:
+        where.append(h.c.ts < until)
+    query = sa.select(h).where(*where).order_by(h.c.ts.desc(), h.c.id.desc()).limit(limit)
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(query).mappings().all()
+    return [sample_record(r) for r in rows]
 
-    def purge_metrics_history(self, before_ts: float) -> int:
-        h = schema.metrics_history
-        with write_transaction(self._engine) as conn:
-            result = conn.execute(sa.delete(h).where(h.c.ts < before_ts))
-        return int(result.rowcount or 0)
 
-    def usage_by_bucket(self, limit: int) -> list[BucketUsage]:
-        o = schema.objects
-        total = sa.func.coalesce(sa.func.sum(o.c.size), 0).label("stored_bytes")
-        query = (
-            sa.select(o.c.bucket, sa.func.count().label("objects"), total)
-            .where(o.c.is_delete_marker == sa.false())
-            .group_by(o.c.bucket)
-            .order_by(total.desc(), o.c.bucket)
-            .limit(max(0, limit))
-        )
-        with read_transaction(self._engine) as conn:
-            rows = conn.execute(query).all()
-        return [BucketUsage(str(b), int(n), int(s)) for b, n, s in rows]
+def purge_metrics_history(db: Database, before_ts: float) -> int:
+    """Delete samples older than `before_ts`; returns how many."""
+    h = schema.metrics_history
+    with write_transaction(db.engine) as conn:
+        result = conn.execute(sa.delete(h).where(h.c.ts < before_ts))
+    return int(result.rowcount or 0)
+
+
+def usage_by_bucket(db: Database, limit: int) -> list[BucketUsage]:
+    """Object versions and bytes of the `limit` largest buckets (by bytes, then name);
+    delete markers are not counted. Empty buckets are not listed."""
+    o = schema.objects
+    total = sa.func.coalesce(sa.func.sum(o.c.size), 0).label("stored_bytes")
+    query = (
+        sa.select(o.c.bucket, sa.func.count().label("objects"), total)
+        .where(o.c.is_delete_marker == sa.false())
+        .group_by(o.c.bucket)
+        .order_by(total.desc(), o.c.bucket)
+        .limit(max(0, limit))
+    )
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(query).all()
+    return [BucketUsage(str(b), int(n), int(s)) for b, n, s in rows]

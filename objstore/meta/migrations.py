@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from objstore.meta import schema
-from objstore.meta.engine import write_transaction
+from objstore.meta.dialect import write_transaction
 
 # Arbitrary constant identifying "objstore schema migration" among advisory locks.
 MIGRATION_LOCK_ID = 0x6F626A7374_01

@@ -6,8 +6,9 @@ object read recently needs none.
 
 Coherence rests on one rule: every transaction that changes object rows bumps the node's
 OBJECTS counter (objstore/meta/coherence.py) after it commits and before its caller hears
-of it. `SqlMetaStore` does it (`objects_changed`, called by its writer thread) for every
-method that takes a seq, which by the store's contract is every change of an object row.
+of it. Every query function that takes a seq, which by the store's contract is every
+change of an object row, is marked `database.changes_objects`: it calls the database's
+`objects_changed` on its DB thread once its transaction is over.
 A lookup compares the counter first, and forgets everything when it moved; a lookup that
 raced a change is not stored. So a write that was answered is seen by the next GET in any
 worker process, as S3's read-after-write consistency requires. The price: each object

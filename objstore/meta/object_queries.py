@@ -1,30 +1,27 @@
-"""The lean read of one object row: `get_object`'s query, the one query of every GET and HEAD.
+"""Reads of object rows: the point read of every GET and HEAD (`get_object`), full-record
+listings (`list_latest`, `list_versions`; the S3 listings use the lean `listing_queries`),
+usage totals, and the page-by-page walk over every row that `check` and export make.
 
-Through SQLAlchemy Core a point read costs a statement built and cache-keyed per call, an
-explicit BEGIN, the SELECT, a fetch through the result wrapper and a ROLLBACK: five calls
-into the driver (each releases and retakes the GIL, which other threads then hold) and a
-few hundred microseconds of Python. A single SELECT needs no transaction to be consistent
-(SQLite in autocommit mode reads one snapshot per statement; psycopg2 opens one implicitly
-and the pool rolls it back on return), so this module runs the statement, compiled once
-per dialect, on a pooled DBAPI connection: one execute, one fetch.
-
-Driver errors are raised as SQLAlchemy's `DBAPIError` (with `connection_invalidated` set
-and the connection dropped from the pool on a disconnect), so the retry rules of
-`async_store.py` apply unchanged. Rows are read by position and turned into a record by
-`schema.object_record`, as the Core query did. No Twisted here.
+`get_object` is a hot path: through SQLAlchemy Core a point read cost a statement built
+and cache-keyed per call, an explicit BEGIN, the SELECT, a fetch through the result
+wrapper and a ROLLBACK (five calls into the driver, each releasing and retaking the GIL).
+It runs its statement, compiled once per dialect, alone on a pooled DBAPI connection
+(`driver.fetch_one`): one execute, one fetch, rows read by position. The other reads are
+one read transaction each (a consistent snapshot). Nothing here writes; no Twisted.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, cast
+from collections.abc import Iterator
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine
-from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.engine import Connection
 
 from objstore.meta import schema
+from objstore.meta.database import Database
+from objstore.meta.dialect import read_transaction
+from objstore.meta.driver import fetch_one
+from objstore.meta.keyspace import prefix_upper_bound
 from objstore.meta.records import ObjectRecord
 
 _o = schema.objects
@@ -37,68 +34,156 @@ OBJECT_VERSION = sa.select(_o).where(
     _o.c.bucket == sa.bindparam("bucket"), _o.c.key == sa.bindparam("key"),
     _o.c.version_id == sa.bindparam("version_id"),
 )
+# Versions listing order: key ascending, then newest first.
+VERSION_ORDER = (_o.c.key, _o.c.last_modified.desc(), _o.c.seq.desc())
 
 
-@dataclass(frozen=True)
-class DriverStatement:
-    sql: str
-    positions: tuple[str, ...] | None  # parameter names in order (qmark), None when named
-
-    def parameters(self, values: dict[str, Any]) -> Any:
-        if self.positions is None:
-            return values
-        return tuple(values[name] for name in self.positions)
-
-
-_COMPILED: dict[tuple[str, int], DriverStatement] = {}
+def key_range(column: sa.ColumnElement[str], prefix: str) -> list[sa.ColumnElement[bool]]:
+    """The conditions of `column` starting with `prefix` (none for "")."""
+    if not prefix:
+        return []
+    clauses = [column >= prefix]
+    upper = prefix_upper_bound(prefix)
+    if upper is not None:
+        clauses.append(column < upper)
+    return clauses
 
 
-def driver_statement(dialect: sa.Dialect, statement: sa.ClauseElement) -> DriverStatement:
-    """`statement` compiled once for `dialect`, as the SQL text its driver runs."""
-    key = (dialect.name, id(statement))
-    found = _COMPILED.get(key)
-    if found is None:
-        compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
-        positions = tuple(compiled.positiontup or ()) if compiled.positional else None
-        found = DriverStatement(str(compiled), positions)
-        _COMPILED[key] = found
-    return found
-
-
-def fetch_one(engine: Engine, statement: sa.Select[Any], values: dict[str, Any]
-              ) -> tuple[Any, ...] | None:
-    """The first row of `statement` run alone (no explicit transaction) on a pooled
-    connection, as a plain tuple; None when there is none."""
-    dialect = engine.dialect
-    query = driver_statement(dialect, statement)
-    parameters = query.parameters(values)
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        try:
-            cursor.execute(query.sql, parameters)
-            row = cursor.fetchone()
-        except dialect.loaded_dbapi.Error as error:
-            disconnect = dialect.is_disconnect(error, raw.dbapi_connection, cursor)
-            if disconnect:
-                raw.invalidate(error)
-            raise sa_exc.DBAPIError.instance(
-                query.sql, parameters, error, dialect.loaded_dbapi.Error,
-                connection_invalidated=disconnect, dialect=dialect,
-            ) from error
-        finally:
-            cursor.close()
-    finally:
-        raw.close()  # back to the pool, which ends any implicit transaction
-    return None if row is None else tuple(row)
-
-
-def get_object(engine: Engine, bucket: str, key: str, version_id: str | None
+def get_object(db: Database, bucket: str, key: str, version_id: str | None = None
                ) -> ObjectRecord | None:
     """The latest version of a key (which may be a delete marker) or the named version."""
     if version_id is None:
-        row = fetch_one(engine, LATEST_OBJECT, {"bucket": bucket, "key": key})
+        row = fetch_one(db.engine, LATEST_OBJECT, {"bucket": bucket, "key": key})
     else:
-        row = fetch_one(engine, OBJECT_VERSION,
+        row = fetch_one(db.engine, OBJECT_VERSION,
                         {"bucket": bucket, "key": key, "version_id": version_id})
     return None if row is None else schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+
+
+def list_latest(
+    db: Database, bucket: str, prefix: str = "", start_after: str = "", limit: int = 1000
+) -> list[ObjectRecord]:
+    """Latest, non-delete-marker versions whose key starts with prefix and sorts after
+    start_after, ordered by key (binary/codepoint order), at most limit rows. One indexed
+    range query."""
+    if limit <= 0:
+        return []
+    where = [_o.c.bucket == bucket, schema.LATEST_PREDICATE, _o.c.is_delete_marker == sa.false()]
+    where += key_range(_o.c.key, prefix)
+    if start_after:
+        where.append(_o.c.key > start_after)
+    query = sa.select(_o).where(*where).order_by(_o.c.key).limit(limit)
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(query).mappings().all()
+    return [schema.object_record(r) for r in rows]
+
+
+def list_versions(
+    db: Database,
+    bucket: str,
+    prefix: str = "",
+    key_marker: str = "",
+    version_marker: str = "",
+    limit: int = 1000,
+) -> list[ObjectRecord]:
+    """All versions and delete markers, key ascending then newest first, starting after
+    (key_marker, version_marker) as S3 ListObjectVersions defines the markers.
+
+    key_marker alone starts after every version of that key; with version_marker, the
+    listing resumes after that version of key_marker. A version_marker naming no
+    existing version of key_marker is treated like key_marker alone; version_marker
+    without key_marker is ignored (as S3 does)."""
+    if limit <= 0:
+        return []
+    records: list[ObjectRecord] = []
+    with read_transaction(db.engine) as conn:
+        if key_marker and version_marker and key_marker.startswith(prefix):
+            records += _versions_after_marker(conn, bucket, key_marker, version_marker, limit)
+        remaining = limit - len(records)
+        if remaining > 0:
+            where = [_o.c.bucket == bucket, *key_range(_o.c.key, prefix)]
+            if key_marker:
+                where.append(_o.c.key > key_marker)
+            query = sa.select(_o).where(*where).order_by(*VERSION_ORDER).limit(remaining)
+            records += [schema.object_record(r) for r in conn.execute(query).mappings().all()]
+    return records
+
+
+def _versions_after_marker(
+    conn: Connection, bucket: str, key: str, version_marker: str, limit: int
+) -> list[ObjectRecord]:
+    marker = conn.execute(
+        sa.select(_o.c.last_modified, _o.c.seq).where(
+            _o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_marker)
+    ).first()
+    if marker is None:
+        return []
+    older = sa.or_(
+        _o.c.last_modified < marker.last_modified,
+        sa.and_(_o.c.last_modified == marker.last_modified, _o.c.seq < marker.seq),
+    )
+    query = (sa.select(_o).where(_o.c.bucket == bucket, _o.c.key == key, older)
+             .order_by(*VERSION_ORDER).limit(limit))
+    return [schema.object_record(r) for r in conn.execute(query).mappings().all()]
+
+
+def bucket_usage(db: Database, bucket: str) -> tuple[int, int]:
+    """(object version count, total bytes) over all versions of the bucket. Delete markers
+    hold no bytes and are not counted."""
+    query = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_o.c.size), 0)).where(
+        _o.c.bucket == bucket, _o.c.is_delete_marker == sa.false()
+    )
+    with read_transaction(db.engine) as conn:
+        count, total = conn.execute(query).one()
+    return int(count), int(total)
+
+
+def storage_totals(db: Database) -> tuple[int, int, int]:
+    """(bucket count, object version count, total bytes) for the whole store; delete
+    markers are not counted."""
+    with read_transaction(db.engine) as conn:
+        buckets = conn.execute(sa.select(sa.func.count()).select_from(schema.buckets))
+        bucket_count = int(buckets.scalar_one())
+        count, total = conn.execute(
+            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_o.c.size), 0)).where(
+                _o.c.is_delete_marker == sa.false()
+            )
+        ).one()
+    return bucket_count, int(count), int(total)
+
+
+def objects_batch(
+    db: Database, after: tuple[str, str, str] | None, limit: int = 1000
+) -> list[ObjectRecord]:
+    """One page of `iter_objects`: rows strictly after `after` (bucket, key, version_id)
+    in that order, in a read transaction of its own."""
+    query = sa.select(_o).order_by(_o.c.bucket, _o.c.key, _o.c.version_id).limit(max(1, limit))
+    if after is not None:
+        query = query.where(sa.tuple_(_o.c.bucket, _o.c.key, _o.c.version_id) > sa.tuple_(*after))
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(query).mappings().all()
+    return [schema.object_record(r) for r in rows]
+
+
+def iter_objects(db: Database, batch_size: int = 1000) -> Iterator[ObjectRecord]:
+    """Every object row of every bucket, in (bucket, key, version_id) order, fetched page
+    by page (`objects_batch`), so memory stays flat. For the offline tools: a generator
+    cannot be shared between threads, so the daemon asks for `objects_batch` pages."""
+    after: tuple[str, str, str] | None = None
+    while True:
+        batch = objects_batch(db, after, batch_size)
+        yield from batch
+        if len(batch) < batch_size:
+            return
+        last = batch[-1]
+        after = (last.bucket, last.key, last.version_id)
+
+
+def max_seq(db: Database) -> int:
+    """Current value of the object sequence counter."""
+    counter = schema.seq_counter
+    with read_transaction(db.engine) as conn:
+        value = conn.execute(
+            sa.select(counter.c.value).where(counter.c.name == schema.OBJECTS_SEQ_NAME)
+        ).scalar_one()
+    return int(value)

@@ -1,42 +1,42 @@
-"""The lean write of one object row: `put_object`'s transaction, the one transaction of
-every PutObject, CopyObject and delete marker.
+"""Every write of object rows, in one place: PutObject's row transaction (the hot path of
+every PUT, copy and delete marker), the deletion of a version, the in-place update of a
+version's mutable fields, the bulk insert of `objstore recover`, and the pieces that
+CompleteMultipartUpload (`upload_queries.py`) runs inside its own transaction.
 
-Through SQLAlchemy Core each statement of that transaction was built, coerced and
-cache-keyed per call, and BEGIN, every statement and COMMIT went through the Connection's
-event and result machinery: about half of the DB writer's CPU per PUT. Here the statements
-are compiled once per dialect (`object_queries.driver_statement`) and run on a pooled DBAPI
-connection inside one explicit transaction: `BEGIN IMMEDIATE` on SQLite (the write lock up
-front, as `engine.write_transaction` takes it; pysqlite runs with autocommit off its own
-BEGIN), the implicit one of psycopg2 on PostgreSQL; COMMIT on success, ROLLBACK on any
-exception. Parameters are plain Python values of the column types (text, integers,
-floats, booleans), which both drivers bind without SQLAlchemy's processors.
+The rules of an object-row write exist once here: `next_seq` (the commit-ordered counter),
+`check_write` (the precondition and the usage check), `insert_latest` (replace a row of
+the same version, demote the previous latest, insert as latest) and `unreferenced` (which
+blobs became orphans). They run through a `RowSource` (meta/driver.py), so the PUT path
+executes them on a raw DBAPI cursor with statements compiled once, and the other writes
+execute the same statements inside their SQLAlchemy Core transaction. A last-writer-wins
+apply of replicated rows belongs beside them.
 
-The order of the statements is the store's contract: the seq counter FIRST (its row lock
-is the one lock every object writer queues on, which makes seq commit-ordered on
-PostgreSQL and serialises writers of a key around the checks), then the bucket under FOR
-KEY SHARE together with the configuration document of the usage rule (the quota, read
-under the same lock instead of in a read transaction before the write), the precondition,
-the usage check, the replaced row, the demotion of the previous latest, the insert.
+The order of the statements is the store's contract: the seq counter FIRST (its row lock is
+the one lock every object writer queues on, which makes seq commit-ordered on PostgreSQL,
+serialises writers of a key around the checks and rules out lock-order deadlocks), then
+the bucket under FOR KEY SHARE (together with the configuration document of the usage rule
+for a PUT: the quota, read under the same lock), the precondition, the usage check, the
+replaced row, the demotion of the previous latest, the insert.
 
-Driver errors are raised as SQLAlchemy's `DBAPIError` (disconnects invalidate the
-connection), so the retry rules of `async_store.py` apply unchanged. No Twisted here.
+Every function that takes a seq is marked `changes_objects`. No Twisted here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
 import sqlalchemy as sa
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from objstore.meta import schema
-from objstore.meta.engine import write_gate
-from objstore.meta.object_queries import driver_statement
-from objstore.meta.records import ObjectRecord, PutResult, WritePrecondition
+from objstore.meta.database import Database, changes_objects
+from objstore.meta.dialect import write_transaction
+from objstore.meta.driver import CoreRows, RowSource, driver_transaction
+from objstore.meta.errors import PreconditionNotMet, RecordNotFound, RowChanged
+from objstore.meta.records import DeleteResult, ObjectRecord, PutResult, WritePrecondition
+from objstore.meta.tombstones import TOMBSTONE_OBJECT, leave_tombstone, object_tombstone_key
 
 # A bucket's usage, (object version count, total bytes) as `bucket_usage` counts it.
 Usage = tuple[int, int]
@@ -56,14 +56,20 @@ class UsageRule(Protocol):
         ...
 
 
-class PreconditionFailed(Exception):
-    """Raised with the reason ("exists", "missing", "mismatch"); the store turns it into
-    its own `PreconditionNotMet`."""
-
-
-class BucketMissing(LookupError):
-    """The bucket of the record does not exist (the store's `RecordNotFound`)."""
-
+# Fields `update_object` may rewrite; the rest describe the stored bytes or the row's
+# identity and stay as they are.
+MUTABLE_OBJECT_FIELDS = (
+    "content_type",
+    "user_metadata",
+    "system_headers",
+    "storage_class",
+    "tags",
+    "retention_mode",
+    "retain_until_date",
+    "legal_hold_status",
+    "lock_updated_at",
+    "replication_status",
+)
 
 _o = schema.objects
 _b = schema.buckets
@@ -72,8 +78,11 @@ _counter = schema.seq_counter
 
 
 def _param(name: str) -> sa.BindParameter[Any]:
-    # Prefixed: a bind named like a column of the table an UPDATE changes is reserved.
     return sa.bindparam(f"p_{name}")
+
+
+def _named(values: dict[str, Any]) -> dict[str, Any]:
+    return {f"p_{name}": value for name, value in values.items()}
 
 
 _SAME_KEY = (_o.c.bucket == _param("bucket"), _o.c.key == _param("key"))
@@ -112,170 +121,52 @@ DEMOTE_LATEST = (
 INSERT_OBJECT = sa.insert(_o).values({c.name: _param(c.name) for c in _o.c})
 
 
-class DriverTransaction:
-    """Statements run on one DBAPI cursor; driver errors become `DBAPIError`."""
-
-    def __init__(self, engine: Engine, raw: Any, cursor: Any) -> None:
-        self._dialect = engine.dialect
-        self._raw = raw
-        self._cursor = cursor
-
-    def _wrap(self, sql: str, parameters: Any, error: Any) -> sa_exc.StatementError:
-        dialect = self._dialect
-        disconnect = dialect.is_disconnect(error, self._raw.dbapi_connection, self._cursor)
-        if disconnect:
-            self._raw.invalidate(error)
-        return sa_exc.DBAPIError.instance(
-            sql, parameters, error, dialect.loaded_dbapi.Error,
-            connection_invalidated=disconnect, dialect=dialect,
-        )
-
-    def execute(self, statement: sa.ClauseElement, values: dict[str, Any]) -> Any:
-        """Run `statement` (bind names without their `p_` prefix); returns the cursor."""
-        query = driver_statement(self._dialect, statement)
-        parameters = query.parameters(values)
-        try:
-            self._cursor.execute(query.sql, parameters)
-        except self._dialect.loaded_dbapi.Error as error:
-            raise self._wrap(query.sql, parameters, error) from error
-        return self._cursor
-
-    def first(self, statement: sa.ClauseElement, values: dict[str, Any]
-              ) -> tuple[Any, ...] | None:
-        try:
-            row = self.execute(statement, values).fetchone()
-        except self._dialect.loaded_dbapi.Error as error:
-            raise self._wrap("(fetch)", None, error) from error
-        return None if row is None else tuple(row)
-
-    def _driver_call(self, sql: str, fn: Callable[[], Any]) -> None:
-        try:
-            fn()
-        except self._dialect.loaded_dbapi.Error as error:
-            raise self._wrap(sql, None, error) from error
-
-    def begin(self) -> None:
-        if self._dialect.name == "sqlite":
-            self._driver_call("BEGIN IMMEDIATE",
-                              lambda: self._cursor.execute("BEGIN IMMEDIATE"))
-        # psycopg2 opens a transaction implicitly at the first statement.
-
-    def commit(self) -> None:
-        self._driver_call("COMMIT", self._raw.commit)
-
-    def rollback(self) -> None:
-        self._driver_call("ROLLBACK", self._raw.rollback)
+# -- the rules every object-row write shares --------------------------------------------
 
 
-@contextmanager
-def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
-    """One write transaction on a pooled DBAPI connection, inside the engine's write gate
-    (`engine.write_gate`): committed on normal exit, rolled back on an exception."""
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        try:
-            with write_gate(engine):
-                transaction = DriverTransaction(engine, raw, cursor)
-                transaction.begin()
-                try:
-                    yield transaction
-                except BaseException:
-                    try:
-                        transaction.rollback()
-                    except sa_exc.DBAPIError:
-                        pass  # the original error matters; the pool resets the connection
-                    raise
-                transaction.commit()
-        finally:
-            cursor.close()
-    finally:
-        raw.close()  # back to the pool (which rolls back anything left open)
-
-
-def _named(values: dict[str, Any]) -> dict[str, Any]:
-    return {f"p_{name}": value for name, value in values.items()}
-
-
-def next_seq(tx: DriverTransaction, count: int = 1) -> int:
-    row = tx.first(NEXT_SEQ, _named({"name": schema.OBJECTS_SEQ_NAME, "count": count}))
+def next_seq(rows: RowSource, count: int = 1) -> int:
+    """Advance the object counter by `count` and return its new value. The UPDATE holds the
+    counter row's lock until commit, which is what makes seq commit-ordered."""
+    row = rows.first(NEXT_SEQ, _named({"name": schema.OBJECTS_SEQ_NAME, "count": count}))
     assert row is not None, "the objects seq counter row is missing"
     return int(row[0])
 
 
-def put_object(
-    engine: Engine, record: ObjectRecord, precondition: WritePrecondition | None,
-    usage_check: UsageCheck | None, usage_rule: UsageRule | None,
-) -> PutResult:
-    """`SqlMetaStore.put_object` (see there); raises BucketMissing and PreconditionFailed
-    for the store to translate."""
-    with driver_transaction(engine) as tx:
-        seq = next_seq(tx)
-        bucket = record.bucket
-        if usage_rule is None:
-            found = tx.first(BUCKET, {"p_bucket": bucket})
-        else:
-            found = tx.first(BUCKET_WITH_DOCUMENT,
-                             {"p_bucket": bucket, "p_config_key": usage_rule.config_key})
-        if found is None:
-            raise BucketMissing(bucket)
-        if usage_rule is not None and found[1] is not None:
-            ruled = usage_rule.check_for(bucket, str(found[1]))
-            if ruled is not None:
-                check_usage(tx, record, ruled)
-        if precondition is not None:
-            check_precondition(tx, record, precondition)
-        if usage_check is not None:
-            check_usage(tx, record, usage_check)
-        stored, old = _insert_latest(tx, record, seq)
-    return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
-
-
-class RowSource(Protocol):
-    """What the checks below read through: a `DriverTransaction`, or `CoreRows` over a
-    SQLAlchemy connection (the store's other writes, e.g. `complete_upload`)."""
-
-    def first(self, statement: sa.ClauseElement, values: dict[str, Any]
-              ) -> tuple[Any, ...] | None: ...
-
-
-class CoreRows:
-    """A SQLAlchemy Core connection as a `RowSource` (bind names as given, `p_` included)."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    def first(self, statement: sa.ClauseElement, values: dict[str, Any]
-              ) -> tuple[Any, ...] | None:
-        row = self._conn.execute(statement, values).first()  # type: ignore[call-overload]
-        return None if row is None else tuple(row)
+def check_write(rows: RowSource, record: ObjectRecord, precondition: WritePrecondition | None,
+                usage_check: UsageCheck | None) -> None:
+    """The precondition, then the usage check, of storing `record` (under the seq row
+    lock); raises PreconditionNotMet, or what `usage_check` raises."""
+    if precondition is not None:
+        check_precondition(rows, record, precondition)
+    if usage_check is not None:
+        check_usage(rows, record, usage_check)
 
 
 def check_precondition(
-    tx: RowSource, record: ObjectRecord, precondition: WritePrecondition
+    rows: RowSource, record: ObjectRecord, precondition: WritePrecondition
 ) -> None:
-    """Raise PreconditionFailed when `precondition` does not hold for the key's latest
-    version, read under the seq row lock."""
-    current = tx.first(LATEST_STATE, {"p_bucket": record.bucket, "p_key": record.key})
+    """Raise PreconditionNotMet when `precondition` does not hold for the key's latest
+    version."""
+    current = rows.first(LATEST_STATE, {"p_bucket": record.bucket, "p_key": record.key})
     exists = current is not None and not current[1]
     if precondition.if_absent and exists:
-        raise PreconditionFailed("exists")
+        raise PreconditionNotMet("exists")
     if precondition.if_match_etag is not None:
         if not exists:
-            raise PreconditionFailed("missing")
+            raise PreconditionNotMet("missing")
         assert current is not None
         if current[0] != precondition.if_match_etag:
-            raise PreconditionFailed("mismatch")
+            raise PreconditionNotMet("mismatch")
 
 
-def check_usage(tx: RowSource, record: ObjectRecord, check: UsageCheck) -> None:
+def check_usage(rows: RowSource, record: ObjectRecord, check: UsageCheck) -> None:
     """Run `check` on the bucket's usage before and after storing `record` (which replaces
-    any row of the same version), under the seq row lock."""
-    totals = tx.first(BUCKET_USAGE, {"p_bucket": record.bucket})
+    any row of the same version)."""
+    totals = rows.first(BUCKET_USAGE, {"p_bucket": record.bucket})
     assert totals is not None
     before = (int(totals[0]), int(totals[1]))
-    replaced = tx.first(REPLACED_SIZE, {"p_bucket": record.bucket, "p_key": record.key,
-                                        "p_version_id": record.version_id})
+    replaced = rows.first(REPLACED_SIZE, {"p_bucket": record.bucket, "p_key": record.key,
+                                          "p_version_id": record.version_id})
     after_count, after_bytes = before
     if replaced is not None:
         after_count, after_bytes = after_count - 1, after_bytes - int(replaced[0])
@@ -284,22 +175,160 @@ def check_usage(tx: RowSource, record: ObjectRecord, check: UsageCheck) -> None:
     check(before, (after_count, after_bytes))
 
 
-def _insert_latest(
-    tx: DriverTransaction, record: ObjectRecord, seq: int
+def insert_latest(
+    rows: RowSource, record: ObjectRecord, seq: int
 ) -> tuple[ObjectRecord, list[str | None]]:
     """Store `record` as the latest version of its key under `seq`, replacing a row of the
     same version. Returns the stored record and the blob ids the replaced row used."""
     same_key = {"p_bucket": record.bucket, "p_key": record.key}
-    replaced = tx.first(DELETE_VERSION, {**same_key, "p_version_id": record.version_id})
-    tx.execute(DEMOTE_LATEST, same_key)
+    replaced = rows.first(DELETE_VERSION, {**same_key, "p_version_id": record.version_id})
+    rows.execute(DEMOTE_LATEST, same_key)
     stored = replace(record, is_latest=True, seq=seq)
-    tx.execute(INSERT_OBJECT, _named(schema.object_values(stored)))
+    rows.execute(INSERT_OBJECT, _named(schema.object_values(stored)))
     if replaced is None:
         return stored, []
     return stored, [replaced[0], *(p.blob_id for p in schema.part_refs(replaced[1]))]
 
 
 def unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple[str, ...]:
-    """The given blob ids that `record` does not use, once each, in order."""
+    """The given blob ids that `record` does not use, once each, in order (a retried
+    identical write must not delete its own blob)."""
     kept = {record.blob_id, *(p.blob_id for p in record.parts)}
     return tuple(dict.fromkeys(b for b in blob_ids if b and b not in kept))
+
+
+# -- the writes --------------------------------------------------------------------------
+
+
+@changes_objects
+def put_object(
+    db: Database, record: ObjectRecord, precondition: WritePrecondition | None = None,
+    usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
+) -> PutResult:
+    """Store a version as the latest of its key, in one transaction: take a new seq,
+    remove an existing row with the same (bucket, key, version_id) (its blob_id and the
+    blob_ids of its parts become orphaned), mark the previous latest not-latest, insert
+    the record with is_latest=True. A precondition that does not hold raises
+    PreconditionNotMet and changes nothing; so does any exception `usage_check` raises
+    (it is given the bucket's usage before and after the write), and so does the check
+    `usage_rule` makes of the bucket's configuration document, read in the same
+    transaction. Raises RecordNotFound when the bucket does not exist.
+
+    Runs on the driver with statements compiled once: the hot path of every PUT."""
+    with driver_transaction(db.engine) as tx:
+        seq = next_seq(tx)
+        bucket = record.bucket
+        if usage_rule is None:
+            found = tx.first(BUCKET, {"p_bucket": bucket})
+        else:
+            found = tx.first(BUCKET_WITH_DOCUMENT,
+                             {"p_bucket": bucket, "p_config_key": usage_rule.config_key})
+        if found is None:
+            raise RecordNotFound(f"bucket {bucket!r}")
+        if usage_rule is not None and found[1] is not None:
+            ruled = usage_rule.check_for(bucket, str(found[1]))
+            if ruled is not None:
+                check_usage(tx, record, ruled)
+        check_write(tx, record, precondition, usage_check)
+        stored, old = insert_latest(tx, record, seq)
+    return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
+
+
+def _object_pk(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
+    return sa.and_(_o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)
+
+
+def _row_exists(conn: Connection, where: sa.ColumnElement[bool]) -> bool:
+    return conn.execute(sa.select(_o.c.seq).where(where)).first() is not None
+
+
+@changes_objects
+def delete_object_version(
+    db: Database, bucket: str, key: str, version_id: str, expected_seq: int | None = None
+) -> DeleteResult:
+    """Remove one version row (taking a new seq for any promoted row). When it was the
+    latest, the newest remaining version (last_modified, then seq) becomes latest.
+
+    The delete leaves an object tombstone carrying its own fresh seq, so the change cursor
+    sees deletes too. Nothing changes (no seq is used) when no row matched, or when
+    `expected_seq` is given and the row's seq differs (RowChanged)."""
+    where = _object_pk(bucket, key, version_id)
+    with write_transaction(db.engine) as conn:
+        rows = CoreRows(conn)
+        tombstone_seq = next_seq(rows)
+        guarded = where if expected_seq is None else sa.and_(where, _o.c.seq == expected_seq)
+        removed_row = conn.execute(sa.delete(_o).where(guarded).returning(_o)).mappings().first()
+        if removed_row is None:
+            if expected_seq is not None and _row_exists(conn, where):
+                raise RowChanged(f"{bucket}/{key} version {version_id}")  # rolls back
+            conn.get_transaction().rollback()  # type: ignore[union-attr]
+            return DeleteResult(removed=None)
+        removed = schema.object_record(removed_row)
+        new_latest = _promote_newest(rows, bucket, key) if removed.is_latest else None
+        leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
+                        tombstone_seq)
+    return DeleteResult(removed=removed, new_latest=new_latest)
+
+
+def _promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None:
+    conn = rows.conn
+    newest = conn.execute(
+        sa.select(_o.c.version_id)
+        .where(_o.c.bucket == bucket, _o.c.key == key)
+        .order_by(_o.c.last_modified.desc(), _o.c.seq.desc())
+        .limit(1)
+    ).scalar()
+    if newest is None:
+        return None
+    seq = next_seq(rows)
+    row = conn.execute(
+        sa.update(_o)
+        .where(_object_pk(bucket, key, newest))
+        .values(is_latest=True, seq=seq)
+        .returning(_o)
+    ).mappings().one()
+    return schema.object_record(row)
+
+
+@changes_objects
+def update_object(
+    db: Database, record: ObjectRecord, expected_seq: int | None = None
+) -> ObjectRecord:
+    """Rewrite the mutable fields (`MUTABLE_OBJECT_FIELDS`: tags, lock state, replication
+    status, metadata) of an existing version in place with a fresh seq; returns the stored
+    record. Identity, is_latest and the fields describing the stored bytes keep their
+    stored values. Raises RecordNotFound when the version does not exist, RowChanged when
+    `expected_seq` is given and the row's seq differs (a concurrent writer replaced or
+    changed it)."""
+    given = schema.object_values(record)
+    where = _object_pk(record.bucket, record.key, record.version_id)
+    guarded = where if expected_seq is None else sa.and_(where, _o.c.seq == expected_seq)
+    with write_transaction(db.engine) as conn:
+        seq = next_seq(CoreRows(conn))
+        row = conn.execute(
+            sa.update(_o)
+            .where(guarded)
+            .values(seq=seq, **{name: given[name] for name in MUTABLE_OBJECT_FIELDS})
+            .returning(_o)
+        ).mappings().first()
+        if row is None:
+            name = f"object {record.bucket!r}/{record.key!r} version {record.version_id!r}"
+            if expected_seq is not None and _row_exists(conn, where):
+                raise RowChanged(name)
+            raise RecordNotFound(name)
+        return schema.object_record(row)
+
+
+@changes_objects
+def insert_recovered(db: Database, records: Sequence[ObjectRecord]) -> None:
+    """Bulk insert rows rebuilt from sidecars exactly as given (is_latest included), each
+    taking a fresh seq. Used by `objstore recover` on an empty database."""
+    if not records:
+        return
+    with write_transaction(db.engine) as conn:
+        last = next_seq(CoreRows(conn), len(records))
+        first = last - len(records) + 1
+        conn.execute(
+            sa.insert(_o),
+            [schema.object_values(replace(r, seq=first + i)) for i, r in enumerate(records)],
+        )

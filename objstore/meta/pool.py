@@ -20,7 +20,7 @@ from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
-from objstore.meta.engine import thread_counts
+from objstore.meta.dialect import thread_counts
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -46,7 +46,7 @@ class DbRunner(Protocol):
 class DbPool(Service):
     """Writer and reader thread pools for the metadata database, as a Twisted service.
 
-    `dispose` (normally `SqlMetaStore.close`) runs on the writer pool when the pool stops,
+    `dispose` (normally `SyncMetaStore.close`) runs on the writer pool when the pool stops,
     so the engine's connections are closed from a DB thread, not from the reactor."""
 
     name = "objstore-db"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from tests.integration.conftest import make_client
 from tests.integration.daemon import Daemon
 from tests.integration.test_object_operations import (
@@ -430,7 +430,7 @@ def test_delete_objects_applies_the_rules_per_key(s3: Any) -> None:
 # -- the rules on overwrites of the null version ------------------------------------------------
 
 
-def test_a_locked_null_version_is_never_overwritten(s3: Any, meta: SqlMetaStore) -> None:
+def test_a_locked_null_version_is_never_overwritten(s3: Any, meta: SyncMetaStore) -> None:
     """A lock-enabled bucket can never be Suspended, so no S3 call makes this state; a
     replicated or recovered row can. Every write that would replace the null version is
     refused, like a delete of it."""

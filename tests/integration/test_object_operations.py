@@ -26,7 +26,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from objstore.meta.records import ObjectRecord
-from objstore.meta.store import SqlMetaStore, open_sync_store
+from objstore.meta.store import SyncMetaStore, open_sync_store
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
@@ -96,7 +96,7 @@ class StorageSettings:
 
 
 @pytest.fixture
-def meta(daemon: Daemon) -> Iterator[SqlMetaStore]:
+def meta(daemon: Daemon) -> Iterator[SyncMetaStore]:
     """The daemon's metadata database, opened from the test (for states no S3 call can
     make: other users, objects larger than a test should write)."""
     url = None
@@ -635,7 +635,7 @@ def test_copy_carries_full_object_checksums(s3: Any, bucket: str) -> None:
 
 
 def test_copy_source_above_5_gib_is_refused(s3: Any, bucket: str,
-                                            meta: SqlMetaStore) -> None:
+                                            meta: SyncMetaStore) -> None:
     # A row only: no test should write 5 GiB; the refusal must come before any byte moves.
     meta.put_object(ObjectRecord(bucket=bucket, key="huge", version_id="null",
                                  blob_id=str(uuid.uuid4()), size=5 * 1024**3 + 1,

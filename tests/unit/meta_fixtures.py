@@ -1,4 +1,4 @@
-"""Fixtures for the metadata store tests: a migrated `SqlMetaStore` on each backend.
+"""Fixtures for the metadata store tests: a migrated `SyncMetaStore` on each backend.
 
 The PostgreSQL backend runs against the local server (override the address with
 OBJSTORE_TEST_POSTGRES_URL, which names the maintenance database to connect to). Each test
@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from objstore.meta.engine import create_db_engine
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.dialect import create_db_engine
+from objstore.meta.store import SyncMetaStore
 
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -116,9 +116,9 @@ def db_engine(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.fixture
-def meta_store(db_engine: sa.Engine) -> Iterator[SqlMetaStore]:
+def meta_store(db_engine: sa.Engine) -> Iterator[SyncMetaStore]:
     """A migrated store on an empty database, closed afterwards."""
-    store = SqlMetaStore(db_engine, clock=FakeClock())
+    store = SyncMetaStore(db_engine, clock=FakeClock())
     store.migrate()
     try:
         yield store

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from objstore.engine.listing import list_grouped
 from objstore.engine.versioning import list_version_page
 from objstore.meta import listing_queries
+from objstore.meta.driver import driver_statement
 from objstore.meta.listing_queries import (
     ListingEntry,
     checksum_algorithm,
@@ -20,7 +21,7 @@ from objstore.meta.listing_queries import (
     key_bounds,
     listed_checksum_algorithm,
 )
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -78,7 +79,7 @@ def test_key_bounds_take_the_larger_lower_bound(
 
 
 @pytest.mark.parametrize("prefix", PREFIXES)
-def test_latest_entries_equal_list_latest(listing_store: SqlMetaStore, prefix: str) -> None:  # noqa: F811
+def test_latest_entries_equal_list_latest(listing_store: SyncMetaStore, prefix: str) -> None:  # noqa: F811
     for after in AFTER:
         for limit in (1, 3, 1000):
             lean = listing_store.list_latest_entries(BUCKET, prefix, after, limit)
@@ -87,7 +88,7 @@ def test_latest_entries_equal_list_latest(listing_store: SqlMetaStore, prefix: s
     assert listing_store.list_latest_entries(BUCKET, prefix, "", 0) == []
 
 
-def test_latest_entries_carry_the_listed_fields(store: SqlMetaStore) -> None:  # noqa: F811
+def test_latest_entries_carry_the_listed_fields(store: SyncMetaStore) -> None:  # noqa: F811
     store.put_object(obj("k", "v1", size=42, etag="abc", last_modified=7.5, owner_id="u-9",
                          owner_name="nine", storage_class="STANDARD_IA",
                          checksums={"crc32c": "q="}, checksum_type="COMPOSITE",
@@ -103,7 +104,7 @@ def test_latest_entries_carry_the_listed_fields(store: SqlMetaStore) -> None:  #
 
 
 @pytest.mark.parametrize("prefix", ["", "a", "c/", "c/x", "zz"])
-def test_version_entries_equal_list_versions(versions_store: SqlMetaStore, prefix: str) -> None:  # noqa: F811
+def test_version_entries_equal_list_versions(versions_store: SyncMetaStore, prefix: str) -> None:  # noqa: F811
     markers = [("", ""), ("", "a2"), ("a", ""), ("a", "a3"), ("a", "a2"), ("a", "a1"),
                ("a", "gone"), ("b", "null"), ("c/", "c2"), ("c/", "c1"), ("c/x", "x1"),
                ("!", ""), ("zzz", "")]
@@ -117,7 +118,7 @@ def test_version_entries_equal_list_versions(versions_store: SqlMetaStore, prefi
     assert versions_store.list_version_entries(BUCKET, prefix, limit=0) == []
 
 
-def test_version_entries_page_through_everything(versions_store: SqlMetaStore) -> None:  # noqa: F811
+def test_version_entries_page_through_everything(versions_store: SyncMetaStore) -> None:  # noqa: F811
     everything = [entry_of(r) for r in versions_store.list_versions(BUCKET)]
     for page in (1, 2, 3):
         collected: list[ListingEntry] = []
@@ -149,7 +150,7 @@ def first_of_each_group(rows: list[ListingEntry], prefix: str,
 
 @pytest.mark.parametrize("prefix", ["", "a", "a/", "x/", "日"])
 def test_latest_skip_scan_keeps_the_first_row_of_each_group(
-    listing_store: SqlMetaStore, prefix: str  # noqa: F811
+    listing_store: SyncMetaStore, prefix: str  # noqa: F811
 ) -> None:
     for delimiter in ("/", "b", "/y/"):
         for after in AFTER:
@@ -162,7 +163,7 @@ def test_latest_skip_scan_keeps_the_first_row_of_each_group(
 
 @pytest.mark.parametrize("prefix", ["", "c", "c/"])
 def test_versions_skip_scan_keeps_the_first_row_of_each_group(
-    versions_store: SqlMetaStore, prefix: str  # noqa: F811
+    versions_store: SyncMetaStore, prefix: str  # noqa: F811
 ) -> None:
     versions_store.put_object(obj("c/y/1", "y1", last_modified=1.0))
     versions_store.put_object(obj("c/y/2", "y2", last_modified=1.0))
@@ -194,7 +195,7 @@ def _walk(fetch: Any, prefix: str, delimiter: str, page: int) -> list[str]:
 
 @pytest.mark.parametrize("prefix", ["", "a", "a/", "x/"])
 def test_engine_pages_over_the_skip_scan_equal_pages_over_full_rows(
-    listing_store: SqlMetaStore, prefix: str  # noqa: F811
+    listing_store: SyncMetaStore, prefix: str  # noqa: F811
 ) -> None:
     async def lean(p: str, after: str, limit: int) -> list[ListingEntry]:
         return listing_store.list_latest_entries(BUCKET, p, after, limit, "/")
@@ -209,8 +210,8 @@ def test_engine_pages_over_the_skip_scan_equal_pages_over_full_rows(
 # -- one index range scan per page (SQLite) --------------------------------------------
 
 
-def _plan(meta: SqlMetaStore, statement: sa.Select[object], index: str) -> str:
-    sql = listing_queries.compiled_query(meta.engine.dialect, statement, index).sql
+def _plan(meta: SyncMetaStore, statement: sa.Select[object], index: str) -> str:
+    sql = driver_statement(meta.engine.dialect, statement, index).sql
     with meta.engine.connect() as conn:
         rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}",
                                     tuple("x" for _ in range(sql.count("?")))).all()
@@ -218,7 +219,7 @@ def _plan(meta: SqlMetaStore, statement: sa.Select[object], index: str) -> str:
 
 
 @pytest.mark.parametrize("variant", [(False, False), (False, True), (True, False), (True, True)])
-def test_sqlite_pages_are_index_range_scans(store: SqlMetaStore,  # noqa: F811
+def test_sqlite_pages_are_index_range_scans(store: SyncMetaStore,  # noqa: F811
                                             variant: tuple[bool, bool]) -> None:
     if store.backend != "sqlite":
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's; see bench/README.md for PostgreSQL")

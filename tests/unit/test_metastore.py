@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from objstore.meta import migrations, schema
-from objstore.meta.engine import (
+from objstore.meta import migrations, object_queries, schema
+from objstore.meta.dialect import (
     connection_count,
     create_db_engine,
     read_transaction,
@@ -36,7 +36,7 @@ from objstore.meta.store import (
     TOMBSTONE_OBJECT,
     TOMBSTONE_SETTING,
     RecordNotFound,
-    SqlMetaStore,
+    SyncMetaStore,
     object_tombstone_key,
     open_sync_store,
     prefix_upper_bound,
@@ -85,13 +85,13 @@ def delete_marker(key: str, version_id: str, last_modified: float) -> ObjectReco
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     """A migrated store with one bucket."""
     assert meta_store.create_bucket(bucket_record())
     return meta_store
 
 
-def all_rows(store: SqlMetaStore, bucket: str = BUCKET) -> list[ObjectRecord]:
+def all_rows(store: SyncMetaStore, bucket: str = BUCKET) -> list[ObjectRecord]:
     return [r for r in store.iter_objects() if r.bucket == bucket]
 
 
@@ -193,7 +193,7 @@ def test_postgres_key_columns_sort_bytewise(tmp_path: Path, request: pytest.Fixt
     assert ("multipart_uploads", "key") in collated
 
 
-def test_migrate_is_idempotent(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_migrate_is_idempotent(meta_store: SyncMetaStore) -> None:  # noqa: F811
     engine = meta_store.engine
     every_version = list(range(1, migrations.current_version() + 1))
     assert migrations.applied_versions(engine) == every_version
@@ -217,7 +217,7 @@ def test_concurrent_migrations_apply_once(
         every_version = list(range(1, migrations.current_version() + 1))
         assert sorted(results) == [[], [], [], every_version]
         assert migrations.applied_versions(engine) == every_version
-        assert SqlMetaStore(engine).max_seq() == 0
+        assert SyncMetaStore(engine).max_seq() == 0
     finally:
         engine.dispose()
 
@@ -243,7 +243,7 @@ def test_open_sync_store_default_sqlite_path(tmp_path: Path) -> None:
 # -- buckets --------------------------------------------------------------------------
 
 
-def test_bucket_lifecycle(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_bucket_lifecycle(meta_store: SyncMetaStore) -> None:  # noqa: F811
     store = meta_store
     assert store.create_bucket(bucket_record("zeta"))
     assert store.create_bucket(bucket_record("alpha", versioning="Enabled"))
@@ -269,7 +269,7 @@ def test_bucket_lifecycle(meta_store: SqlMetaStore) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("leftover", ["object", "delete_marker", "upload"])
-def test_delete_bucket_refuses_when_not_empty(store: SqlMetaStore, leftover: str) -> None:
+def test_delete_bucket_refuses_when_not_empty(store: SyncMetaStore, leftover: str) -> None:
     if leftover == "object":
         store.put_object(obj("k"))
     elif leftover == "delete_marker":
@@ -282,7 +282,7 @@ def test_delete_bucket_refuses_when_not_empty(store: SqlMetaStore, leftover: str
     assert store.get_bucket_config(BUCKET, "cors") == "<CORSConfiguration/>"
 
 
-def test_bucket_config(store: SqlMetaStore) -> None:
+def test_bucket_config(store: SyncMetaStore) -> None:
     assert store.get_bucket_config(BUCKET, "policy") is None
     store.put_bucket_config(BUCKET, "policy", '{"v": 1}')
     store.put_bucket_config(BUCKET, "policy", '{"v": 2}')
@@ -302,7 +302,7 @@ def test_bucket_config(store: SqlMetaStore) -> None:
 # -- objects --------------------------------------------------------------------------
 
 
-def test_put_object_round_trips_every_field(store: SqlMetaStore) -> None:
+def test_put_object_round_trips_every_field(store: SyncMetaStore) -> None:
     record = obj(
         "dir/é😀.txt",
         "v-1",
@@ -341,13 +341,13 @@ def test_put_object_round_trips_every_field(store: SqlMetaStore) -> None:
     assert store.get_object(BUCKET, "other") is None
 
 
-def test_put_object_into_missing_bucket(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_put_object_into_missing_bucket(meta_store: SyncMetaStore) -> None:  # noqa: F811
     with pytest.raises(RecordNotFound):
         meta_store.put_object(obj("k", bucket="nope"))
     assert meta_store.max_seq() == 0
 
 
-def test_put_replacing_null_version_orphans_its_blobs(store: SqlMetaStore) -> None:
+def test_put_replacing_null_version_orphans_its_blobs(store: SyncMetaStore) -> None:
     first = store.put_object(
         obj("k", blob_id="blob-a", parts=(PartRef(1, "blob-a1", 1, "e"),), last_modified=1.0)
     )
@@ -362,7 +362,7 @@ def test_put_replacing_null_version_orphans_its_blobs(store: SqlMetaStore) -> No
     assert again.orphaned_blob_ids == ()
 
 
-def test_versioned_puts_keep_history(store: SqlMetaStore) -> None:
+def test_versioned_puts_keep_history(store: SyncMetaStore) -> None:
     seqs = []
     for n in range(1, 4):
         seqs.append(store.put_object(obj("k", f"v{n}", last_modified=float(n))).record.seq)
@@ -382,7 +382,7 @@ def test_versioned_puts_keep_history(store: SqlMetaStore) -> None:
     assert [r.is_latest for r in store.list_versions(BUCKET)] == [True, False, False, False]
 
 
-def test_delete_latest_promotes_the_next_newest(store: SqlMetaStore) -> None:
+def test_delete_latest_promotes_the_next_newest(store: SyncMetaStore) -> None:
     store.put_object(obj("k", "v1", last_modified=1.0))
     store.put_object(obj("k", "v2", last_modified=3.0))
     # Same last_modified as v2 but written later: the higher seq wins the tie.
@@ -411,7 +411,7 @@ def test_delete_latest_promotes_the_next_newest(store: SqlMetaStore) -> None:
     assert store.get_object(BUCKET, "k") is None
 
 
-def test_delete_missing_version_changes_nothing(store: SqlMetaStore) -> None:
+def test_delete_missing_version_changes_nothing(store: SyncMetaStore) -> None:
     store.put_object(obj("k", "v1"))
     before = store.max_seq()
     result = store.delete_object_version(BUCKET, "k", "nope")
@@ -420,7 +420,7 @@ def test_delete_missing_version_changes_nothing(store: SqlMetaStore) -> None:
     assert store.get_tombstone(TOMBSTONE_OBJECT, object_tombstone_key(BUCKET, "k", "nope")) is None
 
 
-def test_delete_markers(store: SqlMetaStore) -> None:
+def test_delete_markers(store: SyncMetaStore) -> None:
     store.put_object(obj("k", "v1", last_modified=1.0))
     store.put_object(obj("other", "v1", last_modified=1.0))
     marker = store.put_object(delete_marker("k", "dm1", 2.0)).record
@@ -437,7 +437,7 @@ def test_delete_markers(store: SqlMetaStore) -> None:
     assert [r.key for r in store.list_latest(BUCKET)] == ["k", "other"]
 
 
-def test_update_object_rewrites_mutable_fields_only(store: SqlMetaStore) -> None:
+def test_update_object_rewrites_mutable_fields_only(store: SyncMetaStore) -> None:
     stored = store.put_object(obj("k", "v1", blob_id="blob-1", tags={"a": "1"})).record
     store.put_object(obj("k", "v2", last_modified=200.0))
     change = replace(
@@ -474,7 +474,7 @@ def test_update_object_rewrites_mutable_fields_only(store: SqlMetaStore) -> None
         store.update_object(replace(stored, version_id="v9"))
 
 
-def test_seq_strictly_increases_across_mutations(store: SqlMetaStore) -> None:
+def test_seq_strictly_increases_across_mutations(store: SyncMetaStore) -> None:
     seen = [store.put_object(obj("a", "v1", last_modified=1.0)).record.seq]
     seen.append(store.put_object(obj("a", "v2", last_modified=2.0)).record.seq)
     seen.append(store.update_object(obj("a", "v1", last_modified=1.0, tags={"x": "y"})).seq)
@@ -489,7 +489,7 @@ def test_seq_strictly_increases_across_mutations(store: SqlMetaStore) -> None:
 
 
 @pytest.mark.parametrize("versioned", [True, False])
-def test_concurrent_puts_to_one_key(store: SqlMetaStore, versioned: bool) -> None:
+def test_concurrent_puts_to_one_key(store: SyncMetaStore, versioned: bool) -> None:
     threads = 8
     barrier = threading.Barrier(threads)
 
@@ -516,7 +516,7 @@ def test_concurrent_puts_to_one_key(store: SqlMetaStore, versioned: bool) -> Non
         assert sorted(orphans + [latest.blob_id or ""]) == sorted(f"blob-{n}" for n in range(8))
 
 
-def test_readers_never_see_a_gap_in_committed_seqs(store: SqlMetaStore) -> None:
+def test_readers_never_see_a_gap_in_committed_seqs(store: SyncMetaStore) -> None:
     """seq is commit-ordered: once seq N is visible, every smaller seq is visible too (a
     change cursor that reads up to N can never skip a row committed later)."""
     writers, puts_each = 6, 15
@@ -586,7 +586,7 @@ LISTING_KEYS = [
 
 
 @pytest.fixture
-def listing_store(store: SqlMetaStore) -> SqlMetaStore:
+def listing_store(store: SyncMetaStore) -> SyncMetaStore:
     for n, key in enumerate(LISTING_KEYS):
         store.put_object(obj(key, "v1", last_modified=float(n)))
     # Noise that listings of latest versions must skip.
@@ -606,13 +606,13 @@ def expected_latest(prefix: str, start_after: str) -> list[str]:
     "prefix",
     ["", "a", "a/", "a/b", "a%", "a_", "a\U0010ffff", "\ud7ff", "日", "x/y/", "é", "zz"],
 )
-def test_list_latest_prefixes_match_python(listing_store: SqlMetaStore, prefix: str) -> None:
+def test_list_latest_prefixes_match_python(listing_store: SyncMetaStore, prefix: str) -> None:
     keys = [r.key for r in listing_store.list_latest(BUCKET, prefix=prefix)]
     assert keys == expected_latest(prefix, "")
     assert all(r.is_latest and not r.is_delete_marker for r in listing_store.list_latest(BUCKET))
 
 
-def test_list_latest_order_is_codepoint_order(listing_store: SqlMetaStore) -> None:
+def test_list_latest_order_is_codepoint_order(listing_store: SyncMetaStore) -> None:
     keys = [r.key for r in listing_store.list_latest(BUCKET)]
     assert keys == sorted(keys)
     assert keys == sorted(keys, key=lambda k: k.encode("utf-8"))
@@ -621,7 +621,7 @@ def test_list_latest_order_is_codepoint_order(listing_store: SqlMetaStore) -> No
 
 @pytest.mark.parametrize("prefix", ["", "a", "a/"])
 @pytest.mark.parametrize("page", [1, 3, 1000])
-def test_list_latest_pages(listing_store: SqlMetaStore, prefix: str, page: int) -> None:
+def test_list_latest_pages(listing_store: SyncMetaStore, prefix: str, page: int) -> None:
     collected: list[str] = []
     start_after = ""
     while True:
@@ -635,14 +635,14 @@ def test_list_latest_pages(listing_store: SqlMetaStore, prefix: str, page: int) 
 
 
 @pytest.mark.parametrize("start_after", ["", "a", "a%", "a/b", "a0", "zzz", "\U0010ffff", "!"])
-def test_list_latest_start_after(listing_store: SqlMetaStore, start_after: str) -> None:
+def test_list_latest_start_after(listing_store: SyncMetaStore, start_after: str) -> None:
     got = [r.key for r in listing_store.list_latest(BUCKET, "a", start_after, 5)]
     assert got == expected_latest("a", start_after)[:5]
     assert listing_store.list_latest(BUCKET, limit=0) == []
 
 
 @pytest.fixture
-def versions_store(store: SqlMetaStore) -> SqlMetaStore:
+def versions_store(store: SyncMetaStore) -> SyncMetaStore:
     store.put_object(obj("a", "a1", last_modified=1.0))
     store.put_object(obj("a", "a2", last_modified=2.0))
     store.put_object(delete_marker("a", "a3", 3.0))
@@ -668,7 +668,7 @@ def version_keys(records: list[ObjectRecord]) -> list[tuple[str, str]]:
     return [(r.key, r.version_id) for r in records]
 
 
-def test_list_versions_order(versions_store: SqlMetaStore) -> None:
+def test_list_versions_order(versions_store: SyncMetaStore) -> None:
     records = versions_store.list_versions(BUCKET)
     assert version_keys(records) == ALL_VERSIONS
     assert [r.is_latest for r in records] == [True, False, False, True, True, False, True]
@@ -677,7 +677,7 @@ def test_list_versions_order(versions_store: SqlMetaStore) -> None:
 
 
 @pytest.mark.parametrize("page", [1, 2, 3, 100])
-def test_list_versions_pages_with_markers(versions_store: SqlMetaStore, page: int) -> None:
+def test_list_versions_pages_with_markers(versions_store: SyncMetaStore, page: int) -> None:
     collected: list[tuple[str, str]] = []
     key_marker = version_marker = ""
     while True:
@@ -689,7 +689,7 @@ def test_list_versions_pages_with_markers(versions_store: SqlMetaStore, page: in
     assert collected == ALL_VERSIONS
 
 
-def test_list_versions_markers(versions_store: SqlMetaStore) -> None:
+def test_list_versions_markers(versions_store: SyncMetaStore) -> None:
     def listed(prefix: str = "", key_marker: str = "", version_marker: str = "") -> Any:
         return version_keys(
             versions_store.list_versions(BUCKET, prefix, key_marker, version_marker)
@@ -712,7 +712,7 @@ def test_list_versions_markers(versions_store: SqlMetaStore) -> None:
 # -- counting and scanning ------------------------------------------------------------
 
 
-def test_bucket_usage_and_totals(store: SqlMetaStore) -> None:
+def test_bucket_usage_and_totals(store: SyncMetaStore) -> None:
     assert store.bucket_usage(BUCKET) == (0, 0)
     store.put_object(obj("a", "v1", size=10))
     store.put_object(obj("a", "v2", size=20))
@@ -725,7 +725,7 @@ def test_bucket_usage_and_totals(store: SqlMetaStore) -> None:
     assert store.storage_totals() == (2, 4, 42)
 
 
-def test_iter_objects_in_batches(store: SqlMetaStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_iter_objects_in_batches(store: SyncMetaStore, monkeypatch: pytest.MonkeyPatch) -> None:
     store.create_bucket(bucket_record("other"))
     expected = []
     for n in range(12):
@@ -734,21 +734,21 @@ def test_iter_objects_in_batches(store: SqlMetaStore, monkeypatch: pytest.Monkey
             store.put_object(record)
             expected.append((bucket, record.key, record.version_id))
     calls: list[int] = []
-    real_batch = store.objects_batch
+    real_batch = object_queries.objects_batch
 
-    def counting_batch(after: Any, limit: int = 1000) -> list[ObjectRecord]:
+    def counting_batch(db: Any, after: Any, limit: int = 1000) -> list[ObjectRecord]:
         calls.append(limit)
-        batch = real_batch(after, limit)
+        batch = real_batch(db, after, limit)
         assert len(batch) <= limit
         return batch
 
-    monkeypatch.setattr(store, "objects_batch", counting_batch)
+    monkeypatch.setattr(object_queries, "objects_batch", counting_batch)
     rows = [(r.bucket, r.key, r.version_id) for r in store.iter_objects(batch_size=5)]
     assert rows == sorted(expected)
     assert calls == [5] * 5  # 24 rows: four full pages and a short one
 
 
-def test_insert_recovered(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_insert_recovered(meta_store: SyncMetaStore) -> None:  # noqa: F811
     store = meta_store
     store.create_bucket(bucket_record())
     records = [
@@ -767,7 +767,7 @@ def test_insert_recovered(meta_store: SqlMetaStore) -> None:  # noqa: F811
     assert store.put_object(obj("k", "v3", last_modified=5.0)).record.seq == 5
 
 
-def test_insert_recovered_refuses_two_latest_rows(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_insert_recovered_refuses_two_latest_rows(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.create_bucket(bucket_record())
     with pytest.raises(sa.exc.IntegrityError):
         meta_store.insert_recovered([obj("k", "v1"), obj("k", "v2")])
@@ -777,7 +777,7 @@ def test_insert_recovered_refuses_two_latest_rows(meta_store: SqlMetaStore) -> N
 # -- multipart ------------------------------------------------------------------------
 
 
-def test_uploads_and_parts(store: SqlMetaStore) -> None:
+def test_uploads_and_parts(store: SyncMetaStore) -> None:
     upload = UploadRecord(
         "up-b",
         BUCKET,
@@ -830,7 +830,7 @@ def test_uploads_and_parts(store: SqlMetaStore) -> None:
 # -- users, credentials, settings -----------------------------------------------------
 
 
-def test_users_and_credentials(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_users_and_credentials(meta_store: SyncMetaStore) -> None:  # noqa: F811
     store = meta_store
     alice = UserRecord("u-alice", "alice", created_at=1.0, description="ops")
     root = UserRecord("u-root", "root", created_at=0.5, is_root=True)
@@ -871,7 +871,7 @@ def test_users_and_credentials(meta_store: SqlMetaStore) -> None:  # noqa: F811
     assert store.lookup_identity("AKIAALICE") is None
 
 
-def test_settings(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_settings(meta_store: SyncMetaStore) -> None:  # noqa: F811
     store = meta_store
     assert store.get_setting("node_id") is None
     store.put_setting("node_id", "n-1")
@@ -886,7 +886,7 @@ def test_settings(meta_store: SqlMetaStore) -> None:  # noqa: F811
     assert store.get_tombstone(TOMBSTONE_SETTING, "ünïcode") is None
 
 
-def test_conditional_puts_check_inside_the_transaction(store: SqlMetaStore) -> None:
+def test_conditional_puts_check_inside_the_transaction(store: SyncMetaStore) -> None:
     from objstore.meta.records import WritePrecondition
     from objstore.meta.store import PreconditionNotMet
 

@@ -15,7 +15,7 @@ from objstore.meta.audit_queries import MAX_PAGE, AuditFilter, AuditRecord
 from objstore.meta.metrics_queries import BucketUsage, MetricsSample
 from objstore.meta.node_identity import NODE_ID_SETTING, ensure_node_id
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     FakeClock,
     backend,
@@ -32,7 +32,7 @@ def entry(ts: float, operation: str = "GetObject", **fields: object) -> AuditRec
     return AuditRecord(ts=ts, operation=operation, node_id="node-a", **fields)  # type: ignore[arg-type]
 
 
-def test_audit_batch_round_trips_every_field(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_audit_batch_round_trips_every_field(meta_store: SyncMetaStore) -> None:  # noqa: F811
     full = entry(
         NOW, "PutObject", request_id="R1", user_id="u-1", username="alice",
         access_key="AKIA1", bucket="photos", key="a/b.jpg", source_ip="10.0.0.1",
@@ -48,7 +48,7 @@ def test_audit_batch_round_trips_every_field(meta_store: SqlMetaStore) -> None: 
     assert oldest == dataclasses.replace(full, id=oldest.id)
 
 
-def test_audit_filters(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_audit_filters(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.insert_audit_records([
         entry(NOW, "PutObject", bucket="b1", username="alice", user_id="u-a"),
         entry(NOW + 10, "GetObject", bucket="b1", username="bob", user_id="u-b"),
@@ -70,7 +70,7 @@ def test_audit_filters(meta_store: SqlMetaStore) -> None:  # noqa: F811
     assert ops(limit=0) == []
 
 
-def test_audit_pages_by_keyset_with_equal_timestamps(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_audit_pages_by_keyset_with_equal_timestamps(meta_store: SyncMetaStore) -> None:  # noqa: F811
     # Five rows share a timestamp: pages must still neither skip nor repeat.
     meta_store.insert_audit_records(
         [entry(NOW + (i // 5), key=f"k{i}") for i in range(12)]
@@ -91,12 +91,12 @@ def test_audit_pages_by_keyset_with_equal_timestamps(meta_store: SqlMetaStore) -
     assert timestamps == sorted(timestamps, reverse=True)
 
 
-def test_audit_page_is_capped(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_audit_page_is_capped(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.insert_audit_records([entry(NOW + i) for i in range(MAX_PAGE + 5)])
     assert len(meta_store.query_audit(AuditFilter(limit=5000))) == MAX_PAGE + 1
 
 
-def test_audit_purge_deletes_old_rows_in_batches(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_audit_purge_deletes_old_rows_in_batches(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.insert_audit_records([entry(NOW + i) for i in range(10)])
     assert meta_store.purge_audit(NOW + 7, batch_size=3) == 3
     assert meta_store.purge_audit(NOW + 7, batch_size=3) == 3
@@ -111,7 +111,7 @@ def sample(ts: float, requests: int = 1) -> MetricsSample:
                          objects=3, stored_bytes=4000)
 
 
-def test_metrics_history_insert_query_purge(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_metrics_history_insert_query_purge(meta_store: SyncMetaStore) -> None:  # noqa: F811
     for i in range(5):
         meta_store.insert_metrics_sample(sample(NOW + 60 * i, requests=i))
     assert [s.requests for s in meta_store.query_metrics_history()] == [4, 3, 2, 1, 0]
@@ -122,7 +122,7 @@ def test_metrics_history_insert_query_purge(meta_store: SqlMetaStore) -> None:  
     assert [s.requests for s in meta_store.query_metrics_history()] == [4, 3, 2]
 
 
-def add_object(store: SqlMetaStore, bucket: str, key: str, size: int, seq: int,
+def add_object(store: SyncMetaStore, bucket: str, key: str, size: int, seq: int,
                delete_marker: bool = False) -> None:
     store.put_object(ObjectRecord(
         bucket=bucket, key=key, version_id=f"v{seq}", blob_id=None if delete_marker else f"b{seq}",
@@ -131,7 +131,7 @@ def add_object(store: SqlMetaStore, bucket: str, key: str, size: int, seq: int,
     ))
 
 
-def test_usage_by_bucket_largest_first(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_usage_by_bucket_largest_first(meta_store: SyncMetaStore) -> None:  # noqa: F811
     for name in ("small", "large", "empty", "middle"):
         meta_store.create_bucket(BucketRecord(name, "u", "us-east-1", NOW))
     add_object(meta_store, "small", "a", 1, 1)
@@ -145,7 +145,7 @@ def test_usage_by_bucket_largest_first(meta_store: SqlMetaStore) -> None:  # noq
     assert meta_store.usage_by_bucket(1) == [BucketUsage("large", 2, 1000)]
 
 
-def test_node_id_is_generated_once_and_kept(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_node_id_is_generated_once_and_kept(meta_store: SyncMetaStore) -> None:  # noqa: F811
     ids = iter(["first", "second"])
     assert ensure_node_id(meta_store, "", lambda: next(ids)) == "first"
     assert ensure_node_id(meta_store, "", lambda: next(ids)) == "first"
@@ -159,7 +159,7 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
     try:
         migrations.migrate(engine, migrations.MIGRATIONS[:1])
         _make_version_1(engine)
-        store = SqlMetaStore(engine, clock=FakeClock())
+        store = SyncMetaStore(engine, clock=FakeClock())
         assert migrations.migrate(engine) == [2]
         assert migrations.applied_versions(engine) == [1, 2]
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}

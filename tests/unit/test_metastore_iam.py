@@ -19,9 +19,8 @@ from objstore.meta.iam_queries import (
     pair_key,
 )
 from objstore.meta.iam_records import EffectiveGrant, GrantRecord, TeamRecord
-from objstore.meta.iam_sql import TOMBSTONE_CREDENTIAL_FAMILY
 from objstore.meta.records import CredentialRecord, UserRecord
-from objstore.meta.store import TOMBSTONE_CREDENTIAL, SqlMetaStore
+from objstore.meta.store import TOMBSTONE_CREDENTIAL, SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -40,27 +39,27 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def add_user(store: SqlMetaStore, name: str, *, root: bool = False) -> UserRecord:
+def add_user(store: SyncMetaStore, name: str, *, root: bool = False) -> UserRecord:
     user = UserRecord(new_id(), name, NOW, description=f"{name} user", is_root=root,
                       updated_at=NOW)
     assert store.create_user(user)
     return user
 
 
-def add_credential(store: SqlMetaStore, user: UserRecord, key: str,
+def add_credential(store: SyncMetaStore, user: UserRecord, key: str,
                    active: bool = True) -> CredentialRecord:
     credential = CredentialRecord(key, "secret-" + key, user.user_id, NOW, active=active)
     assert store.create_credential(credential)
     return credential
 
 
-def add_team(store: SqlMetaStore, name: str) -> TeamRecord:
+def add_team(store: SyncMetaStore, name: str) -> TeamRecord:
     team = TeamRecord(new_id(), name, NOW, description=f"{name} team", updated_at=NOW)
     assert store.create_team(team)
     return team
 
 
-def add_grant(store: SqlMetaStore, name: str, document: dict[str, Any] | None = None
+def add_grant(store: SyncMetaStore, name: str, document: dict[str, Any] | None = None
               ) -> GrantRecord:
     grant = GrantRecord(new_id(), name, document or DOC, NOW, description=f"{name} grant",
                         updated_at=NOW)
@@ -69,18 +68,14 @@ def add_grant(store: SqlMetaStore, name: str, document: dict[str, Any] | None = 
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     return meta_store
-
-
-def test_credential_tombstone_family_matches_the_store() -> None:
-    assert TOMBSTONE_CREDENTIAL_FAMILY == TOMBSTONE_CREDENTIAL
 
 
 # -- users -------------------------------------------------------------------------------
 
 
-def test_user_summaries_count_credentials_teams_and_grants(store: SqlMetaStore) -> None:
+def test_user_summaries_count_credentials_teams_and_grants(store: SyncMetaStore) -> None:
     alice = add_user(store, "alice")
     bob = add_user(store, "bob")
     add_credential(store, alice, "AK1")
@@ -101,7 +96,7 @@ def test_user_summaries_count_credentials_teams_and_grants(store: SqlMetaStore) 
     assert store.get_user_summary(bob.user_id) == summaries["bob"]
 
 
-def test_update_user(store: SqlMetaStore) -> None:
+def test_update_user(store: SyncMetaStore) -> None:
     alice = add_user(store, "alice")
     add_user(store, "bob")
     root = add_user(store, "root", root=True)
@@ -128,7 +123,7 @@ def test_update_user(store: SqlMetaStore) -> None:
     assert user is not None and user.username == "alicia"
 
 
-def test_delete_user_rules_and_cleanup(store: SqlMetaStore) -> None:
+def test_delete_user_rules_and_cleanup(store: SyncMetaStore) -> None:
     root = add_user(store, "root", root=True)
     alice = add_user(store, "alice")
     team = add_team(store, "devs")
@@ -156,7 +151,7 @@ def test_delete_user_rules_and_cleanup(store: SqlMetaStore) -> None:
     assert summary is not None and summary.member_count == 0
 
 
-def test_deleted_user_credentials_resolve_to_nothing(store: SqlMetaStore) -> None:
+def test_deleted_user_credentials_resolve_to_nothing(store: SyncMetaStore) -> None:
     """Even a credential row left behind (the foreign key cascades) never resolves."""
     alice = add_user(store, "alice")
     add_credential(store, alice, "AKGONE")
@@ -169,7 +164,7 @@ def test_deleted_user_credentials_resolve_to_nothing(store: SqlMetaStore) -> Non
 # -- credentials ---------------------------------------------------------------------------
 
 
-def test_change_credential_fields(store: SqlMetaStore) -> None:
+def test_change_credential_fields(store: SyncMetaStore) -> None:
     alice = add_user(store, "alice")
     add_credential(store, alice, "AK1")
     add_credential(store, alice, "AK2")
@@ -189,7 +184,7 @@ def test_change_credential_fields(store: SqlMetaStore) -> None:
 
 @pytest.mark.parametrize("operation", ["deactivate", "delete"])
 def test_last_active_credential_of_root_or_caller_is_kept(
-    store: SqlMetaStore, operation: str
+    store: SyncMetaStore, operation: str
 ) -> None:
     root = add_user(store, "root", root=True)
     alice = add_user(store, "alice")
@@ -214,7 +209,7 @@ def test_last_active_credential_of_root_or_caller_is_kept(
     assert [c.access_key_id for c in active] == ["ROOT3"]
 
 
-def test_concurrent_deactivations_never_lock_root_out(store: SqlMetaStore) -> None:
+def test_concurrent_deactivations_never_lock_root_out(store: SyncMetaStore) -> None:
     root = add_user(store, "root", root=True)
     keys = [f"ROOTKEY{i}" for i in range(6)]
     for key in keys:
@@ -229,7 +224,7 @@ def test_concurrent_deactivations_never_lock_root_out(store: SqlMetaStore) -> No
     assert sum(c.active for c in store.list_credentials(root.user_id)) == 1
 
 
-def test_remove_credential_leaves_a_tombstone(store: SqlMetaStore) -> None:
+def test_remove_credential_leaves_a_tombstone(store: SyncMetaStore) -> None:
     alice = add_user(store, "alice")
     add_credential(store, alice, "AK1")
     removed = store.remove_credential("AK1", caller_user_id=None)
@@ -243,7 +238,7 @@ def test_remove_credential_leaves_a_tombstone(store: SqlMetaStore) -> None:
 # -- teams ---------------------------------------------------------------------------------
 
 
-def test_team_crud_and_counts(store: SqlMetaStore) -> None:
+def test_team_crud_and_counts(store: SyncMetaStore) -> None:
     devs = add_team(store, "devs")
     ops = add_team(store, "ops")
     assert not store.create_team(TeamRecord(new_id(), "devs", NOW))
@@ -261,7 +256,7 @@ def test_team_crud_and_counts(store: SqlMetaStore) -> None:
     assert store.get_team_summary(new_id()) is None
 
 
-def test_update_team(store: SqlMetaStore) -> None:
+def test_update_team(store: SyncMetaStore) -> None:
     devs = add_team(store, "devs")
     add_team(store, "ops")
     renamed = store.update_team(devs.team_id, name="developers", description=None,
@@ -276,7 +271,7 @@ def test_update_team(store: SqlMetaStore) -> None:
     assert team is not None and team.name == "developers" and team.description == "devs team"
 
 
-def test_delete_team_removes_members_and_attachments(store: SqlMetaStore) -> None:
+def test_delete_team_removes_members_and_attachments(store: SyncMetaStore) -> None:
     devs = add_team(store, "devs")
     alice = add_user(store, "alice")
     grant = add_grant(store, "read")
@@ -295,7 +290,7 @@ def test_delete_team_removes_members_and_attachments(store: SqlMetaStore) -> Non
     assert store.delete_team(devs.team_id).status == "missing"
 
 
-def test_team_members(store: SqlMetaStore) -> None:
+def test_team_members(store: SyncMetaStore) -> None:
     devs = add_team(store, "devs")
     ops = add_team(store, "ops")
     bob = add_user(store, "bob")
@@ -320,7 +315,7 @@ def test_team_members(store: SqlMetaStore) -> None:
 # -- grants --------------------------------------------------------------------------------
 
 
-def test_grant_crud(store: SqlMetaStore) -> None:
+def test_grant_crud(store: SyncMetaStore) -> None:
     read = add_grant(store, "read")
     add_grant(store, "admin")
     assert not store.create_grant(GrantRecord(new_id(), "read", DOC, NOW))
@@ -343,7 +338,7 @@ def test_grant_crud(store: SqlMetaStore) -> None:
                                    now=NOW).status == "missing"
 
 
-def test_delete_grant_removes_every_attachment(store: SqlMetaStore) -> None:
+def test_delete_grant_removes_every_attachment(store: SyncMetaStore) -> None:
     grant = add_grant(store, "read")
     alice = add_user(store, "alice")
     devs = add_team(store, "devs")
@@ -359,7 +354,7 @@ def test_delete_grant_removes_every_attachment(store: SqlMetaStore) -> None:
     assert store.delete_grant(grant.grant_id).status == "missing"
 
 
-def test_grant_attachments(store: SqlMetaStore) -> None:
+def test_grant_attachments(store: SyncMetaStore) -> None:
     read = add_grant(store, "read")
     write = add_grant(store, "write")
     alice = add_user(store, "alice")
@@ -388,7 +383,7 @@ def test_grant_attachments(store: SqlMetaStore) -> None:
     assert store.list_user_grants(alice.user_id) == [write]
 
 
-def test_effective_grants_direct_and_via_every_team(store: SqlMetaStore) -> None:
+def test_effective_grants_direct_and_via_every_team(store: SyncMetaStore) -> None:
     alice = add_user(store, "alice")
     bob = add_user(store, "bob")
     read, write, admin = (add_grant(store, n) for n in ("read", "write", "admin"))

@@ -25,7 +25,7 @@ from objstore.meta.store import (
     PartsChanged,
     PreconditionNotMet,
     RecordNotFound,
-    SqlMetaStore,
+    SyncMetaStore,
 )
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
@@ -39,12 +39,12 @@ KEY = "video.mp4"
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     meta_store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
     return meta_store
 
 
-def open_upload(store: SqlMetaStore, upload_id: str = "up-1", key: str = KEY,
+def open_upload(store: SyncMetaStore, upload_id: str = "up-1", key: str = KEY,
                 parts: int = 3) -> list[PartRecord]:
     store.create_upload(UploadRecord(upload_id, BUCKET, key, initiated_at=10.0))
     made = [PartRecord(upload_id, n, f"{upload_id}-blob-{n}", 100 * n, f"etag{n}", 20.0 + n)
@@ -64,7 +64,7 @@ def composite(parts: list[PartRecord], *, key: str = KEY, version_id: str = NULL
     )
 
 
-def test_complete_commits_object_and_closes_upload(store: SqlMetaStore) -> None:
+def test_complete_commits_object_and_closes_upload(store: SyncMetaStore) -> None:
     parts = open_upload(store)
     record = composite([parts[0], parts[2]])
     result = store.complete_upload("up-1", record)
@@ -78,7 +78,7 @@ def test_complete_commits_object_and_closes_upload(store: SqlMetaStore) -> None:
     assert store.delete_upload("up-1") == []  # an abort after the commit frees nothing
 
 
-def test_complete_replacing_an_object_orphans_its_blobs(store: SqlMetaStore) -> None:
+def test_complete_replacing_an_object_orphans_its_blobs(store: SyncMetaStore) -> None:
     store.put_object(ObjectRecord(BUCKET, KEY, NULL_VERSION, "old-blob", 5, "e", 1.0))
     parts = open_upload(store, parts=1)
     result = store.complete_upload("up-1", composite(parts))
@@ -86,7 +86,7 @@ def test_complete_replacing_an_object_orphans_its_blobs(store: SqlMetaStore) -> 
     assert store.get_object(BUCKET, KEY).blob_id == "composite-1"  # type: ignore[union-attr]
 
 
-def test_complete_on_a_versioned_key_keeps_the_history(store: SqlMetaStore) -> None:
+def test_complete_on_a_versioned_key_keeps_the_history(store: SyncMetaStore) -> None:
     store.put_object(ObjectRecord(BUCKET, KEY, "v1", "blob-v1", 5, "e", 1.0))
     parts = open_upload(store, parts=2)
     result = store.complete_upload("up-1", composite(parts, version_id="v2"))
@@ -96,7 +96,7 @@ def test_complete_on_a_versioned_key_keeps_the_history(store: SqlMetaStore) -> N
 
 
 @pytest.mark.parametrize("case", ["missing", "other_key", "other_bucket"])
-def test_complete_of_an_unknown_upload_changes_nothing(store: SqlMetaStore, case: str) -> None:
+def test_complete_of_an_unknown_upload_changes_nothing(store: SyncMetaStore, case: str) -> None:
     parts = open_upload(store)
     record = composite(parts)
     upload_id = "up-1"
@@ -114,7 +114,7 @@ def test_complete_of_an_unknown_upload_changes_nothing(store: SqlMetaStore, case
     assert [p.blob_id for p in store.list_parts("up-1")] == [p.blob_id for p in parts]
 
 
-def test_complete_refuses_parts_replaced_meanwhile(store: SqlMetaStore) -> None:
+def test_complete_refuses_parts_replaced_meanwhile(store: SyncMetaStore) -> None:
     parts = open_upload(store)
     record = composite(parts)
     assert store.put_part(PartRecord("up-1", 2, "newer-blob", 300, "etag2b", 40.0)) \
@@ -134,7 +134,7 @@ def test_complete_refuses_parts_replaced_meanwhile(store: SqlMetaStore) -> None:
     ],
 )
 def test_conditional_complete_that_fails_changes_nothing(
-    store: SqlMetaStore, existing: bool, precondition: WritePrecondition, reason: str
+    store: SyncMetaStore, existing: bool, precondition: WritePrecondition, reason: str
 ) -> None:
     if existing:
         store.put_object(ObjectRecord(BUCKET, KEY, NULL_VERSION, "old-blob", 5, "e", 1.0))
@@ -154,7 +154,7 @@ def test_conditional_complete_that_fails_changes_nothing(
     [(False, WritePrecondition(if_absent=True)), (True, WritePrecondition(if_match_etag="e"))],
 )
 def test_conditional_complete_that_holds(
-    store: SqlMetaStore, existing: bool, precondition: WritePrecondition
+    store: SyncMetaStore, existing: bool, precondition: WritePrecondition
 ) -> None:
     if existing:
         store.put_object(ObjectRecord(BUCKET, KEY, NULL_VERSION, "old-blob", 5, "e", 1.0))
@@ -164,12 +164,12 @@ def test_conditional_complete_that_holds(
     assert result.orphaned_blob_ids == (("old-blob",) if existing else ())
 
 
-def test_complete_into_a_deleted_bucket(store: SqlMetaStore) -> None:
+def test_complete_into_a_deleted_bucket(store: SyncMetaStore) -> None:
     with pytest.raises(RecordNotFound):
         store.complete_upload("up-1", ObjectRecord("gone", KEY, NULL_VERSION, "b", 1, "e", 1.0))
 
 
-def test_abort_takes_the_parts_with_it(store: SqlMetaStore) -> None:
+def test_abort_takes_the_parts_with_it(store: SyncMetaStore) -> None:
     parts = open_upload(store)
     assert store.delete_upload("up-1") == parts
     assert store.get_upload("up-1") is None
@@ -179,7 +179,7 @@ def test_abort_takes_the_parts_with_it(store: SqlMetaStore) -> None:
         store.complete_upload("up-1", composite(parts))
 
 
-def test_two_uploads_of_one_key_complete_in_turn(store: SqlMetaStore) -> None:
+def test_two_uploads_of_one_key_complete_in_turn(store: SyncMetaStore) -> None:
     first = open_upload(store, "up-a", parts=1)
     second = open_upload(store, "up-b", parts=1)
     store.complete_upload("up-b", composite(second, blob_id="comp-b"))
@@ -204,7 +204,7 @@ def race(*calls: Callable[[], Any]) -> list[Any]:
 
 
 @pytest.mark.parametrize("round_", range(5))
-def test_complete_racing_abort_never_shares_blobs(store: SqlMetaStore, round_: int) -> None:
+def test_complete_racing_abort_never_shares_blobs(store: SyncMetaStore, round_: int) -> None:
     parts = open_upload(store, f"up-{round_}", key=f"k{round_}")
     record = composite(parts, key=f"k{round_}")
     completed, aborted = race(lambda: store.complete_upload(f"up-{round_}", record),
@@ -218,7 +218,7 @@ def test_complete_racing_abort_never_shares_blobs(store: SqlMetaStore, round_: i
 
 
 @pytest.mark.parametrize("round_", range(5))
-def test_complete_racing_a_part_replacement(store: SqlMetaStore, round_: int) -> None:
+def test_complete_racing_a_part_replacement(store: SyncMetaStore, round_: int) -> None:
     parts = open_upload(store, f"up-{round_}", key=f"k{round_}")
     record = composite(parts, key=f"k{round_}")
     replacement = PartRecord(f"up-{round_}", 2, f"new-{round_}", 200, "etag-new", 60.0)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from objstore.meta.engine import create_db_engine
 from twisted.internet.defer import Deferred
 
 from objstore.blobs.sidecar import record_from_sidecar
@@ -35,6 +34,7 @@ from objstore.errors import S3Error
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
+from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import (
     BucketRecord,
@@ -44,7 +44,7 @@ from objstore.meta.records import (
     UploadRecord,
     WritePrecondition,
 )
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
 
 T = TypeVar("T")
@@ -91,7 +91,7 @@ class HookedMeta(MetaStore):
 class World:
     service: MultipartService
     meta: HookedMeta
-    store: SqlMetaStore
+    store: SyncMetaStore
     blobs: BlobStore
     tmp: Path
 
@@ -119,7 +119,7 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store = SyncMetaStore(engine, clock=lambda: 1000.0)
     store.migrate()
     store.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
     blobs = BlobStore(str(tmp_path / "data"), fsync=False)
@@ -384,7 +384,7 @@ def test_recover_rebuilds_a_completed_multipart_object(world: World, tmp_path: P
     parts = [world.put(upload, n, d) for n, d in enumerate(datas, start=1)]
     record = run(world.service.complete(upload, [asked(p) for p in parts],
                                         CompletionClaims()))
-    fresh = SqlMetaStore(create_db_engine("sqlite", str(tmp_path / "fresh.db"), None, 2))
+    fresh = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "fresh.db"), None, 2))
     fresh.migrate()
     fresh.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
     assert insert_objects(fresh, world.blobs, scan_sidecars(world.blobs)) == 1

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from objstore.meta.engine import create_db_engine
 from twisted.internet.defer import Deferred
 
 from objstore.blobs.sidecar import record_from_sidecar
@@ -21,9 +20,10 @@ from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
+from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord, PartRef, WritePrecondition
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
 
 T = TypeVar("T")
@@ -42,9 +42,9 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 @pytest.fixture
-def parts(tmp_path: Path) -> Iterator[tuple[ObjectService, SqlMetaStore, BlobStore]]:
+def parts(tmp_path: Path) -> Iterator[tuple[ObjectService, SyncMetaStore, BlobStore]]:
     engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store = SyncMetaStore(engine, clock=lambda: 1000.0)
     store.migrate()
     store.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
     blobs = BlobStore(str(tmp_path / "data"), fsync=False)
@@ -61,7 +61,7 @@ def stored_blob(blobs: BlobStore, data: bytes) -> str:
     return blob_id
 
 
-def composite_source(blobs: BlobStore, store: SqlMetaStore, checksum_type: str) -> bytes:
+def composite_source(blobs: BlobStore, store: SyncMetaStore, checksum_type: str) -> bytes:
     chunks = [b"a" * 1000, b"b" * 10, b"c" * 333]
     refs = tuple(PartRef(n, stored_blob(blobs, chunk), len(chunk), hashlib.md5(chunk).hexdigest(),
                          {"crc32": f"p{n}=="})
@@ -82,7 +82,7 @@ def blob_files(blobs: BlobStore) -> set[str]:
     ("COMPOSITE", {}), ("FULL_OBJECT", {"crc32": "whole=="}),
 ])
 def test_copy_of_a_composite_is_a_plain_object(
-    parts: tuple[ObjectService, SqlMetaStore, BlobStore], checksum_type: str,
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore], checksum_type: str,
     carried: dict[str, str],
 ) -> None:
     service, store, blobs = parts
@@ -102,7 +102,7 @@ def test_copy_of_a_composite_is_a_plain_object(
 
 
 def test_copy_of_a_plain_object_keeps_etag_and_checksums(
-    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
 ) -> None:
     service, store, blobs = parts
     blob_id = stored_blob(blobs, b"plain bytes")
@@ -120,7 +120,7 @@ def test_copy_of_a_plain_object_keeps_etag_and_checksums(
 
 
 def test_a_failed_condition_leaves_no_blob(
-    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
 ) -> None:
     service, store, blobs = parts
     blob_id = stored_blob(blobs, b"x")
@@ -143,7 +143,7 @@ def test_a_failed_condition_leaves_no_blob(
 
 
 def test_a_vanished_source_blob_is_reported(
-    parts: tuple[ObjectService, SqlMetaStore, BlobStore],
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
 ) -> None:
     service, store, blobs = parts
     gone = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=str(uuid.uuid4()),
@@ -153,7 +153,7 @@ def test_a_vanished_source_blob_is_reported(
     assert store.get_object("b", "dst") is None
 
 
-def test_copy_into_a_missing_bucket(parts: tuple[ObjectService, SqlMetaStore, BlobStore]) -> None:
+def test_copy_into_a_missing_bucket(parts: tuple[ObjectService, SyncMetaStore, BlobStore]) -> None:
     service, _, _ = parts
     source = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=None, size=0,
                           etag="e", last_modified=5.0)
@@ -163,7 +163,7 @@ def test_copy_into_a_missing_bucket(parts: tuple[ObjectService, SqlMetaStore, Bl
 
 
 def test_the_hashed_copy_is_provisional_until_its_etag_is_known(
-    parts: tuple[ObjectService, SqlMetaStore, BlobStore], monkeypatch: pytest.MonkeyPatch,
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     service, store, blobs = parts
     composite_source(blobs, store, "COMPOSITE")

@@ -14,10 +14,10 @@ import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from objstore.meta.async_store import is_transient
-from objstore.meta.engine import create_db_engine, write_gate, write_transaction
+from objstore.meta.dialect import create_db_engine, write_gate, write_transaction
 from objstore.meta.object_write_queries import Usage
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
-from objstore.meta.store import PreconditionNotMet, SqlMetaStore
+from objstore.meta.store import PreconditionNotMet, SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -33,12 +33,12 @@ def obj(key: str, etag: str = "e1") -> ObjectRecord:
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     meta_store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
     return meta_store
 
 
-def test_a_refused_write_changes_nothing_not_even_seq(store: SqlMetaStore) -> None:
+def test_a_refused_write_changes_nothing_not_even_seq(store: SyncMetaStore) -> None:
     first = store.put_object(obj("k")).record
     seq = store.max_seq()
     with pytest.raises(PreconditionNotMet) as caught:
@@ -54,7 +54,7 @@ def test_a_refused_write_changes_nothing_not_even_seq(store: SqlMetaStore) -> No
     assert store.get_object(BUCKET, "k") == replaced.record
 
 
-def test_a_retried_identical_write_keeps_its_blob(store: SqlMetaStore) -> None:
+def test_a_retried_identical_write_keeps_its_blob(store: SyncMetaStore) -> None:
     store.put_object(obj("k"))
     again = store.put_object(obj("k"))
     assert again.orphaned_blob_ids == ()
@@ -63,7 +63,7 @@ def test_a_retried_identical_write_keeps_its_blob(store: SqlMetaStore) -> None:
 
 def test_a_locked_sqlite_database_is_a_transient_error(tmp_path: Path) -> None:
     path = tmp_path / "meta.db"
-    store = SqlMetaStore(create_db_engine("sqlite", str(path), None, 1))
+    store = SyncMetaStore(create_db_engine("sqlite", str(path), None, 1))
     store.migrate()
     store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
     pooled = store.engine.raw_connection()
@@ -98,7 +98,7 @@ def test_sqlite_writes_hold_the_write_gate_that_other_processes_queue_on(
         tmp_path: Path) -> None:
     path = tmp_path / "meta.db"
     gate = tmp_path / "meta.db.write-lock"
-    store = SqlMetaStore(create_db_engine("sqlite", str(path), None, 1))
+    store = SyncMetaStore(create_db_engine("sqlite", str(path), None, 1))
     store.migrate()
     store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
     seen: list[bool] = []

@@ -41,7 +41,7 @@ from objstore.meta.records import (
     PartRef,
     UploadRecord,
 )
-from objstore.meta.store import RecordNotFound, SqlMetaStore
+from objstore.meta.store import RecordNotFound, SyncMetaStore
 from objstore.threads import InlinePool
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
@@ -115,12 +115,12 @@ def test_stored_form() -> None:
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     meta_store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
     return meta_store
 
 
-def test_object_count_limit(store: SqlMetaStore) -> None:
+def test_object_count_limit(store: SyncMetaStore) -> None:
     store.put_object(obj("a", 1), usage_check=check(max_objects=2))
     store.put_object(obj("b", 1), usage_check=check(max_objects=2))
     with pytest.raises(S3Error, match="QuotaExceeded"):
@@ -132,7 +132,7 @@ def test_object_count_limit(store: SqlMetaStore) -> None:
     assert store.bucket_usage(BUCKET) == (2, 4)
 
 
-def test_byte_limit_counts_what_an_overwrite_replaces(store: SqlMetaStore) -> None:
+def test_byte_limit_counts_what_an_overwrite_replaces(store: SyncMetaStore) -> None:
     store.put_object(obj("a", 60), usage_check=check(max_bytes=100))
     store.put_object(obj("a", 100), usage_check=check(max_bytes=100))  # 60 replaced
     with pytest.raises(S3Error, match="QuotaExceeded"):
@@ -141,7 +141,7 @@ def test_byte_limit_counts_what_an_overwrite_replaces(store: SqlMetaStore) -> No
     assert store.bucket_usage(BUCKET) == (1, 0)
 
 
-def test_every_version_counts_and_markers_never_do(store: SqlMetaStore) -> None:
+def test_every_version_counts_and_markers_never_do(store: SyncMetaStore) -> None:
     store.put_object(obj("k", 10, "v1"), usage_check=check(max_objects=2))
     store.put_object(obj("k", 10, "v2"), usage_check=check(max_objects=2))
     with pytest.raises(S3Error, match="QuotaExceeded"):
@@ -152,7 +152,7 @@ def test_every_version_counts_and_markers_never_do(store: SqlMetaStore) -> None:
     assert store.bucket_usage(BUCKET) == (2, 20)
 
 
-def test_a_refused_completion_changes_nothing(store: SqlMetaStore) -> None:
+def test_a_refused_completion_changes_nothing(store: SyncMetaStore) -> None:
     store.create_upload(UploadRecord("up", BUCKET, "big", initiated_at=1.0))
     part = PartRecord("up", 1, "part-blob", 50, "pe", 2.0)
     store.put_part(part)
@@ -183,7 +183,7 @@ def race(writers: int, put: Callable[[int], object]) -> list[bool]:
         return list(pool.map(write, range(writers)))
 
 
-def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
+def test_concurrent_writers_never_overshoot(store: SyncMetaStore) -> None:
     limit, writers = 5, 12
     outcomes = race(writers, lambda n: store.put_object(
         obj(f"k{n}", 10), usage_check=check(max_objects=limit, max_bytes=10 * limit)))
@@ -191,7 +191,7 @@ def test_concurrent_writers_never_overshoot(store: SqlMetaStore) -> None:
     assert store.bucket_usage(BUCKET) == (limit, 10 * limit)
 
 
-def test_the_rule_reads_the_quota_inside_the_write(store: SqlMetaStore) -> None:
+def test_the_rule_reads_the_quota_inside_the_write(store: SyncMetaStore) -> None:
     store.put_object(obj("a", 10), usage_rule=QUOTA_RULE)  # no quota document: no limit
     store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota(max_objects=2).to_json())
     store.put_object(obj("b", 10), usage_rule=QUOTA_RULE)
@@ -208,7 +208,7 @@ def test_the_rule_reads_the_quota_inside_the_write(store: SqlMetaStore) -> None:
         store.put_object(replace(obj("x", 1), bucket="no-such-bucket"), usage_rule=QUOTA_RULE)
 
 
-def test_concurrent_writers_under_the_rule_never_overshoot(store: SqlMetaStore) -> None:
+def test_concurrent_writers_under_the_rule_never_overshoot(store: SyncMetaStore) -> None:
     limit, writers = 5, 12
     store.put_bucket_config(BUCKET, QUOTA_CONFIG_KEY, BucketQuota(max_objects=limit).to_json())
     outcomes = race(writers, lambda n: store.put_object(obj(f"k{n}", 10),
@@ -222,9 +222,9 @@ def test_concurrent_writers_under_the_rule_never_overshoot(store: SqlMetaStore) 
 
 @pytest.fixture
 def engine_parts(tmp_path: Path) -> Any:
-    from objstore.meta.engine import create_db_engine
+    from objstore.meta.dialect import create_db_engine
 
-    sql = SqlMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
+    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
                        clock=lambda: 1000.0)
     sql.migrate()
     sql.create_bucket(BucketRecord(BUCKET, "u-alice", "us-east-1", 1.0))

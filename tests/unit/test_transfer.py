@@ -31,9 +31,9 @@ from objstore.errors import AdminError
 from objstore.iam.bootstrap import ensure_builtin_grants, ensure_root
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
-from objstore.meta.engine import create_db_engine
+from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
-from objstore.meta.store import SqlMetaStore
+from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
@@ -82,7 +82,7 @@ class Settings:
 
 @dataclass
 class Node:
-    store: SqlMetaStore
+    store: SyncMetaStore
     meta: MetaStore
     iam: IamService
     buckets: BucketService
@@ -100,7 +100,7 @@ class Node:
 
 def make_node(path: Path, name: str) -> Node:
     engine = create_db_engine("sqlite", str(path / f"{name}.db"), None, 2)
-    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store = SyncMetaStore(engine, clock=lambda: 1000.0)
     store.migrate()
     control = ControlRecord(str(path / name), fsync=False)
     control.prepare()
@@ -405,7 +405,7 @@ def test_import_of_only_some_sections(nodes: tuple[Node, Node]) -> None:
     assert str(uuid.UUID(b.store.list_grants()[0].grant_id))
 
 
-def test_list_settings_on_every_backend(meta_store: SqlMetaStore) -> None:  # noqa: F811
+def test_list_settings_on_every_backend(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.put_setting("b", "2")
     meta_store.put_setting("a", "1")
     meta_store.put_setting("a", "one")

@@ -29,10 +29,10 @@ from objstore.engine.versions import VersionService
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
-from objstore.meta.engine import create_db_engine
+from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.store import RowChanged, SqlMetaStore
+from objstore.meta.store import RowChanged, SyncMetaStore
 from objstore.threads import InlinePool
 
 T = TypeVar("T")
@@ -80,7 +80,7 @@ class Authority:
 
 @dataclass
 class World:
-    store: SqlMetaStore
+    store: SyncMetaStore
     meta: MetaStore
     blobs: BlobStore
     control: ControlRecord
@@ -111,7 +111,7 @@ class World:
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
     engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SqlMetaStore(engine, clock=lambda: 1000.0)
+    store = SyncMetaStore(engine, clock=lambda: 1000.0)
     store.migrate()
     blobs = BlobStore(str(tmp_path / "data"), fsync=False)
     blobs.prepare()
@@ -351,7 +351,7 @@ def test_bucket_state_changes_reach_the_control_record(world: World, tmp_path: P
     assert set(configs) == {"b:object_lock", "b:tagging"}
     # a fresh database rebuilt from the control record holds the same state
     engine = create_db_engine("sqlite", str(tmp_path / "rebuilt.db"), None, 2)
-    rebuilt = SqlMetaStore(engine)
+    rebuilt = SyncMetaStore(engine)
     rebuilt.migrate()
     restore_control_plane(rebuilt, world.control)
     assert rebuilt.get_bucket("b") == world.store.get_bucket("b")
@@ -380,7 +380,7 @@ def test_stale_bucket_config_is_not_restored(world: World, tmp_path: Path) -> No
     world.control.write("buckets", "b", {"name": "b", "owner_id": "u", "region": "us-east-1",
                                          "created_at": 99.0})  # re-created since
     engine = create_db_engine("sqlite", str(tmp_path / "rebuilt.db"), None, 2)
-    rebuilt = SqlMetaStore(engine)
+    rebuilt = SyncMetaStore(engine)
     rebuilt.migrate()
     restore_control_plane(rebuilt, world.control)
     assert rebuilt.list_bucket_config("b") == {}

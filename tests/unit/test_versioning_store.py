@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.store import RecordNotFound, RowChanged, SqlMetaStore
+from objstore.meta.store import RecordNotFound, RowChanged, SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -24,12 +24,12 @@ def version(key: str, version_id: str, modified: float, **fields: object) -> Obj
 
 
 @pytest.fixture
-def store(meta_store: SqlMetaStore) -> SqlMetaStore:  # noqa: F811
+def store(meta_store: SyncMetaStore) -> SyncMetaStore:  # noqa: F811
     meta_store.create_bucket(BucketRecord("b", "u", "us-east-1", 1.0, versioning="Enabled"))
     return meta_store
 
 
-def test_guarded_update_and_delete(store: SqlMetaStore) -> None:
+def test_guarded_update_and_delete(store: SyncMetaStore) -> None:
     stored = store.put_object(version("k", "v1", 10.0)).record
     with pytest.raises(RowChanged):
         store.update_object(replace(stored, legal_hold_status="ON"), stored.seq - 1)
@@ -46,7 +46,7 @@ def test_guarded_update_and_delete(store: SqlMetaStore) -> None:
     assert store.get_object("b", "k") is None
 
 
-def test_deleting_the_latest_promotes_the_newest_remaining(store: SqlMetaStore) -> None:
+def test_deleting_the_latest_promotes_the_newest_remaining(store: SyncMetaStore) -> None:
     for n, modified in enumerate((10.0, 30.0, 20.0), start=1):
         store.put_object(version("k", f"v{n}", modified))
     latest = store.get_object("b", "k")
@@ -60,7 +60,7 @@ def test_deleting_the_latest_promotes_the_newest_remaining(store: SqlMetaStore) 
     assert current is not None and current.version_id == "v2" and current.is_latest
 
 
-def test_object_lock_is_enabled_only_on_an_empty_bucket(store: SqlMetaStore) -> None:
+def test_object_lock_is_enabled_only_on_an_empty_bucket(store: SyncMetaStore) -> None:
     store.create_bucket(BucketRecord("empty", "u", "us-east-1", 1.0))
     assert store.enable_object_lock("empty", 5.0) == "enabled"
     bucket = store.get_bucket("empty")

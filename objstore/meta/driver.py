@@ -1,0 +1,225 @@
+"""Statements compiled once per dialect and run with the driver's own parameters: the
+machinery of the hot paths (GET/HEAD's point read, PUT's row transaction) and of the
+listing pages.
+
+Through SQLAlchemy Core a statement is built, coerced and cache-keyed per call, and BEGIN,
+every statement and COMMIT go through the Connection's event and result machinery: most of
+the Python time of a small GET or PUT. Here a statement is compiled the first time it runs
+on a dialect (`driver_statement`), and then run as SQL text with plain Python parameters of
+the column types (text, integers, floats, booleans), which both drivers bind without
+SQLAlchemy's processors. Binds are named by the caller; the object-row statements prefix
+theirs with `p_` (a bind named like a column of the table an UPDATE changes is reserved).
+
+Three ways to run such statements, all reading and writing through the same `RowSource`
+interface (`first`, `execute`):
+- `fetch_one`: one statement alone on a pooled DBAPI connection (no explicit transaction:
+  SQLite in autocommit mode reads one snapshot per statement; psycopg2 opens one
+  implicitly and the pool rolls it back on return): one execute, one fetch.
+- `driver_transaction`: one write transaction on a pooled DBAPI connection, inside the
+  engine's write gate: `BEGIN IMMEDIATE` on SQLite (the write lock up front, as
+  `dialect.write_transaction` takes it), the implicit transaction of psycopg2 on
+  PostgreSQL; COMMIT on success, ROLLBACK on any exception.
+- `CoreRows`: the same statements inside a SQLAlchemy Core transaction (the store's other
+  writes of object rows, which mix them with Core statements).
+
+Driver errors are raised as SQLAlchemy's `DBAPIError` (a disconnect invalidates the
+connection), so the retry rules of `meta/retry.py` apply unchanged. No Twisted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.sql.compiler import SQLCompiler
+
+from objstore.meta.dialect import write_gate
+
+
+@dataclass(frozen=True)
+class DriverStatement:
+    sql: str
+    positions: tuple[str, ...] | None  # parameter names in order (qmark), None when named
+    defaults: Mapping[str, Any]  # values SQLAlchemy bound itself (usually none)
+
+    def parameters(self, values: Mapping[str, Any]) -> Any:
+        if self.defaults:
+            values = {**self.defaults, **values}
+        if self.positions is None:
+            return values
+        return tuple(values[name] for name in self.positions)
+
+
+_COMPILED: dict[tuple[str, int, str | None], DriverStatement] = {}
+
+
+def driver_statement(
+    dialect: sa.Dialect, statement: sa.ClauseElement, sqlite_index: str | None = None
+) -> DriverStatement:
+    """`statement` compiled once for `dialect`, as the SQL text its driver runs. With
+    `sqlite_index`, a read of `objects` names that index on SQLite (`INDEXED BY`; see
+    listing_queries.py for why)."""
+    key = (dialect.name, id(statement), sqlite_index)
+    found = _COMPILED.get(key)
+    if found is None:
+        compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
+        sql = str(compiled)
+        if sqlite_index is not None and dialect.name == "sqlite":
+            if sql.count("\nFROM objects \n") != 1:
+                raise AssertionError(f"cannot place INDEXED BY in {sql!r}")
+            sql = sql.replace("\nFROM objects \n", f"\nFROM objects INDEXED BY {sqlite_index} \n")
+        positions = tuple(compiled.positiontup or ()) if compiled.positional else None
+        defaults = {name: value for name, value in compiled.params.items() if value is not None}
+        found = DriverStatement(sql, positions, defaults)
+        _COMPILED[key] = found
+    return found
+
+
+class RowSource(Protocol):
+    """Where the statements of the object-row writes run: a `DriverTransaction`, or
+    `CoreRows` over a SQLAlchemy connection."""
+
+    def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
+              ) -> tuple[Any, ...] | None: ...
+
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None: ...
+
+
+def _driver_error(engine: Engine, raw: Any, cursor: Any, sql: str, parameters: Any,
+                  error: Any) -> sa_exc.StatementError:
+    dialect = engine.dialect
+    disconnect = dialect.is_disconnect(error, raw.dbapi_connection, cursor)
+    if disconnect:
+        raw.invalidate(error)
+    return sa_exc.DBAPIError.instance(
+        sql, parameters, error, dialect.loaded_dbapi.Error,
+        connection_invalidated=disconnect, dialect=dialect,
+    )
+
+
+def fetch_one(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, Any]
+              ) -> tuple[Any, ...] | None:
+    """The first row of `statement` run alone (no explicit transaction) on a pooled
+    connection, as a plain tuple; None when there is none."""
+    dialect = engine.dialect
+    query = driver_statement(dialect, statement)
+    parameters = query.parameters(values)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(query.sql, parameters)
+            row = cursor.fetchone()
+        except dialect.loaded_dbapi.Error as error:
+            raise _driver_error(engine, raw, cursor, query.sql, parameters, error) from error
+        finally:
+            cursor.close()
+    finally:
+        raw.close()  # back to the pool, which ends any implicit transaction
+    return None if row is None else tuple(row)
+
+
+class DriverTransaction:
+    """Statements run on one DBAPI cursor; driver errors become `DBAPIError`."""
+
+    def __init__(self, engine: Engine, raw: Any, cursor: Any) -> None:
+        self._engine = engine
+        self._dialect = engine.dialect
+        self._raw = raw
+        self._cursor = cursor
+
+    def _run(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> Any:
+        query = driver_statement(self._dialect, statement)
+        parameters = query.parameters(values)
+        try:
+            self._cursor.execute(query.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrap(query.sql, parameters, error) from error
+        return self._cursor
+
+    def _wrap(self, sql: str, parameters: Any, error: Any) -> sa_exc.StatementError:
+        return _driver_error(self._engine, self._raw, self._cursor, sql, parameters, error)
+
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None:
+        self._run(statement, values)
+
+    def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
+              ) -> tuple[Any, ...] | None:
+        cursor = self._run(statement, values)
+        try:
+            row = cursor.fetchone()
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrap("(fetch)", None, error) from error
+        return None if row is None else tuple(row)
+
+    def _driver_call(self, sql: str, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrap(sql, None, error) from error
+
+    def begin(self) -> None:
+        if self._dialect.name == "sqlite":
+            self._driver_call("BEGIN IMMEDIATE",
+                              lambda: self._cursor.execute("BEGIN IMMEDIATE"))
+        # psycopg2 opens a transaction implicitly at the first statement.
+
+    def commit(self) -> None:
+        self._driver_call("COMMIT", self._raw.commit)
+
+    def rollback(self) -> None:
+        self._driver_call("ROLLBACK", self._raw.rollback)
+
+
+@contextmanager
+def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
+    """One write transaction on a pooled DBAPI connection, inside the engine's write gate
+    (`dialect.write_gate`): committed on normal exit, rolled back on an exception."""
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            with write_gate(engine):
+                transaction = DriverTransaction(engine, raw, cursor)
+                transaction.begin()
+                try:
+                    yield transaction
+                except BaseException:
+                    try:
+                        transaction.rollback()
+                    except sa_exc.DBAPIError:
+                        pass  # the original error matters; the pool resets the connection
+                    raise
+                transaction.commit()
+        finally:
+            cursor.close()
+    finally:
+        raw.close()  # back to the pool (which rolls back anything left open)
+
+
+class CoreRows:
+    """The compiled statements run inside a SQLAlchemy Core transaction (`conn`)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None:
+        query = driver_statement(self.conn.dialect, statement)
+        self.conn.exec_driver_sql(query.sql, query.parameters(values))
+
+    def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
+              ) -> tuple[Any, ...] | None:
+        query = driver_statement(self.conn.dialect, statement)
+        row = self.conn.exec_driver_sql(query.sql, query.parameters(values)).first()
+        return None if row is None else tuple(row)
+
+    def all(self, statement: sa.ClauseElement, values: Mapping[str, Any],
+            sqlite_index: str | None = None) -> Sequence[Any]:
+        """Every row, as the driver returned them (tuple-like)."""
+        query = driver_statement(self.conn.dialect, statement, sqlite_index)
+        return self.conn.exec_driver_sql(query.sql, query.parameters(values)).all()
