@@ -22,7 +22,7 @@ from klein import Klein
 
 from objstore.admin.api import json_body
 from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
-from objstore.admin.views import JsonObject, install_json_errors, iso
+from objstore.admin.views import JsonObject, install_json_errors, iso, query_param
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
@@ -34,13 +34,6 @@ DEFAULT_LIMIT = 100
 
 
 # -- query parameters shared by the per-node views ---------------------------------------
-
-
-def query_param(request: ObjstoreRequest, name: str) -> str | None:
-    values = (request.args or {}).get(name.encode())
-    if not values:
-        return None
-    return bytes(values[0]).decode("utf-8", "replace")
 
 
 def parse_time(request: ObjstoreRequest, name: str) -> float | None:

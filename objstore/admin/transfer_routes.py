@@ -29,7 +29,7 @@ from objstore.admin.gate import (
     authorized_route,
 )
 from objstore.admin.settings_routes import exportable_settings, parse_value
-from objstore.admin.views import install_json_errors, read_json
+from objstore.admin.views import install_json_errors, query_param, read_json
 from objstore.blobs.control import ControlRecord
 from objstore.engine.transfer import SKIP, TransferService, parse_sections
 from objstore.errors import AdminError
@@ -49,13 +49,8 @@ MAX_IMPORT_BYTES = 64 * 1024 * 1024
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
 
-def query_value(request: ObjstoreRequest, name: str) -> str | None:
-    values = request.args.get(name.encode())
-    return None if not values else values[0].decode("utf-8", "replace")
-
-
 def query_flag(request: ObjstoreRequest, name: str) -> bool:
-    value = (query_value(request, name) or "").lower()
+    value = (query_param(request, name) or "").lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
@@ -119,7 +114,7 @@ class TransferRoutes:
     @authorized_route(app, "/export", methods=["GET"], action=ADMINISTRATOR,
                       check=_every_manage_action)
     async def export(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
-        sections = parse_sections(query_value(request, "sections"))
+        sections = parse_sections(query_param(request, "sections"))
         include_secrets = query_flag(request, "include_secrets")
         document = await self._transfer.export(sections, include_secrets=include_secrets)
         if include_secrets:
@@ -129,8 +124,8 @@ class TransferRoutes:
     @authorized_route(app, "/import", methods=["POST"], action=ADMINISTRATOR,
                       check=_every_manage_action)
     async def import_document(self, request: ObjstoreRequest, caller: Principal) -> bytes:
-        sections = parse_sections(query_value(request, "sections"))
-        mode = query_value(request, "mode") or SKIP
+        sections = parse_sections(query_param(request, "sections"))
+        mode = query_param(request, "mode") or SKIP
         dry_run = query_flag(request, "dry_run")
         document = await self._read_document(request)
         report = await self._transfer.import_document(

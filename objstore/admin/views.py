@@ -1,5 +1,6 @@
-"""JSON in and out of the admin API: request bodies, typed fields, the response shape of
-every IAM resource, and the JSON error handlers a mounted admin app installs.
+"""JSON in and out of the admin API: request bodies, query parameters, typed fields, the
+response shape of every IAM resource, and the JSON error handlers a mounted admin app
+installs.
 
 Shapes follow the contract: secrets appear only in the creation response of a credential;
 counts only in list and get responses; timestamps are ISO 8601 with an offset. Request
@@ -59,6 +60,14 @@ def read_json(request: ObjstoreRequest) -> JsonObject:
     if not isinstance(value, dict):
         raise AdminError("BadRequest", "The request body must be a JSON object.")
     return value
+
+
+def query_param(request: ObjstoreRequest, name: str) -> str | None:
+    """The first value of query parameter `name`, or None."""
+    values = (request.args or {}).get(name.encode())
+    if not values:
+        return None
+    return bytes(values[0]).decode("utf-8", "replace")
 
 
 def optional_str(body: JsonObject, name: str) -> str | None:

@@ -10,22 +10,8 @@ from objstore.engine.listing import list_grouped
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.params import MAX_KEYS, encoding_type, max_keys
 from objstore.s3.xml import list_objects_document
-
-MAX_KEYS_DEFAULT = 1000
-
-
-def _max_keys(raw: str | None) -> int:
-    if raw is None:
-        return MAX_KEYS_DEFAULT
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise S3Error("InvalidArgument", "max-keys must be a non-negative integer.",
-                      ArgumentName="max-keys", ArgumentValue=raw)
-    return min(value, MAX_KEYS_DEFAULT)
 
 
 def encode_token(cursor: str) -> str:
@@ -48,11 +34,8 @@ async def list_objects(call: S3Call) -> S3Response:
     version = 2 if query.get("list-type") == "2" else 1
     prefix = query.get("prefix", "")
     delimiter = query.get("delimiter", "")
-    encoding_type = query.get("encoding-type")
-    if encoding_type not in (None, "url"):
-        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request",
-                      ArgumentName="encoding-type", ArgumentValue=encoding_type)
-    max_keys = _max_keys(query.get("max-keys"))
+    encoding = encoding_type(query)
+    page_size = max_keys(query.get("max-keys"))
     if version == 2:
         token = query.get("continuation-token")
         start_after = decode_token(token) if token else query.get("start-after", "")
@@ -67,7 +50,7 @@ async def list_objects(call: S3Call) -> S3Response:
     await call.services.buckets.get(call.bucket)
     result = await list_grouped(
         fetch, prefix=prefix, delimiter=delimiter, start_after=start_after,
-        max_keys=max_keys, batch_size=max(1, min(max_keys + 1, MAX_KEYS_DEFAULT + 1)),
+        max_keys=page_size, batch_size=max(1, min(page_size + 1, MAX_KEYS + 1)),
     )
     fields: dict[str, str] = {}
     if version == 1:
@@ -84,8 +67,8 @@ async def list_objects(call: S3Call) -> S3Response:
         fields["KeyCount"] = str(len(result.contents) + len(result.common_prefixes))
     body = list_objects_document(
         bucket=call.bucket, version=version, prefix=prefix, delimiter=delimiter,
-        max_keys=max_keys if "max-keys" in query else MAX_KEYS_DEFAULT,
-        encoding_type=encoding_type, contents=result.contents,
+        max_keys=page_size if "max-keys" in query else MAX_KEYS,
+        encoding_type=encoding, contents=result.contents,
         common_prefixes=result.common_prefixes, is_truncated=result.is_truncated,
         fields=fields, fetch_owner=version == 1 or query.get("fetch-owner") == "true",
     )

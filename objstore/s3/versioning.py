@@ -2,8 +2,9 @@
 ListObjectVersions (GET /bucket?versions).
 
 This module owns the query parameters of ListObjectVersions (prefix, delimiter,
-key-marker, version-id-marker, max-keys, encoding-type) and their refusals; the grouping
-rules live in `engine/versioning.py`, the state rules in `engine/bucket_config.py`.
+key-marker, version-id-marker; max-keys and encoding-type as `s3/params.py` reads them for
+every listing) and their refusals; the grouping rules live in `engine/versioning.py`, the
+state rules in `engine/bucket_config.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from objstore.engine.versioning import check_version_id
 from objstore.errors import S3Error
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.params import encoding_type, max_keys
 from objstore.s3.versioning_xml import (
     VersionsListing,
     list_versions_document,
@@ -19,7 +21,6 @@ from objstore.s3.versioning_xml import (
 )
 
 XML = "application/xml"
-MAX_KEYS = 1000
 
 
 async def get_versioning(call: S3Call) -> S3Response:
@@ -31,19 +32,6 @@ async def put_versioning(call: S3Call) -> S3Response:
     status = parse_versioning(call.body())
     await call.services.bucket_config.set_versioning(call.bucket, status)
     return S3Response()
-
-
-def max_keys_param(raw: str | None) -> int:
-    if raw is None:
-        return MAX_KEYS
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise S3Error("InvalidArgument", "max-keys must be a non-negative integer.",
-                      ArgumentName="max-keys", ArgumentValue=raw)
-    return min(value, MAX_KEYS)
 
 
 def markers(key_marker: str, version_marker: str | None) -> str:
@@ -60,21 +48,18 @@ def markers(key_marker: str, version_marker: str | None) -> str:
 
 async def list_object_versions(call: S3Call) -> S3Response:
     query = call.query
-    encoding_type = query.get("encoding-type")
-    if encoding_type not in (None, "url"):
-        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request",
-                      ArgumentName="encoding-type", ArgumentValue=encoding_type)
-    max_keys = max_keys_param(query.get("max-keys"))
+    encoding = encoding_type(query)
+    page_size = max_keys(query.get("max-keys"))
     prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
     key_marker = query.get("key-marker", "")
     version_marker = markers(key_marker, query.get("version-id-marker"))
     page = await call.services.versions.list_versions(
         call.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
-        version_marker=version_marker, max_keys=max_keys,
+        version_marker=version_marker, max_keys=page_size,
     )
     body = list_versions_document(VersionsListing(
         bucket=call.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
-        version_id_marker=version_marker, max_keys=max_keys, encoding_type=encoding_type,
+        version_id_marker=version_marker, max_keys=page_size, encoding_type=encoding,
         entries=page.entries, common_prefixes=page.common_prefixes,
         is_truncated=page.is_truncated, next_key_marker=page.next_key_marker,
         next_version_id_marker=page.next_version_id_marker,
