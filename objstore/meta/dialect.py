@@ -1,10 +1,12 @@
-"""Engine creation per metadata backend, and the two kinds of transaction the store opens.
+"""The dialect set-up of each metadata backend: engine creation, the two kinds of
+transaction the store opens, and the statements whose syntax differs per dialect.
 
 This module owns the dialect set-up: SQLite in WAL mode with full fsync, a busy timeout,
 foreign keys and our own `BEGIN` (pysqlite's implicit one breaks read-then-write
 transactions), and PostgreSQL through psycopg2 with pre-ping and a fixed-size pool. It also
-owns `write_transaction` / `read_transaction`, the only ways the store opens a transaction:
-on SQLite a write transaction starts with `BEGIN IMMEDIATE`, so the write lock is taken up
+owns `write_transaction` / `read_transaction`, the ways the store opens a SQLAlchemy
+transaction (the hot paths' driver transactions, meta/driver.py, keep the same rules): on
+SQLite a write transaction starts with `BEGIN IMMEDIATE`, so the write lock is taken up
 front and never upgraded mid-transaction. The few statements whose syntax differs per
 dialect (insert-or-ignore, upsert) are built here too. It never imports Twisted.
 
@@ -13,8 +15,9 @@ an `flock` on `<database>.write-lock` held around each write transaction. Withou
 writer that finds the database locked waits in SQLite's busy handler, which sleeps in
 growing steps (1, 2, 5, ... 100 ms) and retries, while the writer of the other process takes
 the lock again and again: measured with two workers, 4 KiB PUT p99 0.6-1.5 s. A blocked
-`flock` is woken the moment the lock is released. Processes that do not take the gate (a
-migration, `objstore-admin` on the database) still meet the busy timeout, as before.
+`flock` is woken the moment the lock is released. Every engine made here takes the gate
+(the offline tools' too); a writer that opens the database file some other way (the
+sqlite3 shell) still meets the busy timeout.
 """
 
 from __future__ import annotations

@@ -45,11 +45,11 @@ from objstore.meta.dialect import write_gate
 class DriverStatement:
     sql: str
     positions: tuple[str, ...] | None  # parameter names in order (qmark), None when named
-    defaults: Mapping[str, Any]  # values SQLAlchemy bound itself (usually none)
+    # Values SQLAlchemy bound itself: SQLite's OFFSET 0 after a bound LIMIT (the listings;
+    # `CoreRows.all` adds them). The hot paths' statements have none.
+    defaults: Mapping[str, Any]
 
     def parameters(self, values: Mapping[str, Any]) -> Any:
-        if self.defaults:
-            values = {**self.defaults, **values}
         if self.positions is None:
             return values
         return tuple(values[name] for name in self.positions)
@@ -87,7 +87,7 @@ class RowSource(Protocol):
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None: ...
 
-    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None: ...
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> Any: ...
 
 
 def _driver_error(engine: Engine, raw: Any, cursor: Any, sql: str, parameters: Any,
@@ -133,7 +133,11 @@ class DriverTransaction:
         self._raw = raw
         self._cursor = cursor
 
-    def _run(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> Any:
+    def _wrap(self, sql: str, parameters: Any, error: Any) -> sa_exc.StatementError:
+        return _driver_error(self._engine, self._raw, self._cursor, sql, parameters, error)
+
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> Any:
+        """Run `statement`; returns the cursor."""
         query = driver_statement(self._dialect, statement)
         parameters = query.parameters(values)
         try:
@@ -142,15 +146,9 @@ class DriverTransaction:
             raise self._wrap(query.sql, parameters, error) from error
         return self._cursor
 
-    def _wrap(self, sql: str, parameters: Any, error: Any) -> sa_exc.StatementError:
-        return _driver_error(self._engine, self._raw, self._cursor, sql, parameters, error)
-
-    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None:
-        self._run(statement, values)
-
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None:
-        cursor = self._run(statement, values)
+        cursor = self.execute(statement, values)
         try:
             row = cursor.fetchone()
         except self._dialect.loaded_dbapi.Error as error:
@@ -208,9 +206,9 @@ class CoreRows:
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
-    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> None:
+    def execute(self, statement: sa.ClauseElement, values: Mapping[str, Any]) -> Any:
         query = driver_statement(self.conn.dialect, statement)
-        self.conn.exec_driver_sql(query.sql, query.parameters(values))
+        return self.conn.exec_driver_sql(query.sql, query.parameters(values))
 
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None:
@@ -222,4 +220,6 @@ class CoreRows:
             sqlite_index: str | None = None) -> Sequence[Any]:
         """Every row, as the driver returned them (tuple-like)."""
         query = driver_statement(self.conn.dialect, statement, sqlite_index)
+        if query.defaults:
+            values = {**query.defaults, **values}
         return self.conn.exec_driver_sql(query.sql, query.parameters(values)).all()

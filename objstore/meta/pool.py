@@ -5,7 +5,7 @@
 PostgreSQL) and a reader pool ("objstore-db-read", N threads), and hands results back to the
 reactor as Deferreds. `SyncDbPool` runs the same calls inline, for unit tests without a
 reactor. Neither knows SQL: they run callables. The engine's connection pool must hold at
-least as many connections as both pools have threads (`engine.connection_count`).
+least as many connections as both pools have threads (`dialect.connection_count`).
 """
 
 from __future__ import annotations
