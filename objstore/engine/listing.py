@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
+from objstore.meta.keyspace import group_of
+
 # Sorts after every key that starts with a given prefix (keys are compared by code point).
 _AFTER_ALL = "\U0010ffff"
 # Rows asked for after skipping a group: the next row usually starts another group.
@@ -81,7 +83,7 @@ async def list_grouped(
             cursor = record.key
             if delimiter and record.key == prefix:
                 continue  # the directory marker equal to the prefix is not listed (spec)
-            group = _group_of(record.key, prefix, delimiter)
+            group = group_of(record.key, prefix, delimiter)
             if group is not None:
                 cursor = group + _AFTER_ALL
                 open_group = group
@@ -96,12 +98,3 @@ async def list_grouped(
         if len(batch) < limit:
             return result
         limit = min(batch_size, AFTER_GROUP_BATCH if passed_over else limit * 2)
-
-
-def _group_of(key: str, prefix: str, delimiter: str) -> str | None:
-    if not delimiter:
-        return None
-    index = key.find(delimiter, len(prefix))
-    if index < 0:
-        return None
-    return key[: index + len(delimiter)]

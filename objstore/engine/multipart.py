@@ -43,6 +43,7 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.meta.keyspace import group_of
 from objstore.meta.records import (
     BucketRecord,
     ObjectRecord,
@@ -255,14 +256,6 @@ def part_sidecar(upload: UploadRecord, part: PartRecord) -> dict[str, Any]:
         "checksums": dict(part.checksums),
         "last_modified": part.last_modified,
     }
-
-
-def group_of(key: str, prefix: str, delimiter: str) -> str | None:
-    """The CommonPrefix a key rolls up into, or None when it is listed itself."""
-    if not delimiter:
-        return None
-    index = key.find(delimiter, len(prefix))
-    return None if index < 0 else key[: index + len(delimiter)]
 
 
 def part_checksum_mismatch(mode: ChecksumMode, claimed: dict[str, str]) -> str | None:

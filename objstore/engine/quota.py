@@ -6,7 +6,7 @@ refused, so deletes always work). Parts of open multipart uploads are not counte
 completion that turns them into an object is.
 
 The rule is checked INSIDE the writing transaction, after the store holds the seq row lock
-that every object writer queues on (`SqlMetaStore.put_object` with `QUOTA_RULE`, which
+that every object writer queues on (`SyncMetaStore.put_object` with `QUOTA_RULE`, which
 also reads the quota document in that transaction; `complete_upload` with a
 `usage_check`), so usage stays exact under concurrent writers, overwrites, deletes and
 completions: a write that would take a limited dimension above its limit raises

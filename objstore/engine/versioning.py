@@ -20,6 +20,7 @@ from twisted.internet.defer import DeferredLock
 from objstore.engine import lock_rules
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
+from objstore.meta.keyspace import group_of
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
 from objstore.prefork.range_locks import RangeLocks, slot_of
@@ -250,14 +251,6 @@ class VersionPage(Generic[VersionT]):
     is_truncated: bool = False
     next_key_marker: str = ""
     next_version_id_marker: str | None = None  # None after a common prefix
-
-
-def group_of(key: str, prefix: str, delimiter: str) -> str | None:
-    """The CommonPrefix a key rolls up into, or None when it is listed itself."""
-    if not delimiter:
-        return None
-    index = key.find(delimiter, len(prefix))
-    return None if index < 0 else key[: index + len(delimiter)]
 
 
 async def list_version_page(
