@@ -101,7 +101,7 @@ class MetaStore:
         self._objects = object_cache if object_cache is not None and object_cache.enabled \
             else None
 
-    def _attempts(self, name: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def _attempts(self, name: str, /, *args: Any, **kwargs: Any) -> Callable[[], Any]:
         """One call of the store's query `name`, retried after transient errors (in the DB
         thread that runs it). Looked up on the store when called, as `self._store.name`
         always was: a store that overrides or replaces a query (tests inject races so)

@@ -212,6 +212,16 @@ def test_metastore_retries_in_the_worker(sqlite_store: SyncMetaStore,
     assert sleeps == [0.05] and not failures
 
 
+def test_metastore_passes_keyword_arguments_of_any_name(sqlite_store: SyncMetaStore) -> None:
+    from objstore.meta.iam_records import TeamRecord
+
+    meta = MetaStore(sqlite_store, SyncDbPool())
+    assert result_of(meta.create_team(TeamRecord("t-1", "ops", 1.0)))
+    changed = result_of(meta.update_team("t-1", name="dev", description=None, now=2.0))
+    assert changed.status == "updated" and changed.record is not None
+    assert changed.record.name == "dev"
+
+
 def test_metastore_offers_every_query_of_the_sync_store() -> None:
     from objstore.meta.store import SyncMetaStore
 
