@@ -39,7 +39,7 @@ from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
 from objstore.admin.settings_routes import SettingsRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
 from objstore.admin.transfer_routes import SettingsTable, TransferRoutes
-from objstore.audit.log import AuditLog
+from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog
 from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
@@ -96,6 +96,7 @@ from objstore.prefork import (
     WorkerRole,
 )
 from objstore.prefork.range_locks import RangeLocks
+from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
 from objstore.timers import safe_timer
@@ -115,6 +116,7 @@ class Node:
     service: service.MultiService
     bootstrap: BootstrapResult | None  # None for a supervised worker
     listener: ListenerService
+    leader_duties: LeaderDuties
 
 
 @dataclass
@@ -270,28 +272,31 @@ def build_node(config: Config, reactor: Any = None, *,
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
-    # The lifecycle worker is a singleton of the node: the leader process runs it. A
-    # setting changed through another worker takes effect at the leader's next cycle.
-    lifecycle = (lifecycle_worker(config, reactor, meta, services, observability.audit)
-                 if role.leader else None)
+    # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
+    # while this process holds the worker leader's role: worker 0 takes it at start. A
+    # setting changed through another worker reaches the leader within a second.
+    lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
+    duties = LeaderDuties(held=role.leader)
+    for work in (lifecycle, *observability.leader_work):
+        work.setServiceParent(duties)
+    if role.supervised:  # settings changed through the other workers
+        safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
+                   clock=reactor, what="settings watch").setServiceParent(duties)
+    on_setting_change = settings_listener(lifecycle, duties, counters)
     mount_settings_and_quotas(admin, services, meta, control, io_pool,
-                              on_setting_change=settings_listener(lifecycle, counters))
+                              on_setting_change=on_setting_change)
     mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
-                    on_setting_change=settings_listener(lifecycle, counters))
+                    on_setting_change=on_setting_change)
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
     IOPoolService(hash_pool).setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
-    if lifecycle is not None:
-        lifecycle.setServiceParent(top)
-        if role.supervised:  # settings changed through the other workers
-            safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
-                       clock=reactor, what="settings watch").setServiceParent(top)
+    duties.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
-    return Node(top, opened.bootstrap, listener)
+    return Node(top, opened.bootstrap, listener, duties)
 
 
 def node_counters(role: WorkerRole) -> Counters:
@@ -362,7 +367,8 @@ class Observability:
     audit: AuditLog
     metrics: NodeMetrics
     recorder: RequestRecorder
-    service: service.MultiService  # audit log, storage figures, metrics history
+    service: service.MultiService  # audit log and metrics, in every process
+    leader_work: list[Any]  # services: audit purge, storage figures, metrics history
 
 
 def build_observability(
@@ -376,7 +382,8 @@ def build_observability(
     in multiprocess files of the runtime directory, so any worker's scrape shows the whole
     node (objstore/metrics/multiprocess.py); the IO pool reads them."""
     audit = AuditLog(meta, node_id=node_id, clock=reactor, enabled=config.audit.enabled,
-                     retention_days=config.audit.retention_days, purge=role.leader)
+                     retention_days=config.audit.retention_days, purge=False)
+    purge = safe_timer(PURGE_INTERVAL_SECONDS, audit.purge, clock=reactor, what="audit purge")
     metrics_dir = (os.path.join(role.runtime_dir, METRICS_DIR)
                    if role.runtime_dir is not None else None)
     metrics = NodeMetrics(node_id=node_id, version=__version__, multiprocess_dir=metrics_dir,
@@ -392,11 +399,10 @@ def build_observability(
     metrics.add(PoolCollector(pools))
     metrics.add(AuditCollector(audit))
     group = OrderedMultiService()
-    for child in (audit, metrics.service, storage, history) if role.leader else (
-            audit, metrics.service):
+    for child in (audit, metrics.service):
         child.setServiceParent(group)
     recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds)
-    return Observability(audit, metrics, recorder, group)
+    return Observability(audit, metrics, recorder, group, [purge, storage, history])
 
 
 def lifecycle_worker(
@@ -409,16 +415,16 @@ def lifecycle_worker(
                            clock=reactor)
 
 
-def settings_listener(lifecycle: LifecycleWorker | None,
+def settings_listener(lifecycle: LifecycleWorker, duties: LeaderDuties,
                       counters: Counters) -> Callable[[str], None]:
     """What a changed setting means to the node's services (imports call it too). In a
-    worker without the lifecycle worker, the change is announced to the leader, whose
+    process not holding the leader's duties, the change is announced to the leader, whose
     `counter_watch` picks it up within a second."""
 
     def changed(key: str) -> None:
         if key != INTERVAL_SETTING:
             return
-        if lifecycle is not None:
+        if duties.held:
             lifecycle.interval_changed()
         else:
             counters.bump(SETTINGS)
