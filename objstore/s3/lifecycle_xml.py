@@ -34,7 +34,7 @@ from objstore.engine.lifecycle_rules import (
     Transition,
 )
 from objstore.errors import S3Error
-from objstore.s3.xml import S3_NS, iso8601, parse_document
+from objstore.s3.xml import iso8601, parse_document, s3_root, serialize, sub_element
 
 # 1000 rules, each with an And of several tags, stay well below this.
 MAX_LIFECYCLE_XML_BYTES = 4 * 1024 * 1024
@@ -264,73 +264,67 @@ def _transition(element: etree._Element, *, noncurrent: bool) -> Transition:
 # -- rendering ----------------------------------------------------------------------------
 
 
-def _sub(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    child = etree.SubElement(parent, tag)
-    if text is not None:
-        child.text = text
-    return child
-
-
 def lifecycle_document(config: LifecycleConfiguration) -> bytes:
-    root = etree.Element("LifecycleConfiguration", nsmap={None: S3_NS})
+    root = s3_root("LifecycleConfiguration")
     for rule in config.rules:
-        _render_rule(_sub(root, "Rule"), rule)
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+        _render_rule(sub_element(root, "Rule"), rule)
+    return serialize(root)
 
 
 def _render_rule(element: etree._Element, rule: LifecycleRule) -> None:
     if rule.expiration is not None:
-        _render_expiration(_sub(element, "Expiration"), rule.expiration)
-    _sub(element, "ID", rule.rule_id)
+        _render_expiration(sub_element(element, "Expiration"), rule.expiration)
+    sub_element(element, "ID", rule.rule_id)
     if rule.filter.form == FORM_LEGACY:
-        _sub(element, "Prefix", rule.filter.prefix)
+        sub_element(element, "Prefix", rule.filter.prefix)
     else:
-        _render_filter(_sub(element, "Filter"), rule.filter)
-    _sub(element, "Status", rule.status)
+        _render_filter(sub_element(element, "Filter"), rule.filter)
+    sub_element(element, "Status", rule.status)
     noncurrent = rule.noncurrent_expiration
     if noncurrent is not None:
-        action = _sub(element, "NoncurrentVersionExpiration")
-        _sub(action, "NoncurrentDays", str(noncurrent.noncurrent_days))
+        action = sub_element(element, "NoncurrentVersionExpiration")
+        sub_element(action, "NoncurrentDays", str(noncurrent.noncurrent_days))
         if noncurrent.newer_noncurrent_versions is not None:
-            _sub(action, "NewerNoncurrentVersions", str(noncurrent.newer_noncurrent_versions))
+            sub_element(action, "NewerNoncurrentVersions",
+                        str(noncurrent.newer_noncurrent_versions))
     if rule.abort_days is not None:
-        abort = _sub(element, "AbortIncompleteMultipartUpload")
-        _sub(abort, "DaysAfterInitiation", str(rule.abort_days))
+        abort = sub_element(element, "AbortIncompleteMultipartUpload")
+        sub_element(abort, "DaysAfterInitiation", str(rule.abort_days))
 
 
 def _render_expiration(element: etree._Element, expiration: Expiration) -> None:
     if expiration.date is not None:
-        _sub(element, "Date", iso8601(expiration.date))
+        sub_element(element, "Date", iso8601(expiration.date))
     if expiration.days is not None:
-        _sub(element, "Days", str(expiration.days))
+        sub_element(element, "Days", str(expiration.days))
     if expiration.expired_object_delete_marker is not None:
-        _sub(element, "ExpiredObjectDeleteMarker",
+        sub_element(element, "ExpiredObjectDeleteMarker",
              "true" if expiration.expired_object_delete_marker else "false")
 
 
 def _render_filter(element: etree._Element, selector: RuleFilter) -> None:
     if selector.form == FORM_EMPTY:
         return
-    target = _sub(element, "And") if selector.form == FORM_AND else element
+    target = sub_element(element, "And") if selector.form == FORM_AND else element
     _render_conditions(target, selector)
 
 
 def _render_conditions(element: etree._Element, selector: RuleFilter) -> None:
     if selector.form in (FORM_PREFIX, FORM_AND) and (selector.prefix
                                                      or selector.form == FORM_PREFIX):
-        _sub(element, "Prefix", selector.prefix)
+        sub_element(element, "Prefix", selector.prefix)
     _render_tags(element, selector.tags)
     if selector.size_greater_than is not None:
-        _sub(element, "ObjectSizeGreaterThan", str(selector.size_greater_than))
+        sub_element(element, "ObjectSizeGreaterThan", str(selector.size_greater_than))
     if selector.size_less_than is not None:
-        _sub(element, "ObjectSizeLessThan", str(selector.size_less_than))
+        sub_element(element, "ObjectSizeLessThan", str(selector.size_less_than))
 
 
 def _render_tags(element: etree._Element, tags: Iterable[tuple[str, str]]) -> None:
     for key, value in tags:
-        tag = _sub(element, "Tag")
-        _sub(tag, "Key", key)
-        _sub(tag, "Value", value)
+        tag = sub_element(element, "Tag")
+        sub_element(tag, "Key", key)
+        sub_element(tag, "Value", value)
 
 
 __all__ = ["MAX_LIFECYCLE_XML_BYTES", "lifecycle_document", "new_rule_id", "parse_lifecycle"]

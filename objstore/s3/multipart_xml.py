@@ -18,7 +18,7 @@ from lxml import etree
 from objstore.engine.multipart import MAX_PART_NUMBER, RequestedPart
 from objstore.errors import S3Error
 from objstore.meta.records import PartRecord, UploadRecord
-from objstore.s3.xml import S3_NS, iso8601
+from objstore.s3.xml import SAFE_PARSER, iso8601, s3_root, serialize, sub_element
 
 # 10,000 parts with an ETag and a SHA-256 each take about 1.7 MB.
 MAX_COMPLETE_XML_BYTES = 4 * 1024 * 1024
@@ -30,10 +30,6 @@ CHECKSUM_ELEMENTS = {
     "ChecksumSHA256": "sha256",
 }
 _ELEMENT_OF = {algorithm: name for name, algorithm in CHECKSUM_ELEMENTS.items()}
-_PARSER = etree.XMLParser(
-    resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
-    remove_blank_text=True,
-)
 
 
 # -- the request body -----------------------------------------------------------------
@@ -48,7 +44,7 @@ def parse_complete(body: bytes) -> list[RequestedPart]:
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise S3Error("MalformedXML", "DTDs and entities are not accepted.")
     try:
-        root = etree.fromstring(body, _PARSER)
+        root = etree.fromstring(body, SAFE_PARSER)
     except etree.XMLSyntaxError as exc:
         raise S3Error("MalformedXML") from exc
     if _local(root) != "CompleteMultipartUpload":
@@ -83,63 +79,48 @@ def _local(element: etree._Element) -> str:
 # -- response documents ---------------------------------------------------------------
 
 
-def _root(tag: str) -> etree._Element:
-    return etree.Element(tag, nsmap={None: S3_NS})
-
-
-def _sub(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    child = etree.SubElement(parent, tag)
-    if text is not None:
-        child.text = text
-    return child
-
-
-def _serialize(root: etree._Element) -> bytes:
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-
-
 def _checksums(parent: etree._Element, checksums: Mapping[str, str]) -> None:
     for algorithm, value in sorted(checksums.items()):
         name = _ELEMENT_OF.get(algorithm)
         if name is not None:
-            _sub(parent, name, value)
+            sub_element(parent, name, value)
 
 
 def _identity(parent: etree._Element, tag: str, user_id: str, name: str) -> None:
-    element = _sub(parent, tag)
-    _sub(element, "ID", user_id)
-    _sub(element, "DisplayName", name)
+    element = sub_element(parent, tag)
+    sub_element(element, "ID", user_id)
+    sub_element(element, "DisplayName", name)
 
 
 def initiate_result(bucket: str, key: str, upload_id: str) -> bytes:
-    root = _root("InitiateMultipartUploadResult")
-    _sub(root, "Bucket", bucket)
-    _sub(root, "Key", key)
-    _sub(root, "UploadId", upload_id)
-    return _serialize(root)
+    root = s3_root("InitiateMultipartUploadResult")
+    sub_element(root, "Bucket", bucket)
+    sub_element(root, "Key", key)
+    sub_element(root, "UploadId", upload_id)
+    return serialize(root)
 
 
 def copy_part_result(part: PartRecord) -> bytes:
-    root = _root("CopyPartResult")
-    _sub(root, "ETag", f'"{part.etag}"')
-    _sub(root, "LastModified", iso8601(part.last_modified))
+    root = s3_root("CopyPartResult")
+    sub_element(root, "ETag", f'"{part.etag}"')
+    sub_element(root, "LastModified", iso8601(part.last_modified))
     _checksums(root, part.checksums)
-    return _serialize(root)
+    return serialize(root)
 
 
 def complete_result(
     location: str, bucket: str, key: str, etag: str, checksums: Mapping[str, str],
     checksum_type: str | None,
 ) -> bytes:
-    root = _root("CompleteMultipartUploadResult")
-    _sub(root, "Location", location)
-    _sub(root, "Bucket", bucket)
-    _sub(root, "Key", key)
-    _sub(root, "ETag", f'"{etag}"')
+    root = s3_root("CompleteMultipartUploadResult")
+    sub_element(root, "Location", location)
+    sub_element(root, "Bucket", bucket)
+    sub_element(root, "Key", key)
+    sub_element(root, "ETag", f'"{etag}"')
     _checksums(root, checksums)
     if checksum_type and checksums:
-        _sub(root, "ChecksumType", checksum_type)
-    return _serialize(root)
+        sub_element(root, "ChecksumType", checksum_type)
+    return serialize(root)
 
 
 @dataclass(frozen=True)
@@ -153,35 +134,35 @@ class PartsPage:
 
 def list_parts_result(page: PartsPage) -> bytes:
     upload = page.upload
-    root = _root("ListPartsResult")
-    _sub(root, "Bucket", upload.bucket)
-    _sub(root, "Key", upload.key)
-    _sub(root, "UploadId", upload.upload_id)
-    _sub(root, "PartNumberMarker", str(page.marker))
+    root = s3_root("ListPartsResult")
+    sub_element(root, "Bucket", upload.bucket)
+    sub_element(root, "Key", upload.key)
+    sub_element(root, "UploadId", upload.upload_id)
+    sub_element(root, "PartNumberMarker", str(page.marker))
     last = page.parts[-1].part_number if page.parts else page.marker
-    _sub(root, "NextPartNumberMarker", str(last))
-    _sub(root, "MaxParts", str(page.max_parts))
-    _sub(root, "IsTruncated", "true" if page.is_truncated else "false")
+    sub_element(root, "NextPartNumberMarker", str(last))
+    sub_element(root, "MaxParts", str(page.max_parts))
+    sub_element(root, "IsTruncated", "true" if page.is_truncated else "false")
     for part in page.parts:
-        item = _sub(root, "Part")
-        _sub(item, "PartNumber", str(part.part_number))
-        _sub(item, "LastModified", iso8601(part.last_modified))
-        _sub(item, "ETag", f'"{part.etag}"')
-        _sub(item, "Size", str(part.size))
+        item = sub_element(root, "Part")
+        sub_element(item, "PartNumber", str(part.part_number))
+        sub_element(item, "LastModified", iso8601(part.last_modified))
+        sub_element(item, "ETag", f'"{part.etag}"')
+        sub_element(item, "Size", str(part.size))
         _checksums(item, part.checksums)
     _identity(root, "Initiator", upload.owner_id, upload.owner_name)
     _identity(root, "Owner", upload.owner_id, upload.owner_name)
-    _sub(root, "StorageClass", upload.storage_class)
+    sub_element(root, "StorageClass", upload.storage_class)
     _upload_checksum_mode(root, upload)
-    return _serialize(root)
+    return serialize(root)
 
 
 def _upload_checksum_mode(parent: etree._Element, upload: UploadRecord) -> None:
     if upload.checksum_algorithm:
-        _sub(parent, "ChecksumAlgorithm", upload.checksum_algorithm.upper())
+        sub_element(parent, "ChecksumAlgorithm", upload.checksum_algorithm.upper())
         checksum_type = upload.extra.get("checksum_type")
         if checksum_type:
-            _sub(parent, "ChecksumType", str(checksum_type))
+            sub_element(parent, "ChecksumType", str(checksum_type))
 
 
 @dataclass(frozen=True)
@@ -204,28 +185,28 @@ def list_uploads_result(page: UploadsPage) -> bytes:
     encode: Callable[[str], str] = (
         (lambda s: quote(s, safe="/")) if page.encoding_type == "url" else (lambda s: s)
     )
-    root = _root("ListMultipartUploadsResult")
-    _sub(root, "Bucket", page.bucket)
-    _sub(root, "KeyMarker", encode(page.key_marker))
-    _sub(root, "UploadIdMarker", page.upload_id_marker)
-    _sub(root, "NextKeyMarker", encode(page.next_key_marker))
-    _sub(root, "Prefix", encode(page.prefix))
+    root = s3_root("ListMultipartUploadsResult")
+    sub_element(root, "Bucket", page.bucket)
+    sub_element(root, "KeyMarker", encode(page.key_marker))
+    sub_element(root, "UploadIdMarker", page.upload_id_marker)
+    sub_element(root, "NextKeyMarker", encode(page.next_key_marker))
+    sub_element(root, "Prefix", encode(page.prefix))
     if page.delimiter:
-        _sub(root, "Delimiter", encode(page.delimiter))
-    _sub(root, "NextUploadIdMarker", page.next_upload_id_marker)
-    _sub(root, "MaxUploads", str(page.max_uploads))
-    _sub(root, "IsTruncated", "true" if page.is_truncated else "false")
+        sub_element(root, "Delimiter", encode(page.delimiter))
+    sub_element(root, "NextUploadIdMarker", page.next_upload_id_marker)
+    sub_element(root, "MaxUploads", str(page.max_uploads))
+    sub_element(root, "IsTruncated", "true" if page.is_truncated else "false")
     for upload in page.uploads:
-        item = _sub(root, "Upload")
-        _sub(item, "Key", encode(upload.key))
-        _sub(item, "UploadId", upload.upload_id)
+        item = sub_element(root, "Upload")
+        sub_element(item, "Key", encode(upload.key))
+        sub_element(item, "UploadId", upload.upload_id)
         _identity(item, "Initiator", upload.owner_id, upload.owner_name)
         _identity(item, "Owner", upload.owner_id, upload.owner_name)
-        _sub(item, "StorageClass", upload.storage_class)
-        _sub(item, "Initiated", iso8601(upload.initiated_at))
+        sub_element(item, "StorageClass", upload.storage_class)
+        sub_element(item, "Initiated", iso8601(upload.initiated_at))
         _upload_checksum_mode(item, upload)
     for prefix in page.common_prefixes:
-        _sub(_sub(root, "CommonPrefixes"), "Prefix", encode(prefix))
+        sub_element(sub_element(root, "CommonPrefixes"), "Prefix", encode(prefix))
     if page.encoding_type:
-        _sub(root, "EncodingType", page.encoding_type)
-    return _serialize(root)
+        sub_element(root, "EncodingType", page.encoding_type)
+    return serialize(root)

@@ -17,7 +17,7 @@ from lxml import etree
 
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord, PartRef
-from objstore.s3.xml import S3_NS, child_text, iso8601, parse_document
+from objstore.s3.xml import child_text, iso8601, parse_document, s3_root, serialize, sub_element
 
 MAX_DELETE_KEYS = 1000
 # 1000 keys of 1024 bytes, each character possibly escaped (&amp; is 5 bytes), plus markup.
@@ -27,17 +27,6 @@ XSI_TYPE = f"{{{XSI_NS}}}type"
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 _OBJECT_FIELDS = frozenset({"Key", "VersionId", "ETag", "LastModifiedTime", "Size"})
 _COMPOSITE_SUFFIX = re.compile(r"-\d+$")
-
-
-def _serialize(root: etree._Element) -> bytes:
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-
-
-def _add(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    child = etree.SubElement(parent, tag)
-    if text is not None:
-        child.text = text
-    return child
 
 
 def _localname(element: etree._Element) -> str | None:
@@ -126,44 +115,44 @@ class DeleteOutcome:
 
 def delete_result_document(outcomes: Iterable[DeleteOutcome], *, quiet: bool) -> bytes:
     """DeleteResult in request order; Quiet lists only the errors."""
-    root = etree.Element("DeleteResult", nsmap={None: S3_NS})
+    root = s3_root("DeleteResult")
     for outcome in outcomes:
         if outcome.error_code is None:
             if not quiet:
                 _deleted(root, outcome)
             continue
-        error = _add(root, "Error")
-        _add(error, "Key", outcome.key)
+        error = sub_element(root, "Error")
+        sub_element(error, "Key", outcome.key)
         if outcome.version_id is not None:
-            _add(error, "VersionId", outcome.version_id)
-        _add(error, "Code", outcome.error_code)
-        _add(error, "Message", outcome.error_message)
-    return _serialize(root)
+            sub_element(error, "VersionId", outcome.version_id)
+        sub_element(error, "Code", outcome.error_code)
+        sub_element(error, "Message", outcome.error_message)
+    return serialize(root)
 
 
 def _deleted(root: etree._Element, outcome: DeleteOutcome) -> None:
-    deleted = _add(root, "Deleted")
-    _add(deleted, "Key", outcome.key)
+    deleted = sub_element(root, "Deleted")
+    sub_element(deleted, "Key", outcome.key)
     if outcome.version_id is not None:
-        _add(deleted, "VersionId", outcome.version_id)
+        sub_element(deleted, "VersionId", outcome.version_id)
     if outcome.delete_marker:
-        _add(deleted, "DeleteMarker", "true")
+        sub_element(deleted, "DeleteMarker", "true")
         if outcome.delete_marker_version_id is not None:
-            _add(deleted, "DeleteMarkerVersionId", outcome.delete_marker_version_id)
+            sub_element(deleted, "DeleteMarkerVersionId", outcome.delete_marker_version_id)
 
 
 # -- CopyObject --------------------------------------------------------------------------
 
 
 def copy_object_result_document(record: ObjectRecord) -> bytes:
-    root = etree.Element("CopyObjectResult", nsmap={None: S3_NS})
-    _add(root, "ETag", f'"{record.etag}"')
-    _add(root, "LastModified", iso8601(record.last_modified))
+    root = s3_root("CopyObjectResult")
+    sub_element(root, "ETag", f'"{record.etag}"')
+    sub_element(root, "LastModified", iso8601(record.last_modified))
     if record.checksums and record.checksum_type:
-        _add(root, "ChecksumType", record.checksum_type)
+        sub_element(root, "ChecksumType", record.checksum_type)
     for algorithm, value in sorted(record.checksums.items()):
-        _add(root, checksum_element(algorithm), value)
-    return _serialize(root)
+        sub_element(root, checksum_element(algorithm), value)
+    return serialize(root)
 
 
 # -- GetObjectAttributes -----------------------------------------------------------------
@@ -185,52 +174,52 @@ def object_attributes_document(
     As AWS: a plain (single PUT) object has no ObjectParts at all; a multipart object
     always reports its PartsCount, and lists its parts (paged) only when they carry
     checksums. A composite checksum is reported without its `-N` suffix."""
-    root = etree.Element("GetObjectAttributesResponse", nsmap={None: S3_NS})
+    root = s3_root("GetObjectAttributesResponse")
     if "ETag" in wanted:
-        _add(root, "ETag", record.etag)
+        sub_element(root, "ETag", record.etag)
     if "Checksum" in wanted and record.checksums:
         _object_checksum(root, record)
     if "ObjectParts" in wanted and record.parts:
         _object_parts(root, record.parts, page)
     if "StorageClass" in wanted:
-        _add(root, "StorageClass", record.storage_class)
+        sub_element(root, "StorageClass", record.storage_class)
     if "ObjectSize" in wanted:
-        _add(root, "ObjectSize", str(record.size))
-    return _serialize(root)
+        sub_element(root, "ObjectSize", str(record.size))
+    return serialize(root)
 
 
 def _object_checksum(root: etree._Element, record: ObjectRecord) -> None:
-    checksum = _add(root, "Checksum")
+    checksum = sub_element(root, "Checksum")
     composite = record.checksum_type == "COMPOSITE"
     for algorithm, value in sorted(record.checksums.items()):
         text = _COMPOSITE_SUFFIX.sub("", value) if composite else value
-        _add(checksum, checksum_element(algorithm), text)
+        sub_element(checksum, checksum_element(algorithm), text)
     if record.checksum_type:
-        _add(checksum, "ChecksumType", record.checksum_type)
+        sub_element(checksum, "ChecksumType", record.checksum_type)
 
 
 def _object_parts(root: etree._Element, parts: tuple[PartRef, ...], page: PartsPage) -> None:
-    container = _add(root, "ObjectParts")
+    container = sub_element(root, "ObjectParts")
     if any(part.checksums for part in parts):
         after = [p for p in parts if p.part_number > page.part_number_marker]
         listed = after[: page.max_parts]
         truncated = len(after) > len(listed)
-        _add(container, "IsTruncated", "true" if truncated else "false")
-        _add(container, "MaxParts", str(page.max_parts))
+        sub_element(container, "IsTruncated", "true" if truncated else "false")
+        sub_element(container, "MaxParts", str(page.max_parts))
         next_marker = listed[-1].part_number if listed else page.part_number_marker
-        _add(container, "NextPartNumberMarker", str(next_marker))
-        _add(container, "PartNumberMarker", str(page.part_number_marker))
+        sub_element(container, "NextPartNumberMarker", str(next_marker))
+        sub_element(container, "PartNumberMarker", str(page.part_number_marker))
         for part in listed:
             _part(container, part)
-    _add(container, "PartsCount", str(len(parts)))
+    sub_element(container, "PartsCount", str(len(parts)))
 
 
 def _part(container: etree._Element, part: PartRef) -> None:
-    element = _add(container, "Part")
-    _add(element, "PartNumber", str(part.part_number))
-    _add(element, "Size", str(part.size))
+    element = sub_element(container, "Part")
+    sub_element(element, "PartNumber", str(part.part_number))
+    sub_element(element, "Size", str(part.size))
     for algorithm, value in sorted(part.checksums.items()):
-        _add(element, checksum_element(algorithm), value)
+        sub_element(element, checksum_element(algorithm), value)
 
 
 # -- ACLs --------------------------------------------------------------------------------
@@ -252,22 +241,22 @@ class AclPolicy:
 def access_control_policy_document(owner_id: str, owner_name: str) -> bytes:
     """The only ACL this server has: the owner holds FULL_CONTROL (ACLs disabled, access is
     governed by grants, as on an AWS bucket with BucketOwnerEnforced ownership)."""
-    root = etree.Element("AccessControlPolicy", nsmap={None: S3_NS})
+    root = s3_root("AccessControlPolicy")
     _owner(root, "Owner", owner_id, owner_name)
-    grants = _add(root, "AccessControlList")
-    grant = _add(grants, "Grant")
+    grants = sub_element(root, "AccessControlList")
+    grant = sub_element(grants, "Grant")
     grantee = etree.SubElement(grant, "Grantee", nsmap={"xsi": XSI_NS})
     grantee.set(XSI_TYPE, "CanonicalUser")
-    _add(grantee, "ID", owner_id)
-    _add(grantee, "DisplayName", owner_name)
-    _add(grant, "Permission", "FULL_CONTROL")
-    return _serialize(root)
+    sub_element(grantee, "ID", owner_id)
+    sub_element(grantee, "DisplayName", owner_name)
+    sub_element(grant, "Permission", "FULL_CONTROL")
+    return serialize(root)
 
 
 def _owner(parent: etree._Element, tag: str, owner_id: str, owner_name: str) -> None:
-    owner = _add(parent, tag)
-    _add(owner, "ID", owner_id)
-    _add(owner, "DisplayName", owner_name)
+    owner = sub_element(parent, tag)
+    sub_element(owner, "ID", owner_id)
+    sub_element(owner, "DisplayName", owner_name)
 
 
 def parse_access_control_policy(body: bytes) -> AclPolicy:

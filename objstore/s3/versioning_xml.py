@@ -21,26 +21,11 @@ from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 from objstore.s3.tagging_header import validate_tags
-from objstore.s3.xml import S3_NS, iso8601, parse_document
+from objstore.s3.xml import iso8601, parse_document, s3_root, serialize, sub_element
 
 VERSIONING_STATES = frozenset({"Enabled", "Suspended"})
 MAX_TAGGING_XML_BYTES = 64 * 1024
 MAX_SMALL_XML_BYTES = 16 * 1024
-
-
-def _serialize(root: etree._Element) -> bytes:
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-
-
-def _add(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    child = etree.SubElement(parent, tag)
-    if text is not None:
-        child.text = text
-    return child
-
-
-def _root(tag: str) -> etree._Element:
-    return etree.Element(tag, nsmap={None: S3_NS})
 
 
 def _children(element: etree._Element, allowed: frozenset[str]) -> dict[str, etree._Element]:
@@ -104,10 +89,10 @@ def parse_versioning(body: bytes) -> str:
 
 def versioning_document(state: str) -> bytes:
     """GetBucketVersioning: no Status at all for a bucket that was never versioned."""
-    root = _root("VersioningConfiguration")
+    root = s3_root("VersioningConfiguration")
     if state in VERSIONING_STATES:
-        _add(root, "Status", state)
-    return _serialize(root)
+        sub_element(root, "Status", state)
+    return serialize(root)
 
 
 # -- ListObjectVersions ---------------------------------------------------------------
@@ -135,47 +120,47 @@ def list_versions_document(listing: VersionsListing) -> bytes:
     encode: Callable[[str], str] = (
         (lambda s: quote(s, safe="/")) if listing.encoding_type == "url" else (lambda s: s)
     )
-    root = _root("ListVersionsResult")
-    _add(root, "Name", listing.bucket)
-    _add(root, "Prefix", encode(listing.prefix))
-    _add(root, "KeyMarker", encode(listing.key_marker))
-    _add(root, "VersionIdMarker", listing.version_id_marker)
+    root = s3_root("ListVersionsResult")
+    sub_element(root, "Name", listing.bucket)
+    sub_element(root, "Prefix", encode(listing.prefix))
+    sub_element(root, "KeyMarker", encode(listing.key_marker))
+    sub_element(root, "VersionIdMarker", listing.version_id_marker)
     if listing.is_truncated:
-        _add(root, "NextKeyMarker", encode(listing.next_key_marker))
+        sub_element(root, "NextKeyMarker", encode(listing.next_key_marker))
         if listing.next_version_id_marker is not None:
-            _add(root, "NextVersionIdMarker", listing.next_version_id_marker)
-    _add(root, "MaxKeys", str(listing.max_keys))
+            sub_element(root, "NextVersionIdMarker", listing.next_version_id_marker)
+    sub_element(root, "MaxKeys", str(listing.max_keys))
     if listing.delimiter:
-        _add(root, "Delimiter", encode(listing.delimiter))
+        sub_element(root, "Delimiter", encode(listing.delimiter))
     if listing.encoding_type:
-        _add(root, "EncodingType", listing.encoding_type)
-    _add(root, "IsTruncated", "true" if listing.is_truncated else "false")
+        sub_element(root, "EncodingType", listing.encoding_type)
+    sub_element(root, "IsTruncated", "true" if listing.is_truncated else "false")
     for record in listing.entries:
         _version_entry(root, record, encode)
     for prefix in listing.common_prefixes:
-        _add(_add(root, "CommonPrefixes"), "Prefix", encode(prefix))
-    return _serialize(root)
+        sub_element(sub_element(root, "CommonPrefixes"), "Prefix", encode(prefix))
+    return serialize(root)
 
 
 def _version_entry(root: etree._Element, record: ObjectRecord | ListingEntry,
                    encode: Callable[[str], str]) -> None:
-    item = _add(root, "DeleteMarker" if record.is_delete_marker else "Version")
-    _add(item, "Key", encode(record.key))
-    _add(item, "VersionId", record.version_id)
-    _add(item, "IsLatest", "true" if record.is_latest else "false")
-    _add(item, "LastModified", iso8601(record.last_modified))
+    item = sub_element(root, "DeleteMarker" if record.is_delete_marker else "Version")
+    sub_element(item, "Key", encode(record.key))
+    sub_element(item, "VersionId", record.version_id)
+    sub_element(item, "IsLatest", "true" if record.is_latest else "false")
+    sub_element(item, "LastModified", iso8601(record.last_modified))
     if not record.is_delete_marker:
-        _add(item, "ETag", f'"{record.etag}"')
-        _add(item, "Size", str(record.size))
-        _add(item, "StorageClass", record.storage_class)
+        sub_element(item, "ETag", f'"{record.etag}"')
+        sub_element(item, "Size", str(record.size))
+        sub_element(item, "StorageClass", record.storage_class)
         algorithm = listed_checksum_algorithm(record)
         if algorithm:
-            _add(item, "ChecksumAlgorithm", algorithm)
+            sub_element(item, "ChecksumAlgorithm", algorithm)
             if record.checksum_type:
-                _add(item, "ChecksumType", record.checksum_type)
-    owner = _add(item, "Owner")
-    _add(owner, "ID", record.owner_id)
-    _add(owner, "DisplayName", record.owner_name)
+                sub_element(item, "ChecksumType", record.checksum_type)
+    owner = sub_element(item, "Owner")
+    sub_element(owner, "ID", record.owner_id)
+    sub_element(owner, "DisplayName", record.owner_name)
 
 
 # -- object lock configuration --------------------------------------------------------
@@ -228,16 +213,16 @@ def _period(element: etree._Element | None) -> int | None:
 
 
 def lock_configuration_document(config: lock_rules.LockConfiguration) -> bytes:
-    root = _root("ObjectLockConfiguration")
-    _add(root, "ObjectLockEnabled", "Enabled")
+    root = s3_root("ObjectLockConfiguration")
+    sub_element(root, "ObjectLockEnabled", "Enabled")
     if config.default is not None:
-        retention = _add(_add(root, "Rule"), "DefaultRetention")
-        _add(retention, "Mode", config.default.mode)
+        retention = sub_element(sub_element(root, "Rule"), "DefaultRetention")
+        sub_element(retention, "Mode", config.default.mode)
         if config.default.days is not None:
-            _add(retention, "Days", str(config.default.days))
+            sub_element(retention, "Days", str(config.default.days))
         else:
-            _add(retention, "Years", str(config.default.years))
-    return _serialize(root)
+            sub_element(retention, "Years", str(config.default.years))
+    return serialize(root)
 
 
 # -- retention and legal hold ---------------------------------------------------------
@@ -258,12 +243,12 @@ def parse_retention(body: bytes) -> lock_rules.Retention:
 
 
 def retention_document(record: ObjectRecord) -> bytes:
-    root = _root("Retention")
+    root = s3_root("Retention")
     if record.retention_mode is not None:
-        _add(root, "Mode", record.retention_mode)
+        sub_element(root, "Mode", record.retention_mode)
     if record.retain_until_date is not None:
-        _add(root, "RetainUntilDate", iso8601(record.retain_until_date))
-    return _serialize(root)
+        sub_element(root, "RetainUntilDate", iso8601(record.retain_until_date))
+    return serialize(root)
 
 
 def parse_legal_hold(body: bytes) -> str:
@@ -275,9 +260,9 @@ def parse_legal_hold(body: bytes) -> str:
 
 
 def legal_hold_document(status: str) -> bytes:
-    root = _root("LegalHold")
-    _add(root, "Status", status)
-    return _serialize(root)
+    root = s3_root("LegalHold")
+    sub_element(root, "Status", status)
+    return serialize(root)
 
 
 # -- tagging --------------------------------------------------------------------------
@@ -303,10 +288,10 @@ def parse_tagging(body: bytes, max_tags: int, what: str) -> dict[str, str]:
 
 
 def tagging_document(tags: Iterable[tuple[str, str]]) -> bytes:
-    root = _root("Tagging")
-    tag_set = _add(root, "TagSet")
+    root = s3_root("Tagging")
+    tag_set = sub_element(root, "TagSet")
     for key, value in tags:
-        tag = _add(tag_set, "Tag")
-        _add(tag, "Key", key)
-        _add(tag, "Value", value)
-    return _serialize(root)
+        tag = sub_element(tag_set, "Tag")
+        sub_element(tag, "Key", key)
+        sub_element(tag, "Value", value)
+    return serialize(root)

@@ -18,7 +18,7 @@ from objstore.meta.records import ObjectRecord
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_XML_BYTES = 1024 * 1024
-_PARSER = etree.XMLParser(
+SAFE_PARSER = etree.XMLParser(  # no entities, no network, no DTD
     resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
     remove_blank_text=True,
 )
@@ -35,11 +35,18 @@ def http_date(timestamp: float) -> str:
     return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")
 
 
-def _serialize(root: etree._Element) -> bytes:
+def serialize(root: etree._Element) -> bytes:
+    """A response document: XML declaration, UTF-8."""
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
 
 
-def _sub(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
+def s3_root(tag: str) -> etree._Element:
+    """The root element of a response document, in the S3 namespace."""
+    return etree.Element(tag, nsmap={None: S3_NS})
+
+
+def sub_element(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
+    """A child element `tag` of `parent`, with `text` when given."""
     child = etree.SubElement(parent, tag)
     if text is not None:
         child.text = text
@@ -50,41 +57,41 @@ def error_document(
     code: str, message: str, request_id: str, host_id: str, fields: Mapping[str, str]
 ) -> bytes:
     root = etree.Element("Error")
-    _sub(root, "Code", code)
-    _sub(root, "Message", message)
+    sub_element(root, "Code", code)
+    sub_element(root, "Message", message)
     for name, value in fields.items():
-        _sub(root, name, value)
-    _sub(root, "RequestId", request_id)
-    _sub(root, "HostId", host_id)
-    return _serialize(root)
+        sub_element(root, name, value)
+    sub_element(root, "RequestId", request_id)
+    sub_element(root, "HostId", host_id)
+    return serialize(root)
 
 
 def list_buckets_document(
     owner_id: str, owner_name: str, buckets: Iterable[tuple[str, float, str]],
     continuation_token: str | None = None, prefix: str | None = None,
 ) -> bytes:
-    root = etree.Element("ListAllMyBucketsResult", nsmap={None: S3_NS})
-    owner = _sub(root, "Owner")
-    _sub(owner, "ID", owner_id)
-    _sub(owner, "DisplayName", owner_name)
-    container = _sub(root, "Buckets")
+    root = s3_root("ListAllMyBucketsResult")
+    owner = sub_element(root, "Owner")
+    sub_element(owner, "ID", owner_id)
+    sub_element(owner, "DisplayName", owner_name)
+    container = sub_element(root, "Buckets")
     for name, created_at, region in buckets:
-        bucket = _sub(container, "Bucket")
-        _sub(bucket, "Name", name)
-        _sub(bucket, "CreationDate", iso8601(created_at))
-        _sub(bucket, "BucketRegion", region)
+        bucket = sub_element(container, "Bucket")
+        sub_element(bucket, "Name", name)
+        sub_element(bucket, "CreationDate", iso8601(created_at))
+        sub_element(bucket, "BucketRegion", region)
     if continuation_token:
-        _sub(root, "ContinuationToken", continuation_token)
+        sub_element(root, "ContinuationToken", continuation_token)
     if prefix is not None:
-        _sub(root, "Prefix", prefix)
-    return _serialize(root)
+        sub_element(root, "Prefix", prefix)
+    return serialize(root)
 
 
 def location_document(region: str) -> bytes:
-    root = etree.Element("LocationConstraint", nsmap={None: S3_NS})
+    root = s3_root("LocationConstraint")
     if region != "us-east-1":
         root.text = region
-    return _serialize(root)
+    return serialize(root)
 
 
 def parse_document(
@@ -96,7 +103,7 @@ def parse_document(
     if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
         raise S3Error("MalformedXML", "DTDs and entities are not accepted.")
     try:
-        root = etree.fromstring(body, _PARSER)
+        root = etree.fromstring(body, SAFE_PARSER)
     except etree.XMLSyntaxError as exc:
         raise S3Error("MalformedXML") from exc
     if etree.QName(root).localname != expected_root:
@@ -121,21 +128,21 @@ def parse_create_bucket(body: bytes) -> str | None:
 
 def _contents(parent: etree._Element, record: ObjectRecord | ListingEntry, fetch_owner: bool,
               encode: Callable[[str], str]) -> None:
-    item = _sub(parent, "Contents")
-    _sub(item, "Key", encode(record.key))
-    _sub(item, "LastModified", iso8601(record.last_modified))
-    _sub(item, "ETag", f'"{record.etag}"')
-    _sub(item, "Size", str(record.size))
-    _sub(item, "StorageClass", record.storage_class)
+    item = sub_element(parent, "Contents")
+    sub_element(item, "Key", encode(record.key))
+    sub_element(item, "LastModified", iso8601(record.last_modified))
+    sub_element(item, "ETag", f'"{record.etag}"')
+    sub_element(item, "Size", str(record.size))
+    sub_element(item, "StorageClass", record.storage_class)
     algorithm = listed_checksum_algorithm(record)
     if algorithm:
-        _sub(item, "ChecksumAlgorithm", algorithm)
+        sub_element(item, "ChecksumAlgorithm", algorithm)
         if record.checksum_type:
-            _sub(item, "ChecksumType", record.checksum_type)
+            sub_element(item, "ChecksumType", record.checksum_type)
     if fetch_owner:
-        owner = _sub(item, "Owner")
-        _sub(owner, "ID", record.owner_id)
-        _sub(owner, "DisplayName", record.owner_name)
+        owner = sub_element(item, "Owner")
+        sub_element(owner, "ID", record.owner_id)
+        sub_element(owner, "DisplayName", record.owner_name)
 
 
 def list_objects_document(
@@ -157,27 +164,27 @@ def list_objects_document(
     encode: Callable[[str], str] = (
         (lambda s: quote(s, safe="/")) if encoding_type == "url" else (lambda s: s)
     )
-    root = etree.Element("ListBucketResult", nsmap={None: S3_NS})
-    _sub(root, "Name", bucket)
-    _sub(root, "Prefix", encode(prefix))
+    root = s3_root("ListBucketResult")
+    sub_element(root, "Name", bucket)
+    sub_element(root, "Prefix", encode(prefix))
     if version == 1:
-        _sub(root, "Marker", encode(fields.get("Marker", "")))
+        sub_element(root, "Marker", encode(fields.get("Marker", "")))
         if "NextMarker" in fields:
-            _sub(root, "NextMarker", encode(fields["NextMarker"]))
+            sub_element(root, "NextMarker", encode(fields["NextMarker"]))
     else:
         for name in ("ContinuationToken", "NextContinuationToken", "StartAfter"):
             if name in fields:
                 value = fields[name]
-                _sub(root, name, encode(value) if name == "StartAfter" else value)
-        _sub(root, "KeyCount", fields["KeyCount"])
-    _sub(root, "MaxKeys", str(max_keys))
+                sub_element(root, name, encode(value) if name == "StartAfter" else value)
+        sub_element(root, "KeyCount", fields["KeyCount"])
+    sub_element(root, "MaxKeys", str(max_keys))
     if delimiter:
-        _sub(root, "Delimiter", encode(delimiter))
+        sub_element(root, "Delimiter", encode(delimiter))
     if encoding_type:
-        _sub(root, "EncodingType", encoding_type)
-    _sub(root, "IsTruncated", "true" if is_truncated else "false")
+        sub_element(root, "EncodingType", encoding_type)
+    sub_element(root, "IsTruncated", "true" if is_truncated else "false")
     for record in contents:
         _contents(root, record, fetch_owner, encode)
     for common in common_prefixes:
-        _sub(_sub(root, "CommonPrefixes"), "Prefix", encode(common))
-    return _serialize(root)
+        sub_element(sub_element(root, "CommonPrefixes"), "Prefix", encode(common))
+    return serialize(root)
