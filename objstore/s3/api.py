@@ -124,7 +124,8 @@ class S3Api:
         if route.action is not None:
             await self._services.authorizer.check(principal, route.action, resource,
                                                   query=line.query)
-        call = S3Call(request, principal, self._services, bucket, key, line.query)
+        call = S3Call(request, principal, self._services, bucket, key, line.query,
+                      line.operation)
         return await route.handler(call)
 
     async def _send(self, request: ObjstoreRequest, response: S3Response) -> bytes:

@@ -1,4 +1,10 @@
-"""The parsed form of one S3 request, and the response a handler returns."""
+"""The parsed form of one S3 request, and the response a handler returns.
+
+The target and the query were read once, before authentication (`routes.RequestLine`);
+the call carries them and the route's operation name (the name the audit log records and
+an event would carry). Headers stay in Twisted's own parsed `Headers`: `header(name)` reads
+them there, so nothing is copied per request.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +26,7 @@ class S3Call:
     bucket: str
     key: str
     query: dict[str, str]
+    operation: str = ""  # the route's operation name (GetObject, CopyObject, ...)
 
     def header(self, name: str) -> str | None:
         return self.request.header(name)
