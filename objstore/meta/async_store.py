@@ -23,10 +23,8 @@ from objstore.meta.coherence import TtlCache
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.retry import RetryPolicy, call_with_retries, is_transient
+from objstore.meta.retry import RetryPolicy, call_with_retries
 from objstore.meta.store import SyncMetaStore
-
-__all__ = ["MetaStore", "RetryPolicy", "call_with_retries", "is_transient", "through_cache"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -98,12 +98,26 @@ def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
     return ObjectAttrs(
         content_type=headers.get("content-type") or "binary/octet-stream",
         user_metadata=user_metadata,
-        system_headers={h: headers[h] for h in SYSTEM_HEADERS if h in headers},
+        system_headers=system_headers(headers),
         storage_class=storage_class(headers),
         checksums=claimed_checksums(call.request.spool, headers),
         tags=parse_tagging_header(headers.get("x-amz-tagging")),
         lock=lock_request(headers),
     )
+
+
+def system_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The standard headers stored with an object. `aws-chunked` in Content-Encoding names
+    the transfer framing of a streaming-signed body, not the object's encoding: it is
+    dropped, as AWS does, and any other encodings listed are kept in their order."""
+    found = {name: headers[name] for name in SYSTEM_HEADERS if name in headers}
+    encoding = found.pop("content-encoding", None)
+    if encoding is not None:
+        kept = [part.strip() for part in encoding.split(",")
+                if part.strip() and part.strip().lower() != "aws-chunked"]
+        if kept:
+            found["content-encoding"] = ",".join(kept)
+    return found
 
 
 def write_precondition(headers: Mapping[str, str]) -> WritePrecondition | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gzip
 import hashlib
 import uuid
 from typing import Any
@@ -82,13 +83,14 @@ def test_wrong_payload_hash(daemon: Daemon, s3: Any, bucket: str) -> None:
     assert_not_stored(s3, bucket, "k")
 
 
-def _signed_chunked_body(url: str, payload: bytes, tamper: bool) -> tuple[dict[str, str], bytes]:
+def _signed_chunked_body(url: str, payload: bytes, tamper: bool,
+                         encoding: str = "aws-chunked") -> tuple[dict[str, str], bytes]:
     """A STREAMING-AWS4-HMAC-SHA256-PAYLOAD request built by hand, chunk by chunk."""
     now = datetime.datetime.now(datetime.UTC)
     amz_date = now.strftime("%Y%m%dT%H%M%SZ")
     headers = {
         "x-amz-decoded-content-length": str(len(payload)),
-        "content-encoding": "aws-chunked",
+        "content-encoding": encoding,
     }
     signed = sigv4.sign_headers("PUT", url, headers, sigv4.STREAMING_SIGNED, ROOT_ACCESS_KEY,
                                 ROOT_SECRET_KEY, "us-east-1", now)
@@ -127,7 +129,20 @@ def test_streaming_chunk_signatures(daemon: Daemon, s3: Any, bucket: str, tamper
         assert_not_stored(s3, bucket, "chunked")
     else:
         assert response.status == 200, response.data
-        assert s3.get_object(Bucket=bucket, Key="chunked")["Body"].read() == payload
+        stored = s3.get_object(Bucket=bucket, Key="chunked")
+        assert stored["Body"].read() == payload
+        # aws-chunked is the transfer framing, not the object's encoding (as on AWS)
+        assert "ContentEncoding" not in stored
+
+
+def test_streaming_upload_keeps_the_clients_own_encoding(daemon: Daemon, s3: Any,
+                                                         bucket: str) -> None:
+    url = f"{daemon.endpoint}/{bucket}/gzipped"
+    payload = gzip.compress(b"text " * 1000)
+    headers, body = _signed_chunked_body(url, payload, False, encoding="gzip,aws-chunked")
+    response = urllib3.PoolManager().request("PUT", url, body=body, headers=headers)
+    assert response.status == 200, response.data
+    assert s3.head_object(Bucket=bucket, Key="gzipped")["ContentEncoding"] == "gzip"
 
 
 def test_anonymous_is_refused(daemon: Daemon, bucket: str) -> None:

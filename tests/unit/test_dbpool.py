@@ -19,10 +19,11 @@ from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
-from objstore.meta.async_store import MetaStore, RetryPolicy, call_with_retries, is_transient
+from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import READ_POOL_NAME, WRITE_POOL_NAME, DbPool, SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord
+from objstore.meta.retry import RetryPolicy, call_with_retries, is_transient
 from objstore.meta.store import RecordNotFound, SyncMetaStore
 
 T = TypeVar("T")

@@ -18,7 +18,12 @@ from objstore.s3.copy import (
 )
 from objstore.s3.copy_source import CopySource
 from objstore.s3.delete_objects import delete_action, has_integrity_header
-from objstore.s3.objects import check_acl_headers, part_range, write_precondition
+from objstore.s3.objects import (
+    check_acl_headers,
+    part_range,
+    system_headers,
+    write_precondition,
+)
 from objstore.s3.objects_xml import DeleteEntry, PartsPage
 
 
@@ -193,3 +198,17 @@ def test_owner_only_acl_headers_pass(headers: dict[str, str]) -> None:
 ])
 def test_other_acl_headers_are_refused(headers: dict[str, str]) -> None:
     assert code_of(check_acl_headers, headers) == "AccessControlListNotSupported"
+
+
+@pytest.mark.parametrize(("sent", "stored"), [
+    ("aws-chunked", None),
+    ("AWS-Chunked", None),
+    ("gzip,aws-chunked", "gzip"),
+    ("aws-chunked, gzip", "gzip"),
+    ("gzip, br", "gzip,br"),
+    ("identity", "identity"),
+])
+def test_aws_chunked_is_not_stored_as_content_encoding(sent: str, stored: str | None) -> None:
+    found = system_headers({"content-encoding": sent, "cache-control": "no-cache"})
+    assert found.get("content-encoding") == stored
+    assert found["cache-control"] == "no-cache"

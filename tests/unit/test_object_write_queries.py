@@ -13,10 +13,10 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from objstore.meta.async_store import is_transient
 from objstore.meta.dialect import create_db_engine, write_gate, write_transaction
 from objstore.meta.object_write_queries import Usage
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
+from objstore.meta.retry import is_transient
 from objstore.meta.store import PreconditionNotMet, SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
