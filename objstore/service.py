@@ -38,8 +38,9 @@ from objstore.admin.quota_routes import QuotaRoutes
 from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
 from objstore.admin.settings_routes import SettingsRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
-from objstore.admin.transfer_routes import SettingsTable, TransferRoutes
-from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog
+from objstore.admin.transfer_routes import TransferRoutes
+from objstore.audit.changes import AuditChangeSink
+from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog, AuditSink
 from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
@@ -48,11 +49,13 @@ from objstore.daemon import fail_startup
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
+from objstore.engine.changes import ChangeHook
 from objstore.engine.iam import IamService
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
+from objstore.engine.settings import SettingsService
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
@@ -102,7 +105,6 @@ from objstore.threads import NamedPool
 from objstore.timers import safe_timer
 from objstore.workers.lifecycle import (
     INTERVAL_SETTING,
-    AuditSink,
     LifecycleSettings,
     LifecycleWorker,
 )
@@ -222,16 +224,20 @@ def build_node(config: Config, reactor: Any = None, *,
     )
     # Shared: deletes, lock/tag changes of a key and bucket-wide changes serialise.
     key_locks = KeyLocks(node_key_locks(role, reactor))
-    bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks)
+    # Every committed change passes this hook; its sinks are added below (the audit log).
+    changes = ChangeHook()
+    bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
+                                        changes=changes)
     services = S3Services(
-        buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock),
+        buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
+                              changes=changes),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
-                              locks=key_locks),
-        multipart=MultipartService(meta, blobs, io_pool, clock=clock),
+                              locks=key_locks, changes=changes),
+        multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
-                                authority=authorizer),
+                                authority=authorizer, changes=changes),
         lifecycle=LifecycleService(
             meta, bucket_config, clock=clock, day_seconds=config.lifecycle.day_seconds,
             cache_ttl_seconds=config.server.cache.ttl_seconds,
@@ -252,7 +258,7 @@ def build_node(config: Config, reactor: Any = None, *,
         authorizer=authorizer,
     )
     iam = mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer,
-                           clock)
+                           clock, changes)
     root = RootResource(
         s3=S3Api(services, authenticator, rate_limits).resource(),
         admin=admin.resource(),
@@ -269,6 +275,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
                                         role)
     site.observer = observability.recorder
+    changes.add(AuditChangeSink(observability.audit))
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -282,11 +289,10 @@ def build_node(config: Config, reactor: Any = None, *,
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
-    on_setting_change = settings_listener(lifecycle, duties, counters)
-    mount_settings_and_quotas(admin, services, meta, control, io_pool,
-                              on_setting_change=on_setting_change)
-    mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
-                    on_setting_change=on_setting_change)
+    settings = SettingsService(meta, control, io_pool, changes=changes,
+                               on_change=settings_listener(lifecycle, duties, counters))
+    mount_settings_and_quotas(admin, services, meta, settings)
+    mount_data_apis(admin, services, iam, meta, settings, io_pool, clock)
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
@@ -322,6 +328,7 @@ def mount_admin_apis(
     identities: IdentityResolver,
     authorizer: Authorizer,
     clock: Callable[[], float],
+    changes: ChangeHook,
 ) -> IamService:
     """The admin endpoint families that live in their own modules (IAM, stats, presign)."""
 
@@ -329,7 +336,8 @@ def mount_admin_apis(
         identities.invalidate()
         authorizer.invalidate()
 
-    iam = IamService(meta, control, io_pool, clock=clock, on_change=iam_changed)
+    iam = IamService(meta, control, io_pool, clock=clock, on_change=iam_changed,
+                     changes=changes)
     admin.mount(IAM_FAMILIES, IamRoutes(gate=admin.authorize, iam=iam, authorizer=authorizer))
     ops = OpsRoutes(gate=admin.authorize, meta=meta, io=io_pool,
                     data_dir=config.storage.data_dir, region=config.server.region, clock=clock)
@@ -342,11 +350,9 @@ def mount_data_apis(
     services: S3Services,
     iam: IamService,
     meta: MetaStore,
-    control: ControlRecord,
+    settings: SettingsService,
     io_pool: NamedPool,
     clock: Callable[[], float],
-    *,
-    on_setting_change: Callable[[str], None],
 ) -> None:
     """POST /admin/archive, GET /admin/export and POST /admin/import."""
     archives = ArchiveService(services.objects, io_pool)
@@ -355,7 +361,7 @@ def mount_data_apis(
     targets = ImportTargets(
         meta=meta, iam=iam, buckets=services.buckets,
         bucket_state=BucketDocuments(services.bucket_config, services.lifecycle),
-        settings=SettingsTable(meta, control, io_pool, on_setting_change),
+        settings=settings,
     )
     transfer = TransferService(targets, clock=clock, server_version=__version__)
     admin.mount(TRANSFER_FAMILIES, TransferRoutes(
@@ -447,13 +453,10 @@ def counter_watch(counters: Counters, scope: str,
 
 
 def mount_settings_and_quotas(
-    admin: AdminApi, services: S3Services, meta: MetaStore, control: ControlRecord,
-    io_pool: NamedPool, *, on_setting_change: Callable[[str], None],
+    admin: AdminApi, services: S3Services, meta: MetaStore, settings: SettingsService,
 ) -> None:
     """GET/PUT/DELETE /admin/settings/{key} and /admin/buckets/{bucket}/quota."""
-    admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, meta=meta,
-                                                  control=control, io=io_pool,
-                                                  on_change=on_setting_change))
+    admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, settings=settings))
     quotas = QuotaService(meta, services.bucket_config)
     admin.mount(QUOTA_FAMILIES, QuotaRoutes(gate=admin.authorize, quotas=quotas))
 

@@ -42,6 +42,7 @@ from objstore.admin.views import (
 )
 from objstore.engine.iam import IamService, NewCredential
 from objstore.errors import AdminError
+from objstore.http.caller import client_caller
 from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
@@ -78,7 +79,8 @@ class IamRoutes:
     async def create_own_credential(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         body = read_json(request)
         wanted = NewCredential(description=optional_str(body, "description") or "")
-        created = await self._iam.create_credential(caller, caller.user_id, wanted)
+        created = await self._iam.create_credential(client_caller(request, caller), caller.user_id,
+                                                    wanted)
         return json_body(request, 201, credential_view(created, with_secret=True))
 
     @authorized_route(app, "/credentials/<access_key_id>", methods=["PUT"],
@@ -87,7 +89,7 @@ class IamRoutes:
                                 access_key_id: str) -> bytes:
         body = read_json(request)
         await self._iam.update_credential(
-            caller, access_key_id, optional_bool(body, "active"),
+            client_caller(request, caller), access_key_id, optional_bool(body, "active"),
             optional_str(body, "description"),
         )
         return no_content(request)
@@ -96,7 +98,7 @@ class IamRoutes:
                       action=MANAGE_CREDENTIALS)
     async def delete_credential(self, request: ObjstoreRequest, caller: Principal,
                                 access_key_id: str) -> bytes:
-        await self._iam.delete_credential(caller, access_key_id)
+        await self._iam.delete_credential(client_caller(request, caller), access_key_id)
         return no_content(request)
 
     # -- /users --------------------------------------------------------------------------
@@ -106,10 +108,12 @@ class IamRoutes:
         return json_body(request, 200, [user_summary_view(u) for u in users])
 
     @authorized_route(app, "/users", methods=["POST"], action=MANAGE_USERS)
-    async def create_user(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
+    async def create_user(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         body = read_json(request)
         user = await self._iam.create_user(
-            required_str(body, "username"), optional_str(body, "description") or ""
+            client_caller(request, caller),
+            required_str(body, "username"),
+            optional_str(body, "description") or ""
         )
         return json_body(request, 201, user_view(user))
 
@@ -118,18 +122,20 @@ class IamRoutes:
         return json_body(request, 200, user_summary_view(await self._iam.get_user(user_id)))
 
     @authorized_route(app, "/users/<user_id>", methods=["PUT"], action=MANAGE_USERS)
-    async def update_user(self, request: ObjstoreRequest, _caller: Principal,
+    async def update_user(self, request: ObjstoreRequest, caller: Principal,
                           user_id: str) -> bytes:
         body = read_json(request)
         await self._iam.update_user(
-            user_id, optional_str(body, "username"), optional_str(body, "description")
+            client_caller(request, caller), user_id,
+            optional_str(body, "username"),
+            optional_str(body, "description")
         )
         return no_content(request)
 
     @authorized_route(app, "/users/<user_id>", methods=["DELETE"], action=MANAGE_USERS)
-    async def delete_user(self, request: ObjstoreRequest, _caller: Principal,
+    async def delete_user(self, request: ObjstoreRequest, caller: Principal,
                           user_id: str) -> bytes:
-        await self._iam.delete_user(user_id)
+        await self._iam.delete_user(client_caller(request, caller), user_id)
         return no_content(request)
 
     @authorized_route(app, "/users/<user_id>/credentials", methods=["GET"],
@@ -149,7 +155,7 @@ class IamRoutes:
             access_key_id=optional_str(body, "access_key_id"),
             secret_access_key=optional_str(body, "secret_access_key"),
         )
-        created = await self._iam.create_credential(caller, user_id, wanted)
+        created = await self._iam.create_credential(client_caller(request, caller), user_id, wanted)
         return json_body(request, 201, credential_view(created, with_secret=True))
 
     @authorized_route(app, "/users/<user_id>/grants", methods=["GET"], action=MANAGE_USERS)
@@ -160,16 +166,16 @@ class IamRoutes:
 
     @authorized_route(app, "/users/<user_id>/grants/<grant_id>", methods=["PUT"],
                       action=MANAGE_USERS)
-    async def attach_user_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def attach_user_grant(self, request: ObjstoreRequest, caller: Principal,
                                 user_id: str, grant_id: str) -> bytes:
-        await self._iam.attach_user_grant(user_id, grant_id)
+        await self._iam.attach_user_grant(client_caller(request, caller), user_id, grant_id)
         return no_content(request)
 
     @authorized_route(app, "/users/<user_id>/grants/<grant_id>", methods=["DELETE"],
                       action=MANAGE_USERS)
-    async def detach_user_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def detach_user_grant(self, request: ObjstoreRequest, caller: Principal,
                                 user_id: str, grant_id: str) -> bytes:
-        await self._iam.detach_user_grant(user_id, grant_id)
+        await self._iam.detach_user_grant(client_caller(request, caller), user_id, grant_id)
         return no_content(request)
 
     @authorized_route(app, "/users/<user_id>/teams", methods=["GET"], action=MANAGE_USERS)
@@ -192,10 +198,12 @@ class IamRoutes:
         return json_body(request, 200, [team_summary_view(t) for t in teams])
 
     @authorized_route(app, "/teams", methods=["POST"], action=MANAGE_TEAMS)
-    async def create_team(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
+    async def create_team(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         body = read_json(request)
         team = await self._iam.create_team(
-            required_str(body, "name"), optional_str(body, "description") or ""
+            client_caller(request, caller),
+            required_str(body, "name"),
+            optional_str(body, "description") or ""
         )
         return json_body(request, 201, team_view(team))
 
@@ -204,18 +212,20 @@ class IamRoutes:
         return json_body(request, 200, team_summary_view(await self._iam.get_team(team_id)))
 
     @authorized_route(app, "/teams/<team_id>", methods=["PUT"], action=MANAGE_TEAMS)
-    async def update_team(self, request: ObjstoreRequest, _caller: Principal,
+    async def update_team(self, request: ObjstoreRequest, caller: Principal,
                           team_id: str) -> bytes:
         body = read_json(request)
         await self._iam.update_team(
-            team_id, optional_str(body, "name"), optional_str(body, "description")
+            client_caller(request, caller), team_id,
+            optional_str(body, "name"),
+            optional_str(body, "description")
         )
         return no_content(request)
 
     @authorized_route(app, "/teams/<team_id>", methods=["DELETE"], action=MANAGE_TEAMS)
-    async def delete_team(self, request: ObjstoreRequest, _caller: Principal,
+    async def delete_team(self, request: ObjstoreRequest, caller: Principal,
                           team_id: str) -> bytes:
-        await self._iam.delete_team(team_id)
+        await self._iam.delete_team(client_caller(request, caller), team_id)
         return no_content(request)
 
     @authorized_route(app, "/teams/<team_id>/members", methods=["GET"], action=MANAGE_TEAMS)
@@ -226,16 +236,16 @@ class IamRoutes:
 
     @authorized_route(app, "/teams/<team_id>/members/<user_id>", methods=["PUT"],
                       action=MANAGE_TEAMS)
-    async def add_member(self, request: ObjstoreRequest, _caller: Principal,
+    async def add_member(self, request: ObjstoreRequest, caller: Principal,
                          team_id: str, user_id: str) -> bytes:
-        await self._iam.add_member(team_id, user_id)
+        await self._iam.add_member(client_caller(request, caller), team_id, user_id)
         return no_content(request)
 
     @authorized_route(app, "/teams/<team_id>/members/<user_id>", methods=["DELETE"],
                       action=MANAGE_TEAMS)
-    async def remove_member(self, request: ObjstoreRequest, _caller: Principal,
+    async def remove_member(self, request: ObjstoreRequest, caller: Principal,
                             team_id: str, user_id: str) -> bytes:
-        await self._iam.remove_member(team_id, user_id)
+        await self._iam.remove_member(client_caller(request, caller), team_id, user_id)
         return no_content(request)
 
     @authorized_route(app, "/teams/<team_id>/grants", methods=["GET"], action=MANAGE_TEAMS)
@@ -246,16 +256,16 @@ class IamRoutes:
 
     @authorized_route(app, "/teams/<team_id>/grants/<grant_id>", methods=["PUT"],
                       action=MANAGE_TEAMS)
-    async def attach_team_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def attach_team_grant(self, request: ObjstoreRequest, caller: Principal,
                                 team_id: str, grant_id: str) -> bytes:
-        await self._iam.attach_team_grant(team_id, grant_id)
+        await self._iam.attach_team_grant(client_caller(request, caller), team_id, grant_id)
         return no_content(request)
 
     @authorized_route(app, "/teams/<team_id>/grants/<grant_id>", methods=["DELETE"],
                       action=MANAGE_TEAMS)
-    async def detach_team_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def detach_team_grant(self, request: ObjstoreRequest, caller: Principal,
                                 team_id: str, grant_id: str) -> bytes:
-        await self._iam.detach_team_grant(team_id, grant_id)
+        await self._iam.detach_team_grant(client_caller(request, caller), team_id, grant_id)
         return no_content(request)
 
     # -- /grants -------------------------------------------------------------------------
@@ -265,12 +275,14 @@ class IamRoutes:
         return json_body(request, 200, [grant_list_view(g) for g in grants])
 
     @authorized_route(app, "/grants", methods=["POST"], action=MANAGE_GRANTS)
-    async def create_grant(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
+    async def create_grant(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         body = read_json(request)
         if body.get("document") is None:
             raise AdminError("BadRequest", "document is required.")
         grant = await self._iam.create_grant(
-            required_str(body, "name"), optional_str(body, "description") or "",
+            client_caller(request, caller),
+            required_str(body, "name"),
+            optional_str(body, "description") or "",
             body["document"],
         )
         return json_body(request, 201, grant_view(grant))
@@ -280,17 +292,19 @@ class IamRoutes:
         return json_body(request, 200, grant_view(await self._iam.get_grant(grant_id)))
 
     @authorized_route(app, "/grants/<grant_id>", methods=["PUT"], action=MANAGE_GRANTS)
-    async def update_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def update_grant(self, request: ObjstoreRequest, caller: Principal,
                            grant_id: str) -> bytes:
         body = read_json(request)
         await self._iam.update_grant(
-            grant_id, optional_str(body, "name"), optional_str(body, "description"),
+            client_caller(request, caller), grant_id,
+            optional_str(body, "name"),
+            optional_str(body, "description"),
             body.get("document"),
         )
         return no_content(request)
 
     @authorized_route(app, "/grants/<grant_id>", methods=["DELETE"], action=MANAGE_GRANTS)
-    async def delete_grant(self, request: ObjstoreRequest, _caller: Principal,
+    async def delete_grant(self, request: ObjstoreRequest, caller: Principal,
                            grant_id: str) -> bytes:
-        await self._iam.delete_grant(grant_id)
+        await self._iam.delete_grant(client_caller(request, caller), grant_id)
         return no_content(request)

@@ -24,6 +24,7 @@ from objstore.admin.gate import ADMINISTRATOR, AdminGate, authorized_route
 from objstore.admin.views import JsonObject, install_json_errors, no_content, read_json
 from objstore.engine.quota import BucketQuota, NoSuchBucket, QuotaService, UsageFigures
 from objstore.errors import AdminError
+from objstore.http.caller import client_caller
 from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
@@ -76,19 +77,19 @@ class QuotaRoutes:
         return json_body(request, 200, await self._view(bucket))
 
     @authorized_route(app, "/buckets/<bucket>/quota", methods=["PUT"], action=ADMINISTRATOR)
-    async def put_quota(self, request: ObjstoreRequest, _caller: Principal, bucket: str) -> bytes:
+    async def put_quota(self, request: ObjstoreRequest, caller: Principal, bucket: str) -> bytes:
         quota = parse_quota(read_json(request))
         try:
-            await self._quotas.put(bucket, quota)
+            await self._quotas.put(client_caller(request, caller), bucket, quota)
         except NoSuchBucket:
             raise _no_such_bucket(bucket) from None
         return json_body(request, 200, await self._view(bucket))
 
     @authorized_route(app, "/buckets/<bucket>/quota", methods=["DELETE"], action=ADMINISTRATOR)
-    async def delete_quota(self, request: ObjstoreRequest, _caller: Principal,
+    async def delete_quota(self, request: ObjstoreRequest, caller: Principal,
                            bucket: str) -> bytes:
         try:
-            await self._quotas.delete(bucket)
+            await self._quotas.delete(client_caller(request, caller), bucket)
         except NoSuchBucket:
             raise _no_such_bucket(bucket) from None
         return no_content(request)

@@ -14,7 +14,6 @@ up to MAX_IMPORT_BYTES.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from objstore.admin.api import json_body
@@ -28,11 +27,10 @@ from objstore.admin.gate import (
     AdminGate,
     authorized_route,
 )
-from objstore.admin.settings_routes import exportable_settings, parse_value
 from objstore.admin.views import install_json_errors, query_param, read_json
-from objstore.blobs.control import ControlRecord
 from objstore.engine.transfer import SKIP, TransferService, parse_sections
 from objstore.errors import AdminError
+from objstore.http.caller import client_caller
 from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
@@ -40,7 +38,7 @@ from objstore.iam.identity import Principal
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
-    from objstore.meta.async_store import MetaStore
+    pass
 
 FAMILIES = ("export", "import")
 MANAGE_ACTIONS = (MANAGE_USERS, MANAGE_TEAMS, MANAGE_GRANTS, MANAGE_CREDENTIALS,
@@ -64,31 +62,6 @@ def parse_large_json(data: bytes) -> Any:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AdminError("BadRequest", f"The request body is not valid JSON: {exc}") from None
-
-
-class SettingsTable:
-    """The settings an import may write: the keys and validation of the settings endpoint
-    (`settings_routes.SETTINGS`), stored as that endpoint stores them (database, control
-    record) and announced to the node's services through `on_change`."""
-
-    def __init__(self, meta: MetaStore, control: ControlRecord, io: Runner,
-                 on_change: Callable[[str], None]) -> None:
-        self._meta = meta
-        self._control = control
-        self._io = io
-        self._on_change = on_change
-        self._exportable = frozenset(exportable_settings())
-
-    def exportable(self, key: str) -> bool:
-        return key in self._exportable
-
-    def parse(self, key: str, value: str) -> str:
-        return parse_value(key, value)
-
-    async def put(self, key: str, text: str) -> None:
-        await self._meta.put_setting(key, text)
-        await self._io.run(self._control.write, "settings", key, {"value": text})
-        self._on_change(key)
 
 
 class TransferRoutes:
@@ -129,7 +102,7 @@ class TransferRoutes:
         dry_run = query_flag(request, "dry_run")
         document = await self._read_document(request)
         report = await self._transfer.import_document(
-            caller, document, mode=mode, dry_run=dry_run, sections=sections)
+            client_caller(request, caller), document, mode=mode, dry_run=dry_run, sections=sections)
         return json_body(request, 200, report)
 
     async def _read_document(self, request: ObjstoreRequest) -> Any:

@@ -4,7 +4,8 @@ tags, and the durable store of any bucket configuration document.
 Every change is written to the metadata database and then to the control-plane record on
 the data volume (family "bucket_config", key "<bucket>:<config key>", and the bucket's own
 record for versioning and object lock), so `objstore recover` rebuilds it (DESIGN
-invariant 2). Changes of one bucket's state are serialised in this process, so a
+invariant 2), and then reported to the change hook (`_report`, subject: the configuration
+key, or `versioning`). Changes of one bucket's state are serialised in this process, so a
 versioning change and an object lock change can never overwrite each other. Rules:
 versioning goes Disabled -> Enabled <-> Suspended and never back to Disabled; Suspended
 is refused while object lock is on; object lock can be turned on for an existing bucket
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from objstore.blobs.control import ControlRecord
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockConfiguration
 from objstore.engine.versioning import (
     LOCK_CONFIG_KEY,
@@ -58,8 +60,10 @@ class BucketConfigService:
         *,
         clock: Callable[[], float],
         locks: KeyLocks | None = None,
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._control = control
         self._io = io
         self._clock = clock
@@ -73,7 +77,7 @@ class BucketConfigService:
         return bucket
 
     # -- versioning ----------------------------------------------------------------------
-    async def set_versioning(self, name: str, status: str) -> BucketRecord:
+    async def set_versioning(self, caller: Caller, name: str, status: str) -> BucketRecord:
         """Enabled or Suspended (the caller has validated the value)."""
 
         async def change() -> BucketRecord:
@@ -88,6 +92,7 @@ class BucketConfigService:
             except RecordNotFound:
                 raise S3Error("NoSuchBucket", BucketName=name) from None
             await self._record_bucket(updated)
+            await self._report(caller, name, "versioning")
             return updated
 
         return await self._locks.run(name, "", change)
@@ -100,7 +105,8 @@ class BucketConfigService:
         text = await self._meta.get_bucket_config(name, LOCK_CONFIG_KEY)
         return LockConfiguration() if text is None else LockConfiguration.from_json(text)
 
-    async def put_lock_configuration(self, name: str, config: LockConfiguration) -> None:
+    async def put_lock_configuration(self, caller: Caller, name: str,
+                                     config: LockConfiguration) -> None:
         """Store the configuration; on a bucket without object lock, first turn it on
         (only while the bucket is empty) together with versioning."""
 
@@ -108,7 +114,7 @@ class BucketConfigService:
             bucket = await self.get(name)
             if not bucket.object_lock:
                 await self._enable_lock(bucket)
-            await self.put_config(name, LOCK_CONFIG_KEY, config.to_json())
+            await self.put_config(caller, name, LOCK_CONFIG_KEY, config.to_json())
 
         await self._locks.run(name, "", change)
 
@@ -128,20 +134,21 @@ class BucketConfigService:
             raise S3Error("NoSuchTagSet", BucketName=name)
         return {str(k): str(v) for k, v in json.loads(text)}
 
-    async def put_tags(self, name: str, tags: dict[str, str]) -> None:
+    async def put_tags(self, caller: Caller, name: str, tags: dict[str, str]) -> None:
         """Replace the bucket's tag set; an empty set removes it."""
         await self.get(name)
         if not tags:
-            await self.delete_config(name, TAGGING_CONFIG_KEY)
+            await self.delete_config(caller, name, TAGGING_CONFIG_KEY)
             return
-        await self.put_config(name, TAGGING_CONFIG_KEY, json.dumps(list(tags.items())))
+        await self.put_config(caller, name, TAGGING_CONFIG_KEY,
+                              json.dumps(list(tags.items())))
 
-    async def delete_tags(self, name: str) -> None:
+    async def delete_tags(self, caller: Caller, name: str) -> None:
         await self.get(name)
-        await self.delete_config(name, TAGGING_CONFIG_KEY)
+        await self.delete_config(caller, name, TAGGING_CONFIG_KEY)
 
     # -- any configuration document, durably ---------------------------------------------
-    async def put_config(self, bucket: str, key: str, value: str) -> None:
+    async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:
         """Store one configuration document of a bucket in the database and in the
         control-plane record (for `recover`)."""
         try:
@@ -153,11 +160,19 @@ class BucketConfigService:
                 "bucket_created_at": record.created_at}
         await self._io.run(self._control.write, CONFIG_FAMILY,
                            config_control_key(bucket, key), data)
+        await self._report(caller, bucket, key)
 
-    async def delete_config(self, bucket: str, key: str) -> bool:
+    async def delete_config(self, caller: Caller, bucket: str, key: str) -> bool:
         deleted: bool = await self._meta.delete_bucket_config(bucket, key)
         await self._io.run(self._control.remove, CONFIG_FAMILY, config_control_key(bucket, key))
+        if deleted:
+            await self._report(caller, bucket, key)
         return deleted
+
+    async def _report(self, caller: Caller, bucket: str, subject: str) -> None:
+        """The one place this service reports a committed change."""
+        await self._changes.committed(Change(ChangeKind.BUCKET_CONFIGURED, caller, bucket,
+                                             subject=subject))
 
     async def _record_bucket(self, bucket: BucketRecord) -> None:
         await self._io.run(self._control.write, "buckets", bucket.name,

@@ -1,7 +1,7 @@
 """Bucket use cases: create, look up, list, delete.
 
 Every client-facing bucket mutation goes through here, so the control-plane record on the
-data volume (for `recover`) and, later, audit and cluster fan-out cannot be skipped.
+data volume (for `recover`) and the change hook (audit, cluster fan-out) cannot be skipped.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from objstore.blobs.control import ControlRecord
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.names import bucket_name_problem
 from objstore.errors import S3Error
-from objstore.iam.identity import Principal
 from objstore.meta.records import BucketRecord
 from objstore.threads import Runner
 
@@ -38,15 +38,17 @@ class BucketService:
         *,
         region: str,
         clock: Callable[[], float],
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._control = control
         self._io = io
         self.region = region
         self._clock = clock
 
     async def create(
-        self, principal: Principal, name: str, *, location: str | None, object_lock: bool
+        self, caller: Caller, name: str, *, location: str | None, object_lock: bool
     ) -> BucketRecord:
         problem = bucket_name_problem(name)
         if problem:
@@ -61,7 +63,7 @@ class BucketService:
         now = self._clock()
         record = BucketRecord(
             name=name,
-            owner_id=principal.user_id,
+            owner_id=caller.principal.user_id,
             region=self.region,
             created_at=now,
             versioning="Enabled" if object_lock else "Disabled",
@@ -71,12 +73,13 @@ class BucketService:
         created = await self._meta.create_bucket(record)
         if not created:
             existing = await self.get(name)
-            if existing.owner_id != principal.user_id:
+            if existing.owner_id != caller.principal.user_id:
                 raise S3Error("BucketAlreadyExists", BucketName=name)
             return existing  # idempotent for its owner (spec: CreateBucket is idempotent)
         await self._io.run(
             self._control.write, "buckets", name, dataclasses.asdict(record)
         )
+        await self._changes.committed(Change(ChangeKind.BUCKET_CREATED, caller, name))
         return record
 
     async def get(self, name: str) -> BucketRecord:
@@ -86,10 +89,11 @@ class BucketService:
         buckets: list[BucketRecord] = await self._meta.list_buckets()
         return buckets
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, caller: Caller, name: str) -> None:
         outcome = await self._meta.delete_bucket(name)
         if outcome == "missing":
             raise S3Error("NoSuchBucket", BucketName=name)
         if outcome == "not_empty":
             raise S3Error("BucketNotEmpty", BucketName=name)
         await self._io.run(self._control.remove, "buckets", name)
+        await self._changes.committed(Change(ChangeKind.BUCKET_DELETED, caller, name))

@@ -24,13 +24,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objstore.blobs.control import ControlRecord
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.errors import AdminError
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS, generate_access_key, generate_secret_key
 from objstore.iam.identity import Principal
 from objstore.iam.policy import PolicyError, validate
 from objstore.meta.iam_queries import pair_key
 from objstore.meta.iam_records import (
-    Change,
+    Change as StoreChange,
+)
+from objstore.meta.iam_records import (
     EffectiveGrant,
     GrantRecord,
     Removal,
@@ -129,13 +132,21 @@ class IamService:
         clock: Callable[[], float],
         on_change: Callable[[], None],
         new_id: Callable[[], str] = lambda: str(uuid.uuid4()),
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._control = control
         self._io = io
         self._clock = clock
         self._on_change = on_change
         self._new_id = new_id
+
+    async def _changed(self, caller: Caller, subject: str) -> None:
+        """The one place this service reports a committed change: the identity and policy
+        caches are invalidated first, so the very next request sees it."""
+        self._on_change()
+        await self._changes.committed(Change(ChangeKind.IAM_CHANGED, caller, subject=subject))
 
     # -- the control-plane record --------------------------------------------------------
     async def _save(self, family: str, key: str, record: Any) -> None:
@@ -175,7 +186,7 @@ class IamService:
         return user
 
     async def create_user(
-        self, username: str, description: str, *, user_id: str | None = None
+        self, caller: Caller, username: str, description: str, *, user_id: str | None = None
     ) -> UserRecord:
         """A new non-root user; `user_id` keeps a known id (import), else one is made."""
         now = self._clock()
@@ -189,32 +200,32 @@ class IamService:
         )
         if not await self._meta.create_user(user):
             raise conflict("duplicate", "user", username)
-        self._on_change()
+        await self._changed(caller, f"user/{user.user_id}")
         await self._save("users", user.user_id, user)
         return user
 
     async def update_user(
-        self, user_id: str, username: str | None, description: str | None
+        self, caller: Caller, user_id: str, username: str | None, description: str | None
     ) -> None:
         if username is not None:
             check_name("username", username)
-        change: Change[UserRecord] = await self._meta.update_user(
+        change: StoreChange[UserRecord] = await self._meta.update_user(
             user_id, username=username, description=check_description(description),
             now=self._clock(),
         )
         self._raise_for(change, "user", user_id, username or "")
-        self._on_change()
+        await self._changed(caller, f"user/{user_id}")
         await self._save("users", user_id, change.record)
 
-    async def delete_user(self, user_id: str) -> None:
-        change: Change[UserRecord] = await self._meta.delete_user(user_id)
+    async def delete_user(self, caller: Caller, user_id: str) -> None:
+        change: StoreChange[UserRecord] = await self._meta.delete_user(user_id)
         self._raise_for(change, "user", user_id)
-        self._on_change()
+        await self._changed(caller, f"user/{user_id}")
         await self._drop_removal(change.removal)
         await self._drop("users", user_id)
 
     @staticmethod
-    def _raise_for(change: Change[Any], kind: str, ident: str, name: str = "") -> None:
+    def _raise_for(change: StoreChange[Any], kind: str, ident: str, name: str = "") -> None:
         if change.ok:
             return
         if change.status == "missing":
@@ -228,11 +239,11 @@ class IamService:
         return found
 
     async def create_credential(
-        self, caller: Principal, user_id: str, request: NewCredential
+        self, caller: Caller, user_id: str, request: NewCredential
     ) -> CredentialRecord:
         """A new credential of `user_id`, with its secret (shown to the caller once)."""
         owner = await self._user(user_id)
-        self._check_may_manage(caller, owner)
+        self._check_may_manage(caller.principal, owner)
         access_key, secret_key = _pick_keys(request)
         now = self._clock()
         credential = CredentialRecord(
@@ -245,7 +256,7 @@ class IamService:
         )
         if not await self._meta.create_credential(credential):
             raise AdminError("Conflict", f"Access key {access_key} already exists.")
-        self._on_change()
+        await self._changed(caller, f"credential/{access_key}")
         await self._save("credentials", access_key, credential)
         return credential
 
@@ -256,33 +267,33 @@ class IamService:
         if owner.is_root and not caller.is_root:
             raise AdminError("AccessDenied", "Only a root user may manage root credentials.")
 
-    async def _owned_credential(self, caller: Principal, access_key: str) -> CredentialRecord:
+    async def _owned_credential(self, caller: Caller, access_key: str) -> CredentialRecord:
         credential: CredentialRecord | None = await self._meta.get_credential(access_key)
         owner = None if credential is None else await self._meta.get_user(credential.user_id)
         if credential is None or owner is None:
             raise not_found("credential", access_key)
-        self._check_may_manage(caller, owner)
+        self._check_may_manage(caller.principal, owner)
         return credential
 
     async def update_credential(
-        self, caller: Principal, access_key: str, active: bool | None, description: str | None
+        self, caller: Caller, access_key: str, active: bool | None, description: str | None
     ) -> None:
         await self._owned_credential(caller, access_key)
-        change: Change[CredentialRecord] = await self._meta.change_credential(
+        change: StoreChange[CredentialRecord] = await self._meta.change_credential(
             access_key, active=active, description=check_description(description),
-            now=self._clock(), caller_user_id=caller.user_id,
+            now=self._clock(), caller_user_id=caller.principal.user_id,
         )
         self._raise_for(change, "credential", access_key)
-        self._on_change()
+        await self._changed(caller, f"credential/{access_key}")
         await self._save("credentials", access_key, change.record)
 
-    async def delete_credential(self, caller: Principal, access_key: str) -> None:
+    async def delete_credential(self, caller: Caller, access_key: str) -> None:
         await self._owned_credential(caller, access_key)
-        change: Change[CredentialRecord] = await self._meta.remove_credential(
-            access_key, caller_user_id=caller.user_id
+        change: StoreChange[CredentialRecord] = await self._meta.remove_credential(
+            access_key, caller_user_id=caller.principal.user_id
         )
         self._raise_for(change, "credential", access_key)
-        self._on_change()
+        await self._changed(caller, f"credential/{access_key}")
         await self._drop("credentials", access_key)
 
     # -- teams -------------------------------------------------------------------------
@@ -297,7 +308,7 @@ class IamService:
         return summary
 
     async def create_team(
-        self, name: str, description: str, *, team_id: str | None = None
+        self, caller: Caller, name: str, description: str, *, team_id: str | None = None
     ) -> TeamRecord:
         now = self._clock()
         team = TeamRecord(
@@ -309,24 +320,25 @@ class IamService:
         )
         if not await self._meta.create_team(team):
             raise conflict("duplicate", "team", name)
-        self._on_change()
+        await self._changed(caller, f"team/{team.team_id}")
         await self._save("teams", team.team_id, team)
         return team
 
-    async def update_team(self, team_id: str, name: str | None, description: str | None) -> None:
+    async def update_team(self, caller: Caller, team_id: str, name: str | None,
+                          description: str | None) -> None:
         if name is not None:
             check_name("name", name)
-        change: Change[TeamRecord] = await self._meta.update_team(
+        change: StoreChange[TeamRecord] = await self._meta.update_team(
             team_id, name=name, description=check_description(description), now=self._clock()
         )
         self._raise_for(change, "team", team_id, name or "")
-        self._on_change()
+        await self._changed(caller, f"team/{team_id}")
         await self._save("teams", team_id, change.record)
 
-    async def delete_team(self, team_id: str) -> None:
-        change: Change[TeamRecord] = await self._meta.delete_team(team_id)
+    async def delete_team(self, caller: Caller, team_id: str) -> None:
+        change: StoreChange[TeamRecord] = await self._meta.delete_team(team_id)
         self._raise_for(change, "team", team_id)
-        self._on_change()
+        await self._changed(caller, f"team/{team_id}")
         await self._drop_removal(change.removal)
         await self._drop("teams", team_id)
 
@@ -336,19 +348,19 @@ class IamService:
             raise not_found("team", team_id)
         return members
 
-    async def add_member(self, team_id: str, user_id: str) -> None:
+    async def add_member(self, caller: Caller, team_id: str, user_id: str) -> None:
         now = self._clock()
         outcome: str = await self._meta.add_team_member(team_id, user_id, now)
         self._raise_missing(outcome, team=team_id, user=user_id)
         if outcome == "added":
-            self._on_change()
+            await self._changed(caller, f"team/{team_id}/member/{user_id}")
             await self._save_pair("team_members", ("team_id", "user_id"), team_id, user_id,
                                   now)
 
-    async def remove_member(self, team_id: str, user_id: str) -> None:
+    async def remove_member(self, caller: Caller, team_id: str, user_id: str) -> None:
         if not await self._meta.remove_team_member(team_id, user_id):
             raise AdminError("NotFound", f"User {user_id} is not a member of team {team_id}.")
-        self._on_change()
+        await self._changed(caller, f"team/{team_id}/member/{user_id}")
         await self._drop("team_members", pair_key(team_id, user_id))
 
     async def list_user_teams(self, user_id: str) -> list[TeamRecord]:
@@ -376,7 +388,8 @@ class IamService:
         return grant
 
     async def create_grant(
-        self, name: str, description: str, document: Any, *, grant_id: str | None = None
+        self, caller: Caller, name: str, description: str, document: Any, *,
+        grant_id: str | None = None,
     ) -> GrantRecord:
         now = self._clock()
         grant = GrantRecord(
@@ -389,30 +402,31 @@ class IamService:
         )
         if not await self._meta.create_grant(grant):
             raise conflict("duplicate", "grant", name)
-        self._on_change()
+        await self._changed(caller, f"grant/{grant.grant_id}")
         await self._save("grants", grant.grant_id, grant)
         return grant
 
     async def update_grant(
-        self, grant_id: str, name: str | None, description: str | None, document: Any
+        self, caller: Caller, grant_id: str, name: str | None, description: str | None,
+        document: Any,
     ) -> None:
         if name is not None:
             check_name("name", name)
         checked = None if document is None else check_document(document)
         self._refuse_builtin(grant_id)
-        change: Change[GrantRecord] = await self._meta.update_grant(
+        change: StoreChange[GrantRecord] = await self._meta.update_grant(
             grant_id, name=name, description=check_description(description),
             document=checked, now=self._clock(),
         )
         self._raise_for(change, "grant", grant_id, name or "")
-        self._on_change()
+        await self._changed(caller, f"grant/{grant_id}")
         await self._save("grants", grant_id, change.record)
 
-    async def delete_grant(self, grant_id: str) -> None:
+    async def delete_grant(self, caller: Caller, grant_id: str) -> None:
         self._refuse_builtin(grant_id)
-        change: Change[GrantRecord] = await self._meta.delete_grant(grant_id)
+        change: StoreChange[GrantRecord] = await self._meta.delete_grant(grant_id)
         self._raise_for(change, "grant", grant_id)
-        self._on_change()
+        await self._changed(caller, f"grant/{grant_id}")
         await self._drop_removal(change.removal)
         await self._drop("grants", grant_id)
 
@@ -433,34 +447,34 @@ class IamService:
             raise not_found("team", team_id)
         return grants
 
-    async def attach_user_grant(self, user_id: str, grant_id: str) -> None:
+    async def attach_user_grant(self, caller: Caller, user_id: str, grant_id: str) -> None:
         now = self._clock()
         outcome: str = await self._meta.attach_user_grant(user_id, grant_id, now)
         self._raise_missing(outcome, user=user_id, grant=grant_id)
         if outcome == "attached":
-            self._on_change()
+            await self._changed(caller, f"user/{user_id}/grant/{grant_id}")
             await self._save_pair("user_grants", ("user_id", "grant_id"), user_id, grant_id,
                                   now)
 
-    async def detach_user_grant(self, user_id: str, grant_id: str) -> None:
+    async def detach_user_grant(self, caller: Caller, user_id: str, grant_id: str) -> None:
         if not await self._meta.detach_user_grant(user_id, grant_id):
             raise AdminError("NotFound", f"Grant {grant_id} is not attached to user {user_id}.")
-        self._on_change()
+        await self._changed(caller, f"user/{user_id}/grant/{grant_id}")
         await self._drop("user_grants", pair_key(user_id, grant_id))
 
-    async def attach_team_grant(self, team_id: str, grant_id: str) -> None:
+    async def attach_team_grant(self, caller: Caller, team_id: str, grant_id: str) -> None:
         now = self._clock()
         outcome: str = await self._meta.attach_team_grant(team_id, grant_id, now)
         self._raise_missing(outcome, team=team_id, grant=grant_id)
         if outcome == "attached":
-            self._on_change()
+            await self._changed(caller, f"team/{team_id}/grant/{grant_id}")
             await self._save_pair("team_grants", ("team_id", "grant_id"), team_id, grant_id,
                                   now)
 
-    async def detach_team_grant(self, team_id: str, grant_id: str) -> None:
+    async def detach_team_grant(self, caller: Caller, team_id: str, grant_id: str) -> None:
         if not await self._meta.detach_team_grant(team_id, grant_id):
             raise AdminError("NotFound", f"Grant {grant_id} is not attached to team {team_id}.")
-        self._on_change()
+        await self._changed(caller, f"team/{team_id}/grant/{grant_id}")
         await self._drop("team_grants", pair_key(team_id, grant_id))
 
     async def effective_grants(self, user_id: str) -> list[EffectiveGrant]:

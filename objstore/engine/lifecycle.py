@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from twisted.logger import Logger
 
 from objstore.engine.bucket_config import BucketConfigService
+from objstore.engine.changes import Caller
 from objstore.engine.lifecycle_rules import (
     LifecycleConfiguration,
     from_json,
@@ -62,17 +63,17 @@ class LifecycleService:
             raise S3Error("NoSuchLifecycleConfiguration", BucketName=bucket)
         return config
 
-    async def put(self, bucket: str, config: LifecycleConfiguration) -> None:
+    async def put(self, caller: Caller, bucket: str, config: LifecycleConfiguration) -> None:
         validate(config)
         try:
-            await self._documents.put_config(bucket, LIFECYCLE_CONFIG_KEY, to_json(config))
+            await self._documents.put_config(caller, bucket, LIFECYCLE_CONFIG_KEY, to_json(config))
         finally:
             self._forget(bucket)
 
-    async def delete(self, bucket: str) -> None:
+    async def delete(self, caller: Caller, bucket: str) -> None:
         await self._require_bucket(bucket)
         try:
-            await self._documents.delete_config(bucket, LIFECYCLE_CONFIG_KEY)
+            await self._documents.delete_config(caller, bucket, LIFECYCLE_CONFIG_KEY)
         finally:
             self._forget(bucket)
 

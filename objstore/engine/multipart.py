@@ -33,6 +33,7 @@ from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
 from objstore.engine.quota import quota_check
 from objstore.engine.versioning import (
@@ -42,7 +43,6 @@ from objstore.engine.versioning import (
     refuse_locked_overwrite,
 )
 from objstore.errors import S3Error
-from objstore.iam.identity import Principal
 from objstore.meta.keyspace import group_of
 from objstore.meta.records import (
     BucketRecord,
@@ -280,8 +280,10 @@ class MultipartService:
         *,
         clock: Callable[[], float],
         upload_ids: Callable[[], str] = new_upload_id,
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -291,9 +293,16 @@ class MultipartService:
     async def _bucket(self, name: str) -> BucketRecord:
         return await require_bucket(self._meta, name)
 
+    async def _report(self, kind: ChangeKind, caller: Caller, bucket: str, key: str,
+                      record: ObjectRecord | None = None, subject: str = "") -> None:
+        """The one place this service reports a committed change."""
+        await self._changes.committed(Change(
+            kind, caller, bucket, key, record.version_id if record else None, record,
+            subject))
+
     # -- create, look up, abort ------------------------------------------------------
     async def create(
-        self, principal: Principal, bucket_name: str, key: str, attrs: ObjectAttrs,
+        self, caller: Caller, bucket_name: str, key: str, attrs: ObjectAttrs,
         mode: ChecksumMode,
     ) -> UploadRecord:
         check_key(key)
@@ -303,8 +312,8 @@ class MultipartService:
             extra["checksum_type"] = mode.type
         upload = UploadRecord(
             upload_id=self._upload_ids(), bucket=bucket_name, key=key,
-            initiated_at=self._clock(), owner_id=principal.user_id,
-            owner_name=principal.username, content_type=attrs.content_type,
+            initiated_at=self._clock(), owner_id=caller.principal.user_id,
+            owner_name=caller.principal.username, content_type=attrs.content_type,
             user_metadata=dict(attrs.user_metadata), system_headers=dict(attrs.system_headers),
             storage_class=attrs.storage_class, checksum_algorithm=mode.algorithm,
             tags=dict(attrs.tags), extra=extra,
@@ -313,6 +322,8 @@ class MultipartService:
             await self._meta.create_upload(upload)
         except RecordNotFound:
             raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+        await self._report(ChangeKind.UPLOAD_CREATED, caller, bucket_name, key,
+                           subject=upload.upload_id)
         return upload
 
     async def _lock_extra(
@@ -335,15 +346,17 @@ class MultipartService:
             raise S3Error("NoSuchUpload", UploadId=upload_id)
         return upload
 
-    async def abort(self, upload: UploadRecord) -> None:
+    async def abort(self, caller: Caller, upload: UploadRecord) -> None:
         """Remove the upload and then the blobs of the parts its rows held. A completion
         that won the race took the part rows with it, so their blobs are kept."""
         parts = await self._meta.delete_upload(upload.upload_id)
         await self._files.delete([part.blob_id for part in parts])
+        await self._report(ChangeKind.UPLOAD_ABORTED, caller, upload.bucket, upload.key,
+                           subject=upload.upload_id)
 
     # -- parts -----------------------------------------------------------------------
     async def upload_part(
-        self, upload: UploadRecord, part_number: int, body: UploadedBody,
+        self, caller: Caller, upload: UploadRecord, part_number: int, body: UploadedBody,
         claimed: dict[str, str],
     ) -> PartRecord:
         """Store a part from a verified request body (`claimed`: its verified checksums).
@@ -359,10 +372,10 @@ class MultipartService:
             checksums=checksums,
         )
         await self._files.store(body, part.blob_id, part_sidecar(upload, part))
-        return await self._commit_part(part)
+        return await self._commit_part(caller, upload, part)
 
     async def copy_part(
-        self, upload: UploadRecord, part_number: int, source: ObjectRecord,
+        self, caller: Caller, upload: UploadRecord, part_number: int, source: ObjectRecord,
         span: tuple[int, int] | None,
     ) -> PartRecord:
         """UploadPartCopy: bytes `span` (start, length; None = all) of `source` become a
@@ -381,7 +394,7 @@ class MultipartService:
         except FileNotFoundError:
             raise S3Error("NoSuchKey", "The copy source changed while it was copied.",
                           Key=source.key) from None
-        return await self._commit_part(part)
+        return await self._commit_part(caller, upload, part)
 
     def _copy_part_blob(
         self, segments: list[Segment], upload: UploadRecord, part: PartRecord
@@ -405,7 +418,8 @@ class MultipartService:
             raise
         return done
 
-    async def _commit_part(self, part: PartRecord) -> PartRecord:
+    async def _commit_part(self, caller: Caller, upload: UploadRecord,
+                           part: PartRecord) -> PartRecord:
         try:
             replaced = await self._meta.put_part(part)
         except RecordNotFound:
@@ -413,6 +427,8 @@ class MultipartService:
             raise S3Error("NoSuchUpload", UploadId=part.upload_id) from None
         if replaced is not None:
             await self._files.delete([replaced])
+        await self._report(ChangeKind.PART_WRITTEN, caller, upload.bucket, upload.key,
+                           subject=f"{upload.upload_id}/{part.part_number}")
         return part
 
     async def list_parts(
@@ -426,7 +442,7 @@ class MultipartService:
 
     # -- completion ------------------------------------------------------------------
     async def complete(
-        self, upload: UploadRecord, requested: Sequence[RequestedPart],
+        self, caller: Caller, upload: UploadRecord, requested: Sequence[RequestedPart],
         claims: CompletionClaims, precondition: WritePrecondition | None = None,
     ) -> ObjectRecord:
         """Commit the composite object. The parts are read, checked and described in a
@@ -449,9 +465,11 @@ class MultipartService:
                 except PartsChanged:
                     continue
                 await self._files.delete(result.orphaned_blob_ids)
+                await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
+                                   upload.key, result.record)
                 return result.record
         except (S3Error, RecordNotFound, PreconditionNotMet) as error:
-            return await self._completion_failed(upload, blob_id, version_id, error)
+            return await self._completion_failed(caller, upload, blob_id, version_id, error)
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
@@ -478,13 +496,15 @@ class MultipartService:
         return record
 
     async def _completion_failed(
-        self, upload: UploadRecord, blob_id: str, version_id: str, error: Exception
+        self, caller: Caller, upload: UploadRecord, blob_id: str, version_id: str, error: Exception
     ) -> ObjectRecord:
         if isinstance(error, RecordNotFound):
             # A retried transaction whose first COMMIT succeeded finds the upload gone:
             # the object it stored is ours, and its sidecar must stay.
             current = await self._meta.get_object(upload.bucket, upload.key, version_id)
             if current is not None and current.blob_id == blob_id:
+                await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
+                                   upload.key, current)
                 return current
         await self._files.delete([blob_id])
         if isinstance(error, PreconditionNotMet):

@@ -31,6 +31,7 @@ from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine.buckets import require_bucket
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.quota import QUOTA_RULE
@@ -46,7 +47,6 @@ from objstore.engine.versioning import (
     refuse_locked_overwrite,
 )
 from objstore.errors import S3Error
-from objstore.iam.identity import Principal
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
@@ -125,8 +125,10 @@ class ObjectService:
         clock: Callable[[], float],
         authority: ActionAuthority | None = None,
         locks: KeyLocks | None = None,
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -139,7 +141,7 @@ class ObjectService:
 
     async def put(
         self,
-        principal: Principal,
+        caller: Caller,
         bucket_name: str,
         key: str,
         body: UploadedBody,
@@ -155,12 +157,12 @@ class ObjectService:
         check_key(key)
         bucket = await self._bucket(bucket_name)
         checksums = dict(attrs.checksums)
-        record = self._new_record(principal, bucket, key, body.length, body.md5_hex, attrs,
+        record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
         record = await self._prepare_version(bucket, record, attrs, integrity)
         assert record.blob_id is not None
         await self._files.store(body, record.blob_id, record_to_sidecar(record))
-        return await self._commit(record, precondition)
+        return await self._commit(caller, record, precondition)
 
     async def _prepare_version(
         self, bucket: BucketRecord, record: ObjectRecord, attrs: ObjectAttrs, integrity: bool
@@ -172,7 +174,7 @@ class ObjectService:
         return record
 
     def _new_record(
-        self, principal: Principal, bucket: BucketRecord, key: str, size: int, etag: str,
+        self, caller: Caller, bucket: BucketRecord, key: str, size: int, etag: str,
         attrs: ObjectAttrs, checksums: dict[str, str],
     ) -> ObjectRecord:
         return ObjectRecord(
@@ -183,8 +185,8 @@ class ObjectService:
             size=size,
             etag=etag,
             last_modified=self._clock(),
-            owner_id=principal.user_id,
-            owner_name=principal.username,
+            owner_id=caller.principal.user_id,
+            owner_name=caller.principal.username,
             content_type=attrs.content_type,
             user_metadata=dict(attrs.user_metadata),
             system_headers=dict(attrs.system_headers),
@@ -195,10 +197,11 @@ class ObjectService:
         )
 
     async def _commit(
-        self, record: ObjectRecord, precondition: WritePrecondition | None
+        self, caller: Caller, record: ObjectRecord, precondition: WritePrecondition | None
     ) -> ObjectRecord:
         """Commit the row of a blob that is already durable; on any failure the blob goes
-        (nothing references it), after success the blobs the write replaced go."""
+        (nothing references it), after success the blobs the write replaced go and the
+        change is reported."""
         assert record.blob_id is not None
         try:
             result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE)
@@ -210,11 +213,19 @@ class ObjectService:
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
         await self._files.delete(result.orphaned_blob_ids)
+        kind = (ChangeKind.DELETE_MARKER_WRITTEN if result.record.is_delete_marker
+                else ChangeKind.OBJECT_WRITTEN)
+        await self._report(kind, caller, result.record)
         return result.record
+
+    async def _report(self, kind: ChangeKind, caller: Caller, record: ObjectRecord) -> None:
+        """The one place this service reports a committed change."""
+        await self._changes.committed(Change(kind, caller, record.bucket, record.key,
+                                             record.version_id, record))
 
     async def copy(
         self,
-        principal: Principal,
+        caller: Caller,
         source: ObjectRecord,
         bucket_name: str,
         key: str,
@@ -232,14 +243,14 @@ class ObjectService:
                           f"maximum allowable size for a copy source: {MAX_COPY_SOURCE_BYTES}")
         checksums = {} if source.checksum_type == "COMPOSITE" else dict(source.checksums)
         etag = "" if source.parts else source.etag
-        record = self._new_record(principal, bucket, key, source.size, etag, attrs, checksums)
+        record = self._new_record(caller, bucket, key, source.size, etag, attrs, checksums)
         record = await self._prepare_version(bucket, record, attrs, True)
         segments = plan_segments(source, 0, source.size)
         try:
             record = await self._io.run(self._copy_blob, segments, record)
         except FileNotFoundError:
             raise SourceChanged(source) from None
-        return await self._commit(record, precondition)
+        return await self._commit(caller, record, precondition)
 
     def _copy_blob(self, segments: list[Segment], record: ObjectRecord) -> ObjectRecord:
         """(IO thread) The new blob and its sidecar, durable. Without a known ETag the bytes
@@ -313,7 +324,7 @@ class ObjectService:
 
     async def delete(
         self,
-        principal: Principal,
+        caller: Caller,
         bucket_name: str,
         key: str,
         version_id: str | None = None,
@@ -330,16 +341,16 @@ class ObjectService:
             check_version_id(version_id)
             named = version_id
             return await self._locks.run(bucket_name, key, lambda: self._delete_version(
-                principal, bucket_name, key, named, bypass_governance))
+                caller, bucket_name, key, named, bypass_governance))
         if bucket.versioning == DISABLED:
             await self._locks.run(bucket_name, key, lambda: self._delete_version(
-                principal, bucket_name, key, NULL_VERSION, bypass_governance))
+                caller, bucket_name, key, NULL_VERSION, bypass_governance))
             return DeleteOutcome(None)
         return await self._locks.run(bucket_name, key, lambda: self._insert_marker(
-            principal, bucket, key, bypass_governance))
+            caller, bucket, key, bypass_governance))
 
     async def _delete_version(
-        self, principal: Principal, bucket_name: str, key: str, version_id: str,
+        self, caller: Caller, bucket_name: str, key: str, version_id: str,
         bypass_governance: bool,
     ) -> DeleteOutcome:
         """Remove one version after the lock rules allowed it; the delete is guarded by
@@ -348,7 +359,7 @@ class ObjectService:
             record = await self._meta.get_object(bucket_name, key, version_id)
             if record is None:
                 return DeleteOutcome(version_id)
-            await check_deletable(self._authority, principal, record, self._clock(),
+            await check_deletable(self._authority, caller.principal, record, self._clock(),
                                   bypass_governance)
             try:
                 result = await self._meta.delete_object_version(
@@ -357,11 +368,12 @@ class ObjectService:
                 continue
             if result.removed is not None:
                 await self._files.delete(_blob_ids(result.removed))
+                await self._report(ChangeKind.VERSION_DELETED, caller, result.removed)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
 
     async def _insert_marker(
-        self, principal: Principal, bucket: BucketRecord, key: str, bypass_governance: bool
+        self, caller: Caller, bucket: BucketRecord, key: str, bypass_governance: bool
     ) -> DeleteOutcome:
         """A delete marker becomes the latest version; its sidecar (a blob id without
         bytes, like a composite's) is durable before its row."""
@@ -370,16 +382,16 @@ class ObjectService:
         if version_id == NULL_VERSION:  # Suspended: the marker replaces the null version
             current = await self._meta.get_object(bucket.name, key, NULL_VERSION)
             if current is not None:
-                await check_deletable(self._authority, principal, current, now,
+                await check_deletable(self._authority, caller.principal, current, now,
                                       bypass_governance)
         marker = ObjectRecord(
             bucket=bucket.name, key=key, version_id=version_id, blob_id=new_blob_id(),
             size=0, etag="", last_modified=now, is_delete_marker=True,
-            owner_id=principal.user_id, owner_name=principal.username,
+            owner_id=caller.principal.user_id, owner_name=caller.principal.username,
         )
         assert marker.blob_id is not None
         await self._files.store_sidecar(marker.blob_id, record_to_sidecar(marker))
-        await self._commit(marker, None)
+        await self._commit(caller, marker, None)
         return DeleteOutcome(version_id, True)
 
     async def bucket_owner(self, bucket_name: str) -> tuple[str, str]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objstore.engine.bucket_config import BucketConfigService
+from objstore.engine.changes import Caller
 from objstore.errors import S3Error
 from objstore.meta.store import Usage
 
@@ -138,21 +139,21 @@ class QuotaService:
         count, total = await self._meta.bucket_usage(bucket)
         return quota, UsageFigures(count, total)
 
-    async def put(self, bucket: str, quota: BucketQuota) -> None:
+    async def put(self, caller: Caller, bucket: str, quota: BucketQuota) -> None:
         """Set the quota; an unlimited one removes it."""
         if quota.unlimited:
-            await self.delete(bucket)
+            await self.delete(caller, bucket)
             return
         try:
-            await self._documents.put_config(bucket, QUOTA_CONFIG_KEY, quota.to_json())
+            await self._documents.put_config(caller, bucket, QUOTA_CONFIG_KEY, quota.to_json())
         except S3Error as error:
             if error.code == "NoSuchBucket":
                 raise NoSuchBucket(bucket) from None
             raise
 
-    async def delete(self, bucket: str) -> None:
+    async def delete(self, caller: Caller, bucket: str) -> None:
         await self._require_bucket(bucket)
-        await self._documents.delete_config(bucket, QUOTA_CONFIG_KEY)
+        await self._documents.delete_config(caller, bucket, QUOTA_CONFIG_KEY)
 
     async def _require_bucket(self, bucket: str) -> None:
         if await self._meta.get_bucket(bucket) is None:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from objstore.engine import lifecycle_rules
+from objstore.engine.changes import Caller
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
 from objstore.engine.transfer_import import (
     DRY_RUN,
@@ -37,7 +38,6 @@ from objstore.engine.transfer_import import (
 )
 from objstore.errors import AdminError
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS
-from objstore.iam.identity import Principal
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
 
@@ -187,7 +187,7 @@ class TransferService:
         return document
 
     async def import_document(
-        self, caller: Principal, document: Any, *, mode: str, dry_run: bool = False,
+        self, caller: Caller, document: Any, *, mode: str, dry_run: bool = False,
         sections: tuple[str, ...] = SECTIONS,
     ) -> JsonObject:
         if mode not in MODES:
@@ -227,19 +227,19 @@ class BucketDocuments:
         if key == LIFECYCLE_CONFIG_KEY:
             lifecycle_rules.validate(parse_lifecycle(value))
 
-    async def set_versioning(self, name: str, status: str) -> Any:
-        return await self._documents.set_versioning(name, status)
+    async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
+        return await self._documents.set_versioning(caller, name, status)
 
-    async def put_config(self, bucket: str, key: str, value: str) -> None:
+    async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:
         if key == LIFECYCLE_CONFIG_KEY:
-            await self._lifecycle.put(bucket, parse_lifecycle(value))
+            await self._lifecycle.put(caller, bucket, parse_lifecycle(value))
         else:
-            await self._documents.put_config(bucket, key, value)
+            await self._documents.put_config(caller, bucket, key, value)
 
-    async def delete_config(self, bucket: str, key: str) -> Any:
+    async def delete_config(self, caller: Caller, bucket: str, key: str) -> Any:
         if key == LIFECYCLE_CONFIG_KEY:
-            return await self._lifecycle.delete(bucket)
-        return await self._documents.delete_config(bucket, key)
+            return await self._lifecycle.delete(caller, bucket)
+        return await self._documents.delete_config(caller, bucket, key)
 
 
 def parse_lifecycle(value: str) -> lifecycle_rules.LifecycleConfiguration:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
+from objstore.engine.changes import Caller
 from objstore.engine.iam import IamService, NewCredential, check_document
 from objstore.errors import AdminError, S3Error
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS, builtin_grant_id
@@ -69,11 +70,11 @@ class BucketStateWriter(Protocol):
         """Raise AdminError or S3Error when `value` is not a valid document for `key`."""
         ...
 
-    async def set_versioning(self, name: str, status: str) -> Any: ...
+    async def set_versioning(self, caller: Caller, name: str, status: str) -> Any: ...
 
-    async def put_config(self, bucket: str, key: str, value: str) -> None: ...
+    async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None: ...
 
-    async def delete_config(self, bucket: str, key: str) -> Any: ...
+    async def delete_config(self, caller: Caller, bucket: str, key: str) -> Any: ...
 
 
 class SettingsWriter(Protocol):
@@ -85,7 +86,7 @@ class SettingsWriter(Protocol):
         """The stored text of `value`; AdminError when the value is invalid."""
         ...
 
-    async def put(self, key: str, text: str) -> None: ...
+    async def put_text(self, caller: Caller, key: str, text: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,7 @@ class Importer:
     entry and the run goes on."""
 
     def __init__(
-        self, targets: ImportTargets, caller: Principal, snapshot: Snapshot, mode: str,
+        self, targets: ImportTargets, caller: Caller, snapshot: Snapshot, mode: str,
         *, dry_run: bool, sections: tuple[str, ...],
     ) -> None:
         self._iam = targets.iam
@@ -333,7 +334,8 @@ class Importer:
         local = self._snap.match("grants", exported, name)
         if local is None:
             new_id = exported or str(uuid.uuid4())
-            create = partial(self._iam.create_grant, name, description, document, grant_id=new_id)
+            create = partial(self._iam.create_grant, self._caller, name, description, document,
+                             grant_id=new_id)
             await self._commit("grants", name, "created", [create])
             self._snap.fresh.add(new_id)
             self._snap.put("grants", new_id, GrantRecord(new_id, name, document, 0.0, description))
@@ -344,7 +346,7 @@ class Importer:
             return self._skip("grants", name)
         changed = (current.name, current.description, current.document) != (
             name, description, document)
-        steps: list[Step] = [partial(self._iam.update_grant, local, name, description,
+        steps: list[Step] = [partial(self._iam.update_grant, self._caller, local, name, description,
                                      document)] if changed else []
         await self._commit("grants", name, "updated", steps)
         self._snap.put("grants", local, dataclasses.replace(
@@ -358,12 +360,13 @@ class Importer:
         exported = optional_id(entry, "user_id")
         description = text(entry, "description", default="")
         local = self._snap.match("users", exported, username)
-        attach, detach = self._iam.attach_user_grant, self._iam.detach_user_grant
+        attach = partial(self._iam.attach_user_grant, self._caller)
+        detach = partial(self._iam.detach_user_grant, self._caller)
         if local is None or self._overwrite:
             grants = self._resolve_all("grants", entry.get("grants", []), "users", username)
         if local is None:
             new_id = exported or str(uuid.uuid4())
-            steps: list[Step] = [partial(self._iam.create_user, username, description,
+            steps: list[Step] = [partial(self._iam.create_user, self._caller, username, description,
                                          user_id=new_id)]
             steps += self._attachment_steps((), grants, partial(attach, new_id),
                                             partial(detach, new_id))
@@ -384,15 +387,14 @@ class Importer:
         self._snap.put("users", local, dataclasses.replace(
             current, username=username, description=description))
 
-    @staticmethod
-    def _rename_steps(update: Callable[..., Awaitable[Any]], ident: str,
+    def _rename_steps(self, update: Callable[..., Awaitable[Any]], ident: str,
                       names: tuple[str, str], descriptions: tuple[str, str]) -> list[Step]:
         """An update of name and/or description when either differs (old, new pairs)."""
         name = names[1] if names[0] != names[1] else None
         description = descriptions[1] if descriptions[0] != descriptions[1] else None
         if name is None and description is None:
             return []
-        return [partial(update, ident, name, description)]
+        return [partial(update, self._caller, ident, name, description)]
 
     # -- teams -----------------------------------------------------------------------------
     async def team(self, entry: JsonObject) -> None:
@@ -405,7 +407,7 @@ class Importer:
             grants = self._resolve_all("grants", entry.get("grants", []), "teams", name)
         if local is None:
             new_id = exported or str(uuid.uuid4())
-            steps: list[Step] = [partial(self._iam.create_team, name, description,
+            steps: list[Step] = [partial(self._iam.create_team, self._caller, name, description,
                                          team_id=new_id)]
             steps += self._team_steps(new_id, set(), members, set(), grants)
             await self._commit("teams", name, "created", steps)
@@ -430,10 +432,12 @@ class Importer:
                     grants_now: set[str], grants: list[str]) -> list[Step]:
         iam = self._iam
         return (
-            self._attachment_steps(members_now, members, partial(iam.add_member, team_id),
-                                   partial(iam.remove_member, team_id))
-            + self._attachment_steps(grants_now, grants, partial(iam.attach_team_grant, team_id),
-                                     partial(iam.detach_team_grant, team_id))
+            self._attachment_steps(members_now, members,
+                                   partial(iam.add_member, self._caller, team_id),
+                                   partial(iam.remove_member, self._caller, team_id))
+            + self._attachment_steps(grants_now, grants,
+                                     partial(iam.attach_team_grant, self._caller, team_id),
+                                     partial(iam.detach_team_grant, self._caller, team_id))
         )
 
     # -- credentials ---------------------------------------------------------------------
@@ -504,16 +508,19 @@ class Importer:
 
     async def _new_bucket(self, entry: JsonObject, name: str, versioning: str,
                           object_lock: bool, config: dict[str, str]) -> None:
-        owner_id = self._resolve("users", entry.get("owner")) or self._caller.user_id
+        who = self._caller.principal
+        owner_id = self._resolve("users", entry.get("owner")) or who.user_id
         known: UserRecord | None = self._snap.records["users"].get(owner_id)
-        owner = Principal(owner_id, known.username if known else self._caller.username,
-                          False, "")
-        create = partial(self._targets.buckets.create, owner, name, location=None,
+        owner = Principal(owner_id, known.username if known else who.username, False, "")
+        # The importing caller creates the bucket on behalf of its owner.
+        create = partial(self._targets.buckets.create,
+                         dataclasses.replace(self._caller, principal=owner), name, location=None,
                          object_lock=object_lock)
         steps: list[Step] = [create]
         born = "Enabled" if object_lock else "Disabled"
         if versioning != born:
-            steps.append(partial(self._targets.bucket_state.set_versioning, name, versioning))
+            steps.append(partial(self._targets.bucket_state.set_versioning, self._caller,
+                                 name, versioning))
         steps += self._config_steps(name, {}, config)
         await self._commit("buckets", name, "created", steps)
         self._snap.fresh.add(name)
@@ -529,7 +536,7 @@ class Importer:
             raise AdminError("Conflict", "versioning cannot be disabled once enabled.")
         if object_lock and versioning == "Suspended":
             raise AdminError("Conflict", "versioning cannot be suspended with object lock on.")
-        return [partial(self._targets.bucket_state.set_versioning, bucket.name,
+        return [partial(self._targets.bucket_state.set_versioning, self._caller, bucket.name,
                         versioning)]
 
     def _config_steps(self, bucket: str, now: Mapping[str, str],
@@ -538,10 +545,10 @@ class Importer:
         changed = {key: value for key, value in sorted(wanted.items()) if now.get(key) != value}
         for key, value in changed.items():
             writer.check_config(key, value)  # before any step: dry runs check too
-        steps: list[Step] = [partial(writer.put_config, bucket, key, value)
+        steps: list[Step] = [partial(writer.put_config, self._caller, bucket, key, value)
                              for key, value in changed.items()]
         if self._overwrite:
-            steps += [partial(writer.delete_config, bucket, key)
+            steps += [partial(writer.delete_config, self._caller, bucket, key)
                       for key in sorted(set(now) - set(wanted))]
         return steps
 
@@ -559,7 +566,8 @@ class Importer:
         if now == stored or (now is not None and not self._overwrite):
             return self._skip("settings", key)
         outcome = "created" if now is None else "updated"
-        await self._commit("settings", key, outcome, [partial(settings.put, key, stored)])
+        await self._commit("settings", key, outcome, [partial(settings.put_text, self._caller, key,
+                                                              stored)])
         self._snap.settings[key] = stored
 
 

@@ -22,6 +22,7 @@ from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.versioning import (
     MISSING_LOCK_CONFIG,
     ActionAuthority,
@@ -33,7 +34,6 @@ from objstore.engine.versioning import (
     listing_fetch,
 )
 from objstore.errors import S3Error
-from objstore.iam.identity import Principal
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import RecordNotFound, RowChanged
@@ -60,8 +60,10 @@ class VersionService:
         clock: Callable[[], float],
         locks: KeyLocks,
         authority: ActionAuthority | None = None,
+        changes: ChangeHook | None = None,
     ) -> None:
         self._meta = meta
+        self._changes = changes or ChangeHook()
         self._blobs = blobs
         self._io = io
         self._clock = clock
@@ -91,7 +93,7 @@ class VersionService:
 
     # -- the changes ---------------------------------------------------------------------
     async def put_retention(
-        self, principal: Principal, bucket_name: str, key: str, version_id: str | None,
+        self, caller: Caller, bucket_name: str, key: str, version_id: str | None,
         retention: lock_rules.Retention, *, bypass_governance: bool,
     ) -> ObjectRecord:
         bucket = await self.lock_bucket(bucket_name)
@@ -100,7 +102,7 @@ class VersionService:
             problem = lock_rules.future_date_problem(retention.until, now)
             if problem:
                 raise S3Error("InvalidArgument", problem)
-            may_bypass = await bypass_allowed(self._authority, principal, record, now,
+            may_bypass = await bypass_allowed(self._authority, caller.principal, record, now,
                                               bypass_governance)
             reason = lock_rules.may_change_retention(record, retention, now,
                                                      bypass_governance, may_bypass)
@@ -108,20 +110,23 @@ class VersionService:
                 raise S3Error("AccessDenied", f"Access Denied: {reason}.")
             return lock_rules.with_retention(record, retention, now)
 
-        return await self._change(bucket, key, version_id, decide)
+        return await self._change(caller, ChangeKind.LOCK_CHANGED, bucket, key, version_id,
+                                  decide)
 
     async def put_legal_hold(
-        self, bucket_name: str, key: str, version_id: str | None, status: str
+        self, caller: Caller, bucket_name: str, key: str, version_id: str | None, status: str
     ) -> ObjectRecord:
         bucket = await self.lock_bucket(bucket_name)
 
         async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
             return lock_rules.with_legal_hold(record, status, now)
 
-        return await self._change(bucket, key, version_id, decide)
+        return await self._change(caller, ChangeKind.LOCK_CHANGED, bucket, key, version_id,
+                                  decide)
 
     async def put_tags(
-        self, bucket_name: str, key: str, version_id: str | None, tags: dict[str, str]
+        self, caller: Caller, bucket_name: str, key: str, version_id: str | None,
+        tags: dict[str, str],
     ) -> ObjectRecord:
         """Replace the tag set of a version (an empty set removes every tag)."""
         bucket = await self._bucket(bucket_name)
@@ -129,12 +134,16 @@ class VersionService:
         async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
             return replace(record, tags=dict(tags))
 
-        return await self._change(bucket, key, version_id, decide)
+        return await self._change(caller, ChangeKind.TAGS_CHANGED, bucket, key, version_id,
+                                  decide)
 
     # -- the common path -----------------------------------------------------------------
     async def _change(
-        self, bucket: BucketRecord, key: str, version_id: str | None, decide: Decision
+        self, caller: Caller, kind: ChangeKind, bucket: BucketRecord, key: str,
+        version_id: str | None, decide: Decision,
     ) -> ObjectRecord:
+        """Decide and store the change of one version under its key lock, then report it
+        (the one place this service does)."""
         async def attempts() -> ObjectRecord:
             for _ in range(CHANGE_ATTEMPTS):
                 record = await find_version(self._meta, bucket.name, key, version_id)
@@ -144,7 +153,10 @@ class VersionService:
                     return stored
             raise S3Error("ConditionalRequestConflict")
 
-        return await self._locks.run(bucket.name, key, attempts)
+        stored = await self._locks.run(bucket.name, key, attempts)
+        await self._changes.committed(Change(kind, caller, bucket.name, key, stored.version_id,
+                                             stored))
+        return stored
 
     async def _store(self, record: ObjectRecord, changed: ObjectRecord) -> ObjectRecord | None:
         """Sidecar first, then the guarded row update; None when the row moved on (the

@@ -48,7 +48,7 @@ async def create_bucket(call: S3Call) -> S3Response:
             await call.services.authorizer.check(call.principal, action,
                                                  bucket_arn(call.bucket))
     await call.services.buckets.create(
-        call.principal, call.bucket, location=location, object_lock=lock_header == "true"
+        call.caller, call.bucket, location=location, object_lock=lock_header == "true"
     )
     return S3Response(headers={"Location": f"/{call.bucket}"})
 
@@ -59,7 +59,7 @@ async def head_bucket(call: S3Call) -> S3Response:
 
 
 async def delete_bucket(call: S3Call) -> S3Response:
-    await call.services.buckets.delete(call.bucket)
+    await call.services.buckets.delete(call.caller, call.bucket)
     return S3Response(status=204)
 
 

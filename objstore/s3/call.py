@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from objstore.engine.changes import Caller
+from objstore.http.caller import client_caller
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
 
@@ -27,6 +29,10 @@ class S3Call:
     key: str
     query: dict[str, str]
     operation: str = ""  # the route's operation name (GetObject, CopyObject, ...)
+    caller: Caller = field(init=False)  # who asks: what the engine's writes take
+
+    def __post_init__(self) -> None:
+        self.caller = client_caller(self.request, self.principal)
 
     def header(self, name: str) -> str | None:
         return self.request.header(name)

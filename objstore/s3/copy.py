@@ -160,7 +160,7 @@ async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, 
         raise S3Error("InvalidRequest", SELF_COPY_MESSAGE)
     attrs = copied_attrs(source, request.directives, request.requested)
     record = await call.services.objects.copy(
-        call.principal, source, call.bucket, call.key, attrs, request.precondition
+        call.caller, source, call.bucket, call.key, attrs, request.precondition
     )
     return record, source
 

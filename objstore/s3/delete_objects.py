@@ -56,7 +56,7 @@ async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteO
             call.principal, delete_action(entry), object_arn(call.bucket, entry.key)
         )
         _check_entry(entry)
-        done = await call.services.objects.delete(call.principal, call.bucket, entry.key,
+        done = await call.services.objects.delete(call.caller, call.bucket, entry.key,
                                                   entry.version_id, bypass_governance=bypass)
     except S3Error as error:
         return DeleteOutcome(entry.key, entry.version_id, error.code, error.message)

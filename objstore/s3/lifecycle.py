@@ -50,7 +50,7 @@ async def put_lifecycle(call: S3Call) -> S3Response:
         raise S3Error("InvalidRequest", "Missing required header for this request: "
                       "Content-MD5 OR x-amz-checksum-*")
     config = parse_lifecycle(call.body())
-    await call.services.lifecycle.put(call.bucket, config)
+    await call.services.lifecycle.put(call.caller, call.bucket, config)
     return S3Response()
 
 
@@ -60,7 +60,7 @@ async def get_lifecycle(call: S3Call) -> S3Response:
 
 
 async def delete_lifecycle(call: S3Call) -> S3Response:
-    await call.services.lifecycle.delete(call.bucket)
+    await call.services.lifecycle.delete(call.caller, call.bucket)
     return S3Response(status=204)
 
 

@@ -160,7 +160,7 @@ async def create_upload(call: S3Call) -> S3Response:
     await authorize_lock(call, attrs.lock)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
-    upload = await call.services.multipart.create(call.principal, call.bucket, call.key,
+    upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
                                                   attrs, mode)
     body = initiate_result(upload.bucket, upload.key, upload.upload_id)
     return S3Response(headers=mode_headers(upload), body=body, content_type=XML)
@@ -183,7 +183,7 @@ async def upload_part(call: S3Call) -> S3Response:
         raise S3Error("InvalidRequest", "Content-MD5 OR x-amz-checksum- HTTP header is "
                       "required for Put Part requests with Object Lock parameters")
     claimed = claimed_checksums(spool, headers)
-    part = await multipart.upload_part(upload, number, spool, claimed)
+    part = await multipart.upload_part(call.caller, upload, number, spool, claimed)
     return S3Response(headers=part_headers(part))
 
 
@@ -215,7 +215,7 @@ async def _copy_part_once(
     evaluate(headers, source.etag, source.last_modified, prefix=COPY_CONDITION_PREFIX,
              not_modified_code="PreconditionFailed")
     span = parse_copy_range(headers.get("x-amz-copy-source-range"), source.size)
-    part = await call.services.multipart.copy_part(upload, number, source, span)
+    part = await call.services.multipart.copy_part(call.caller, upload, number, source, span)
     return part, source
 
 
@@ -237,7 +237,7 @@ async def complete_upload(call: S3Call) -> S3Response:
     claims = completion_claims(headers)
     multipart = call.services.multipart
     upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
-    record = await multipart.complete(upload, requested, claims, precondition)
+    record = await multipart.complete(call.caller, upload, requested, claims, precondition)
     body = complete_result(_location(call), record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
     return S3Response(headers=version_header(record), body=body, content_type=XML)
@@ -252,7 +252,7 @@ def _location(call: S3Call) -> str:
 async def abort_upload(call: S3Call) -> S3Response:
     multipart = call.services.multipart
     upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
-    await multipart.abort(upload)
+    await multipart.abort(call.caller, upload)
     return S3Response(status=204)
 
 

@@ -46,7 +46,7 @@ async def put_lock_configuration(call: S3Call) -> S3Response:
     the spec's deliberate divergence from AWS), with versioning."""
     require_integrity(call)
     config = parse_lock_configuration(call.body())
-    await call.services.bucket_config.put_lock_configuration(call.bucket, config)
+    await call.services.bucket_config.put_lock_configuration(call.caller, call.bucket, config)
     return S3Response()
 
 
@@ -73,7 +73,7 @@ async def put_retention(call: S3Call) -> S3Response:
     version_id = version_id_param(call)
     retention = parse_retention(call.body())
     await call.services.versions.put_retention(
-        call.principal, call.bucket, call.key, version_id, retention,
+        call.caller, call.bucket, call.key, version_id, retention,
         bypass_governance=bypass_requested(request_headers(call)),
     )
     return S3Response()
@@ -90,5 +90,6 @@ async def put_legal_hold(call: S3Call) -> S3Response:
     require_integrity(call)
     version_id = version_id_param(call)
     status = parse_legal_hold(call.body())
-    await call.services.versions.put_legal_hold(call.bucket, call.key, version_id, status)
+    await call.services.versions.put_legal_hold(call.caller, call.bucket, call.key, version_id,
+                                                status)
     return S3Response()

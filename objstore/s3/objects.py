@@ -209,7 +209,7 @@ async def put_object(call: S3Call) -> S3Response:
     await authorize_tagging(call, attrs.tags)
     await authorize_lock(call, attrs.lock)
     record = await call.services.objects.put(
-        call.principal, call.bucket, call.key, spool, attrs, precondition,
+        call.caller, call.bucket, call.key, spool, attrs, precondition,
         integrity=has_integrity_header(headers),
     )
     response_headers = {"ETag": f'"{record.etag}"'}
@@ -353,7 +353,7 @@ async def get_object(call: S3Call) -> S3Response:
 
 async def delete_object(call: S3Call) -> S3Response:
     outcome = await call.services.objects.delete(
-        call.principal, call.bucket, call.key, version_id_param(call),
+        call.caller, call.bucket, call.key, version_id_param(call),
         bypass_governance=bypass_requested(request_headers(call)),
     )
     headers = {}

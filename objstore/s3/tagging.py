@@ -31,13 +31,15 @@ async def get_object_tagging(call: S3Call) -> S3Response:
 async def put_object_tagging(call: S3Call) -> S3Response:
     version_id = version_id_param(call)
     tags = parse_tagging(call.body(), MAX_OBJECT_TAGS, "Object tags")
-    record = await call.services.versions.put_tags(call.bucket, call.key, version_id, tags)
+    record = await call.services.versions.put_tags(call.caller, call.bucket, call.key, version_id,
+                                                   tags)
     return S3Response(headers=version_header(record))
 
 
 async def delete_object_tagging(call: S3Call) -> S3Response:
     version_id = version_id_param(call)
-    record = await call.services.versions.put_tags(call.bucket, call.key, version_id, {})
+    record = await call.services.versions.put_tags(call.caller, call.bucket, call.key, version_id,
+                                                   {})
     return S3Response(status=204, headers=version_header(record))
 
 
@@ -51,10 +53,10 @@ async def get_bucket_tagging(call: S3Call) -> S3Response:
 
 async def put_bucket_tagging(call: S3Call) -> S3Response:
     tags = parse_tagging(call.body(), MAX_BUCKET_TAGS, "Bucket tag count")
-    await call.services.bucket_config.put_tags(call.bucket, tags)
+    await call.services.bucket_config.put_tags(call.caller, call.bucket, tags)
     return S3Response(status=204)
 
 
 async def delete_bucket_tagging(call: S3Call) -> S3Response:
-    await call.services.bucket_config.delete_tags(call.bucket)
+    await call.services.bucket_config.delete_tags(call.caller, call.bucket)
     return S3Response(status=204)

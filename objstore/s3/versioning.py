@@ -30,7 +30,7 @@ async def get_versioning(call: S3Call) -> S3Response:
 
 async def put_versioning(call: S3Call) -> S3Response:
     status = parse_versioning(call.body())
-    await call.services.bucket_config.set_versioning(call.bucket, status)
+    await call.services.bucket_config.set_versioning(call.caller, call.bucket, status)
     return S3Response()
 
 

@@ -16,9 +16,12 @@ as for a client. What it does per enabled rule:
 It never permanently deletes a version that object lock protects (retention or legal
 hold; the engine refuses too), touches at most `max_actions_per_rule` objects and uploads
 per rule per cycle, and examines at most `scan_rows_per_rule` rows per rule per cycle,
-resuming where it stopped on the next cycle. Each action is reported to an `AuditSink` as
-Lifecycle::ExpireObject, Lifecycle::DeleteNoncurrentVersion,
-Lifecycle::DeleteExpiredMarker or Lifecycle::AbortMultipartUpload.
+resuming where it stopped on the next cycle. Each action goes through the engine with a
+`Caller` of origin lifecycle naming it Lifecycle::ExpireObject,
+Lifecycle::DeleteNoncurrentVersion, Lifecycle::DeleteExpiredMarker or
+Lifecycle::AbortMultipartUpload: the engine's change hook records it in the audit log
+(audit/changes.py); an action the engine refused is recorded here, on the same
+`AuditSink`.
 
 Pacing: a `TimerService` ticks every second on an injected clock; a tick starts a cycle
 when one is due. The interval is `[lifecycle] interval_seconds`, overridden at run time by
@@ -42,7 +45,9 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from objstore.audit.log import AuditSink
 from objstore.engine import lifecycle_rules as rules
+from objstore.engine.changes import Caller, Origin, background_caller
 from objstore.engine.lifecycle_rules import LifecycleConfiguration, LifecycleRule
 from objstore.engine.lock_rules import may_delete
 from objstore.errors import S3Error
@@ -75,27 +80,6 @@ class Clock(Protocol):
     ticks on it too)."""
 
     def seconds(self) -> float: ...
-
-
-class AuditSink(Protocol):
-    """Where the worker reports each action (the audit log; `LogAuditSink` meanwhile)."""
-
-    def record(
-        self, operation: str, *, bucket: str = "", key: str = "", status: int = 200,
-        user: str = "system", error_code: str = "", **extra: object,
-    ) -> None: ...
-
-
-class LogAuditSink:
-    """An `AuditSink` that only logs."""
-
-    def record(
-        self, operation: str, *, bucket: str = "", key: str = "", status: int = 200,
-        user: str = "system", error_code: str = "", **extra: object,
-    ) -> None:
-        log.info("{operation} {bucket}/{key}: {status} {error_code} {extra}",
-                 operation=operation, bucket=bucket, key=key, status=status,
-                 error_code=error_code, extra=extra)
 
 
 class LifecycleReads(Protocol):
@@ -132,13 +116,13 @@ class ObjectRemover(Protocol):
     """`ObjectService.delete`: no version id expires the current version (a delete marker
     on a versioned bucket); a version id deletes that version permanently."""
 
-    def delete(self, principal: Principal, bucket_name: str, key: str,
+    def delete(self, caller: Caller, bucket_name: str, key: str,
                version_id: str | None = None, *, bypass_governance: bool = False
                ) -> Awaitable[Any]: ...
 
 
 class UploadAborter(Protocol):
-    def abort(self, upload: UploadRecord) -> Awaitable[None]: ...
+    def abort(self, caller: Caller, upload: UploadRecord) -> Awaitable[None]: ...
 
 
 @dataclass(frozen=True)
@@ -481,28 +465,28 @@ class LifecycleWorker(TimerService):
         if due is None or due > run.now:
             return
         run.actions_left -= 1
+        caller = background_caller(run.principal, Origin.LIFECYCLE, OP_ABORT,
+                                   rule_id=run.rule.rule_id, upload_id=upload.upload_id)
         try:
-            await self._uploads.abort(upload)
+            await self._uploads.abort(caller, upload)
         except Exception as error:
             self._action_failed(OP_ABORT, run, upload.key, error, upload_id=upload.upload_id)
             return
         run.report.uploads_aborted += 1
-        self._audit.record(OP_ABORT, bucket=upload.bucket, key=upload.key, status=204,
-                           user=LIFECYCLE_USER, rule_id=run.rule.rule_id,
-                           upload_id=upload.upload_id)
 
     # -- acting through the engine -------------------------------------------------------
     async def _act(self, operation: str, run: RuleRun, record: ObjectRecord,
                    version_id: str | None) -> bool:
-        """Delete through the engine (never bypassing governance) and report it."""
+        """Delete through the engine (never bypassing governance); the engine's change hook
+        records it in the audit log as `operation` (audit.changes), a refusal is recorded
+        here."""
+        caller = background_caller(run.principal, Origin.LIFECYCLE, operation,
+                                   rule_id=run.rule.rule_id, version_id=record.version_id)
         try:
-            await self._objects.delete(run.principal, record.bucket, record.key, version_id)
+            await self._objects.delete(caller, record.bucket, record.key, version_id)
         except Exception as error:
             self._action_failed(operation, run, record.key, error, version_id=record.version_id)
             return False
-        self._audit.record(operation, bucket=record.bucket, key=record.key, status=204,
-                           user=LIFECYCLE_USER, rule_id=run.rule.rule_id,
-                           version_id=record.version_id)
         return True
 
     def _action_failed(self, operation: str, run: RuleRun, key: str, error: Exception,
@@ -539,10 +523,8 @@ __all__ = [
     "OP_EXPIRE",
     "OP_MARKER",
     "OP_NONCURRENT",
-    "AuditSink",
     "CycleReport",
     "LifecycleSettings",
     "LifecycleWorker",
-    "LogAuditSink",
     "parse_interval",
 ]

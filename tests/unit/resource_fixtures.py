@@ -21,6 +21,7 @@ from objstore.admin.api import AdminApi
 from objstore.audit.log import AuditLog
 from objstore.audit.requests import RequestRecorder
 from objstore.config import ServerLimits
+from objstore.engine.changes import Caller
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.authn import Authenticator
@@ -78,6 +79,7 @@ class FakeAuthorizer:
 class FakeBuckets:
     def __init__(self) -> None:
         self.records: dict[str, Any] = {}
+        self.callers: list[Caller] = []  # who asked for each change, in order
 
     async def list(self) -> list[Any]:
         return [self.records[name] for name in sorted(self.records)]
@@ -87,13 +89,15 @@ class FakeBuckets:
             raise S3Error("NoSuchBucket", BucketName=name)
         return self.records[name]
 
-    async def create(self, principal: Principal, name: str, *, location: str | None,
+    async def create(self, caller: Caller, name: str, *, location: str | None,
                      object_lock: bool) -> None:
+        self.callers.append(caller)
         if name in self.records:
             raise S3Error("BucketAlreadyOwnedByYou", BucketName=name)
         self.records[name] = SimpleNamespace(name=name, created_at=NOW, region=REGION)
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, caller: Caller, name: str) -> None:
+        self.callers.append(caller)
         await self.get(name)
         del self.records[name]
 

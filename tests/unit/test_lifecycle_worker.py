@@ -14,6 +14,8 @@ import pytest
 from twisted.internet import defer, task
 from twisted.internet.defer import Deferred
 
+from objstore.audit.changes import AuditChangeSink
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
 from objstore.engine.lifecycle_rules import (
     Expiration,
     LifecycleConfiguration,
@@ -154,37 +156,46 @@ class FakeStore:
 
 @dataclass
 class FakeObjects:
-    """ObjectService.delete over the fake store, with the engine's lock refusal."""
+    """ObjectService.delete over the fake store, with the engine's lock refusal and its
+    report of each committed change to the hook."""
 
     store: FakeStore
     clock: task.Clock
+    changes: ChangeHook
     calls: list[tuple[str, str, str | None]] = field(default_factory=list)
-    principals: list[Principal] = field(default_factory=list)
+    callers: list[Caller] = field(default_factory=list)
 
-    async def delete(self, principal: Principal, bucket_name: str, key: str,
+    async def delete(self, caller: Caller, bucket_name: str, key: str,
                      version_id: str | None = None, *, bypass_governance: bool = False) -> Any:
         assert not bypass_governance
         self.calls.append((bucket_name, key, version_id))
-        self.principals.append(principal)
+        self.callers.append(caller)
         bucket = self.store.buckets[bucket_name]
         if version_id is None and bucket.versioning != "Disabled":
             marker_id = f"m{len(self.calls)}"
             self.store.put(bucket_name, key, self.clock.seconds(), version_id=marker_id,
                            marker=True)
+            await self.changes.committed(Change(ChangeKind.DELETE_MARKER_WRITTEN, caller,
+                                                bucket_name, key, marker_id))
             return None
         target = self.store.version(bucket_name, key, version_id or NULL_VERSION)
         if target is not None and may_delete(target, self.clock.seconds(), False, False):
             raise S3Error("AccessDenied", "object protected by object lock")
         self.store.remove(bucket_name, key, version_id or NULL_VERSION)
+        await self.changes.committed(Change(ChangeKind.VERSION_DELETED, caller, bucket_name,
+                                            key, version_id or NULL_VERSION))
         return None
 
 
 @dataclass
 class FakeUploads:
     store: FakeStore
+    changes: ChangeHook
 
-    async def abort(self, upload: UploadRecord) -> None:
+    async def abort(self, caller: Caller, upload: UploadRecord) -> None:
         self.store.uploads.remove(upload)
+        await self.changes.committed(Change(ChangeKind.UPLOAD_ABORTED, caller, upload.bucket,
+                                            upload.key, subject=upload.upload_id))
 
 
 @dataclass
@@ -234,12 +245,13 @@ class Harness:
 def make(**settings: Any) -> Harness:
     clock = task.Clock()
     store = FakeStore()
-    objects = FakeObjects(store, clock)
-    configs = FakeConfigs()
     audit = RecordingAudit()
+    changes = ChangeHook([AuditChangeSink(audit)])  # the engine's hook, as the node wires it
+    objects = FakeObjects(store, clock, changes)
+    configs = FakeConfigs()
     values = {"interval_seconds": INTERVAL, "day_seconds": DAY, **settings}
     worker = LifecycleWorker(reads=store, configs=configs, objects=objects,
-                             uploads=FakeUploads(store), audit=audit,
+                             uploads=FakeUploads(store, changes), audit=audit,
                              settings=LifecycleSettings(**values), clock=clock)
     return Harness(clock, store, objects, configs, audit, worker)
 
@@ -272,7 +284,8 @@ def test_expires_due_current_versions_of_an_unversioned_bucket(h: Harness) -> No
     assert h.store.keys("b") == ["keep/old", "logs/young"]
     assert h.audit.operations() == [(OP_EXPIRE, "logs/old", 204)]
     assert h.audit.entries[0]["rule_id"] == "expire"
-    assert h.objects.principals[0] == Principal("u-owner", "owner", False, "")
+    assert h.objects.callers[0].principal == Principal("u-owner", "owner", False, "")
+    assert h.objects.callers[0].origin is Origin.LIFECYCLE
     h.advance_to(49.0)
     assert h.store.keys("b") == ["keep/old", "logs/young"]  # 25 + 20, rounded up to 50
     h.advance_to(50.0)
@@ -525,12 +538,14 @@ def test_engine_refusals_are_audited_and_do_not_stop_the_cycle(h: Harness) -> No
     h.store.put("b", "b", 0.0)
     h.configs.set("b", expire(1))
 
-    async def refusing(principal: Principal, bucket_name: str, key: str,
+    deleting = h.objects.delete
+
+    async def refusing(caller: Caller, bucket_name: str, key: str,
                        version_id: str | None = None, *, bypass_governance: bool = False
                        ) -> Any:
         if key == "a":
             raise S3Error("AccessDenied")
-        h.store.remove(bucket_name, key, NULL_VERSION)
+        return await deleting(caller, bucket_name, key, version_id)
 
     h.objects.delete = refusing  # type: ignore[method-assign]
     h.advance_to(10.0)

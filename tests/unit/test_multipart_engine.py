@@ -21,6 +21,7 @@ from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import check
 from objstore.cli.recover import insert_objects, scan_sidecars
+from objstore.engine.changes import Caller
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
@@ -49,6 +50,7 @@ from objstore.threads import InlinePool
 
 T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
+CALLER = Caller(ALICE)
 MIB = 1024 * 1024
 
 
@@ -102,12 +104,12 @@ class World:
         return spool
 
     def create(self, key: str = "k", mode: ChecksumMode = ChecksumMode()) -> UploadRecord:
-        return run(self.service.create(ALICE, "b", key, ObjectAttrs(content_type="text/x"),
+        return run(self.service.create(Caller(ALICE), "b", key, ObjectAttrs(content_type="text/x"),
                                        mode))
 
     def put(self, upload: UploadRecord, number: int, data: bytes,
             claimed: dict[str, str] | None = None) -> PartRecord:
-        return run(self.service.upload_part(upload, number, self.body(data), claimed or {}))
+        return run(self.service.upload_part(CALLER, upload, number, self.body(data), claimed or {}))
 
     def data_files(self) -> set[str]:
         return {i.blob_id for i in self.blobs.iter_blobs() if i.size >= 0}
@@ -168,7 +170,7 @@ def test_the_uploads_checksum_is_computed_when_not_sent(world: World) -> None:
 
 def test_a_part_checksum_of_another_algorithm_is_refused(world: World) -> None:
     upload = world.create(mode=ChecksumMode("sha256", COMPOSITE))
-    error = fails(world.service.upload_part(upload, 1, world.body(b"x"), {"crc32": "x"}))
+    error = fails(world.service.upload_part(CALLER, upload, 1, world.body(b"x"), {"crc32": "x"}))
     assert error.code == "InvalidRequest" and "mismatch" in error.message
     assert world.data_files() == set()
 
@@ -176,7 +178,7 @@ def test_a_part_checksum_of_another_algorithm_is_refused(world: World) -> None:
 def test_a_part_for_an_upload_that_vanished_leaves_nothing(world: World) -> None:
     upload = world.create()
     world.store.delete_upload(upload.upload_id)
-    error = fails(world.service.upload_part(upload, 1, world.body(b"late"), {}))
+    error = fails(world.service.upload_part(CALLER, upload, 1, world.body(b"late"), {}))
     assert error.code == "NoSuchUpload"
     assert world.data_files() == set()
 
@@ -185,18 +187,18 @@ def test_copy_part_of_a_range_across_a_composite(world: World) -> None:
     source_upload = world.create("src")
     a, b = os.urandom(5 * MIB), os.urandom(1000)
     parts = [world.put(source_upload, 1, a), world.put(source_upload, 2, b)]
-    source = run(world.service.complete(source_upload, [asked(p) for p in parts],
+    source = run(world.service.complete(CALLER, source_upload, [asked(p) for p in parts],
                                         CompletionClaims()))
     upload = world.create("dst", ChecksumMode("crc32", FULL_OBJECT))
     start, length = 5 * MIB - 10, 510
-    copied = run(world.service.copy_part(upload, 3, source, (start, length)))
+    copied = run(world.service.copy_part(CALLER, upload, 3, source, (start, length)))
     expected = (a + b)[start:start + length]
     assert copied.etag == hashlib.md5(expected).hexdigest() and copied.size == length
     assert copied.checksums == {"crc32": crc32_b64(expected)}
     assert world.blobs.blob_reader(copied.blob_id).read_all() == expected
     sidecar = world.blobs.read_sidecar(copied.blob_id)
     assert (sidecar["etag"], sidecar["checksums"]) == (copied.etag, copied.checksums)
-    whole = run(world.service.copy_part(upload, 4, source, None))
+    whole = run(world.service.copy_part(CALLER, upload, 4, source, None))
     assert whole.size == source.size
 
 
@@ -209,7 +211,7 @@ def test_complete_references_parts_without_rewriting_them(world: World) -> None:
     parts = [world.put(upload, n, d) for n, d in enumerate(datas, start=1)]
     unlisted = world.put(upload, 9, b"never listed")
     files_before = world.data_files()
-    record = run(world.service.complete(upload, [asked(p) for p in parts],
+    record = run(world.service.complete(CALLER, upload, [asked(p) for p in parts],
                                         CompletionClaims()))
     assert world.data_files() == files_before - {unlisted.blob_id}  # no byte rewritten
     assert world.sidecar_only() == {record.blob_id}
@@ -226,7 +228,7 @@ def test_complete_references_parts_without_rewriting_them(world: World) -> None:
 def test_a_refused_completion_changes_nothing(world: World) -> None:
     upload = world.create()
     parts = [world.put(upload, 1, b"tiny"), world.put(upload, 2, b"last")]
-    error = fails(world.service.complete(upload, [asked(p) for p in parts],
+    error = fails(world.service.complete(CALLER, upload, [asked(p) for p in parts],
                                          CompletionClaims()))
     assert error.code == "EntityTooSmall"
     assert world.sidecar_only() == set()
@@ -238,15 +240,15 @@ def test_a_failed_precondition_keeps_the_upload(world: World) -> None:
                                         is_delete_marker=False))
     upload = world.create()
     part = world.put(upload, 1, b"data")
-    error = fails(world.service.complete(upload, [asked(part)], CompletionClaims(),
+    error = fails(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims(),
                                          WritePrecondition(if_absent=True)))
     assert (error.code, error.status) == ("PreconditionFailed", 412)
-    error = fails(world.service.complete(upload, [asked(part)], CompletionClaims(),
+    error = fails(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims(),
                                          WritePrecondition(if_match_etag="nope")))
     assert error.code == "PreconditionFailed"
     assert world.sidecar_only() == set()
     world.store.delete_object_version("b", "k", "null")
-    error = fails(world.service.complete(upload, [asked(part)], CompletionClaims(),
+    error = fails(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims(),
                                          WritePrecondition(if_match_etag="e")))
     assert (error.code, error.status) == ("NoSuchKey", 404)
     assert world.store.list_parts(upload.upload_id) == [part]
@@ -257,7 +259,7 @@ def test_a_part_replaced_during_completion_is_reread(world: World) -> None:
     part = world.put(upload, 1, b"same bytes")
     replacement: list[PartRecord] = []
     world.meta.before_complete = lambda: replacement.append(world.put(upload, 1, b"same bytes"))
-    record = run(world.service.complete(upload, [asked(part)], CompletionClaims()))
+    record = run(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims()))
     assert [p.blob_id for p in record.parts] == [replacement[0].blob_id]
     assert world.data_files() == {replacement[0].blob_id}
 
@@ -266,7 +268,7 @@ def test_a_part_replaced_with_other_bytes_during_completion(world: World) -> Non
     upload = world.create()
     part = world.put(upload, 1, b"old bytes")
     world.meta.before_complete = lambda: world.put(upload, 1, b"new bytes")
-    assert fails(world.service.complete(upload, [asked(part)], CompletionClaims())).code \
+    assert fails(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims())).code \
         == "InvalidPart"
     assert world.sidecar_only() == set()
     assert world.store.get_object("b", "k") is None
@@ -275,8 +277,8 @@ def test_a_part_replaced_with_other_bytes_during_completion(world: World) -> Non
 def test_an_abort_during_completion_wins_cleanly(world: World) -> None:
     upload = world.create()
     part = world.put(upload, 1, b"bytes")
-    world.meta.before_complete = lambda: run(world.service.abort(upload))
-    assert fails(world.service.complete(upload, [asked(part)], CompletionClaims())).code \
+    world.meta.before_complete = lambda: run(world.service.abort(CALLER, upload))
+    assert fails(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims())).code \
         == "NoSuchUpload"
     assert world.data_files() == set() and world.sidecar_only() == set()
     assert world.store.get_object("b", "k") is None
@@ -296,7 +298,7 @@ def test_a_completion_whose_commit_was_retried_keeps_its_sidecar(world: World) -
         return original(upload_id, record, precondition, usage_check)
 
     world.store.complete_upload = commit_then_fail  # type: ignore[method-assign]
-    record = run(world.service.complete(upload, [asked(part)], CompletionClaims()))
+    record = run(world.service.complete(CALLER, upload, [asked(part)], CompletionClaims()))
     assert world.sidecar_only() == {record.blob_id}
     assert world.store.get_object("b", "k") == record
 
@@ -308,11 +310,11 @@ def test_full_object_checksum_and_claims(world: World) -> None:
              for n, d in enumerate(datas, start=1)]
     whole = crc32_b64(b"".join(datas))
     wrong = CompletionClaims(checksums={"crc32": crc32_b64(b"other")})
-    assert fails(world.service.complete(upload, [asked(p) for p in parts], wrong)).code \
+    assert fails(world.service.complete(CALLER, upload, [asked(p) for p in parts], wrong)).code \
         == "BadDigest"
     claims = CompletionClaims(checksums={"crc32": whole}, checksum_type="FULL_OBJECT",
                               object_size=5 * MIB + 4)
-    record = run(world.service.complete(upload, [asked(p) for p in parts], claims))
+    record = run(world.service.complete(CALLER, upload, [asked(p) for p in parts], claims))
     assert (record.checksums, record.checksum_type) == ({"crc32": whole}, "FULL_OBJECT")
 
 
@@ -320,7 +322,7 @@ def test_abort_deletes_the_part_blobs(world: World) -> None:
     upload = world.create()
     world.put(upload, 1, b"a")
     world.put(upload, 2, b"b")
-    run(world.service.abort(upload))
+    run(world.service.abort(CALLER, upload))
     assert world.data_files() == set()
     assert world.store.get_upload(upload.upload_id) is None
 
@@ -369,7 +371,7 @@ def test_list_uploads_of_a_missing_bucket(world: World) -> None:
 
 def test_check_counts_open_and_completed_uploads_as_referenced(world: World) -> None:
     done = world.create("done")
-    run(world.service.complete(done, [asked(world.put(done, 1, b"x"))], CompletionClaims()))
+    run(world.service.complete(CALLER, done, [asked(world.put(done, 1, b"x"))], CompletionClaims()))
     world.put(world.create("open"), 1, b"y")
     report = check(world.store, world.blobs, repair=False, deep=True, orphan_grace_seconds=0)
     assert report.problems() == 0, report
@@ -382,7 +384,7 @@ def test_recover_rebuilds_a_completed_multipart_object(world: World, tmp_path: P
     upload = world.create()
     datas = [os.urandom(5 * MIB), b"end"]
     parts = [world.put(upload, n, d) for n, d in enumerate(datas, start=1)]
-    record = run(world.service.complete(upload, [asked(p) for p in parts],
+    record = run(world.service.complete(CALLER, upload, [asked(p) for p in parts],
                                         CompletionClaims()))
     fresh = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "fresh.db"), None, 2))
     fresh.migrate()
@@ -399,7 +401,7 @@ def test_completion_on_a_versioned_bucket_adds_a_version(world: World) -> None:
     world.store.update_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0,
                                            versioning="Enabled"))
     upload = world.create()
-    record = run(world.service.complete(upload, [asked(world.put(upload, 1, b"x"))],
+    record = run(world.service.complete(CALLER, upload, [asked(world.put(upload, 1, b"x"))],
                                         CompletionClaims()))
     assert record.version_id not in ("null", "v-old") and record.is_latest
     assert [v.version_id for v in world.store.list_versions("b")] == [record.version_id,

@@ -16,6 +16,7 @@ from twisted.internet.defer import Deferred
 
 from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
+from objstore.engine.changes import Caller
 from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
@@ -89,7 +90,7 @@ def test_copy_of_a_composite_is_a_plain_object(
     content = composite_source(blobs, store, checksum_type)
     source = store.get_object("b", "multi")
     assert source is not None
-    copied = run(service.copy(ALICE, source, "b", "flat", ObjectAttrs()))
+    copied = run(service.copy(Caller(ALICE), source, "b", "flat", ObjectAttrs()))
     assert copied.parts == () and copied.size == len(content)
     assert copied.etag == hashlib.md5(content).hexdigest()
     assert copied.checksums == carried
@@ -110,7 +111,7 @@ def test_copy_of_a_plain_object_keeps_etag_and_checksums(
         bucket="b", key="src", version_id="null", blob_id=blob_id, size=11, etag="not-an-md5",
         last_modified=5.0, checksums={"sha256": "s=="}, checksum_type="FULL_OBJECT",
     )).record
-    copied = run(service.copy(ALICE, source, "b", "dst", ObjectAttrs(tags={"t": "1"})))
+    copied = run(service.copy(Caller(ALICE), source, "b", "dst", ObjectAttrs(tags={"t": "1"})))
     assert copied.etag == "not-an-md5"  # kernel copy: the bytes are not hashed again
     assert copied.checksums == {"sha256": "s=="} and copied.tags == {"t": "1"}
     assert copied.blob_id not in (None, blob_id)
@@ -132,10 +133,10 @@ def test_a_failed_condition_leaves_no_blob(
     for precondition, code in [(WritePrecondition(if_absent=True), "PreconditionFailed"),
                                (WritePrecondition(if_match_etag="other"), "PreconditionFailed")]:
         with pytest.raises(S3Error) as caught:
-            run(service.copy(ALICE, source, "b", "src", ObjectAttrs(), precondition))
+            run(service.copy(Caller(ALICE), source, "b", "src", ObjectAttrs(), precondition))
         assert caught.value.code == code
     with pytest.raises(S3Error) as caught:
-        run(service.copy(ALICE, source, "b", "absent", ObjectAttrs(),
+        run(service.copy(Caller(ALICE), source, "b", "absent", ObjectAttrs(),
                          WritePrecondition(if_match_etag="e")))
     assert caught.value.code == "NoSuchKey"
     assert blob_files(blobs) == before
@@ -149,7 +150,7 @@ def test_a_vanished_source_blob_is_reported(
     gone = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=str(uuid.uuid4()),
                         size=3, etag="e", last_modified=5.0)
     with pytest.raises(SourceChanged):
-        run(service.copy(ALICE, gone, "b", "dst", ObjectAttrs()))
+        run(service.copy(Caller(ALICE), gone, "b", "dst", ObjectAttrs()))
     assert store.get_object("b", "dst") is None
 
 
@@ -158,7 +159,7 @@ def test_copy_into_a_missing_bucket(parts: tuple[ObjectService, SyncMetaStore, B
     source = ObjectRecord(bucket="b", key="src", version_id="null", blob_id=None, size=0,
                           etag="e", last_modified=5.0)
     with pytest.raises(S3Error) as caught:
-        run(service.copy(ALICE, replace(source), "nope", "dst", ObjectAttrs()))
+        run(service.copy(Caller(ALICE), replace(source), "nope", "dst", ObjectAttrs()))
     assert caught.value.code == "NoSuchBucket"
 
 
@@ -177,6 +178,6 @@ def test_the_hashed_copy_is_provisional_until_its_etag_is_known(
         original(blob_id, sidecar)
 
     monkeypatch.setattr(blobs, "write_sidecar", spy)
-    copied = run(service.copy(ALICE, source, "b", "flat", ObjectAttrs()))
+    copied = run(service.copy(Caller(ALICE), source, "b", "flat", ObjectAttrs()))
     # `recover` skips the provisional kind, so a crash in between leaves only an orphan
     assert kinds == [("copy-in-progress", ""), ("object", copied.etag)]

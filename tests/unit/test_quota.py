@@ -17,6 +17,7 @@ from twisted.internet.defer import Deferred
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.engine.bucket_config import CONFIG_FAMILY, BucketConfigService
+from objstore.engine.changes import Caller
 from objstore.engine.objects import ObjectAttrs, ObjectService
 from objstore.engine.quota import (
     QUOTA_CONFIG_KEY,
@@ -247,29 +248,30 @@ def body(blobs: BlobStore, data: bytes) -> BodySpool:
 
 def test_a_refused_put_stores_nothing(engine_parts: Any) -> None:
     sql, blobs, _control, objects, quotas = engine_parts
-    run(quotas.put(BUCKET, BucketQuota(max_bytes=8)))
-    run(objects.put(ALICE, BUCKET, "a", body(blobs, b"12345"), ObjectAttrs()))
+    run(quotas.put(Caller(ALICE), BUCKET, BucketQuota(max_bytes=8)))
+    run(objects.put(Caller(ALICE), BUCKET, "a", body(blobs, b"12345"), ObjectAttrs()))
     before = {info.blob_id for info in blobs.iter_blobs()}
     with pytest.raises(S3Error) as caught:
-        run(objects.put(ALICE, BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
+        run(objects.put(Caller(ALICE), BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
     assert caught.value.code == "QuotaExceeded"
     assert {info.blob_id for info in blobs.iter_blobs()} == before
     assert sql.get_object(BUCKET, "b") is None
-    run(quotas.delete(BUCKET))
-    run(objects.put(ALICE, BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
+    run(quotas.delete(Caller(ALICE), BUCKET))
+    run(objects.put(Caller(ALICE), BUCKET, "b", body(blobs, b"12345"), ObjectAttrs()))
     assert sql.bucket_usage(BUCKET) == (2, 10)
 
 
 def test_admin_use_cases_are_durable(engine_parts: Any) -> None:
     sql, _blobs, control, _objects, quotas = engine_parts
     assert run(quotas.get(BUCKET)) == (BucketQuota(), UsageFigures(0, 0))
-    run(quotas.put(BUCKET, BucketQuota(max_objects=3)))
+    run(quotas.put(Caller(ALICE), BUCKET, BucketQuota(max_objects=3)))
     assert run(quotas.get(BUCKET))[0] == BucketQuota(max_objects=3)
     assert dict(control.items(CONFIG_FAMILY))[f"{BUCKET}:{QUOTA_CONFIG_KEY}"]["value"] == \
         BucketQuota(max_objects=3).to_json()
-    run(quotas.put(BUCKET, BucketQuota()))  # unlimited: removed
+    run(quotas.put(Caller(ALICE), BUCKET, BucketQuota()))  # unlimited: removed
     assert sql.get_bucket_config(BUCKET, QUOTA_CONFIG_KEY) is None
     assert list(control.items(CONFIG_FAMILY)) == []
-    for call in (quotas.get("nope"), quotas.put("nope", BucketQuota(1)), quotas.delete("nope")):
+    for call in (quotas.get("nope"), quotas.put(Caller(ALICE), "nope", BucketQuota(1)),
+                 quotas.delete(Caller(ALICE), "nope")):
         with pytest.raises(NoSuchBucket):
             run(call)

@@ -10,7 +10,8 @@ from xml.etree import ElementTree
 import pytest
 
 from objstore.config import ServerLimits
-from tests.unit.resource_fixtures import ALICE, Answer, Node
+from objstore.engine.changes import Origin
+from tests.unit.resource_fixtures import ALICE, ROOT, Answer, Node
 
 URL = "http://s3.test"
 
@@ -35,6 +36,19 @@ def test_signed_list_buckets_answers_xml(node: Node) -> None:
     assert answer.headers["content-type"] == "application/xml"
     assert b"<Name>photos</Name>" in answer.body
     assert [r.operation for r in node.records()] == ["CreateBucket", "ListBuckets"]
+
+
+def test_an_engine_write_names_its_caller(node: Node) -> None:
+    node.buckets.records.clear()
+    created = node.send("PUT", f"{URL}/photos")
+    deleted = node.send("DELETE", f"{URL}/photos")
+    assert (created.status, deleted.status) == (200, 204)
+    first, second = node.buckets.callers
+    assert first.principal.user_id == ROOT.user_id and first.origin is Origin.CLIENT
+    assert first.request_id == created.headers["x-amz-request-id"]
+    assert second.request_id == deleted.headers["x-amz-request-id"]
+    assert first.source_address  # the client's address, as the audit records it
+    assert first.source_address == node.records()[0].source_ip
 
 
 def test_unsigned_request_is_refused_and_still_named(node: Node) -> None:

@@ -17,6 +17,7 @@ from twisted.internet.defer import Deferred
 from objstore.blobs.control import ControlRecord
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
+from objstore.engine.changes import Caller
 from objstore.engine.iam import IamService, NewCredential
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.lifecycle_rules import (
@@ -76,7 +77,7 @@ class Settings:
             raise AdminError("BadRequest", "region must be lower-case")
         return value
 
-    async def put(self, key: str, text: str) -> None:
+    async def put_text(self, caller: Caller, key: str, text: str) -> None:
         await self._meta.put_setting(key, text)
 
 
@@ -88,7 +89,7 @@ class Node:
     buckets: BucketService
     bucket_state: BucketConfigService
     transfer: TransferService
-    root: Principal
+    root: Caller
 
     def export(self, sections: tuple[str, ...] = SECTIONS, secrets: bool = False
                ) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def make_node(path: Path, name: str) -> Node:
                             bucket_state=BucketDocuments(state, lifecycle),
                             settings=Settings(meta))
     root_user = next(u for u in store.list_users() if u.is_root)
-    root = Principal(root_user.user_id, root_user.username, True, "ROOTKEY")
+    root = Caller(Principal(root_user.user_id, root_user.username, True, "ROOTKEY"))
     return Node(store, meta, iam, buckets, state,
                 TransferService(targets, clock=lambda: 4000.0, server_version="test"), root)
 
@@ -133,25 +134,25 @@ def nodes(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
 
 def populate(node: Node) -> dict[str, Any]:
     iam = node.iam
-    alice = run(iam.create_user("alice", "Alice"))
-    bob = run(iam.create_user("bob", ""))
-    team = run(iam.create_team("devs", "developers"))
-    grant = run(iam.create_grant("read-all", "reads", DOC))
-    run(iam.add_member(team.team_id, alice.user_id))
-    run(iam.attach_team_grant(team.team_id, grant.grant_id))
+    alice = run(iam.create_user(node.root, "alice", "Alice"))
+    bob = run(iam.create_user(node.root, "bob", ""))
+    team = run(iam.create_team(node.root, "devs", "developers"))
+    grant = run(iam.create_grant(node.root, "read-all", "reads", DOC))
+    run(iam.add_member(node.root, team.team_id, alice.user_id))
+    run(iam.attach_team_grant(node.root, team.team_id, grant.grant_id))
     builtin = next(g for g in run(iam.list_grants()) if g.name == "S3ReadOnlyAccess")
-    run(iam.attach_user_grant(bob.user_id, builtin.grant_id))
+    run(iam.attach_user_grant(node.root, bob.user_id, builtin.grant_id))
     run(iam.create_credential(node.root, alice.user_id,
                               NewCredential("laptop", "AKALICE001", "alice-secret-0001")))
     idle = run(iam.create_credential(node.root, bob.user_id,
                                      NewCredential("", "AKBOB00001", "bob-secret-00001")))
     run(iam.update_credential(node.root, idle.access_key_id, False, None))
-    owner = Principal(alice.user_id, "alice", False, "AKALICE001")
+    owner = Caller(Principal(alice.user_id, "alice", False, "AKALICE001"))
     run(node.buckets.create(owner, "photos", location=None, object_lock=False))
     run(node.buckets.create(node.root, "vault", location=None, object_lock=True))
     run(node.meta.put_bucket_config("photos", "tagging", '[["team", "devs"]]'))
     run(node.meta.put_bucket_config("photos", "lifecycle", LIFECYCLE))
-    run(node.bucket_state.set_versioning("photos", "Suspended"))
+    run(node.bucket_state.set_versioning(node.root, "photos", "Suspended"))
     node.store.put_setting("region", "eu-west-1")
     return {"alice": alice, "bob": bob, "team": team, "grant": grant}
 
@@ -291,9 +292,9 @@ def test_skip_leaves_existing_entities_and_overwrite_replaces_them(
     document = a.export(secrets=True)
     b.import_(document)
     alice_id, team_id = made["alice"].user_id, made["team"].team_id
-    run(b.iam.update_user(alice_id, None, "changed on b"))
-    run(b.iam.remove_member(team_id, alice_id))
-    run(b.iam.add_member(team_id, made["bob"].user_id))
+    run(b.iam.update_user(b.root, alice_id, None, "changed on b"))
+    run(b.iam.remove_member(b.root, team_id, alice_id))
+    run(b.iam.add_member(b.root, team_id, made["bob"].user_id))
     run(b.meta.put_bucket_config("photos", "lifecycle", "{}"))
 
     skipped = b.import_(document)
@@ -328,7 +329,7 @@ def test_root_is_never_imported_nor_overwritten(nodes: tuple[Node, Node]) -> Non
 def test_a_name_taken_by_another_id_matches_by_name(nodes: tuple[Node, Node]) -> None:
     a, b = nodes
     made = populate(a)
-    local = run(b.iam.create_user("alice", "local alice"))
+    local = run(b.iam.create_user(b.root, "alice", "local alice"))
     report = b.import_(a.export(secrets=True), "overwrite")
     assert report["errors"] == [] and report["updated"]["users"] == ["alice"]
     assert b.store.get_user(made["alice"].user_id) is None
@@ -339,8 +340,8 @@ def test_a_name_taken_by_another_id_matches_by_name(nodes: tuple[Node, Node]) ->
 
 def test_an_id_and_a_name_of_two_entities_is_an_error(nodes: tuple[Node, Node]) -> None:
     _, b = nodes
-    one = run(b.iam.create_user("one", ""))
-    run(b.iam.create_user("two", ""))
+    one = run(b.iam.create_user(b.root, "one", ""))
+    run(b.iam.create_user(b.root, "two", ""))
     document = {"users": [{"user_id": one.user_id, "username": "two"}]}
     report = b.import_(document, "overwrite")
     assert report["errors"][0]["item"] == "two" and "different" in report["errors"][0]["message"]

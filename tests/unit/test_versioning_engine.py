@@ -23,6 +23,7 @@ from objstore.blobs.store import BlobStore
 from objstore.cli.recover import restore_control_plane
 from objstore.engine import lock_rules
 from objstore.engine.bucket_config import BucketConfigService
+from objstore.engine.changes import Caller
 from objstore.engine.objects import DeleteOutcome, ObjectAttrs, ObjectService
 from objstore.engine.versioning import KeyLocks, list_version_page
 from objstore.engine.versions import VersionService
@@ -38,6 +39,7 @@ from objstore.threads import InlinePool
 T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
 ROOT = Principal("u-root", "root", True, "AKROOT")
+CALLER = Caller(ROOT)
 FAR = 4_000_000_000.0
 
 
@@ -136,7 +138,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 def test_a_delete_marker_has_a_sidecar_that_rebuilds_it(world: World) -> None:
     world.bucket("b")
     kept = world.version("b", "k")
-    outcome = run(world.objects.delete(ALICE, "b", "k"))
+    outcome = run(world.objects.delete(Caller(ALICE), "b", "k"))
     assert outcome.delete_marker and outcome.version_id not in (None, kept.version_id)
     marker = world.store.get_object("b", "k")
     assert marker is not None and marker.is_delete_marker and marker.is_latest
@@ -144,7 +146,7 @@ def test_a_delete_marker_has_a_sidecar_that_rebuilds_it(world: World) -> None:
     assert world.blobs.blob_size(marker.blob_id) is None  # a sidecar, no bytes
     assert world.sidecar(marker) == replace(marker, is_latest=False, seq=0)
     assert outcome == DeleteOutcome(marker.version_id, True)
-    removed = run(world.objects.delete(ALICE, "b", "k", marker.version_id))
+    removed = run(world.objects.delete(Caller(ALICE), "b", "k", marker.version_id))
     assert removed == DeleteOutcome(marker.version_id, True)
     assert not os.path.exists(world.blobs.sidecar_path(marker.blob_id))
     latest = world.store.get_object("b", "k")
@@ -154,17 +156,17 @@ def test_a_delete_marker_has_a_sidecar_that_rebuilds_it(world: World) -> None:
 def test_unversioned_delete_removes_the_null_version(world: World) -> None:
     world.bucket("plain", versioning="Disabled")
     record = world.version("plain", "k", version_id="null")
-    assert run(world.objects.delete(ALICE, "plain", "k")) == DeleteOutcome(None)
+    assert run(world.objects.delete(Caller(ALICE), "plain", "k")) == DeleteOutcome(None)
     assert world.store.get_object("plain", "k") is None
     assert record.blob_id is not None and world.blobs.blob_size(record.blob_id) is None
-    assert run(world.objects.delete(ALICE, "plain", "k")) == DeleteOutcome(None)
+    assert run(world.objects.delete(Caller(ALICE), "plain", "k")) == DeleteOutcome(None)
 
 
 def test_suspended_delete_replaces_the_null_version_with_a_null_marker(world: World) -> None:
     world.bucket("s", versioning="Suspended")
     real = world.version("s", "k")
     null = world.version("s", "k", version_id="null")
-    assert run(world.objects.delete(ALICE, "s", "k")) == DeleteOutcome("null", True)
+    assert run(world.objects.delete(Caller(ALICE), "s", "k")) == DeleteOutcome("null", True)
     marker = world.store.get_object("s", "k", "null")
     assert marker is not None and marker.is_delete_marker
     assert null.blob_id is not None and world.blobs.blob_size(null.blob_id) is None
@@ -174,9 +176,9 @@ def test_suspended_delete_replaces_the_null_version_with_a_null_marker(world: Wo
 def test_deleting_an_unknown_version_is_no_error(world: World) -> None:
     world.bucket("b")
     unknown = str(uuid.uuid4())
-    assert run(world.objects.delete(ALICE, "b", "k", unknown)) == DeleteOutcome(unknown)
-    assert fails(world.objects.delete(ALICE, "b", "k", "bogus")).code == "InvalidArgument"
-    assert fails(world.objects.delete(ALICE, "nope", "k")).code == "NoSuchBucket"
+    assert run(world.objects.delete(Caller(ALICE), "b", "k", unknown)) == DeleteOutcome(unknown)
+    assert fails(world.objects.delete(Caller(ALICE), "b", "k", "bogus")).code == "InvalidArgument"
+    assert fails(world.objects.delete(Caller(ALICE), "nope", "k")).code == "NoSuchBucket"
 
 
 # -- the lock rules on deletes and overwrites ------------------------------------------------
@@ -186,17 +188,18 @@ def test_deletes_follow_the_lock_rules(world: World) -> None:
     world.bucket("l", lock=True)
     governed = world.version("l", "g", retention_mode="GOVERNANCE", retain_until_date=FAR)
     held = world.version("l", "h", legal_hold_status="ON")
-    assert fails(world.objects.delete(ALICE, "l", "g", governed.version_id)).code == \
+    assert fails(world.objects.delete(Caller(ALICE), "l", "g", governed.version_id)).code == \
         "AccessDenied"
     assert world.authority.asked == []  # no bypass header: the authority is not asked
-    assert fails(world.objects.delete(ALICE, "l", "g", governed.version_id,
+    assert fails(world.objects.delete(Caller(ALICE), "l", "g", governed.version_id,
                                       bypass_governance=True)).code == "AccessDenied"
     assert world.authority.asked == ["s3:BypassGovernanceRetention"]
     bypasser = replace(ALICE, user_id="u-bypasser")
-    run(world.objects.delete(bypasser, "l", "g", governed.version_id, bypass_governance=True))
-    assert fails(world.objects.delete(bypasser, "l", "h", held.version_id,
+    run(world.objects.delete(Caller(bypasser), "l", "g", governed.version_id,
+                             bypass_governance=True))
+    assert fails(world.objects.delete(Caller(bypasser), "l", "h", held.version_id,
                                       bypass_governance=True)).code == "AccessDenied"
-    assert run(world.objects.delete(ALICE, "l", "h")).delete_marker  # markers always
+    assert run(world.objects.delete(Caller(ALICE), "l", "h")).delete_marker  # markers always
     assert world.store.get_object("l", "h", held.version_id) is not None
 
 
@@ -217,7 +220,8 @@ def test_the_delete_guard_sees_a_lock_committed_after_the_check(world: World) ->
         return original(bucket, key, version_id, expected_seq)
 
     world.store.delete_object_version = racing  # type: ignore[method-assign]
-    assert fails(world.objects.delete(ROOT, "l", "k", record.version_id)).code == "AccessDenied"
+    assert fails(world.objects.delete(Caller(ROOT), "l", "k",
+                                      record.version_id)).code == "AccessDenied"
     assert calls == [record.seq]
     assert world.store.get_object("l", "k", record.version_id) is not None
 
@@ -227,32 +231,32 @@ def test_a_locked_null_version_is_never_overwritten(world: World) -> None:
     world.version("s", "k", version_id="null", retention_mode="COMPLIANCE",
                   retain_until_date=FAR)
     source = world.version("s", "src")
-    error = fails(world.objects.copy(ALICE, source, "s", "k", ObjectAttrs()))
+    error = fails(world.objects.copy(Caller(ALICE), source, "s", "k", ObjectAttrs()))
     assert error.code == "AccessDenied"
-    assert fails(world.objects.delete(ROOT, "s", "k", bypass_governance=True)).code == \
+    assert fails(world.objects.delete(Caller(ROOT), "s", "k", bypass_governance=True)).code == \
         "AccessDenied"
     world.bucket("e")  # Enabled: a new version never replaces anything
     world.version("e", "k", version_id="null", retention_mode="COMPLIANCE",
                   retain_until_date=FAR)
-    copied = run(world.objects.copy(ALICE, source, "e", "k", ObjectAttrs()))
+    copied = run(world.objects.copy(Caller(ALICE), source, "e", "k", ObjectAttrs()))
     assert copied.version_id != "null"
 
 
 def test_new_versions_are_born_with_the_default_retention(world: World) -> None:
     world.bucket("l", lock=True)
-    run(world.buckets.put_lock_configuration("l", lock_rules.LockConfiguration(
+    run(world.buckets.put_lock_configuration(CALLER, "l", lock_rules.LockConfiguration(
         lock_rules.DefaultRetention("GOVERNANCE", days=2))))
     source = world.version("l", "src")
-    copied = run(world.objects.copy(ALICE, source, "l", "dst", ObjectAttrs()))
+    copied = run(world.objects.copy(Caller(ALICE), source, "l", "dst", ObjectAttrs()))
     assert copied.retention_mode == "GOVERNANCE"
     assert copied.retain_until_date == copied.last_modified + 2 * 86400
-    explicit = run(world.objects.copy(ALICE, source, "l", "dst", ObjectAttrs(
+    explicit = run(world.objects.copy(Caller(ALICE), source, "l", "dst", ObjectAttrs(
         lock=lock_rules.LockRequest("COMPLIANCE", FAR, "ON"))))
     assert (explicit.retention_mode, explicit.retain_until_date,
             explicit.legal_hold_status) == ("COMPLIANCE", FAR, "ON")
     assert world.sidecar(explicit).retention_mode == "COMPLIANCE"
     world.bucket("plain", versioning="Disabled")
-    error = fails(world.objects.copy(ALICE, source, "plain", "dst", ObjectAttrs(
+    error = fails(world.objects.copy(Caller(ALICE), source, "plain", "dst", ObjectAttrs(
         lock=lock_rules.LockRequest(legal_hold="ON"))))
     assert (error.code, error.message) == ("InvalidRequest",
                                            "Bucket is missing Object Lock Configuration")
@@ -264,11 +268,11 @@ def test_new_versions_are_born_with_the_default_retention(world: World) -> None:
 def test_changes_rewrite_the_sidecar_and_keep_last_modified(world: World) -> None:
     world.bucket("l", lock=True)
     record = world.version("l", "k", tags={"a": "1"})
-    run(world.versions.put_retention(ALICE, "l", "k", None,
+    run(world.versions.put_retention(Caller(ALICE), "l", "k", None,
                                      lock_rules.Retention("GOVERNANCE", FAR),
                                      bypass_governance=False))
-    held = run(world.versions.put_legal_hold("l", "k", record.version_id, "ON"))
-    tagged = run(world.versions.put_tags("l", "k", record.version_id, {"b": "2"}))
+    held = run(world.versions.put_legal_hold(CALLER, "l", "k", record.version_id, "ON"))
+    tagged = run(world.versions.put_tags(CALLER, "l", "k", record.version_id, {"b": "2"}))
     stored = world.store.get_object("l", "k")
     assert stored == tagged
     assert (stored.retention_mode, stored.retain_until_date) == ("GOVERNANCE", FAR)
@@ -283,20 +287,20 @@ def test_retention_changes_follow_the_rules(world: World) -> None:
     world.bucket("l", lock=True)
     world.version("l", "k", retention_mode="GOVERNANCE", retain_until_date=FAR)
     shorter = lock_rules.Retention("GOVERNANCE", FAR - 10)
-    error = fails(world.versions.put_retention(ALICE, "l", "k", None, shorter,
+    error = fails(world.versions.put_retention(Caller(ALICE), "l", "k", None, shorter,
                                                bypass_governance=True))
     assert error.code == "AccessDenied"
     bypasser = replace(ALICE, user_id="u-bypasser")
-    run(world.versions.put_retention(bypasser, "l", "k", None, shorter,
+    run(world.versions.put_retention(Caller(bypasser), "l", "k", None, shorter,
                                      bypass_governance=True))
     past = lock_rules.Retention("GOVERNANCE", 10.0)
-    assert fails(world.versions.put_retention(bypasser, "l", "k", None, past,
+    assert fails(world.versions.put_retention(Caller(bypasser), "l", "k", None, past,
                                               bypass_governance=True)).code == "InvalidArgument"
     world.bucket("plain", versioning="Disabled")
     world.version("plain", "k", version_id="null")
-    assert fails(world.versions.put_legal_hold("plain", "k", None, "ON")).code == \
+    assert fails(world.versions.put_legal_hold(CALLER, "plain", "k", None, "ON")).code == \
         "InvalidRequest"
-    assert run(world.versions.put_tags("plain", "k", None, {"t": "1"})).tags == {"t": "1"}
+    assert run(world.versions.put_tags(CALLER, "plain", "k", None, {"t": "1"})).tags == {"t": "1"}
 
 
 def test_a_change_that_loses_a_race_is_decided_again(world: World) -> None:
@@ -314,7 +318,7 @@ def test_a_change_that_loses_a_race_is_decided_again(world: World) -> None:
         return original(changed, expected_seq)
 
     world.store.update_object = racing  # type: ignore[method-assign]
-    stored = run(world.versions.put_tags("b", "k", record.version_id, {"new": "2"}))
+    stored = run(world.versions.put_tags(CALLER, "b", "k", record.version_id, {"new": "2"}))
     assert len(calls) == 2 and calls[0] == record.seq
     assert stored.tags == {"new": "2"} and stored.content_type == "text/csv"
     assert world.sidecar(stored) == replace(stored, is_latest=False, seq=0)
@@ -338,13 +342,14 @@ def test_guarded_store_mutations(world: World) -> None:
 
 def test_bucket_state_changes_reach_the_control_record(world: World, tmp_path: Path) -> None:
     world.bucket("b", versioning="Disabled")
-    run(world.buckets.set_versioning("b", "Suspended"))
-    run(world.buckets.put_tags("b", {"team": "x"}))
-    run(world.buckets.put_lock_configuration("b", lock_rules.LockConfiguration(
+    run(world.buckets.set_versioning(CALLER, "b", "Suspended"))
+    run(world.buckets.put_tags(CALLER, "b", {"team": "x"}))
+    run(world.buckets.put_lock_configuration(CALLER, "b", lock_rules.LockConfiguration(
         lock_rules.DefaultRetention("COMPLIANCE", years=1))))
     bucket = world.store.get_bucket("b")
     assert bucket is not None and bucket.object_lock and bucket.versioning == "Enabled"
-    assert fails(world.buckets.set_versioning("b", "Suspended")).code == "InvalidBucketState"
+    assert fails(world.buckets.set_versioning(CALLER, "b",
+                                              "Suspended")).code == "InvalidBucketState"
     buckets = dict(world.control.items("buckets"))
     assert buckets["b"]["versioning"] == "Enabled" and buckets["b"]["object_lock"] is True
     configs = dict(world.control.items("bucket_config"))
@@ -356,7 +361,7 @@ def test_bucket_state_changes_reach_the_control_record(world: World, tmp_path: P
     restore_control_plane(rebuilt, world.control)
     assert rebuilt.get_bucket("b") == world.store.get_bucket("b")
     assert rebuilt.list_bucket_config("b") == world.store.list_bucket_config("b")
-    run(world.buckets.delete_tags("b"))
+    run(world.buckets.delete_tags(CALLER, "b"))
     assert "b:tagging" not in dict(world.control.items("bucket_config"))
     rebuilt.close()
 
@@ -364,7 +369,8 @@ def test_bucket_state_changes_reach_the_control_record(world: World, tmp_path: P
 def test_lock_is_enabled_only_on_an_empty_bucket(world: World) -> None:
     world.bucket("full", versioning="Enabled")
     world.version("full", "k")
-    error = fails(world.buckets.put_lock_configuration("full", lock_rules.LockConfiguration()))
+    error = fails(world.buckets.put_lock_configuration(CALLER, "full",
+                                                       lock_rules.LockConfiguration()))
     assert error.code == "InvalidBucketState"
     bucket = world.store.get_bucket("full")
     assert bucket is not None and not bucket.object_lock
@@ -376,7 +382,7 @@ def test_lock_is_enabled_only_on_an_empty_bucket(world: World) -> None:
 
 def test_stale_bucket_config_is_not_restored(world: World, tmp_path: Path) -> None:
     world.bucket("b", versioning="Disabled")
-    run(world.buckets.put_tags("b", {"a": "1"}))
+    run(world.buckets.put_tags(CALLER, "b", {"a": "1"}))
     world.control.write("buckets", "b", {"name": "b", "owner_id": "u", "region": "us-east-1",
                                          "created_at": 99.0})  # re-created since
     engine = create_db_engine("sqlite", str(tmp_path / "rebuilt.db"), None, 2)

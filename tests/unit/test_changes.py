@@ -1,0 +1,254 @@
+"""The change hook: every committed change of the engine services reaches the hook once,
+with its caller, after its commit; refused changes never do. The hook's rules (an S3Error of
+a sink reaches the caller after every sink ran, other failures are only logged) and the
+audit log as a sink (background changes recorded, client changes left to the request
+observer). In memory: SQLite in a temp dir, inline pools, a real BlobStore (fsync off)."""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from twisted.internet.defer import Deferred
+
+from objstore.audit.changes import AuditChangeSink
+from objstore.blobs.control import ControlRecord
+from objstore.blobs.store import BlobStore
+from objstore.engine.bucket_config import BucketConfigService
+from objstore.engine.buckets import BucketService
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
+from objstore.engine.iam import IamService
+from objstore.engine.multipart import (
+    ChecksumMode,
+    CompletionClaims,
+    MultipartService,
+    RequestedPart,
+)
+from objstore.engine.objects import ObjectAttrs, ObjectService
+from objstore.engine.settings import SettingsService
+from objstore.engine.versioning import KeyLocks
+from objstore.engine.versions import VersionService
+from objstore.errors import AdminError, S3Error
+from objstore.http.spool import BodySpool
+from objstore.iam.identity import Principal
+from objstore.meta.async_store import MetaStore
+from objstore.meta.dialect import create_db_engine
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.records import WritePrecondition
+from objstore.meta.store import SyncMetaStore
+from objstore.threads import InlinePool
+
+T = TypeVar("T")
+ALICE = Principal("u-alice", "alice", True, "AKALICE")
+CALLER = Caller(ALICE, request_id="req-1", source_address="192.0.2.7")
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    results: list[Any] = []
+    Deferred.fromCoroutine(coroutine).addBoth(results.append)
+    assert results, "the coroutine waited on something that never fired"
+    if hasattr(results[0], "raiseException"):
+        results[0].raiseException()
+    return results[0]  # type: ignore[no-any-return]
+
+
+class Recording:
+    def __init__(self) -> None:
+        self.changes: list[Change] = []
+
+    def committed(self, change: Change) -> None:
+        self.changes.append(change)
+
+    def kinds(self) -> list[tuple[ChangeKind, str, str]]:
+        return [(c.kind, c.key, c.subject) for c in self.changes]
+
+
+@dataclass
+class Engine:
+    sink: Recording
+    blobs: BlobStore
+    buckets: BucketService
+    config: BucketConfigService
+    objects: ObjectService
+    multipart: MultipartService
+    versions: VersionService
+    iam: IamService
+    settings: SettingsService
+
+    def body(self, data: bytes) -> BodySpool:
+        spool = BodySpool(self.blobs.tmp_dir, memory_limit=1024)
+        spool.write(data)
+        return spool
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
+                        clock=lambda: 1000.0)
+    sql.migrate()
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    control = ControlRecord(str(tmp_path / "data"), fsync=False)
+    control.prepare()
+    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
+    sink = Recording()
+    hook = ChangeHook([sink])
+    locks = KeyLocks()
+    yield Engine(
+        sink, blobs,
+        BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook),
+        BucketConfigService(meta, control, io, clock=clock, locks=locks, changes=hook),
+        ObjectService(meta, blobs, io, clock=clock, locks=locks, changes=hook),
+        MultipartService(meta, blobs, io, clock=clock, changes=hook),
+        VersionService(meta, blobs, io, clock=clock, locks=locks, changes=hook),
+        IamService(meta, control, io, clock=clock, on_change=lambda: None, changes=hook),
+        SettingsService(meta, control, io, changes=hook),
+    )
+    sql.close()
+
+
+def test_object_writes_and_deletes_report_their_rows(engine: Engine) -> None:
+    run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    run(engine.config.set_versioning(CALLER, "bkt", "Enabled"))
+    written = run(engine.objects.put(CALLER, "bkt", "k", engine.body(b"data"), ObjectAttrs()))
+    run(engine.versions.put_tags(CALLER, "bkt", "k", None, {"t": "1"}))
+    marker = run(engine.objects.delete(CALLER, "bkt", "k"))
+    run(engine.objects.delete(CALLER, "bkt", "k", marker.version_id))
+    assert engine.sink.kinds() == [
+        (ChangeKind.BUCKET_CREATED, "", ""),
+        (ChangeKind.BUCKET_CONFIGURED, "", "versioning"),
+        (ChangeKind.OBJECT_WRITTEN, "k", ""),
+        (ChangeKind.TAGS_CHANGED, "k", ""),
+        (ChangeKind.DELETE_MARKER_WRITTEN, "k", ""),
+        (ChangeKind.VERSION_DELETED, "k", ""),
+    ]
+    put = engine.sink.changes[2]
+    assert put.caller is CALLER and put.bucket == "bkt"
+    assert put.record is not None and put.record.version_id == written.version_id
+    assert put.record.seq == written.seq  # the committed row, as stored
+    assert engine.sink.changes[3].record is not None
+    assert engine.sink.changes[3].record.tags == {"t": "1"}
+    assert engine.sink.changes[5].version_id == marker.version_id
+
+
+def test_refused_changes_report_nothing(engine: Engine) -> None:
+    run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    run(engine.objects.put(CALLER, "bkt", "k", engine.body(b"one"), ObjectAttrs()))
+    engine.sink.changes.clear()
+    with pytest.raises(S3Error):
+        run(engine.objects.put(CALLER, "bkt", "k", engine.body(b"two"), ObjectAttrs(),
+                               WritePrecondition(if_absent=True)))
+    with pytest.raises(S3Error):
+        run(engine.objects.put(CALLER, "missing", "k", engine.body(b"x"), ObjectAttrs()))
+    with pytest.raises(S3Error):
+        run(engine.buckets.delete(CALLER, "bkt"))  # not empty
+    with pytest.raises(AdminError):
+        run(engine.settings.put(CALLER, "lifecycle_evaluation_interval", 0))
+    assert engine.sink.changes == []
+
+
+def test_a_completed_upload_is_one_object_written(engine: Engine) -> None:
+    run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    upload = run(engine.multipart.create(CALLER, "bkt", "big", ObjectAttrs(), ChecksumMode()))
+    part = run(engine.multipart.upload_part(CALLER, upload, 1, engine.body(b"part"), {}))
+    record = run(engine.multipart.complete(
+        CALLER, upload, [RequestedPart(1, part.etag)], CompletionClaims()))
+    assert engine.sink.kinds()[1:] == [
+        (ChangeKind.UPLOAD_CREATED, "big", upload.upload_id),
+        (ChangeKind.PART_WRITTEN, "big", f"{upload.upload_id}/1"),
+        (ChangeKind.OBJECT_WRITTEN, "big", ""),
+    ]
+    assert engine.sink.changes[-1].record == record
+
+
+def test_iam_and_settings_changes_name_their_subject(engine: Engine) -> None:
+    user = run(engine.iam.create_user(CALLER, "bob", ""))
+    run(engine.iam.delete_user(CALLER, user.user_id))
+    run(engine.settings.put(CALLER, "region", "eu-west-1"))
+    run(engine.settings.delete(CALLER, "region"))
+    assert engine.sink.kinds() == [
+        (ChangeKind.IAM_CHANGED, "", f"user/{user.user_id}"),
+        (ChangeKind.IAM_CHANGED, "", f"user/{user.user_id}"),
+        (ChangeKind.SETTING_CHANGED, "", "region"),
+        (ChangeKind.SETTING_CHANGED, "", "region"),
+    ]
+
+
+# -- the hook's own rules ------------------------------------------------------------------
+
+
+class Refusing:
+    def committed(self, change: Change) -> None:
+        raise S3Error("ServiceUnavailable", "write quorum not met")
+
+
+class Broken:
+    def committed(self, change: Change) -> None:
+        raise RuntimeError("a bug in a sink")
+
+
+class Waiting:
+    def __init__(self) -> None:
+        self.pending: Deferred[None] = Deferred()
+        self.seen = 0
+
+    def committed(self, change: Change) -> Deferred[None]:
+        self.seen += 1
+        return self.pending
+
+
+def test_a_sink_refusal_reaches_the_caller_after_every_sink_ran() -> None:
+    after = Recording()
+    hook = ChangeHook([Refusing(), Broken(), after])
+    change = Change(ChangeKind.BUCKET_CREATED, CALLER, "b")
+    with pytest.raises(S3Error) as raised:
+        run(hook.committed(change))
+    assert raised.value.code == "ServiceUnavailable"
+    assert after.changes == [change]
+
+
+def test_a_broken_sink_does_not_fail_a_committed_change() -> None:
+    after = Recording()
+    run(ChangeHook([Broken(), after]).committed(Change(ChangeKind.BUCKET_DELETED, CALLER)))
+    assert len(after.changes) == 1
+
+
+def test_the_caller_waits_for_a_sink_that_asks_it_to() -> None:
+    waiting = Waiting()
+    done: list[object] = []
+    hook = ChangeHook([waiting])
+    Deferred.fromCoroutine(hook.committed(Change(ChangeKind.BUCKET_CREATED, CALLER))
+                           ).addCallback(done.append)
+    assert waiting.seen == 1 and done == []
+    waiting.pending.callback(None)
+    assert done == [None]
+
+
+# -- the audit log as a sink ---------------------------------------------------------------
+
+
+class Audit:
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+
+    def record(self, operation: str, *, bucket: str = "", key: str = "", status: int = 200,
+               user: str = "system", error_code: str = "", **extra: object) -> None:
+        self.entries.append({"operation": operation, "bucket": bucket, "key": key,
+                             "status": status, "user": user, **extra})
+
+
+def test_the_audit_sink_records_background_changes_only() -> None:
+    audit = Audit()
+    sink = AuditChangeSink(audit)
+    sink.committed(Change(ChangeKind.OBJECT_WRITTEN, CALLER, "b", "k", "v1"))
+    lifecycle = Caller(ALICE, origin=Origin.LIFECYCLE, operation="Lifecycle::ExpireObject",
+                       details={"rule_id": "r1"})
+    sink.committed(Change(ChangeKind.DELETE_MARKER_WRITTEN, lifecycle, "b", "k", "m1"))
+    assert audit.entries == [{
+        "operation": "Lifecycle::ExpireObject", "bucket": "b", "key": "k", "status": 204,
+        "user": "lifecycle", "rule_id": "r1", "version_id": "m1", "request_id": "",
+        "source_ip": "",
+    }]
