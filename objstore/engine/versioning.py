@@ -23,7 +23,6 @@ from objstore.iam.identity import Principal
 from objstore.meta.keyspace import group_of
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
-from objstore.prefork.range_locks import RangeLocks, slot_of
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
@@ -185,6 +184,16 @@ async def refuse_locked_overwrite(
 # -- serialisation of changes to existing versions ---------------------------------------
 
 
+class NodeWideLocks(Protocol):
+    """Locks a node's worker processes share, by slot (`prefork/range_locks.py`)."""
+
+    def slot_of(self, bucket: str, key: str) -> int: ...
+
+    def acquire(self, slot: int) -> Awaitable[None]: ...
+
+    def release(self, slot: int) -> None: ...
+
+
 class KeyLocks:
     """One DeferredLock per (bucket, key) while anyone holds or waits for it. Changes to
     an existing version (retention, legal hold, tags, permanent deletion) run under it,
@@ -192,7 +201,7 @@ class KeyLocks:
     the order of the row updates. Writers of new versions do not take it. With several
     worker processes the holder also takes the key's node-wide lock (`across`)."""
 
-    def __init__(self, across: RangeLocks | None = None) -> None:
+    def __init__(self, across: NodeWideLocks | None = None) -> None:
         self._locks: dict[tuple[str, str], tuple[DeferredLock, int]] = {}
         self._across = across
 
@@ -205,7 +214,7 @@ class KeyLocks:
             try:
                 if self._across is None:
                     return await fn()
-                slot = slot_of(bucket, key)
+                slot = self._across.slot_of(bucket, key)
                 await self._across.acquire(slot)
                 try:
                     return await fn()

@@ -10,12 +10,12 @@ Prometheus scrapes. None of them queries the database or touches a file.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from objstore.audit.log import AuditLog
 from objstore.metrics.storage import StorageFigures
 
 PoolStats = Callable[[], Mapping[str, int]]
@@ -83,8 +83,28 @@ def _pool_figures(name: str, stats: Mapping[str, int]) -> list[tuple[str, tuple[
     ]
 
 
+class AuditQueueFigures(Protocol):
+    """What the collector reads of the audit queue (`audit.queue.BoundedQueue`)."""
+
+    capacity: int
+    dropped: int
+
+
+class AuditFigures(Protocol):
+    """What the collector reads of the audit log (`audit.log.AuditLog`); metrics never
+    import the audit package."""
+
+    @property
+    def depth(self) -> int: ...
+
+    @property
+    def queue(self) -> AuditQueueFigures: ...
+
+    failed_writes: int
+
+
 class AuditCollector(Collector):
-    def __init__(self, audit: AuditLog) -> None:
+    def __init__(self, audit: AuditFigures) -> None:
         self._audit = audit
 
     def collect(self) -> Iterator[Metric]:

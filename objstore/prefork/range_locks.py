@@ -36,6 +36,10 @@ class RangeLocks:
         self._poll = poll_seconds
         self._held: dict[int, int] = {}
 
+    @staticmethod
+    def slot_of(bucket: str, key: str) -> int:
+        return slot_of(bucket, key)
+
     def _try_lock(self, slot: int) -> bool:
         try:
             fcntl.lockf(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
