@@ -97,7 +97,11 @@ def served(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], list[str], i
             line = process.stdout.readline()
             assert line, f"scripts/serve ended early: {lines}"
             lines.append(line.rstrip("\n"))
-        yield process, lines, port
+        # What the installer may print first (pip's warnings about this machine's own
+        # configuration, say) is not the server's: its output starts at the banner.
+        starts = [n for n, line in enumerate(lines) if BANNER.fullmatch(line)]
+        assert starts, lines
+        yield process, lines[starts[0]:], port
     finally:
         if process.poll() is None:
             process.send_signal(signal.SIGINT)  # the README's Ctrl-C
