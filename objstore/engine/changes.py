@@ -3,9 +3,12 @@
 `Caller` is what every engine write takes instead of a bare principal: the principal, the
 request id and source address of the request that asked (empty for background work), and
 the origin of the change (a client request, the lifecycle worker, the replication worker,
-a cluster peer applying a replicated row). `operation` names what the change is recorded
-as when no request records it (e.g. `Lifecycle::ExpireObject`), `details` what that
-record adds (the lifecycle rule id).
+a cluster peer's replicated row applied here). `operation` names the operation: the S3 or
+admin route's name for a request (PutObject, CopyObject, CompleteMultipartUpload), the
+action of background work (e.g. `Lifecycle::ExpireObject`, which the audit sink records
+it as); `details` what such a record adds (the lifecycle rule id). Changes of origin
+`peer` pass the hook too: sinks that send changes on (fan-out, events, journals) must
+ignore them, so an applied row is never replicated again.
 
 Each engine service reports a committed change through one `ChangeSink`, from one place
 per service, after the commit and before the caller gets its answer. Sinks: the audit log
@@ -14,7 +17,7 @@ per service, after the commit and before the caller gets its answer. Sinks: the 
 met: the local commit stands and the client is told), bucket notifications and the
 replication journal. `ChangeHook` calls them in order.
 
-Pure data and one small fan-out: no Twisted, no I/O here.
+Plain data and one small fan-out: no I/O here (Twisted only for its logger).
 """
 
 from __future__ import annotations

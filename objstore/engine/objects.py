@@ -2,8 +2,9 @@
 
 The write path is the durability contract (DESIGN invariant 1): the received body becomes a
 blob with its sidecar (fsynced, on the IO pool), then the metadata row is committed, then
-blobs the write made unreachable are removed. Events, audit, quotas and cluster fan-out hook
-in here later, so no client write can bypass them. `BlobFiles` is that file work, shared
+blobs the write made unreachable are removed, then the change is reported to the change hook
+(engine/changes.py: audit, later cluster fan-out and events), so no write can bypass them;
+quotas are checked inside the writing transaction. `BlobFiles` is that file work, shared
 with the multipart service: one way to store a body (object or part) and to remove blobs.
 A body is an `UploadedBody` (blobs/writer.py), never an HTTP type; object bytes are read
 through `BlobReader`s (blobs/reader.py) this service makes.

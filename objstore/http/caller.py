@@ -11,11 +11,13 @@ from objstore.http.ratelimit import peer_address
 from objstore.iam.identity import Principal
 
 
-def client_caller(request: Request, principal: Principal) -> Caller:
+def client_caller(request: Request, principal: Principal, operation: str = "") -> Caller:
+    """`operation`: the route's operation name (PutObject, CompleteMultipartUpload, ...),
+    so a sink can tell a put from a copy or a completed upload."""
     # Plain twisted.web requests (in-memory resource tests) have no request id.
     request_id = str(getattr(request, "request_id", ""))
     return Caller(principal, origin=Origin.CLIENT, request_id=request_id,
-                  source_address=peer_address(request))
+                  source_address=peer_address(request), operation=operation)
 
 
 __all__ = ["client_caller"]

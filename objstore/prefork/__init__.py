@@ -18,8 +18,9 @@ METRICS_DIR = "metrics"  # prometheus-client multiprocess files
 class WorkerRole:
     """Which process of the node this is.
 
-    The single process of a one-worker node is index 0, the leader, listens itself and
-    prepares storage (migrations, root credential, spool sweep) before serving. A worker of
+    The single process of a one-worker node is index 0, the leader; it adopts the socket
+    the daemon bound before anything else and prepares storage (migrations, root
+    credential, spool sweep) before serving. A worker of
     a supervised node adopts the parent's socket (`listen_fd`), shares the parent's runtime
     directory (counters, locks, metrics) and prepares nothing: the parent did. The leader
     (index 0) alone runs the node's singletons: lifecycle, audit purge, metrics history and

@@ -32,7 +32,7 @@ class S3Call:
     caller: Caller = field(init=False)  # who asks: what the engine's writes take
 
     def __post_init__(self) -> None:
-        self.caller = client_caller(self.request, self.principal)
+        self.caller = client_caller(self.request, self.principal, self.operation)
 
     def header(self, name: str) -> str | None:
         return self.request.header(name)

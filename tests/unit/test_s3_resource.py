@@ -47,6 +47,7 @@ def test_an_engine_write_names_its_caller(node: Node) -> None:
     assert first.principal.user_id == ROOT.user_id and first.origin is Origin.CLIENT
     assert first.request_id == created.headers["x-amz-request-id"]
     assert second.request_id == deleted.headers["x-amz-request-id"]
+    assert (first.operation, second.operation) == ("CreateBucket", "DeleteBucket")
     assert first.source_address  # the client's address, as the audit records it
     assert first.source_address == node.records()[0].source_ip
 
