@@ -295,8 +295,8 @@ def build_node(config: Config, reactor: Any = None, *,
     mount_data_apis(admin, services, iam, meta, settings, io_pool, clock)
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
-    IOPoolService(io_pool).setServiceParent(top)
-    IOPoolService(hash_pool).setServiceParent(top)
+    io_pool.setServiceParent(top)
+    hash_pool.setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
@@ -459,21 +459,6 @@ def mount_settings_and_quotas(
     admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, settings=settings))
     quotas = QuotaService(meta, services.bucket_config)
     admin.mount(QUOTA_FAMILIES, QuotaRoutes(gate=admin.authorize, quotas=quotas))
-
-
-class IOPoolService(service.Service):
-    """Starts and stops a named thread pool with the node (the IO and hashing pools)."""
-
-    def __init__(self, io_pool: NamedPool) -> None:
-        self._io_pool = io_pool
-
-    def startService(self) -> None:  # noqa: N802
-        super().startService()
-        self._io_pool.start()
-
-    def stopService(self) -> None:  # noqa: N802
-        super().stopService()
-        self._io_pool.stop()
 
 
 class ListenerService(service.Service):

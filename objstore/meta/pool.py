@@ -14,13 +14,14 @@ from collections.abc import Callable
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from twisted.application.service import Service
-from twisted.internet import defer, threads
+from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from objstore.meta.dialect import thread_counts
+from objstore.threads import NamedPool
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -63,8 +64,10 @@ class DbPool(Service):
             raise ValueError("a DB pool needs at least one writer and one reader thread")
         self._reactor = reactor
         self._dispose = dispose
-        self._write_pool = ThreadPool(write_threads, write_threads, name=WRITE_POOL_NAME)
-        self._read_pool = ThreadPool(read_threads, read_threads, name=READ_POOL_NAME)
+        self._writer = NamedPool(reactor, WRITE_POOL_NAME, write_threads,
+                                 min_threads=write_threads)
+        self._reader = NamedPool(reactor, READ_POOL_NAME, read_threads,
+                                 min_threads=read_threads)
         self._started = False
 
     @classmethod
@@ -80,18 +83,18 @@ class DbPool(Service):
 
     @property
     def write_pool(self) -> ThreadPool:
-        return self._write_pool
+        return self._writer.threadpool
 
     @property
     def read_pool(self) -> ThreadPool:
-        return self._read_pool
+        return self._reader.threadpool
 
     def start(self) -> None:
         if self._started:
             return
         self._started = True
-        self._write_pool.start()
-        self._read_pool.start()
+        self._writer.start()
+        self._reader.start()
 
     def stop(self) -> Deferred[None]:
         """Dispose the engine on the writer pool, then stop (join) both pools. Callers drain
@@ -102,7 +105,7 @@ class DbPool(Service):
         if self._dispose is None:
             self._stop_pools()
             return defer.succeed(None)
-        d: Deferred[Any] = threads.deferToThreadPool(self._reactor, self._write_pool, self._dispose)
+        d: Deferred[Any] = self._writer.run(self._dispose)
 
         def stop_pools(result: object) -> object:
             self._stop_pools()
@@ -112,8 +115,8 @@ class DbPool(Service):
         return d.addCallback(lambda _: None)
 
     def _stop_pools(self) -> None:
-        self._write_pool.stop()
-        self._read_pool.stop()
+        self._writer.stop()
+        self._reader.stop()
 
     def startService(self) -> None:
         super().startService()
@@ -124,22 +127,16 @@ class DbPool(Service):
         return self.stop()
 
     def run_read(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
-        return threads.deferToThreadPool(self._reactor, self._read_pool, fn, *args, **kwargs)
+        return self._reader.run(fn, *args, **kwargs)
 
     def run_write(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
-        return threads.deferToThreadPool(self._reactor, self._write_pool, fn, *args, **kwargs)
+        return self._writer.run(fn, *args, **kwargs)
 
     def stats(self) -> dict[str, int]:
         """Thread counts, busy threads and queued calls of each pool, for metrics."""
-        return {**_pool_stats("write", self._write_pool), **_pool_stats("read", self._read_pool)}
-
-
-def _pool_stats(prefix: str, pool: ThreadPool) -> dict[str, int]:
-    return {
-        f"{prefix}_threads": pool.max,
-        f"{prefix}_busy": len(pool.working),
-        f"{prefix}_queued": pool.q.qsize(),
-    }
+        return {f"{side}_{key}": value
+                for side, pool in (("write", self._writer), ("read", self._reader))
+                for key, value in pool.stats().items()}
 
 
 class SyncDbPool:

@@ -74,9 +74,9 @@ class PoolCollector(Collector):
 
 
 def _pool_figures(name: str, stats: Mapping[str, int]) -> list[tuple[str, tuple[int, ...]]]:
-    if "workers" in stats:  # a NamedPool
-        return [(name, (stats.get("max", 0), stats["workers"], stats.get("queued", 0)))]
     keys = ("threads", "busy", "queued")
+    if "threads" in stats:  # one NamedPool
+        return [(name, tuple(stats.get(key, 0) for key in keys))]
     return [
         (f"{name}-{side}", tuple(stats.get(f"{side}_{key}", 0) for key in keys))
         for side in ("write", "read")

@@ -229,7 +229,7 @@ def pools(busy: int) -> PoolCollector:
     return PoolCollector({
         "db": lambda: {"write_threads": 1, "write_busy": busy, "write_queued": 0,
                        "read_threads": 4, "read_busy": 0, "read_queued": busy},
-        "io": lambda: {"workers": busy, "queued": 0, "max": 8},
+        "io": lambda: {"threads": 8, "busy": busy, "queued": 0},
     })
 
 

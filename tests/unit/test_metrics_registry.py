@@ -66,7 +66,7 @@ def full_node() -> tuple[NodeMetrics, StorageFigures]:
     metrics.add(PoolCollector({
         "db": lambda: {"write_threads": 1, "write_busy": 1, "write_queued": 4,
                        "read_threads": 4, "read_busy": 0, "read_queued": 0},
-        "io": lambda: {"workers": 2, "queued": 3, "max": 8},
+        "io": lambda: {"threads": 8, "busy": 2, "queued": 3},
     }))
     clock = Clock()
     audit = AuditLog(NoStore(), node_id="node-a", clock=clock, capacity=1)
