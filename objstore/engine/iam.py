@@ -231,6 +231,14 @@ class IamService:
                 raise access_denied(f"This change would let user {user.username} do {beyond}, "
                                     "beyond your own permissions.")
 
+    async def covers_user(self, caller: Caller, user_id: str) -> bool:
+        """Whether `caller` may act on `user_id` (e.g. see its secrets in an export)."""
+        try:
+            await self._refuse_escalation(caller, [user_id])
+        except AdminError:
+            return False
+        return True
+
     async def _members(self, team_id: str) -> list[str]:
         members: list[UserRecord] | None = await self._meta.list_team_members(team_id)
         return [member.user_id for member in members or []]
