@@ -3,7 +3,9 @@
 An export exposes every user, grant, credential (secrets on request) and bucket setting, and
 an import can create credentials and change every grant, so both are for root users and
 for callers whose grants allow the action `*` (AdministratorAccess) with no Deny on any
-svc:Manage* action; anyone else gets 403 AccessDenied.
+svc:Manage* action; anyone else gets 403 AccessDenied. Within that, a non-root caller's
+export shows only the secrets of users it covers, and its import changes only what the IAM
+engine lets it change (no more than the caller holds).
 
 Query parameters: `sections=users,grants` (both endpoints; default all), `include_secrets=
 true` (export), `mode=skip|overwrite|dry_run` and `dry_run=true` (import). The import body
@@ -86,10 +88,11 @@ class TransferRoutes:
 
     @authorized_route(app, "/export", methods=["GET"], action=ADMINISTRATOR,
                       check=_every_manage_action)
-    async def export(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
+    async def export(self, request: ObjstoreRequest, caller: Principal) -> bytes:
         sections = parse_sections(query_param(request, "sections"))
         include_secrets = query_flag(request, "include_secrets")
-        document = await self._transfer.export(sections, include_secrets=include_secrets)
+        document = await self._transfer.export(client_caller(request, caller), sections,
+                                               include_secrets=include_secrets)
         if include_secrets:
             request.setHeader("Cache-Control", "no-store")
         return json_body(request, 200, document)

@@ -23,6 +23,8 @@ from werkzeug.exceptions import MethodNotAllowed, NotFound
 from objstore.admin.api import json_body
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.authorizer import compile_grants
+from objstore.iam.containment import administrator_equivalent
 from objstore.iam.identity import Principal
 from objstore.meta.iam_records import (
     EffectiveGrant,
@@ -211,7 +213,14 @@ def grant_ref_view(grant: GrantRecord) -> JsonObject:
 
 
 def effective_view(entry: EffectiveGrant) -> JsonObject:
-    return {**grant_ref_view(entry.grant), "source": entry.source}
+    """A grant that applies to a user, why, and whether it alone makes the user an
+    administrator (everything AdministratorAccess allows; not part of the contract's shape,
+    added to it)."""
+    return {
+        **grant_ref_view(entry.grant),
+        "source": entry.source,
+        "administrator_equivalent": administrator_equivalent(compile_grants([entry])),
+    }
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -10,7 +10,18 @@ one transaction; this module maps their outcomes to admin errors. No HTTP here.
 Choices where the contract is silent: names are at most 256 characters, descriptions 1024;
 supplied access keys are 3-128 characters of letters, digits, `_`, `.` and `-`, supplied
 secrets 8-128 printable ASCII characters; built-in grants cannot be changed or deleted
-(409); only a root caller may create or change credentials of a root user (403).
+(409).
+
+No change may give its caller, directly or through another user, more than the caller
+holds (`_refuse_escalation`, the one place this is decided; root callers pass): a non-root
+caller may act on a user (the user itself, its credentials, its grants, its teams) only
+when that user's effective grants are covered by the caller's (`iam.containment`) before
+the change and after it, may attach only a grant it holds itself, and may never act on a
+root user. A change that reaches users through a team or a grant (membership, team grants,
+a grant's document, deleting a team or grant) is checked for every user it reaches. Refusals
+are 403 AccessDenied. Creating a user, team or grant gives nothing and is not checked.
+The check reads the current grants, then the change commits: not one transaction, so two
+administrators changing the same users at the same moment are not serialized.
 """
 
 from __future__ import annotations
@@ -19,27 +30,30 @@ import dataclasses
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from objstore.blobs.control import ControlRecord
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.errors import AdminError
+from objstore.iam.authorizer import compile_grants
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS, generate_access_key, generate_secret_key
-from objstore.iam.identity import Principal
+from objstore.iam.containment import excess
 from objstore.iam.policy import PolicyError, validate
 from objstore.meta.iam_queries import pair_key
 from objstore.meta.iam_records import (
-    Change as StoreChange,
-)
-from objstore.meta.iam_records import (
+    SOURCE_DIRECT,
+    TEAM_SOURCE_PREFIX,
     EffectiveGrant,
     GrantRecord,
     Removal,
     TeamRecord,
     TeamSummary,
     UserSummary,
+)
+from objstore.meta.iam_records import (
+    Change as StoreChange,
 )
 from objstore.meta.records import CredentialRecord, UserRecord
 from objstore.threads import Runner
@@ -111,6 +125,42 @@ class NewCredential:
     secret_access_key: str | None = None
 
 
+Grants = list[EffectiveGrant]
+# What a change does to one user's effective grants (applied to the grants before it).
+Revision = Callable[[Grants], Grants]
+
+
+def unchanged(grants: Grants) -> Grants:
+    return grants
+
+
+def adding(grants: Sequence[GrantRecord], source: str) -> Revision:
+    return lambda before: before + [EffectiveGrant(grant, source) for grant in grants]
+
+
+def removing(source: str, grant_id: str | None = None) -> Revision:
+    """Without the entries of `source` (of one grant, or all of them)."""
+    return lambda before: [
+        entry for entry in before
+        if entry.source != source or (grant_id is not None and entry.grant.grant_id != grant_id)
+    ]
+
+
+def without_grant(grant_id: str) -> Revision:
+    return lambda before: [entry for entry in before if entry.grant.grant_id != grant_id]
+
+
+def replacing(grant: GrantRecord) -> Revision:
+    return lambda before: [
+        EffectiveGrant(grant, entry.source) if entry.grant.grant_id == grant.grant_id else entry
+        for entry in before
+    ]
+
+
+def access_denied(message: str) -> AdminError:
+    return AdminError("AccessDenied", message)
+
+
 def _pick_keys(request: NewCredential) -> tuple[str, str]:
     access_key = request.access_key_id or generate_access_key()
     secret_key = request.secret_access_key or generate_secret_key()
@@ -147,6 +197,55 @@ class IamService:
         caches are invalidated first, so the very next request sees it."""
         self._on_change()
         await self._changes.committed(Change(ChangeKind.IAM_CHANGED, caller, subject=subject))
+
+    # -- no change gives the caller more than it holds --------------------------------
+    async def _refuse_escalation(
+        self, caller: Caller, user_ids: Iterable[str], revision: Revision = unchanged, *,
+        granting: GrantRecord | None = None,
+    ) -> None:
+        """The one place the rule of the module docstring is enforced: 403 unless the
+        caller is root or covers `granting` and each user in `user_ids`, before the change
+        and after `revision`. Unknown users are left to the store (404)."""
+        principal = caller.principal
+        if principal.is_root:
+            return
+        held = compile_grants(await self._meta.effective_grants(principal.user_id) or [])
+        if granting is not None:
+            beyond = excess(held, compile_grants([EffectiveGrant(granting, SOURCE_DIRECT)]))
+            if beyond is not None:
+                raise access_denied(f"Grant {granting.name} allows {beyond}, which you may "
+                                    "not: you may give only permissions you hold.")
+        for user_id in user_ids:
+            user = await self._meta.get_user(user_id)
+            before: Grants | None = await self._meta.effective_grants(user_id)
+            if user is None or before is None:
+                continue
+            if user.is_root:
+                raise access_denied(f"Only a root user may act on the root user {user.username}.")
+            beyond = excess(held, compile_grants(before))
+            if beyond is not None:
+                raise access_denied(f"User {user.username} may do {beyond}, beyond your own "
+                                    "permissions: you may act only on users you cover.")
+            beyond = excess(held, compile_grants(revision(before)))
+            if beyond is not None:
+                raise access_denied(f"This change would let user {user.username} do {beyond}, "
+                                    "beyond your own permissions.")
+
+    async def covers_user(self, caller: Caller, user_id: str) -> bool:
+        """Whether `caller` may act on `user_id` (e.g. see its secrets in an export)."""
+        try:
+            await self._refuse_escalation(caller, [user_id])
+        except AdminError:
+            return False
+        return True
+
+    async def _members(self, team_id: str) -> list[str]:
+        members: list[UserRecord] | None = await self._meta.list_team_members(team_id)
+        return [member.user_id for member in members or []]
+
+    async def _team_source(self, team_id: str) -> str:
+        team: TeamRecord | None = await self._meta.get_team(team_id)
+        return TEAM_SOURCE_PREFIX + (team.name if team is not None else "")
 
     # -- the control-plane record --------------------------------------------------------
     async def _save(self, family: str, key: str, record: Any) -> None:
@@ -209,6 +308,7 @@ class IamService:
     ) -> None:
         if username is not None:
             check_name("username", username)
+        await self._refuse_escalation(caller, [user_id])
         change: StoreChange[UserRecord] = await self._meta.update_user(
             user_id, username=username, description=check_description(description),
             now=self._clock(),
@@ -218,6 +318,7 @@ class IamService:
         await self._save("users", user_id, change.record)
 
     async def delete_user(self, caller: Caller, user_id: str) -> None:
+        await self._refuse_escalation(caller, [user_id])
         change: StoreChange[UserRecord] = await self._meta.delete_user(user_id)
         self._raise_for(change, "user", user_id)
         await self._changed(caller, f"user/{user_id}")
@@ -242,8 +343,8 @@ class IamService:
         self, caller: Caller, user_id: str, request: NewCredential
     ) -> CredentialRecord:
         """A new credential of `user_id`, with its secret (shown to the caller once)."""
-        owner = await self._user(user_id)
-        self._check_may_manage(caller.principal, owner)
+        await self._user(user_id)
+        await self._refuse_escalation(caller, [user_id])
         access_key, secret_key = _pick_keys(request)
         now = self._clock()
         credential = CredentialRecord(
@@ -260,19 +361,13 @@ class IamService:
         await self._save("credentials", access_key, credential)
         return credential
 
-    @staticmethod
-    def _check_may_manage(caller: Principal, owner: UserRecord) -> None:
-        """Credentials of a root user act as root: only a root caller may make or change
-        them, or a grant of svc:ManageCredentials would escape every Deny."""
-        if owner.is_root and not caller.is_root:
-            raise AdminError("AccessDenied", "Only a root user may manage root credentials.")
-
     async def _owned_credential(self, caller: Caller, access_key: str) -> CredentialRecord:
         credential: CredentialRecord | None = await self._meta.get_credential(access_key)
         owner = None if credential is None else await self._meta.get_user(credential.user_id)
         if credential is None or owner is None:
             raise not_found("credential", access_key)
-        self._check_may_manage(caller.principal, owner)
+        # A credential acts as its user: managing it is acting on that user.
+        await self._refuse_escalation(caller, [owner.user_id])
         return credential
 
     async def update_credential(
@@ -336,6 +431,8 @@ class IamService:
         await self._save("teams", team_id, change.record)
 
     async def delete_team(self, caller: Caller, team_id: str) -> None:
+        await self._refuse_escalation(caller, await self._members(team_id),
+                                      removing(await self._team_source(team_id)))
         change: StoreChange[TeamRecord] = await self._meta.delete_team(team_id)
         self._raise_for(change, "team", team_id)
         await self._changed(caller, f"team/{team_id}")
@@ -349,6 +446,9 @@ class IamService:
         return members
 
     async def add_member(self, caller: Caller, team_id: str, user_id: str) -> None:
+        team_grants: list[GrantRecord] = await self._meta.list_team_grants(team_id) or []
+        await self._refuse_escalation(caller, [user_id], adding(
+            team_grants, await self._team_source(team_id)))
         now = self._clock()
         outcome: str = await self._meta.add_team_member(team_id, user_id, now)
         self._raise_missing(outcome, team=team_id, user=user_id)
@@ -358,6 +458,8 @@ class IamService:
                                   now)
 
     async def remove_member(self, caller: Caller, team_id: str, user_id: str) -> None:
+        await self._refuse_escalation(caller, [user_id],
+                                      removing(await self._team_source(team_id)))
         if not await self._meta.remove_team_member(team_id, user_id):
             raise AdminError("NotFound", f"User {user_id} is not a member of team {team_id}.")
         await self._changed(caller, f"team/{team_id}/member/{user_id}")
@@ -414,6 +516,8 @@ class IamService:
             check_name("name", name)
         checked = None if document is None else check_document(document)
         self._refuse_builtin(grant_id)
+        if checked is not None:
+            await self._refuse_grant_change(caller, grant_id, checked)
         change: StoreChange[GrantRecord] = await self._meta.update_grant(
             grant_id, name=name, description=check_description(description),
             document=checked, now=self._clock(),
@@ -424,11 +528,24 @@ class IamService:
 
     async def delete_grant(self, caller: Caller, grant_id: str) -> None:
         self._refuse_builtin(grant_id)
+        await self._refuse_escalation(caller, await self._meta.grant_holders(grant_id),
+                                      without_grant(grant_id))
         change: StoreChange[GrantRecord] = await self._meta.delete_grant(grant_id)
         self._raise_for(change, "grant", grant_id)
         await self._changed(caller, f"grant/{grant_id}")
         await self._drop_removal(change.removal)
         await self._drop("grants", grant_id)
+
+    async def _refuse_grant_change(self, caller: Caller, grant_id: str,
+                                   document: dict[str, Any]) -> None:
+        """A new document reaches every holder of the grant at once."""
+        current: GrantRecord | None = await self._meta.get_grant(grant_id)
+        if current is None:
+            return  # the store answers 404
+        changed = dataclasses.replace(current, document=document)
+        holders: list[str] = await self._meta.grant_holders(grant_id)
+        await self._refuse_escalation(caller, holders, replacing(changed),
+                                      granting=changed if holders else None)
 
     @staticmethod
     def _refuse_builtin(grant_id: str) -> None:
@@ -448,6 +565,10 @@ class IamService:
         return grants
 
     async def attach_user_grant(self, caller: Caller, user_id: str, grant_id: str) -> None:
+        grant: GrantRecord | None = await self._meta.get_grant(grant_id)
+        if grant is not None and await self._meta.get_user(user_id) is not None:
+            await self._refuse_escalation(caller, [user_id], adding([grant], SOURCE_DIRECT),
+                                          granting=grant)
         now = self._clock()
         outcome: str = await self._meta.attach_user_grant(user_id, grant_id, now)
         self._raise_missing(outcome, user=user_id, grant=grant_id)
@@ -457,12 +578,19 @@ class IamService:
                                   now)
 
     async def detach_user_grant(self, caller: Caller, user_id: str, grant_id: str) -> None:
+        await self._refuse_escalation(caller, [user_id], removing(SOURCE_DIRECT, grant_id))
         if not await self._meta.detach_user_grant(user_id, grant_id):
             raise AdminError("NotFound", f"Grant {grant_id} is not attached to user {user_id}.")
         await self._changed(caller, f"user/{user_id}/grant/{grant_id}")
         await self._drop("user_grants", pair_key(user_id, grant_id))
 
     async def attach_team_grant(self, caller: Caller, team_id: str, grant_id: str) -> None:
+        grant: GrantRecord | None = await self._meta.get_grant(grant_id)
+        team: TeamRecord | None = await self._meta.get_team(team_id)
+        if grant is not None and team is not None:
+            await self._refuse_escalation(
+                caller, await self._members(team_id),
+                adding([grant], TEAM_SOURCE_PREFIX + team.name), granting=grant)
         now = self._clock()
         outcome: str = await self._meta.attach_team_grant(team_id, grant_id, now)
         self._raise_missing(outcome, team=team_id, grant=grant_id)
@@ -472,6 +600,8 @@ class IamService:
                                   now)
 
     async def detach_team_grant(self, caller: Caller, team_id: str, grant_id: str) -> None:
+        await self._refuse_escalation(caller, await self._members(team_id),
+                                      removing(await self._team_source(team_id), grant_id))
         if not await self._meta.detach_team_grant(team_id, grant_id):
             raise AdminError("NotFound", f"Grant {grant_id} is not attached to team {team_id}.")
         await self._changed(caller, f"team/{team_id}/grant/{grant_id}")

@@ -2,9 +2,11 @@
 
 The document has one section per family: `grants` (policy documents), `users` (with their
 direct grant attachments), `teams` (with members and grant attachments), `credentials`
-(secrets masked as "****" unless asked for), `buckets` (owner, versioning, object lock and
-every bucket configuration key, verbatim) and `settings` (only keys of the settings table
-that are not node-local; node_id never travels). Built-in grants are not exported: every
+(secrets masked as "****" unless asked for, and then shown only for users the caller may
+act on, `IamService.covers_user`: no export hands a caller a wider user's key), `buckets`
+(owner, versioning, object lock and every bucket configuration key, verbatim) and
+`settings` (only keys of the settings table that are not node-local; node_id never
+travels). Built-in grants are not exported: every
 node has them, under the same ids. References carry both id and name. An export is read
 entity by entity, not as one snapshot; it is meant for a quiet control plane.
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from objstore.engine import lifecycle_rules
@@ -82,10 +85,12 @@ def _ref(ident: str, name: str, kind: str) -> JsonObject:
 
 class Exporter:
     def __init__(self, meta: MetaStore, *, include_secrets: bool,
-                 exportable: Callable[[str], bool]) -> None:
+                 exportable: Callable[[str], bool],
+                 reveals: Callable[[str], Awaitable[bool]]) -> None:
         self._meta = meta
         self._include_secrets = include_secrets
         self._exportable = exportable
+        self._reveals = reveals
         self._usernames: dict[str, str] = {}
 
     async def section(self, name: str) -> Any:
@@ -132,9 +137,13 @@ class Exporter:
 
     async def credentials(self) -> list[JsonObject]:
         found: list[CredentialRecord] = await self._meta.list_credentials(None)
+        revealed: dict[str, bool] = {}
+        if self._include_secrets:
+            for user_id in {c.user_id for c in found}:
+                revealed[user_id] = await self._reveals(user_id)
         return [{
             "access_key_id": c.access_key_id,
-            "secret_access_key": c.secret_access_key if self._include_secrets else MASK,
+            "secret_access_key": c.secret_access_key if revealed.get(c.user_id) else MASK,
             "user_id": c.user_id, "username": self._usernames.get(c.user_id, ""),
             "description": c.description, "active": c.active, "created_at": iso(c.created_at),
         } for c in found]
@@ -174,9 +183,11 @@ class TransferService:
         self._clock = clock
         self._server_version = server_version
 
-    async def export(self, sections: tuple[str, ...], *, include_secrets: bool) -> JsonObject:
+    async def export(self, caller: Caller, sections: tuple[str, ...], *,
+                     include_secrets: bool) -> JsonObject:
         exporter = Exporter(self._targets.meta, include_secrets=include_secrets,
-                            exportable=self._targets.settings.exportable)
+                            exportable=self._targets.settings.exportable,
+                            reveals=partial(self._targets.iam.covers_user, caller))
         document: JsonObject = {
             "format": FORMAT, "version": FORMAT_VERSION, "server_version": self._server_version,
             "exported_at": iso(self._clock()), "secrets_included": include_secrets,

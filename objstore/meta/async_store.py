@@ -230,6 +230,7 @@ class MetaStore:
     detach_team_grant = _on_writer(SyncMetaStore.detach_team_grant)
     list_team_grants = _on_reader(SyncMetaStore.list_team_grants)
     effective_grants = _on_reader(SyncMetaStore.effective_grants)
+    grant_holders = _on_reader(SyncMetaStore.grant_holders)
 
     # -- settings and tombstones -----------------------------------------------------
     get_setting = _on_reader(SyncMetaStore.get_setting)

@@ -354,6 +354,19 @@ def list_team_grants(db: Database, team_id: str) -> list[GrantRecord] | None:
     return [grant_record(row) for row in rows]
 
 
+def grant_holders(db: Database, grant_id: str) -> list[str]:
+    """Ids of the users a grant applies to, directly or through a team, each once."""
+    direct = sa.select(_user_grants.c.user_id).where(_user_grants.c.grant_id == grant_id)
+    via_teams = (
+        sa.select(_members.c.user_id)
+        .join(_team_grants, _team_grants.c.team_id == _members.c.team_id)
+        .where(_team_grants.c.grant_id == grant_id)
+    )
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(sa.union(direct, via_teams)).all()
+    return sorted(str(row[0]) for row in rows)
+
+
 def effective_grants(db: Database, user_id: str) -> list[EffectiveGrant] | None:
     """Direct grants (source "direct") then grants of every team of the user (source
     "team:<name>"), each (grant, source) pair once; None when the user does not exist."""

@@ -144,6 +144,7 @@ class SyncMetaStore(Database):
     detach_team_grant = grant_queries.detach_team_grant
     list_team_grants = grant_queries.list_team_grants
     effective_grants = grant_queries.effective_grants
+    grant_holders = grant_queries.grant_holders
     # settings and tombstones
     get_setting = settings_queries.get_setting
     put_setting = settings_queries.put_setting

@@ -372,7 +372,8 @@ def test_effective_grants_sources(admin: AdminClient, user: dict[str, Any],
     admin.ok("PUT", f"/teams/{team['team_id']}/grants/{grant['grant_id']}", None, 204)
     admin.ok("PUT", f"/teams/{team['team_id']}/members/{user_id}", None, 204)
     entries = admin.ok("GET", f"/users/{user_id}/effective-grants")
-    base = {"grant_id": grant["grant_id"], "name": grant["name"], "description": ""}
+    base = {"grant_id": grant["grant_id"], "name": grant["name"], "description": "",
+            "administrator_equivalent": False}
     assert entries == [{**base, "source": "direct"},
                        {**base, "source": f"team:{team['name']}"}]
 

@@ -104,7 +104,7 @@ def test_acceptance_scenario(daemon: Daemon, admin: AdminClient, root_s3: Any) -
                         "effective_actions": ["s3:GetObject"]}
     assert admin.ok("GET", f"/users/{user_id}/effective-grants") == [{
         "grant_id": grant["grant_id"], "name": grant["name"], "description": "",
-        "source": f"team:{team['name']}"}]
+        "source": f"team:{team['name']}", "administrator_equivalent": False}]
 
     admin.ok("DELETE", f"/teams/{team['team_id']}/members/{user_id}", None, 204)
     with pytest.raises(ClientError) as denied:

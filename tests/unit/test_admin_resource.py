@@ -47,7 +47,8 @@ class FakeQuotas:
 
 
 class FakeTransfer:
-    async def export(self, sections: Any, *, include_secrets: bool) -> dict[str, Any]:
+    async def export(self, caller: Any, sections: Any, *, include_secrets: bool
+                     ) -> dict[str, Any]:
         return {"version": 1}
 
 

@@ -403,3 +403,18 @@ def test_effective_grants_direct_and_via_every_team(store: SyncMetaStore) -> Non
     store.remove_team_member(devs.team_id, alice.user_id)
     assert store.effective_grants(alice.user_id) == [EffectiveGrant(write, "direct")]
     assert store.effective_grants(new_id()) is None
+
+
+def test_grant_holders_direct_and_through_teams(store: SyncMetaStore) -> None:
+    alice, bob, carol = (add_user(store, n) for n in ("alice", "bob", "carol"))
+    grant, other = add_grant(store, "g"), add_grant(store, "other")
+    devs = add_team(store, "devs")
+    assert store.grant_holders(grant.grant_id) == []
+    store.attach_user_grant(alice.user_id, grant.grant_id, NOW)
+    store.attach_team_grant(devs.team_id, grant.grant_id, NOW)
+    store.add_team_member(devs.team_id, alice.user_id, NOW)  # direct and via the team: once
+    store.add_team_member(devs.team_id, bob.user_id, NOW)
+    store.attach_user_grant(carol.user_id, other.grant_id, NOW)
+    assert store.grant_holders(grant.grant_id) == sorted([alice.user_id, bob.user_id])
+    assert store.grant_holders(other.grant_id) == [carol.user_id]
+    assert store.grant_holders(new_id()) == []

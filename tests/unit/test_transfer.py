@@ -93,7 +93,7 @@ class Node:
 
     def export(self, sections: tuple[str, ...] = SECTIONS, secrets: bool = False
                ) -> dict[str, Any]:
-        return run(self.transfer.export(sections, include_secrets=secrets))
+        return run(self.transfer.export(self.root, sections, include_secrets=secrets))
 
     def import_(self, document: Any, mode: str = "skip", **options: Any) -> dict[str, Any]:
         return run(self.transfer.import_document(self.root, document, mode=mode, **options))
@@ -423,3 +423,55 @@ def test_lifecycle_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, No
         assert [e["item"] for e in report["errors"]] == ["logs", "junk"]
         assert report["created"]["buckets"] == []
     assert b.store.get_bucket("logs") is None
+
+
+def fenced_administrator(node: Node) -> Caller:
+    """A non-root caller with AdministratorAccess and a Deny of s3:DeleteBucket, beside
+    carol (S3FullAccess, one credential), whom it therefore does not cover."""
+    iam = node.iam
+    builtin = {g.name: g.grant_id for g in run(iam.list_grants())}
+    exporter = run(iam.create_user(node.root, "exporter", ""))
+    run(iam.attach_user_grant(node.root, exporter.user_id, builtin["AdministratorAccess"]))
+    fence = run(iam.create_grant(node.root, "fence", "", {"Version": "2012-10-17", "Statement": [
+        {"Effect": "Deny", "Action": ["s3:DeleteBucket"], "Resource": ["*"]}]}))
+    run(iam.attach_user_grant(node.root, exporter.user_id, fence.grant_id))
+    carol = run(iam.create_user(node.root, "carol", ""))
+    run(iam.attach_user_grant(node.root, carol.user_id, builtin["S3FullAccess"]))
+    run(iam.create_credential(node.root, carol.user_id,
+                              NewCredential("", "AKCAROL001", "carol-secret-0001")))
+    return Caller(Principal(exporter.user_id, "exporter", False, "AKEXPORTER"))
+
+
+def test_a_non_root_export_shows_only_the_secrets_of_users_it_covers(
+    nodes: tuple[Node, Node]
+) -> None:
+    a, _ = nodes
+    populate(a)
+    caller = fenced_administrator(a)
+    document = run(a.transfer.export(caller, ("credentials",), include_secrets=True))
+    secrets = {c["username"]: c["secret_access_key"] for c in document["credentials"]}
+    assert secrets["alice"] == "alice-secret-0001"  # reads only: within the caller
+    assert secrets["bob"] == "bob-secret-00001"
+    assert secrets["carol"] == MASK  # may delete buckets, which the caller may not
+    assert secrets["root"] == MASK
+    everything = a.export(("credentials",), secrets=True)  # root sees every secret
+    assert MASK not in {c["secret_access_key"] for c in everything["credentials"]}
+
+
+def test_a_non_root_import_changes_only_what_the_caller_covers(
+    nodes: tuple[Node, Node]
+) -> None:
+    a, _ = nodes
+    populate(a)
+    caller = fenced_administrator(a)
+    document = a.export(("credentials",), secrets=True)
+    carol = next(c for c in document["credentials"] if c["username"] == "carol")
+    alice = next(c for c in document["credentials"] if c["username"] == "alice")
+    document["credentials"] = [
+        {**carol, "access_key_id": "AKCAROL002", "secret_access_key": "carol-secret-0002"},
+        {**alice, "access_key_id": "AKALICE002", "secret_access_key": "alice-secret-0002"}]
+    report = run(a.transfer.import_document(caller, document, mode="skip",
+                                            sections=("credentials",)))
+    assert [e["item"] for e in report["errors"]] == ["AKCAROL002"]
+    assert report["created"] == {"credentials": ["AKALICE002"]}
+    assert a.store.get_credential("AKCAROL002") is None
