@@ -18,15 +18,18 @@ TLS:
 
 Each function returns `Findings`: errors abort start-up (the first one is the one-line
 message), warnings are logged. Messages name the `[section] key` and never show a secret.
-Pure: no I/O, no Twisted.
+Pure: no I/O, no Twisted, and no run-time import of `objstore.config`, so that
+`config.parse_config` can call `validate` (see docs/CLUSTER.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from objstore.config import Cluster, Server
+if TYPE_CHECKING:  # config.py calls this module while it is being imported
+    from objstore.config import Cluster, Server
 
 SHIPPED_PLACEHOLDER_SECRET = "change-me-to-a-long-random-secret"
 PLACEHOLDER_MARKERS = ("change-me", "changeme", "change_me", "placeholder", "example",
