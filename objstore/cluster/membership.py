@@ -173,7 +173,7 @@ def transitions(before: PeerState, after: PeerState,
         (PeerEvent.CONFIG_DRIFT, before.config_ok is False, after.config_ok is False),
         (PeerEvent.CLOCK_SKEW, _skewed(before), _skewed(after)),
     ) if now and not was]
-    if before.alive and not after.alive:
+    if before.alive and not after.alive and not after.is_self:
         events.append(PeerEvent.DEAD)
     if verdict is Verdict.UNTRUSTED and before.last_verdict is not Verdict.UNTRUSTED:
         events.append(PeerEvent.UNTRUSTED)

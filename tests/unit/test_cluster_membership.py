@@ -134,6 +134,11 @@ def test_loop_untrusted_and_drift_warn_once_per_transition() -> None:
         assert [i for i, events in enumerate(log) if event in events] == [0, 4], event
 
 
+def test_an_address_found_to_be_this_node_is_a_loop_not_a_death() -> None:
+    _, log = run(GOOD, LOOP)
+    assert log[1] == (PeerEvent.LOOP,)
+
+
 def test_a_steady_peer_makes_no_noise() -> None:
     _, log = run(GOOD, GOOD, GOOD)
     assert log[1:] == [(), ()]
