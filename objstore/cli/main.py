@@ -1,6 +1,6 @@
-"""The `objstore` command: offline tools (recover, check, keygen), the admin API commands
-(users, teams, grants, credentials, presign, archive, export, import, info, stats, audit)
-and --version.
+"""The `objstore` command: offline tools (recover, check, keygen, gen-certs), the admin API
+commands (users, teams, grants, credentials, presign, archive, export, import, info, stats,
+audit) and --version.
 
 Commands are dispatched by table (`COMMANDS` here, `admin_commands.COMMANDS` for the admin
 API).
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 
 from objstore import __version__
-from objstore.cli import admin_commands
+from objstore.cli import admin_commands, gen_certs
 from objstore.config import Config, ConfigError, load_config
 
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="recover into a database that already holds buckets or objects")
 
     commands.add_parser("keygen", help="print a new random secret for [cluster] secret")
+    gen_certs.add_command(commands)
 
     check = commands.add_parser("check", help="compare the database with the files on disk")
     check.add_argument("--config", "-c", help="path to objstore.toml")
@@ -85,6 +86,7 @@ def with_config(tool: Callable[[Config, argparse.Namespace], int]
 # Command name -> runner; every admin command dispatches through admin_commands.run.
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "keygen": run_keygen,
+    "gen-certs": gen_certs.run,
     "recover": with_config(run_recover),
     "check": with_config(run_check),
 }

@@ -1,0 +1,158 @@
+"""The cluster write gate, the acknowledgement count after fan-out and the capacity guard.
+
+Three questions a quorum write asks, each from plain numbers (the eligible node count from
+`Membership.eligible_node_count`, the acknowledgements the fan-out collected, free bytes):
+
+1. Before writing: is the gate open? (`gate_state`, the spec's "Cluster write gate")
+       open           write_quorum <= eligible nodes (self included) <= cluster_size
+       closed         eligible nodes < write_quorum: 503 ServiceUnavailable
+       size exceeded  eligible nodes > cluster_size: 503 with its own message; fail closed,
+                      no override (more nodes than configured could form two disjoint
+                      majorities, and two sides of a partition would both accept writes)
+   Size is checked first: past cluster_size the quorum is met anyway.
+   In available mode the gate never closes, for quorum or size: writes are accepted
+   locally and reconciled later, no majority is ever relied on (so no split majority to
+   fear), and the spec has `?writable=1` answer 200 in available mode. `size_exceeded` is
+   still computed in both modes, for /admin/cluster and the logs.
+2. After the local write and the fan-out: did enough peers acknowledge? An acknowledgement
+   (`Ack`, from `ack_from_response`) counts only when applied AND has_blob; a legacy empty
+   200 counts in full; 1 (this node) + counted acks >= write_quorum (`quorum_satisfied`).
+   Below it: 503, and the local copy stays (`quorum_error`). Available mode ignores acks.
+3. Before accepting bytes: does the smallest eligible node (self included) keep at least
+   the reserve once they are written? If not: 507 InsufficientStorage (`capacity_ok`).
+
+Pure: no I/O, no Twisted. The refusals are `S3Error`s of the one error table; every 503
+gets `Retry-After: 5` where it is rendered.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from objstore.cluster.membership import PeerState
+from objstore.config import Cluster
+from objstore.errors import S3Error
+
+# Free space kept on every node by the capacity guard until [cluster] has a setting for it.
+DEFAULT_RESERVE_BYTES = 256 * 1024**2
+
+CLOSED_MESSAGE = ("The cluster cannot reach its write quorum: too few nodes are eligible. "
+                  "Writes are refused until enough nodes are back; reads still work.")
+SIZE_EXCEEDED_MESSAGE = ("More nodes are eligible than [cluster] cluster_size allows. Writes "
+                         "are refused until cluster_size or the membership is corrected.")
+QUORUM_MESSAGE = ("Too few nodes acknowledged the write. It is stored on this node and will "
+                  "reach the others; retry to confirm it.")
+CAPACITY_MESSAGE = "The smallest node of the cluster does not have room for this write."
+
+
+class GateState(enum.Enum):
+    OPEN = "open"
+    CLOSED = "closed"  # no quorum
+    SIZE_EXCEEDED = "size_exceeded"
+
+
+def size_exceeded(eligible_nodes: int, cluster: Cluster) -> bool:
+    """More eligible nodes (self included) than [cluster] cluster_size: in either mode."""
+    return eligible_nodes > cluster.cluster_size
+
+
+def gate_state(eligible_nodes: int, cluster: Cluster) -> GateState:
+    if cluster.consistency != "quorum":
+        return GateState.OPEN
+    if size_exceeded(eligible_nodes, cluster):
+        return GateState.SIZE_EXCEEDED
+    if eligible_nodes < cluster.write_quorum:
+        return GateState.CLOSED
+    return GateState.OPEN
+
+
+def gate_error(state: GateState) -> S3Error | None:
+    """The refusal of a write while the gate is in `state`; None when it is open."""
+    if state is GateState.CLOSED:
+        return S3Error("ServiceUnavailable", CLOSED_MESSAGE)
+    if state is GateState.SIZE_EXCEEDED:
+        return S3Error("ServiceUnavailable", SIZE_EXCEEDED_MESSAGE)
+    return None
+
+
+# -- acknowledgements -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A peer's ClusterObjectAck."""
+
+    applied: bool
+    has_blob: bool
+
+    @property
+    def counts(self) -> bool:
+        return self.applied and self.has_blob
+
+
+FULL_ACK = Ack(applied=True, has_blob=True)
+
+
+def ack_from_response(status: int | None, body: bytes) -> Ack | None:
+    """The acknowledgement in a peer's answer to POST /cluster/v1/object[/delete]; None when
+    the answer is none (no answer, a non-200 status, a body that is not an ack).
+
+    An empty 200 is a legacy peer's full acknowledgement. A field a JSON ack lacks takes
+    the legacy meaning, true (wire changes are additive: new fields are defaulted); a field
+    of the wrong type makes no ack at all."""
+    if status != 200:
+        return None
+    if not body.strip():
+        return FULL_ACK
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(document, dict):
+        return None
+    applied, has_blob = document.get("applied", True), document.get("has_blob", True)
+    if not isinstance(applied, bool) or not isinstance(has_blob, bool):
+        return None
+    return Ack(applied, has_blob)
+
+
+def full_acknowledgements(acks: Iterable[Ack | None]) -> int:
+    return sum(1 for ack in acks if ack is not None and ack.counts)
+
+
+def quorum_satisfied(acks: Iterable[Ack | None], write_quorum: int) -> bool:
+    """This node's own write plus the peers' full acknowledgements reach the quorum."""
+    return 1 + full_acknowledgements(acks) >= write_quorum
+
+
+def write_acknowledged(acks: Iterable[Ack | None], cluster: Cluster) -> bool:
+    """Whether the client may be told the write succeeded (available mode: always)."""
+    return cluster.consistency != "quorum" or quorum_satisfied(acks, cluster.write_quorum)
+
+
+def quorum_error() -> S3Error:
+    return S3Error("ServiceUnavailable", QUORUM_MESSAGE)
+
+
+# -- capacity -------------------------------------------------------------------------
+
+
+def eligible_free_bytes(self_free_bytes: int, eligible_peers: Iterable[PeerState]
+                        ) -> list[int]:
+    """Free bytes of this node and of each eligible peer that reported them."""
+    return [self_free_bytes, *(p.disk_available for p in eligible_peers
+                               if p.disk_available is not None)]
+
+
+def capacity_ok(free_bytes: Iterable[int], *, write_bytes: int,
+                reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> bool:
+    """The smallest node keeps `reserve_bytes` after storing `write_bytes`."""
+    smallest = min(free_bytes, default=None)
+    return smallest is None or smallest - max(write_bytes, 0) >= reserve_bytes
+
+
+def capacity_error() -> S3Error:
+    return S3Error("InsufficientStorage", CAPACITY_MESSAGE)

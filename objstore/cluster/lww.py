@@ -1,0 +1,171 @@
+"""Last-writer-wins for replicated object rows, and the write stamp that keeps it honest.
+
+This module owns the one order in which two rows of the same register -- the same bucket,
+key and version id -- are compared (the spec's cluster rule 5), the no-op test for an
+incoming row identical to the local one, the rule a replicated delete (a tombstone) follows
+against a row, the stamp a node gives a write that replaces a row, and the detection of
+rows stamped far in the future. It never reads a clock, a database or the network: callers
+pass `now` and the rows.
+
+The order, strongest first:
+1. strictly newer `last_modified` wins;
+2. on a tie, strictly newer `lock_updated_at` wins, None older than any value (so a tie
+   never erases a retention or a legal hold);
+3. for the null version only (a register many writes share), the greater `blob_id` wins
+   (compared as the verbatim string; None, older than any id);
+4. beyond the spec, so that the choice is total and every node converges on the same row
+   whichever it saw first: the greater SHA-256 of the row's replicated content. Only rows
+   with equal stamps and different content get here (in this version: a tag change, which
+   keeps both stamps; see docs/CLUSTER.md).
+
+"Replicated content" is every field but the node-local ones, `seq` and `is_latest`: exactly
+what a sidecar holds (`objstore.blobs.sidecar`). An incoming row identical in replicated
+content is a no-op without a new `seq`, or rows would bounce between nodes forever.
+
+Clock skew: a node whose clock lags would stamp an overwrite older than the row it
+replaces, and the older row would win everywhere. `stamp_write` gives a write
+max(now, replaced + 1 µs). A row stamped far in the future (a clock that jumped ahead)
+shadows every later write to its key until the clocks catch up; `merge` flags it for the
+caller to log and count, and still applies the order (refusing it would make nodes
+disagree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from objstore.meta.records import NULL_VERSION, ObjectRecord
+
+NODE_LOCAL_FIELDS = frozenset({"seq", "is_latest"})
+REPLICATED_FIELDS = tuple(f.name for f in dataclasses.fields(ObjectRecord)
+                          if f.name not in NODE_LOCAL_FIELDS)
+STAMP_STEP_SECONDS = 1e-6
+# A row stamped further ahead of the receiver's clock than this is reported. Well above
+# any NTP-disciplined offset plus a request timeout, well below a clock that jumped.
+FUTURE_TOLERANCE_SECONDS = 60.0
+
+
+class Verdict(enum.Enum):
+    APPLY = "apply"  # the incoming row wins (or there is no local row)
+    KEEP_LOCAL = "keep_local"  # the local row is newer in the order above
+    IDENTICAL = "identical"  # same replicated content: nothing to write, no new seq
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDecision:
+    verdict: Verdict
+    future_stamped: bool = False  # the incoming row is stamped far ahead of `now`
+
+    @property
+    def applies(self) -> bool:
+        return self.verdict is Verdict.APPLY
+
+
+def replicated_content(record: ObjectRecord) -> dict[str, Any]:
+    """The fields two nodes must agree on, as plain data."""
+    return {name: _plain(getattr(record, name)) for name in REPLICATED_FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_plain(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def same_content(a: ObjectRecord, b: ObjectRecord) -> bool:
+    return replicated_content(a) == replicated_content(b)
+
+
+def content_digest(record: ObjectRecord) -> str:
+    """SHA-256 of the canonical JSON of the replicated content: the last tiebreak."""
+    text = json.dumps(replicated_content(record), sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stamps(record: ObjectRecord) -> tuple[float, tuple[int, float], tuple[int, str]]:
+    if not has_finite_stamps(record):
+        raise ValueError("a row with a non-finite stamp can not be ordered")
+    lock = (0, 0.0) if record.lock_updated_at is None else (1, record.lock_updated_at)
+    blob = (0, "")
+    if record.version_id == NULL_VERSION and record.blob_id is not None:
+        blob = (1, record.blob_id)
+    return record.last_modified, lock, blob
+
+
+def has_finite_stamps(record: ObjectRecord) -> bool:
+    """The apply path refuses rows failing this (NaN would make the order partial)."""
+    return math.isfinite(record.last_modified) and (
+        record.lock_updated_at is None or math.isfinite(record.lock_updated_at))
+
+
+def _same_register(a: ObjectRecord, b: ObjectRecord) -> None:
+    if (a.bucket, a.key, a.version_id) != (b.bucket, b.key, b.version_id):
+        raise ValueError("rows of different registers (bucket, key, version id) compared")
+
+
+def newer(a: ObjectRecord, b: ObjectRecord) -> bool:
+    """True when `a` strictly wins over `b` (rows of the same register)."""
+    _same_register(a, b)
+    if _stamps(a) != _stamps(b):
+        return _stamps(a) > _stamps(b)
+    if same_content(a, b):
+        return False
+    return content_digest(a) > content_digest(b)
+
+
+def winner(a: ObjectRecord, b: ObjectRecord) -> ObjectRecord:
+    """The row both nodes keep, whichever of the two each one held."""
+    return b if newer(b, a) else a
+
+
+def merge(local: ObjectRecord | None, incoming: ObjectRecord, *, now: float,
+          future_tolerance_seconds: float = FUTURE_TOLERANCE_SECONDS) -> MergeDecision:
+    """What the apply path does with `incoming` given the `local` row of its register."""
+    future = is_future_stamped(incoming, now, future_tolerance_seconds)
+    if local is None:
+        return MergeDecision(Verdict.APPLY, future)
+    _same_register(local, incoming)
+    if same_content(local, incoming):
+        return MergeDecision(Verdict.IDENTICAL, future)
+    verdict = Verdict.APPLY if newer(incoming, local) else Verdict.KEEP_LOCAL
+    return MergeDecision(verdict, future)
+
+
+def row_survives_tombstone(record: ObjectRecord, deleted_at: float) -> bool:
+    """A row meets the tombstone of its register: only a write strictly newer than the
+    deletion survives (a new null-version write after a delete); on a tie the delete wins,
+    so a deleted version is never resurrected by a late copy of itself."""
+    return record.last_modified > deleted_at
+
+
+def stamp_write(now: float, replaced_last_modified: float | None) -> float:
+    """The last_modified of a write on the node accepting it: never older than (nor equal
+    to) the row it replaces, whatever this node's clock says."""
+    if replaced_last_modified is None:
+        return now
+    step = max(replaced_last_modified + STAMP_STEP_SECONDS,
+               math.nextafter(replaced_last_modified, math.inf))
+    return max(now, step)
+
+
+def is_future_stamped(record: ObjectRecord, now: float,
+                      tolerance_seconds: float = FUTURE_TOLERANCE_SECONDS) -> bool:
+    """True for a row whose last_modified or lock_updated_at is further ahead of `now`
+    than the tolerance."""
+    return any(stamp is not None and stamp_is_future(stamp, now, tolerance_seconds)
+               for stamp in (record.last_modified, record.lock_updated_at))
+
+
+def stamp_is_future(stamp: float, now: float,
+                    tolerance_seconds: float = FUTURE_TOLERANCE_SECONDS) -> bool:
+    """For tombstones and any other stamp: further ahead of `now` than the tolerance."""
+    return stamp - now > tolerance_seconds
