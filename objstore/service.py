@@ -240,7 +240,7 @@ def build_node(config: Config, reactor: Any = None, *,
     )
     health = HealthState()
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
-    rate_limits = RequestRateLimits.from_limits(config.server.limits, clock=clock)
+    rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
         health=health,
         authenticator=authenticator,
@@ -304,6 +304,14 @@ def node_counters(role: WorkerRole) -> Counters:
     if role.runtime_dir is None:
         return LocalCounters()
     return SharedCounters(os.path.join(role.runtime_dir, GENERATIONS_FILE))
+
+
+def node_rate_limits(config: Config, role: WorkerRole,
+                     clock: Callable[[], float]) -> RequestRateLimits:
+    """The rate limits are per node: in memory for one process, shared by the workers."""
+    if role.runtime_dir is None:
+        return RequestRateLimits.from_limits(config.server.limits, clock=clock)
+    return RequestRateLimits.shared(config.server.limits, role.runtime_dir, clock=clock)
 
 
 def node_key_locks(role: WorkerRole, reactor: Any) -> RangeLocks | None:
