@@ -286,7 +286,7 @@ def build_node(config: Config, reactor: Any = None, *,
     mount_settings_and_quotas(admin, services, meta, control, io_pool,
                               on_setting_change=on_setting_change)
     mount_data_apis(admin, services, iam, meta, control, io_pool, clock,
-                    on_setting_change=on_setting_change)
+                    on_setting_change=on_setting_change, audit=observability.audit)
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     IOPoolService(io_pool).setServiceParent(top)
@@ -355,11 +355,12 @@ def mount_data_apis(
     clock: Callable[[], float],
     *,
     on_setting_change: Callable[[str], None],
+    audit: AuditLog,
 ) -> None:
     """POST /admin/archive, GET /admin/export and POST /admin/import."""
     archives = ArchiveService(services.objects, io_pool)
     admin.mount(ARCHIVE_FAMILIES, ArchiveRoutes(
-        gate=admin.authorize, archives=archives, authorizer=services.authorizer))
+        gate=admin.authorize, archives=archives, authorizer=services.authorizer, audit=audit))
     targets = ImportTargets(
         meta=meta, iam=iam, buckets=services.buckets,
         bucket_state=BucketDocuments(services.bucket_config, services.lifecycle),
