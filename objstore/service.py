@@ -44,7 +44,7 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
-from objstore.daemon import fail_startup
+from objstore.daemon import fail_startup, warn_startup
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -79,10 +79,11 @@ from objstore.meta.coherence import (
     LocalCounters,
     SharedCounters,
 )
+from objstore.meta.dialect import sqlite_files
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
-from objstore.meta.store import SyncMetaStore, open_sync_store
+from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
@@ -96,6 +97,7 @@ from objstore.prefork import (
     WorkerRole,
 )
 from objstore.prefork.range_locks import RangeLocks
+from objstore.private_files import directory_warnings, refuse_exposed
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
@@ -135,14 +137,16 @@ class OpenStorage:
 
 def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     """The blob store, control record and metadata store of the node. `prepare` (the
-    first process of a node only) creates the layout, sweeps leftover spools, migrates the
-    schema and makes sure the root credential and built-in grants exist."""
+    first process of a node only) creates the layout (owner-only), refuses files holding
+    secrets that others can open, sweeps leftover spools, migrates the schema and makes
+    sure the root credential and built-in grants exist."""
     storage = config.storage
     blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
     if prepare:
         blobs.prepare()
         control.prepare()
+        check_private_storage(config, control)
     try:
         sync_store = open_sync_store(storage)
         bootstrap = None
@@ -157,6 +161,21 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): "
                              f"{one_line(exc)}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def check_private_storage(config: Config, control: ControlRecord) -> None:
+    """Before the database is opened: ExposedSecrets (a start-up error) when the SQLite
+    database or a credential's control file is open to group or others; a warning for the
+    data directory and the database's directory."""
+    storage = config.storage
+    directories = [storage.data_dir]
+    if storage.metadata_backend == "sqlite":
+        database = sqlite_path_for(storage)
+        refuse_exposed(sqlite_files(database), "every credential's secret")
+        directories.append(os.path.dirname(os.path.abspath(database)))
+    refuse_exposed(control.secret_files(), "a credential's secret")
+    for warning in directory_warnings(directories):
+        warn_startup(warning)
 
 
 def one_line(exc: BaseException) -> str:
