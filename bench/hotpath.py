@@ -2,7 +2,7 @@
 
 Usage (from the repository root):
     .venv/bin/python -m bench.hotpath [--seconds 8] [--profile DIR] [--only get,head]
-                                      [--workers N]
+                                      [--workers N] [--rate-limit R]
 
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
 directory and the five hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
@@ -160,11 +160,13 @@ def _function_name(frame: str) -> str:
 
 
 class HotPath:
-    def __init__(self, workdir: Path, seconds: int, workers: int = 1) -> None:
+    def __init__(self, workdir: Path, seconds: int, workers: int = 1,
+                 rate_limit: float = 0.0) -> None:
         self.workdir = workdir
         self.seconds = seconds
         self.workers = workers
-        self.daemon = Objstore(workdir / "objstore", workers=workers)
+        self.daemon = Objstore(workdir / "objstore", workers=workers,
+                               limits=rate_limit_lines(rate_limit))
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
         self.get_keys: list[str] = []
@@ -306,6 +308,16 @@ class HotPath:
         self.daemon.stop()
 
 
+def rate_limit_lines(rate_per_second: float) -> str:
+    """`[server.limits]` lines that turn both rate limits on (0: leave them off). A rate far
+    above what the workloads reach refuses nothing, so the figures show what checking the
+    token buckets costs on every request."""
+    if not rate_per_second:
+        return ""
+    return (f"rate_limit_per_second = {rate_per_second}\n"
+            f"rate_limit_per_ip_per_second = {rate_per_second}")
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -320,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="measure each workload N times")
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes of the daemon (default 1; --profile needs 1)")
+    parser.add_argument("--rate-limit", type=float, default=0.0,
+                        help="turn on the per-IP and per-credential rate limits at this many "
+                             "requests/s (high enough to refuse nothing; default off)")
     args = parser.parse_args(argv)
     if args.profile is not None and args.workers != 1:
         parser.error("--profile follows one process: it needs --workers 1")
@@ -328,9 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"started {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
           f"load average {os.getloadavg()}, "
-          f"workers {args.workers}", flush=True)
+          f"workers {args.workers}, rate limit {args.rate_limit or 'off'}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
-    bench = HotPath(workdir, args.seconds, args.workers)
+    bench = HotPath(workdir, args.seconds, args.workers, args.rate_limit)
     try:
         bench.start()
         workloads = [w for w in args.only.split(",") if w]

@@ -97,10 +97,12 @@ def _stop(process: subprocess.Popen[bytes] | None) -> None:
 class Objstore:
     """`twistd -n --pidfile= objstore --config ...` with SQLite and fsync on."""
 
-    def __init__(self, workdir: Path, workers: int | None = None) -> None:
+    def __init__(self, workdir: Path, workers: int | None = None,
+                 limits: str = "") -> None:
         self.workdir = workdir
         self.port = free_port()
         self.workers = workers  # None: the daemon's default (one per CPU)
+        self.limits = limits  # lines of [server.limits], e.g. "rate_limit_per_second = 1e6"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -118,7 +120,8 @@ class Objstore:
         config.write_text(
             f'[server]\nhost = "{LOOPBACK}"\nport = {self.port}\ndrain_timeout_seconds = 0\n'
             f"{workers}"
-            f'[storage]\ndata_dir = "{self.workdir / "data"}"\nmetadata_backend = "sqlite"\n'
+            + (f"[server.limits]\n{self.limits}\n" if self.limits else "")
+            + f'[storage]\ndata_dir = "{self.workdir / "data"}"\nmetadata_backend = "sqlite"\n'
             "fsync = true\n"
         )
         twistd = str(Path(sys.executable).with_name("twistd"))

@@ -43,6 +43,13 @@ def fail_startup(message: str) -> SystemExit:
     return SystemExit(2)
 
 
+def warn_startup(message: str) -> None:
+    """A warning line on the process's real stderr, where start-up errors go."""
+    stream = sys.__stderr__ or sys.stderr
+    stream.write(f"objstore: warning: {message}\n")
+    stream.flush()
+
+
 def checked_config(path: str | None) -> Config:
     """The configuration, or exit 2 with one line naming what is wrong. A setting this
     version cannot honour is named first, before the checks of its other keys (which
@@ -60,7 +67,7 @@ def checked_config(path: str | None) -> Config:
 def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's name)
     config = checked_config(options["config"])
     for warning in config.warnings:
-        sys.stderr.write(f"objstore: warning: {warning}\n")
+        warn_startup(warning)
     # Bound before anything is prepared or printed: a start that cannot serve changes
     # nothing (no bootstrap, no root secret shown for a server that never ran).
     listen_socket = bind_listener(config)

@@ -45,7 +45,7 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
-from objstore.daemon import fail_startup
+from objstore.daemon import fail_startup, warn_startup
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -82,10 +82,11 @@ from objstore.meta.coherence import (
     LocalCounters,
     SharedCounters,
 )
+from objstore.meta.dialect import sqlite_files
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
-from objstore.meta.store import SyncMetaStore, open_sync_store
+from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
@@ -99,6 +100,7 @@ from objstore.prefork import (
     WorkerRole,
 )
 from objstore.prefork.range_locks import RangeLocks
+from objstore.private_files import directory_warnings, refuse_exposed
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.threads import NamedPool
@@ -137,14 +139,16 @@ class OpenStorage:
 
 def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     """The blob store, control record and metadata store of the node. `prepare` (the
-    first process of a node only) creates the layout, sweeps leftover spools, migrates the
-    schema and makes sure the root credential and built-in grants exist."""
+    first process of a node only) creates the layout (owner-only), refuses files holding
+    secrets that others can open, sweeps leftover spools, migrates the schema and makes
+    sure the root credential and built-in grants exist."""
     storage = config.storage
     blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
     if prepare:
         blobs.prepare()
         control.prepare()
+        check_private_storage(config, control)
     try:
         sync_store = open_sync_store(storage)
         bootstrap = None
@@ -159,6 +163,21 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): "
                              f"{one_line(exc)}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def check_private_storage(config: Config, control: ControlRecord) -> None:
+    """Before the database is opened: ExposedSecrets (a start-up error) when the SQLite
+    database or a credential's control file is open to group or others; a warning for the
+    data directory and the database's directory."""
+    storage = config.storage
+    directories = [storage.data_dir]
+    if storage.metadata_backend == "sqlite":
+        database = sqlite_path_for(storage)
+        refuse_exposed(sqlite_files(database), "every credential's secret")
+        directories.append(os.path.dirname(os.path.abspath(database)))
+    refuse_exposed(control.secret_files(), "a credential's secret")
+    for warning in directory_warnings(directories):
+        warn_startup(warning)
 
 
 def one_line(exc: BaseException) -> str:
@@ -246,7 +265,7 @@ def build_node(config: Config, reactor: Any = None, *,
     )
     health = HealthState()
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
-    rate_limits = RequestRateLimits.from_limits(config.server.limits, clock=clock)
+    rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
         health=health,
         authenticator=authenticator,
@@ -292,7 +311,8 @@ def build_node(config: Config, reactor: Any = None, *,
     settings = SettingsService(meta, control, io_pool, changes=changes,
                                on_change=settings_listener(lifecycle, duties, counters))
     mount_settings_and_quotas(admin, services, meta, settings)
-    mount_data_apis(admin, services, iam, meta, settings, io_pool, clock)
+    mount_data_apis(admin, services, iam, meta, settings, io_pool, clock,
+                    audit=observability.audit)
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     io_pool.setServiceParent(top)
@@ -310,6 +330,14 @@ def node_counters(role: WorkerRole) -> Counters:
     if role.runtime_dir is None:
         return LocalCounters()
     return SharedCounters(os.path.join(role.runtime_dir, GENERATIONS_FILE))
+
+
+def node_rate_limits(config: Config, role: WorkerRole,
+                     clock: Callable[[], float]) -> RequestRateLimits:
+    """The rate limits are per node: in memory for one process, shared by the workers."""
+    if role.runtime_dir is None:
+        return RequestRateLimits.from_limits(config.server.limits, clock=clock)
+    return RequestRateLimits.shared(config.server.limits, role.runtime_dir, clock=clock)
 
 
 def node_key_locks(role: WorkerRole, reactor: Any) -> RangeLocks | None:
@@ -353,11 +381,13 @@ def mount_data_apis(
     settings: SettingsService,
     io_pool: NamedPool,
     clock: Callable[[], float],
+    *,
+    audit: AuditLog,
 ) -> None:
     """POST /admin/archive, GET /admin/export and POST /admin/import."""
     archives = ArchiveService(services.objects, io_pool)
     admin.mount(ARCHIVE_FAMILIES, ArchiveRoutes(
-        gate=admin.authorize, archives=archives, authorizer=services.authorizer))
+        gate=admin.authorize, archives=archives, authorizer=services.authorizer, audit=audit))
     targets = ImportTargets(
         meta=meta, iam=iam, buckets=services.buckets,
         bucket_state=BucketDocuments(services.bucket_config, services.lifecycle),

@@ -111,7 +111,8 @@ def describe(request: ObjstoreRequest) -> tuple[str, str, str, dict[str, Detail]
         path = request.path.decode("utf-8", "replace")
         operation = admin_operation(request.method.decode("ascii", "replace"),
                                     path.split("/")[2:])
-        return operation, "", "", {"path": redact_text(path)}  # the ids the call names
+        # The ids the call names; a bucket only when the handler noted one (an archive).
+        return operation, context.bucket, "", {"path": redact_text(path)}
     if not context.operation:  # the S3 API never saw it
         return UNKNOWN, "", "", {}
     details: dict[str, Detail] = {}

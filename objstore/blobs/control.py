@@ -4,7 +4,8 @@ Buckets (with their configuration), users, credentials, teams, grants, their att
 and settings are written here as one small JSON file per entity next to the blobs, so that
 `objstore recover` can rebuild them when the database is lost (DESIGN invariant 2). Files
 are replaced atomically and durably; the database stays the source of truth while it
-exists. Blocking: IO thread pool only.
+exists. Directories are 0700 and files 0600 whatever the umask (credentials hold their
+secrets). Blocking: IO thread pool only.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from objstore.blobs.files import fsync_dir
+from objstore.private_files import OWNER_ONLY_DIR, OWNER_ONLY_FILE, make_private_dir
 
 FAMILIES = (
     "buckets", "users", "credentials", "settings", "teams", "grants",
@@ -39,11 +41,19 @@ class ControlRecord:
 
     def prepare(self) -> None:
         """Create the layout. The record holds credential secrets: owner-only access."""
-        os.makedirs(self.root, mode=0o700, exist_ok=True)
-        os.chmod(self.root, 0o700)
+        make_private_dir(self.root)
+        os.chmod(self.root, OWNER_ONLY_DIR)  # also one made by a version before 0700
         for family in FAMILIES:
-            os.makedirs(os.path.join(self.root, family), mode=0o700, exist_ok=True)
-        os.makedirs(self._tmp, exist_ok=True)
+            make_private_dir(os.path.join(self.root, family))
+        make_private_dir(self._tmp)
+
+    def secret_files(self) -> list[str]:
+        """The files that hold secrets: one per credential, with its secret key."""
+        directory = os.path.join(self.root, "credentials")
+        try:
+            return sorted(os.path.join(directory, name) for name in os.listdir(directory))
+        except FileNotFoundError:
+            return []
 
     def _path(self, family: str, key: str) -> str:
         if family not in FAMILIES:
@@ -52,10 +62,11 @@ class ControlRecord:
 
     def write(self, family: str, key: str, data: dict[str, Any]) -> None:
         path = self._path(family, key)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        make_private_dir(os.path.dirname(path))
         tmp = os.path.join(self._tmp, f"{uuid.uuid4()}.ctl")
         body = json.dumps({"key": key, "data": data}, sort_keys=True).encode()
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        with open(os.open(tmp, flags, OWNER_ONLY_FILE), "wb") as handle:
             handle.write(body)
             handle.flush()
             if self._fsync:

@@ -6,6 +6,9 @@ Layout under `<data_dir>`:
   tmp/                                            spools of uploads in flight (swept at start)
   control/                                        control-plane records (see control.py)
 
+Modes: directories 0700, blobs, sidecars and spools 0600, whatever the umask: they hold
+the users' objects and metadata, which only the daemon reads (objstore.private_files).
+
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
 metadata row.
@@ -35,6 +38,7 @@ from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
 from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
+from objstore.private_files import OWNER_ONLY_DIR, make_private_dir
 
 SIDECAR_SUFFIX = ".meta.json"
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -78,7 +82,7 @@ class BlobStore:
         """Create the layout and sweep leftover spools of a previous run. Returns the number
         of leftovers removed."""
         for path in (self.data_dir, self.blob_root, self.tmp_dir):
-            os.makedirs(path, exist_ok=True)
+            make_private_dir(path)
         removed = 0
         for name in os.listdir(self.tmp_dir):
             try:
@@ -106,7 +110,7 @@ class BlobStore:
         if not os.path.isdir(path):
             self._ensure_dir(parent)
             try:
-                os.mkdir(path)
+                os.mkdir(path, OWNER_ONLY_DIR)
             except FileExistsError:
                 pass
             self._fsync_dir(parent)

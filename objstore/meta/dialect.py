@@ -10,6 +10,8 @@ SQLite a write transaction starts with `BEGIN IMMEDIATE`, so the write lock is t
 front and never upgraded mid-transaction. The few statements whose syntax differs per
 dialect (insert-or-ignore, upsert) are built here too. It never imports Twisted.
 
+A SQLite database is created owner-only (directory 0700, file 0600; objstore.private_files).
+
 SQLite writers of several processes (the workers of a node) queue on a `WriteGate` first:
 an `flock` on `<database>.write-lock` held around each write transaction. Without it a
 writer that finds the database locked waits in SQLite's busy handler, which sleeps in
@@ -37,6 +39,8 @@ from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import QueuePool
+
+from objstore.private_files import create_private_file, make_private_dir
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -119,9 +123,18 @@ def write_gate(engine: Engine) -> AbstractContextManager[None]:
     return gate.held() if gate is not None else nullcontext()
 
 
+def sqlite_files(path: str) -> tuple[str, ...]:
+    """The files of a SQLite database: the database, its WAL and the WAL's index."""
+    path = os.path.abspath(path)
+    return path, path + "-wal", path + "-shm"
+
+
 def _sqlite_engine(path: str, pool_size: int) -> Engine:
-    parent = os.path.dirname(os.path.abspath(path))
-    os.makedirs(parent, exist_ok=True)
+    # The database holds every credential's secret: its directory is made 0700 and the
+    # file 0600 before SQLite creates it with 0644 minus the umask (its -wal and -shm
+    # files take the database's mode).
+    make_private_dir(os.path.dirname(os.path.abspath(path)))
+    create_private_file(path)
     _enable_wal(path)
     engine = sa.create_engine(
         f"sqlite:///{os.path.abspath(path)}",

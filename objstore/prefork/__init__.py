@@ -12,6 +12,9 @@ from dataclasses import dataclass
 GENERATIONS_FILE = "generations"  # objstore.meta.coherence.SharedCounters
 KEY_LOCKS_FILE = "key-locks"  # objstore.engine.versioning.KeyLocks across processes
 METRICS_DIR = "metrics"  # prometheus-client multiprocess files
+# objstore.http.ratelimit.SharedTokenBuckets: the limits are per node, not per worker
+RATE_LIMITS_IP_FILE = "rate-limits-ip"
+RATE_LIMITS_CREDENTIAL_FILE = "rate-limits-credential"
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +25,9 @@ class WorkerRole:
     the daemon bound before anything else and prepares storage (migrations, root
     credential, spool sweep) before serving. A worker of
     a supervised node adopts the parent's socket (`listen_fd`), shares the parent's runtime
-    directory (counters, locks, metrics) and prepares nothing: the parent did. The leader
-    (index 0) alone runs the node's singletons: lifecycle, audit purge, metrics history and
-    the storage figures.
+    directory (counters, locks, rate-limit buckets, metrics) and prepares nothing: the
+    parent did. The leader (index 0) alone runs the node's singletons: lifecycle, audit
+    purge, metrics history and the storage figures.
     """
 
     index: int = 0

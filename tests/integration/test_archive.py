@@ -1,6 +1,6 @@
 """POST /admin/archive against the real daemon: the archive unpacks to the stored bytes,
-every refusal (400, 403, 404) comes before any byte of archive, and a large archive streams
-with flat daemon memory."""
+every refusal (400, 403, 404) comes before any byte of archive, a large archive streams
+with flat daemon memory, and `objstore audit --bucket` names every object an archive sent."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import http.client
 import io
 import json
 import os
+import subprocess
 import tarfile
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +23,7 @@ import urllib3
 from objstore.http import sigv4
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client
-from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+from tests.integration.daemon import OBJSTORE, ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 MIB = 1024 * 1024
 _HTTP = urllib3.PoolManager(retries=False, timeout=120.0)
@@ -200,3 +202,37 @@ class _StreamingTarCheck:
 
     def feed(self, data: bytes) -> None:
         self.total += len(self._inflate.decompress(data))
+
+
+def audit_of_bucket(daemon: Daemon, bucket: str) -> list[dict[str, Any]]:
+    """`objstore audit --bucket BUCKET --json`, as an operator asks what left the server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OBJSTORE_", "AWS_"))}
+    env.update(OBJSTORE_ENDPOINT=daemon.endpoint, OBJSTORE_ACCESS_KEY=ROOT_ACCESS_KEY,
+               OBJSTORE_SECRET_KEY=ROOT_SECRET_KEY, HOME=str(daemon.workdir))
+    result = subprocess.run([OBJSTORE, "audit", "--bucket", bucket, "--limit", "1000", "--json"],
+                            capture_output=True, text=True, env=env, timeout=60, check=True)
+    entries: list[dict[str, Any]] = json.loads(result.stdout)["entries"]
+    return entries
+
+
+def test_the_audit_log_names_every_object_an_archive_sent(
+        daemon: Daemon, stored: tuple[str, dict[str, bytes]]) -> None:
+    bucket, objects = stored
+    response = post_archive(daemon.endpoint, {"bucket": bucket, "keys": sorted(objects)})
+    assert unpack(response.read()).keys() == {name.rstrip("/") for name in objects}
+    request_id = response.headers["x-amz-request-id"]
+    deadline = time.monotonic() + 15  # entries reach the database within about a second
+    while True:
+        entries = [e for e in audit_of_bucket(daemon, bucket) if e["request_id"] == request_id]
+        if len(entries) > len(objects) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    archive = [e for e in entries if e["operation"] == "admin:CreateArchive"]
+    assert len(archive) == 1 and archive[0]["status"] == 200
+    sent = {e["key"]: e for e in entries if e["operation"] == "Archive::GetObject"}
+    assert sent.keys() == objects.keys()
+    for key, entry in sent.items():
+        assert (entry["bucket"], entry["bytes_out"], entry["status"]) == (
+            bucket, len(objects[key]), 200)
+        assert entry["access_key"] == ROOT_ACCESS_KEY and entry["source_ip"] == "127.0.0.1"
+        assert entry["details"]["version_id"] == "null"

@@ -10,7 +10,11 @@ written to its metadata database.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import http.client
+import os
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -186,3 +190,122 @@ def test_credential_is_served_again_after_a_refill(per_credential: Daemon) -> No
     assert client.statuses("/", BURST) == [200] * BURST
     assert_slow_down(client.get("/"))
     wait_until_served(client, "/")
+
+
+# -- a node of two worker processes ------------------------------------------------------------
+# The limits are per node: a token taken through one worker is gone for the other.
+
+WORKERS = 2
+# Slow refills (one token every 10 s): a dozen requests never see one between them.
+NODE_RATE_PER_SECOND = 0.1
+NODE_CREDENTIAL_BURST = 5
+NODE_ADDRESS_BURST = 10
+
+
+@pytest.fixture(scope="module")
+def two_workers(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[Daemon]:
+    limits = ("[server.limits]\n"
+              f"rate_limit_per_second = {NODE_RATE_PER_SECOND}\n"
+              f"rate_limit_burst = {NODE_CREDENTIAL_BURST}\n"
+              f"rate_limit_per_ip_per_second = {NODE_RATE_PER_SECOND}\n"
+              f"rate_limit_per_ip_burst = {NODE_ADDRESS_BURST}\n")
+    node = Daemon(tmp_path_factory.mktemp("ratelimit-workers"), extra_config=limits,
+                  workers=WORKERS)
+    with running_daemon(request, node):
+        yield node
+
+
+def accepting_pid(node: Daemon, sock: socket.socket, timeout: float = 10.0) -> int:
+    """The process that accepted the connection `sock`, found in /proc (the server side's
+    socket inode among the processes' descriptors): it costs no request, hence no token."""
+    client_port = sock.getsockname()[1]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/net/tcp") as table:
+            inodes = [fields[9] for fields in (line.split() for line in list(table)[1:])
+                      if int(fields[1].split(":")[1], 16) == node.port
+                      and int(fields[2].split(":")[1], 16) == client_port]
+        target = f"socket:[{inodes[0]}]" if inodes and inodes[0] != "0" else None
+        for pid in node.pids() if target else []:
+            with contextlib.suppress(OSError):
+                if any(os.readlink(f"/proc/{pid}/fd/{fd}") == target
+                       for fd in os.listdir(f"/proc/{pid}/fd")):
+                    return pid
+        time.sleep(0.01)  # not accepted yet
+    raise AssertionError(f"no worker accepted the connection from port {client_port}")
+
+
+class PinnedConnection:
+    """A kept-alive connection from `source_ip` that one worker accepted; its requests are
+    signed with `credential` (or not at all)."""
+
+    def __init__(self, node: Daemon, connection: http.client.HTTPConnection,
+                 credential: Credential | None) -> None:
+        self._node = node
+        self._connection = connection
+        self._credential = credential
+        assert connection.sock is not None
+        self._sock = connection.sock
+
+    def get(self, path: str) -> tuple[int, str]:
+        """(status, S3 error code or "")."""
+        assert self._connection.sock is self._sock, "the server closed the pinned connection"
+        headers: dict[str, str] = {}
+        if self._credential is not None:
+            headers = sigv4.sign_headers(
+                "GET", self._node.endpoint + path, {}, sigv4.UNSIGNED_PAYLOAD,
+                *self._credential, "us-east-1", datetime.datetime.now(datetime.UTC))
+        self._connection.request("GET", path, headers=headers)
+        response = self._connection.getresponse()
+        body = response.read()
+        if response.status < 300:
+            return response.status, ""
+        if response.status == 503:
+            assert response.headers["Retry-After"] == "5"
+        return response.status, str(etree.fromstring(body).findtext("Code"))
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+@contextlib.contextmanager
+def one_connection_per_worker(node: Daemon, source_ip: str, credential: Credential | None
+                              ) -> Iterator[list[PinnedConnection]]:
+    pinned: dict[int, PinnedConnection] = {}
+    deadline = time.monotonic() + 30  # the kernel spreads new connections over the workers
+    try:
+        while len(pinned) < WORKERS and time.monotonic() < deadline:
+            connection = http.client.HTTPConnection("127.0.0.1", node.port, timeout=10,
+                                                    source_address=(source_ip, 0))
+            connection.connect()
+            assert connection.sock is not None
+            pid = accepting_pid(node, connection.sock)
+            if pid in pinned:
+                connection.close()
+            else:
+                pinned[pid] = PinnedConnection(node, connection, credential)
+        assert len(pinned) == WORKERS, "the workers did not all accept a connection"
+        yield list(pinned.values())
+    finally:
+        for connection in pinned.values():
+            connection.close()
+
+
+def test_a_credential_limit_holds_across_the_workers_of_a_node(two_workers: Daemon) -> None:
+    credential = new_credential(two_workers)
+    with one_connection_per_worker(two_workers, "127.0.0.21", credential) as (first, second):
+        answers = [(first, second)[index % 2].get("/") for index in range(NODE_CREDENTIAL_BURST)]
+        assert answers == [(200, "")] * NODE_CREDENTIAL_BURST
+        # Each worker has served fewer requests than the burst: only a node-wide budget
+        # refuses now.
+        assert first.get("/") == (503, "SlowDown")
+        assert second.get("/") == (503, "SlowDown")
+
+
+def test_an_address_limit_holds_across_the_workers_of_a_node(two_workers: Daemon) -> None:
+    with one_connection_per_worker(two_workers, "127.0.0.22", None) as (first, second):
+        answers = [(first, second)[index % 2].get("/") for index in range(NODE_ADDRESS_BURST)]
+        assert answers == [(403, "AccessDenied")] * NODE_ADDRESS_BURST  # passed the limit
+        assert first.get("/") == (503, "SlowDown")
+        assert second.get("/") == (503, "SlowDown")

@@ -1,6 +1,7 @@
 """The archive stream without a reactor: tar framing and gzip over blob segments (plain and
 composite objects, directory markers, unsafe names), the push producer's pause, resume,
-stop and failure paths, and the checks made before streaming."""
+stop and failure paths, the objects it reports as sent (chunk by chunk, only what went
+out), the audit entries an archive records for them, and the checks made before streaming."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from objstore.admin.archive_routes import archive_file_name
+from objstore.admin.archive_routes import (
+    ARCHIVED_OBJECT,
+    AUDIT_BACKLOG,
+    ArchiveRoutes,
+    archive_file_name,
+)
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import plan_segments
 from objstore.engine.archive import (
@@ -26,6 +32,7 @@ from objstore.engine.archive import (
     tar_name,
 )
 from objstore.errors import AdminError
+from objstore.iam.identity import Principal
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.threads import InlinePool
 
@@ -183,15 +190,21 @@ class Consumer:
 
 
 def producer_for(records: list[ObjectRecord], blobs: Blobs, consumer: Consumer,
-                 refresh: Any = None) -> tuple[ArchiveProducer, list[bool]]:
+                 refresh: Any = None, sent: list[list[ObjectRecord]] | None = None,
+                 ) -> tuple[ArchiveProducer, list[bool]]:
     aborted: list[bool] = []
 
     async def no_refresh(index: int) -> ObjectRecord | None:
         return None
 
+    async def report(records: Any) -> None:
+        assert sent is not None
+        sent.append(list(records))
+
     stream = TarGzStream(records, blobs.reader, chunk_bytes=4096)
     producer = ArchiveProducer(stream, InlinePool(), consumer, refresh=refresh or no_refresh,
-                               abort=lambda: aborted.append(True))
+                               abort=lambda: aborted.append(True),
+                               sent=report if sent is not None else None)
     return producer, aborted
 
 
@@ -258,6 +271,103 @@ def test_a_member_gone_for_good_aborts(blobs: Blobs) -> None:
     consumer = Consumer()
     producer, aborted = producer_for([old], blobs, consumer)
     assert producer.start().called and aborted == [True]
+
+
+def test_sent_objects_are_reported_chunk_by_chunk(blobs: Blobs) -> None:
+    records = [plain(blobs, f"small-{n:03d}", b"x") for n in range(100)]
+    sent: list[list[ObjectRecord]] = []
+    consumer = Consumer()
+    producer, _ = producer_for(records, blobs, consumer, sent=sent)
+    assert producer.start().called
+    assert [record for batch in sent for record in batch] == records
+    # Each report holds what began in one 4 KiB chunk (headers of 512 bytes at least),
+    # never the whole list.
+    assert len(sent) > 10 and max(map(len, sent)) <= 4096 // 512 + 1
+
+
+def test_objects_of_a_chunk_that_never_went_out_are_not_reported(blobs: Blobs) -> None:
+    whole = plain(blobs, "whole", os.urandom(10_000))  # its own chunks go out
+    cut = plain(blobs, "cut", os.urandom(50_000))  # fails in the chunk holding its header
+    (blobs.root / str(cut.blob_id)).write_bytes(os.urandom(10))  # shorter than its record
+    sent: list[list[ObjectRecord]] = []
+    consumer = Consumer()
+    producer, aborted = producer_for([whole, cut], blobs, consumer, sent=sent)
+    assert producer.start().called and aborted == [True]
+    assert [record.key for batch in sent for record in batch] == ["whole"]
+
+
+def test_a_refreshed_member_is_reported_as_archived(blobs: Blobs) -> None:
+    old = plain(blobs, "k", b"old")
+    os.unlink(blobs.root / str(old.blob_id))
+    new = plain(blobs, "k", b"new bytes")
+
+    async def refresh(index: int) -> ObjectRecord | None:
+        return new
+
+    sent: list[list[ObjectRecord]] = []
+    producer, _ = producer_for([old], blobs, Consumer(), refresh, sent=sent)
+    assert producer.start().called
+    assert sent == [[new]]
+
+
+class FakeAudit:
+    def __init__(self, depth: int = 0) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.depth = depth
+        self.flushes = 0
+
+    def record(self, operation: str, **fields: Any) -> None:
+        self.records.append({"operation": operation, **fields})
+
+    async def flush(self) -> int:
+        self.flushes += 1
+        return 0
+
+
+class _Address:
+    host = "192.0.2.9"
+
+
+class FakeRequest:
+    request_id = "REQ1"
+
+    def getClientAddress(self) -> object:  # noqa: N802
+        return _Address()
+
+
+CALLER = Principal("u-1", "alice", False, "AKALICE")
+
+
+def test_each_sent_object_gets_an_audit_entry_like_a_get_object(blobs: Blobs) -> None:
+    audit = FakeAudit()
+    routes = ArchiveRoutes(gate=None, archives=None, authorizer=None,  # type: ignore[arg-type]
+                           audit=audit)
+    sent = routes._sent_objects(FakeRequest(), CALLER)  # type: ignore[arg-type]
+    assert sent is not None
+    record = plain(blobs, "a/b.txt", b"12345")
+    done = ensure(sent([record]))
+    assert done.called
+    assert audit.records == [{
+        "operation": ARCHIVED_OBJECT, "bucket": "b", "key": "a/b.txt", "user": "alice",
+        "user_id": "u-1", "access_key": "AKALICE", "source_ip": "192.0.2.9",
+        "request_id": "REQ1", "bytes_out": 5, "version_id": "null"}]
+    assert audit.flushes == 0
+
+
+def test_a_long_audit_backlog_is_written_before_the_archive_goes_on(blobs: Blobs) -> None:
+    audit = FakeAudit(depth=AUDIT_BACKLOG + 1)
+    routes = ArchiveRoutes(gate=None, archives=None, authorizer=None,  # type: ignore[arg-type]
+                           audit=audit)
+    sent = routes._sent_objects(FakeRequest(), CALLER)  # type: ignore[arg-type]
+    assert sent is not None
+    assert ensure(sent([plain(blobs, "k", b"x")])).called
+    assert audit.flushes == 1
+
+
+def ensure(coroutine: Any) -> Any:
+    from twisted.internet import defer
+
+    return defer.ensureDeferred(coroutine)
 
 
 # -- request checks ------------------------------------------------------------------------
