@@ -1,11 +1,17 @@
 """The admin JSON API under /admin (Klein).
 
 GET /admin/health answers without authentication; every other endpoint is SigV4-signed
-exactly like S3 requests. Errors are JSON {"error", "message"}; never HTML.
+like S3 requests, but x-amz-content-sha256 may be left out (generic SigV4 signers, such as
+botocore's SigV4Auth, do not send it): the signature then covers the SHA-256 of the body,
+hashed as it arrives. Errors are JSON {"error", "message"}; never HTML. A failed
+authentication answers with the S3 code (SignatureDoesNotMatch, InvalidAccessKeyId,
+RequestTimeTooSkewed, AccessDenied: 403; a malformed signature: 400 BadRequest).
 
 Signed endpoints pass the gate, `authorize`, which applies the same rate limits as the S3
 API (per client IP before authentication, per access key after it), then authorizes: root
-users pass, others need the svc:* action of the endpoint (403 AccessDenied). Every such
+users pass, others need the svc:* action of the endpoint (403 AccessDenied). A request
+with a body is authenticated before its body is read (`admit`, asked by the site); the gate
+then only checks the body and the action. Every such
 endpoint declares its action with `gate.authorized_route`; GET /admin/health and
 /admin/metrics never pass the gate: probes and scrapers are never limited. Families of
 endpoints kept in their own modules (IAM, stats, presign, ...) are mounted with `mount()`
@@ -21,18 +27,22 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.resource import Resource
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from objstore import __version__
 from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route
 from objstore.audit.context import note_error
-from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
-from objstore.http.authn import Authenticator
+from objstore.blobs.writer import MEMORY_LIMIT_BYTES
+from objstore.errors import ADMIN_ERRORS, RETRY_AFTER_SECONDS, AdminError, S3Error
+from objstore.http.authn import Authenticator, VerifiedHeaders
+from objstore.http.channel import EarlyAnswer, Refusal
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits, peer_address
-from objstore.http.site import ObjstoreRequest
+from objstore.http.site import Admitted, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
@@ -50,6 +60,46 @@ def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
     request.setHeader("Content-Type", "application/json")
     request.setHeader("Content-Length", str(len(body)))
     return body
+
+
+def admin_error_of(error: S3Error) -> AdminError:
+    """The admin error for an S3 error of authentication or of the body: the same code
+    where the admin API has it, else the admin code of its status."""
+    code = "PayloadTooLarge" if error.code == "EntityTooLarge" else error.code
+    if code in ADMIN_ERRORS:
+        return AdminError(code, error.message)
+    message = f"{error.code}: {error.message}"
+    if error.status == 403:
+        return AdminError("AccessDenied", message)
+    if 400 <= error.status < 500:
+        return AdminError("BadRequest", message)
+    if error.status == 503:
+        return AdminError("ServiceUnavailable", message)
+    return AdminError("InternalError", message)
+
+
+def admin_answer(error: AdminError) -> EarlyAnswer:
+    """`error` as the JSON document `json_body` would send, before the body is read."""
+    body = json.dumps({"error": error.code, "message": error.message}).encode()
+    headers = ((b"Retry-After", str(RETRY_AFTER_SECONDS).encode()),) if error.status == 503 else ()
+    return EarlyAnswer(error.status, error.code, b"application/json", body, headers)
+
+
+class _AdminResource(Resource):
+    """The Klein app's resource, and the admin API's `Gatekeeper`."""
+
+    isLeaf = True
+
+    def __init__(self, klein: Any, api: AdminApi) -> None:
+        super().__init__()
+        self._klein = klein
+        self._api = api
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        return self._api.admit(request)
+
+    def render(self, request: ObjstoreRequest) -> Any:
+        return self._klein.render(request)
 
 
 class AdminApi:
@@ -73,23 +123,55 @@ class AdminApi:
         self._gate = self.authorize
 
     def resource(self) -> object:
-        return self.app.resource()
+        return _AdminResource(self.app.resource(), self)
 
     def mount(self, families: Iterable[str], api: Any) -> None:
         """Serve /admin/<family>/... from `api` (a Klein-app holder with `resource()`)."""
         for family in families:
             self._mounts[family] = api
 
-    async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
-        """The gate: rate limits, SigV4, then `action` (None: authentication only)."""
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        """Authenticate a request with a body from its line and headers; a refusal is the
+        admin JSON error."""
+        return Deferred.fromCoroutine(self._admit_or_refuse(request))
+
+    async def _admit_or_refuse(self, request: ObjstoreRequest) -> Admitted:
+        try:
+            verified = await self._authenticated(request)
+            if verified.hash_body and (request.body_length is None
+                                       or request.body_length > MEMORY_LIMIT_BYTES):
+                raise AdminError(
+                    "PayloadTooLarge",
+                    f"A body over {MEMORY_LIMIT_BYTES} bytes, or of unknown length, needs a "
+                    "signed x-amz-content-sha256 header.")
+            return verified
+        except AdminError as error:
+            raise Refusal(admin_answer(error)) from None
+
+    async def _authenticated(self, request: ObjstoreRequest) -> VerifiedHeaders:
+        """Rate limits and SigV4 of the request line and headers."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise AdminError("SlowDown", _SLOW_DOWN)
         try:
-            principal = await self._authenticator.authenticate(request)
+            if request.early_error is not None:
+                raise request.early_error
+            verified = await self._authenticator.authenticate_headers(
+                request, payload_header_required=False)
         except S3Error as error:
-            raise AdminError("AccessDenied", f"{error.code}: {error.message}") from None
-        if not self._rate_limits.allow_credential(principal.access_key):
+            raise admin_error_of(error) from None
+        if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise AdminError("SlowDown", _SLOW_DOWN)
+        return verified
+
+    async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
+        """The gate: rate limits, SigV4, then `action` (None: authentication only)."""
+        admitted = request.admitted
+        verified = (admitted if isinstance(admitted, VerifiedHeaders)
+                    else await self._authenticated(request))
+        try:
+            principal = await self._authenticator.verify_body(request, verified)
+        except S3Error as error:
+            raise admin_error_of(error) from None
         if action is not None and not await self._authorizer.allowed(principal, action, "*"):
             raise AdminError("AccessDenied", f"This endpoint needs {action}.")
         return principal
