@@ -191,6 +191,24 @@ def test_unsigned_admin_upload_is_refused_before_its_body(daemon: Daemon) -> Non
     assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"] == "AccessDenied"
 
 
+def test_admin_upload_the_caller_may_not_make_is_refused_before_its_body(daemon: Daemon
+                                                                         ) -> None:
+    admin = AdminClient(daemon.endpoint)
+    user = admin.ok("POST", "/users", {"username": f"u-{uuid.uuid4().hex[:8]}"}, 201)
+    key = admin.ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    headers = signed(daemon, "POST", "/admin/import", {"content-length": str(GIB)},
+                     access_key=key["access_key_id"], secret=key["secret_access_key"])
+    answer = refused_before_body(daemon, "POST", "/admin/import", headers)
+    assert answer.startswith(b"HTTP/1.1 403 ")
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"] == "AccessDenied"
+
+
+def test_admin_upload_to_no_endpoint_is_refused_before_its_body(daemon: Daemon) -> None:
+    answer = refused_before_body(daemon, "POST", "/admin/no-such-thing",
+                                 {"Host": f"127.0.0.1:{daemon.port}"})
+    assert answer.startswith(b"HTTP/1.1 404 ")
+
+
 # -- finding: slow or oversized request heads ----------------------------------------------
 
 

@@ -196,3 +196,15 @@ def test_authentication_failures_keep_their_s3_code(node: Node) -> None:
                  "20231114T221320Z"}
     assert error(node.send("GET", f"{URL}/users", who=None, unsigned=malformed)) == (
         400, "BadRequest")
+
+
+def test_a_body_is_authorized_once_before_it_is_read(node: Node) -> None:
+    body = json.dumps({"max_bytes": 1000}).encode()
+    assert node.send("PUT", f"{URL}/buckets/b/quota", body=body).status == 200
+    assert node.authorizer.checked == [("root", "*", "*")]
+    assert error(node.send("PUT", f"{URL}/buckets/b/quota", body=body, who=ALICE)) == (
+        403, "AccessDenied")
+    assert error(node.send("PUT", f"{URL}/nothing-here", body=body, who=None)) == (
+        404, "NotFound")
+    assert error(node.send("PATCH", f"{URL}/users", body=body, who=None)) == (
+        405, "MethodNotAllowed")
