@@ -123,34 +123,43 @@ def early_answer_bytes(answer: EarlyAnswer, *, request_id: str, host_id: str,
 
 
 class ObjstoreChannel(http.HTTPChannel):
-    """See the module docstring. `header_timeout_seconds` is set by the site."""
+    """See the module docstring. The site sets `header_timeout_seconds`, `server_header` and
+    `clock` (its reactor)."""
 
     MAX_LENGTH = HEAD_LIMIT_BYTES
     totalHeadersSize = HEAD_LIMIT_BYTES
     header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS
     server_header: bytes = b"objstore"
+    clock: Any = None  # IReactorTime
 
     def __init__(self) -> None:
         super().__init__()
-        self._head_bytes = 0
         self._reading_head = True  # between requests, or in a request line and headers
-        self._head_deadline: Any = None  # an IDelayedCall
+        self._head_started: float | None = None  # when the first byte of this head came
+        # One timer per connection, not per request: when it fires it checks the head in
+        # progress (if any) and re-arms itself for what is left of that head's time.
+        self._head_timer: Any = None  # an IDelayedCall
         self._answered = False
         self._abort_call: Any = None
 
     # -- the head of a request -----------------------------------------------------------
     def dataReceived(self, data: bytes) -> None:  # noqa: N802
-        if self._reading_head and self._head_deadline is None and not self._handlingRequest:
-            self._head_deadline = self.callLater(self.header_timeout_seconds,
-                                                 self._head_too_slow)
+        if self._reading_head and self._head_started is None and not self._handlingRequest:
+            self._head_started = self.clock.seconds()
+            if self._head_timer is None:
+                self._head_timer = self.callLater(self.header_timeout_seconds,
+                                                  self._check_head_time)
         super().dataReceived(data)
 
-    def lineReceived(self, line: bytes) -> None:  # noqa: N802
-        self._head_bytes += len(line)
-        if self._head_bytes > self.totalHeadersSize:
-            self._refuse_head(S3Error("RequestHeaderSectionTooLarge"))
+    def _check_head_time(self) -> None:
+        self._head_timer = None
+        if self._head_started is None:
+            return  # no head in progress: the next one arms the timer again
+        left = self._head_started + self.header_timeout_seconds - self.clock.seconds()
+        if left > 0:
+            self._head_timer = self.callLater(left, self._check_head_time)
             return
-        super().lineReceived(line)
+        self._refuse_head(S3Error("RequestTimeout"))
 
     def lineLengthExceeded(self, line: bytes) -> None:  # noqa: N802
         self._refuse_head(S3Error("RequestHeaderSectionTooLarge"))
@@ -171,16 +180,15 @@ class ObjstoreChannel(http.HTTPChannel):
 
     def _head_read(self) -> None:
         self._reading_head = False
-        self._head_bytes = 0
-        self._cancel_deadline()
-
-    def _head_too_slow(self) -> None:
-        self._head_deadline = None
-        self._refuse_head(S3Error("RequestTimeout"))
+        self._head_started = None
 
     def _respondToBadRequestAndDisconnect(self) -> None:  # noqa: N802
-        # twisted.web's answer to a malformed head is a bare status line; ours is S3 XML.
-        self._refuse_head(S3Error("InvalidRequest", "The request is not valid HTTP/1.1."))
+        # twisted.web's answer to a malformed head, or one over totalHeadersSize, is a bare
+        # status line; ours is S3 XML.
+        if getattr(self, "_receivedHeaderSize", 0) > self.totalHeadersSize:
+            self._refuse_head(S3Error("RequestHeaderSectionTooLarge"))
+        else:
+            self._refuse_head(S3Error("InvalidRequest", "The request is not valid HTTP/1.1."))
 
     def _refuse_head(self, error: S3Error) -> None:
         self._head_read()
@@ -216,13 +224,8 @@ class ObjstoreChannel(http.HTTPChannel):
             self._abort_call = self.callLater(self.abortTimeout, self.forceAbortClient)
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:  # noqa: N802
-        self._cancel_deadline()
-        if self._abort_call is not None and self._abort_call.active():
-            self._abort_call.cancel()
-        self._abort_call = None
+        for timer in (self._head_timer, self._abort_call):
+            if timer is not None and timer.active():
+                timer.cancel()
+        self._head_timer = self._abort_call = None
         super().connectionLost(reason)
-
-    def _cancel_deadline(self) -> None:
-        if self._head_deadline is not None and self._head_deadline.active():
-            self._head_deadline.cancel()
-        self._head_deadline = None

@@ -11,9 +11,9 @@ follows the body.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from twisted.internet.defer import Deferred
-from twisted.web import http
 from twisted.web.resource import Resource
 
 from objstore.audit.context import note_api
@@ -64,7 +64,7 @@ class RootResource(Resource):
             return request.api_resource
         _check_request_limits(request, self._limits)
         segments = request.path[1:].split(b"/", 2)
-        first = http.unquote(segments[0])
+        first = unquote_to_bytes(segments[0])  # as twisted.web's traversal decodes it
         bucket = self._vhost_bucket(request)
         if bucket is not None:
             request.vhost_bucket = bucket  # type: ignore[attr-defined]
@@ -72,7 +72,7 @@ class RootResource(Resource):
         elif first == b"admin":
             note_api(request, "admin")
             api = self._admin
-        elif first == b"cluster" and len(segments) > 1 and http.unquote(segments[1]) == b"v1":
+        elif first == b"cluster" and len(segments) > 1 and unquote_to_bytes(segments[1]) == b"v1":
             note_api(request, "cluster")
             api = self._cluster
         else:

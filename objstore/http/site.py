@@ -409,6 +409,7 @@ class ObjstoreSite(server.Site):
         channel = super().buildProtocol(addr)
         channel.header_timeout_seconds = self.header_timeout_seconds
         channel.server_header = self.server_header
+        channel.clock = self.reactor
         return channel
 
     def log(self, request: Any) -> None:
