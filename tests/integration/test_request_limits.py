@@ -183,6 +183,29 @@ def test_admitted_upload_is_invited_then_stored(daemon: Daemon, bucket: str) -> 
     assert got["Body"].read() == body
 
 
+def test_first_upload_of_a_new_credential_is_invited_once_admitted(daemon: Daemon,
+                                                                     bucket: str) -> None:
+    """The credential and its policy are not cached yet: the admission waits for the
+    database, reading nothing meanwhile, then invites the body."""
+    admin = AdminClient(daemon.endpoint)
+    user = admin.ok("POST", "/users", {"username": f"u-{uuid.uuid4().hex[:8]}"}, 201)
+    grant = admin.ok("POST", "/grants", {"name": f"g-{uuid.uuid4().hex[:8]}", "document": {
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:PutObject"],
+                                                "Resource": [f"arn:aws:s3:::{bucket}/*"]}]}},
+                     201)
+    admin.ok("PUT", f"/users/{user['user_id']}/grants/{grant['grant_id']}", None, 204)
+    key = admin.ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    path, body = f"/{bucket}/fresh", b"y" * 5000
+    headers = signed(daemon, "PUT", path, {"content-length": str(len(body)),
+                                           "expect": "100-continue"},
+                     access_key=key["access_key_id"], secret=key["secret_access_key"])
+    with connect(daemon) as sock:
+        sock.sendall(head("PUT", path, headers))
+        assert sock.recv(64) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 OK\r\n")
+
+
 def test_unsigned_admin_upload_is_refused_before_its_body(daemon: Daemon) -> None:
     answer = refused_before_body(daemon, "POST", "/admin/import",
                                  {"Host": f"127.0.0.1:{daemon.port}"})

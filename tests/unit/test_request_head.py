@@ -267,3 +267,15 @@ def test_an_early_answer_is_written_once_and_the_connection_aborted_if_never_rea
     assert conn.sent().count(b"HTTP/1.1 ") == 1
     clock.advance(conn.channel.abortTimeout + 1)
     assert conn.transport.disconnected or conn.transport.disconnecting
+
+
+@pytest.mark.parametrize("declared", ["²", "1" * 5000, "0" * 30 + "5", "-1", "x"])
+def test_odd_decoded_lengths_never_break_the_head(conn: Connection, api: Api,
+                                                  declared: str) -> None:
+    conn.send(b"PUT /bucket/key HTTP/1.1\r\nHost: s3.test\r\nContent-Length: 3\r\n"
+              b"x-amz-decoded-content-length: " + declared.encode() + b"\r\n\r\nabc")
+    answer = conn.sent()
+    if declared == "1" * 5000:
+        assert b"<Code>EntityTooLarge</Code>" in answer
+    else:
+        assert api.rendered == [b"abc"]
