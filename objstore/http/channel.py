@@ -8,9 +8,9 @@ deadline is an idle timer that every trickled byte resets); a body that stalls f
 timeout is 400 RequestTimeout too; any other malformed head is 400 InvalidRequest. Each is
 S3 XML with `Connection: close`, written straight to the transport (`answer_early`), because
 no resource runs for such a request; a request refused from its headers is answered the
-same way. It also hands the request line to the request
-as soon as the headers are complete (twisted.web sets it only once the body has arrived),
-so that the request can be authenticated before its body is read.
+same way. It also hands the request line to the request as soon as the headers are
+complete (twisted.web sets it only once the body has arrived), so that the request can be
+authenticated before its body is read.
 
 It owns request ids too. It must never run an API's code.
 """
@@ -36,6 +36,7 @@ from objstore.s3.xml import error_document
 # twisted.web allows too, but it closed the connection without a word past it.
 HEAD_LIMIT_BYTES = 16 * 1024
 HEADER_TIMEOUT_SECONDS = 20.0
+IDLE_TIMEOUT_SECONDS = 60.0  # twisted.web's default is 12 hours
 
 _log = Logger()
 

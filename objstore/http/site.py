@@ -32,6 +32,7 @@ from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.channel import (
     HEADER_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_SECONDS,
     EarlyAnswer,
     ObjstoreChannel,
     Refusal,
@@ -87,7 +88,6 @@ def _header_value(value: str | bytes) -> bytes:
     return raw.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
-@runtime_checkable
 class Admitted(Protocol):
     """What an API's admission carries from a request's headers to its handler (opaque to
     the site, but for what the body's sink must know)."""
@@ -324,7 +324,6 @@ class RequestObserver(Protocol):
 # of Python, so fewer, larger reads leave it free. Back to the default once the body is in
 # (a 1 MiB read buffer would cost a large allocation per small request).
 LARGE_BODY_BYTES = 8 * 1024 * 1024
-IDLE_TIMEOUT_SECONDS = 60.0
 LARGE_READ_BYTES = 1024 * 1024
 
 
