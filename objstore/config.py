@@ -88,6 +88,12 @@ class Server:
     drain_timeout_seconds: float = 30.0
     workers: int = field(default_factory=lambda: default_workers())  # one per CPU
     server_header: str = "objstore"
+    # A request line and headers not complete this long after their first byte: 400
+    # RequestTimeout and the connection closed (a client trickling headers holds nothing).
+    header_timeout_seconds: float = 20.0
+    # A connection that sends nothing for this long (between requests, or in the middle of
+    # a body) is closed.
+    idle_timeout_seconds: float = 60.0
     limits: ServerLimits = field(default_factory=ServerLimits)
     cache: ServerCache = field(default_factory=ServerCache)
     tls: ServerTLS | None = None
@@ -404,6 +410,8 @@ _SERVER = _Section("server", Server, (
     _F("drain_timeout_seconds", _num(0)),
     _F("workers", _int(1)),
     _F("server_header", _str(r"[!-~]([ -~]*[!-~])?", "a non-empty printable ASCII string")),
+    _F("header_timeout_seconds", _num(0, above=True)),
+    _F("idle_timeout_seconds", _num(0, above=True)),
 ), subsections=(_SERVER_LIMITS, _SERVER_CACHE, _SERVER_TLS))
 
 

@@ -109,6 +109,10 @@ class S3Error(Exception):
 ADMIN_ERRORS: dict[str, int] = {
     "BadRequest": 400,
     "AccessDenied": 403,
+    # Authentication failures keep the S3 code, so that tools can tell them apart.
+    "InvalidAccessKeyId": 403,
+    "RequestTimeTooSkewed": 403,
+    "SignatureDoesNotMatch": 403,
     "NotFound": 404,
     "MethodNotAllowed": 405,
     "Conflict": 409,

@@ -289,6 +289,8 @@ def build_node(config: Config, reactor: Any = None, *,
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
         server_header=config.server.server_header, hash_runner=hash_pool,
         sync_runner=io_pool if config.storage.fsync else None,
+        header_timeout_seconds=config.server.header_timeout_seconds,
+        idle_timeout_seconds=config.server.idle_timeout_seconds,
     )
     observability = build_observability(config, reactor, meta, node_id,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,

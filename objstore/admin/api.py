@@ -1,11 +1,17 @@
 """The admin JSON API under /admin (Klein).
 
 GET /admin/health answers without authentication; every other endpoint is SigV4-signed
-exactly like S3 requests. Errors are JSON {"error", "message"}; never HTML.
+like S3 requests, but x-amz-content-sha256 may be left out (generic SigV4 signers, such as
+botocore's SigV4Auth, do not send it): the signature then covers the SHA-256 of the body,
+hashed as it arrives. Errors are JSON {"error", "message"}; never HTML. A failed
+authentication answers with the S3 code (SignatureDoesNotMatch, InvalidAccessKeyId,
+RequestTimeTooSkewed, AccessDenied: 403; a malformed signature: 400 BadRequest).
 
 Signed endpoints pass the gate, `authorize`, which applies the same rate limits as the S3
 API (per client IP before authentication, per access key after it), then authorizes: root
-users pass, others need the svc:* action of the endpoint (403 AccessDenied). Every such
+users pass, others need the svc:* action of the endpoint (403 AccessDenied). A request
+with a body is authenticated before its body is read (`admit`, asked by the site); the gate
+then only checks the body and the action. Every such
 endpoint declares its action with `gate.authorized_route`; GET /admin/health and
 /admin/metrics never pass the gate: probes and scrapers are never limited. Families of
 endpoints kept in their own modules (IAM, stats, presign, ...) are mounted with `mount()`
@@ -17,22 +23,28 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from klein import Klein
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from werkzeug.exceptions import MethodNotAllowed, NotFound
+from twisted.web import http
+from twisted.web.resource import Resource
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from objstore import __version__
-from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route
+from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route, declared_actions
 from objstore.audit.context import note_error
-from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
-from objstore.http.authn import Authenticator
+from objstore.blobs.writer import MEMORY_LIMIT_BYTES
+from objstore.errors import ADMIN_ERRORS, RETRY_AFTER_SECONDS, AdminError, S3Error
+from objstore.http.authn import Authenticator, VerifiedHeaders
+from objstore.http.channel import EarlyAnswer, Refusal
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits, peer_address
-from objstore.http.site import ObjstoreRequest
+from objstore.http.site import Admitted, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
@@ -50,6 +62,70 @@ def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
     request.setHeader("Content-Type", "application/json")
     request.setHeader("Content-Length", str(len(body)))
     return body
+
+
+def admin_error_of(error: S3Error) -> AdminError:
+    """The admin error for an S3 error of authentication or of the body: the same code
+    where the admin API has it, else the admin code of its status."""
+    code = "PayloadTooLarge" if error.code == "EntityTooLarge" else error.code
+    if code in ADMIN_ERRORS:
+        return AdminError(code, error.message)
+    message = f"{error.code}: {error.message}"
+    if error.status == 403:
+        return AdminError("AccessDenied", message)
+    if 400 <= error.status < 500:
+        return AdminError("BadRequest", message)
+    if error.status == 503:
+        return AdminError("ServiceUnavailable", message)
+    return AdminError("InternalError", message)
+
+
+def admin_answer(error: AdminError) -> EarlyAnswer:
+    """`error` as the JSON document `json_body` would send, before the body is read."""
+    body = json.dumps({"error": error.code, "message": error.message}).encode()
+    headers = ((b"Retry-After", str(RETRY_AFTER_SECONDS).encode()),) if error.status == 503 else ()
+    return EarlyAnswer(error.status, error.code, b"application/json", body, headers)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAdmission:
+    """What the admission of an admin request with a body carries to its gate: the verified
+    headers (None: a route that never passes the gate) and the actions already authorized
+    (the route's, when it was known from the request line)."""
+
+    verified: VerifiedHeaders | None
+    authorized: tuple[str | None, ...] = ()
+
+    @property
+    def hash_body(self) -> bool:
+        return self.verified is not None and self.verified.hash_body
+
+
+@dataclass(frozen=True, slots=True)
+class _DeclaredRoute:
+    gated: bool
+    action: str | None
+
+
+_NO_ENDPOINT = "No such admin endpoint."
+_NO_METHOD = "Method not allowed here."
+
+
+class _AdminResource(Resource):
+    """The Klein app's resource, and the admin API's `Gatekeeper`."""
+
+    isLeaf = True
+
+    def __init__(self, klein: Any, api: AdminApi) -> None:
+        super().__init__()
+        self._klein = klein
+        self._api = api
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        return self._api.admit(request)
+
+    def render(self, request: ObjstoreRequest) -> Any:
+        return self._klein.render(request)
 
 
 class AdminApi:
@@ -73,26 +149,99 @@ class AdminApi:
         self._gate = self.authorize
 
     def resource(self) -> object:
-        return self.app.resource()
+        return _AdminResource(self.app.resource(), self)
 
     def mount(self, families: Iterable[str], api: Any) -> None:
         """Serve /admin/<family>/... from `api` (a Klein-app holder with `resource()`)."""
         for family in families:
             self._mounts[family] = api
 
-    async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
-        """The gate: rate limits, SigV4, then `action` (None: authentication only)."""
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        """Authenticate a request with a body from its line and headers; a refusal is the
+        admin JSON error."""
+        return Deferred.fromCoroutine(self._admit_or_refuse(request))
+
+    async def _admit_or_refuse(self, request: ObjstoreRequest) -> Admitted:
+        try:
+            return await self._admission(request)
+        except AdminError as error:
+            raise Refusal(admin_answer(error)) from None
+
+    async def _admission(self, request: ObjstoreRequest) -> AdminAdmission:
+        """The route (404, 405), then the gate's checks that need no body: rate limits,
+        SigV4 and the route's action."""
+        route = self._declared_route(request)
+        if route is not None and not route.gated:
+            return AdminAdmission(None)  # /health and the like: the handler decides
+        verified = await self._authenticated(request)
+        if verified.hash_body and (request.body_length is None
+                                   or request.body_length > MEMORY_LIMIT_BYTES):
+            raise AdminError(
+                "PayloadTooLarge",
+                f"A body over {MEMORY_LIMIT_BYTES} bytes, or of unknown length, needs a "
+                "signed x-amz-content-sha256 header.")
+        if route is None:  # not known from the request line: authorized after the body
+            return AdminAdmission(verified)
+        await self._check_action(verified.principal, route.action)
+        return AdminAdmission(verified, (route.action,))
+
+    def _declared_route(self, request: ObjstoreRequest) -> _DeclaredRoute | None:
+        """The route a request is for, as Klein will find it; None when that can not be
+        told here (a path that is not UTF-8, a redirect): the gate decides after the body."""
+        try:
+            path_info = "/" + "/".join(
+                http.unquote(segment).decode("utf-8")
+                for segment in request.path.split(b"/")[2:])  # below /admin
+        except UnicodeDecodeError:
+            return None
+        method = request.method.decode("ascii", "replace")
+        app: Any = self.app
+        found = _match(app, path_info, method)
+        if found is not None and found[0] in ("mounted", "mounted_branch"):
+            api = self._mounts.get(str(found[1].get("family")))
+            if api is None:
+                raise AdminError("NotFound", _NO_ENDPOINT)
+            app = getattr(api, "app", None)
+            found = _match(app, path_info, method) if isinstance(app, Klein) else None
+        if found is None:
+            return None
+        actions = declared_actions(app)
+        return _DeclaredRoute(found[0] in actions, actions.get(found[0]))
+
+    async def _authenticated(self, request: ObjstoreRequest) -> VerifiedHeaders:
+        """Rate limits and SigV4 of the request line and headers."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise AdminError("SlowDown", _SLOW_DOWN)
         try:
-            principal = await self._authenticator.authenticate(request)
+            if request.early_error is not None:
+                raise request.early_error
+            verified = await self._authenticator.authenticate_headers(
+                request, payload_header_required=False)
         except S3Error as error:
-            raise AdminError("AccessDenied", f"{error.code}: {error.message}") from None
-        if not self._rate_limits.allow_credential(principal.access_key):
+            raise admin_error_of(error) from None
+        if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise AdminError("SlowDown", _SLOW_DOWN)
+        return verified
+
+    async def authorize(self, request: ObjstoreRequest, action: str | None) -> Principal:
+        """The gate: rate limits, SigV4, then `action` (None: authentication only); what
+        the admission of a request with a body did already is not done again."""
+        admitted = request.admitted
+        if isinstance(admitted, AdminAdmission) and admitted.verified is not None:
+            verified, authorized = admitted.verified, admitted.authorized
+        else:
+            verified, authorized = await self._authenticated(request), ()
+        try:
+            principal = await self._authenticator.verify_body(request, verified)
+        except S3Error as error:
+            raise admin_error_of(error) from None
+        if action not in authorized:
+            await self._check_action(principal, action)
+        return principal
+
+    async def _check_action(self, principal: Principal, action: str | None) -> None:
         if action is not None and not await self._authorizer.allowed(principal, action, "*"):
             raise AdminError("AccessDenied", f"This endpoint needs {action}.")
-        return principal
 
     @app.route("/health", methods=["GET", "HEAD"])
     def health(self, request: ObjstoreRequest) -> bytes:
@@ -123,18 +272,30 @@ class AdminApi:
 
     @app.handle_errors(NotFound)
     def not_found(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 404, {"error": "NotFound", "message": "No such admin endpoint."})
+        return json_body(request, 404, {"error": "NotFound", "message": _NO_ENDPOINT})
 
     @app.handle_errors(MethodNotAllowed)
     def not_allowed(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(
-            request, 405, {"error": "MethodNotAllowed", "message": "Method not allowed here."}
-        )
+        return json_body(request, 405, {"error": "MethodNotAllowed", "message": _NO_METHOD})
 
     @app.handle_errors(Exception)
     def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
         log.failure("unhandled error in the admin API", failure)
         return json_body(request, 500, {"error": "InternalError", "message": "Internal error."})
+
+
+def _match(app: Klein, path_info: str, method: str) -> tuple[str, Mapping[str, Any]] | None:
+    """(endpoint, arguments) of the route of `app` a request goes to; None for a redirect."""
+    adapter = app.url_map.bind("admin", path_info=path_info, default_method=method)
+    try:
+        rule, arguments = adapter.match(return_rule=True)
+    except NotFound:
+        raise AdminError("NotFound", _NO_ENDPOINT) from None
+    except MethodNotAllowed:
+        raise AdminError("MethodNotAllowed", _NO_METHOD) from None
+    except HTTPException:
+        return None
+    return str(rule.endpoint), arguments
 
 
 def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,

@@ -5,15 +5,16 @@ forget its check, and the action an endpoint needs is read where the endpoint is
 
 The gate itself (per-IP rate limit, SigV4, per-credential rate limit, then the svc:*
 action on "*"; root passes) is `AdminApi.authorize`, handed to every family of routes as
-`gate`. Endpoints that must never pass it (GET /admin/health, GET /admin/metrics) are
-declared with plain `app.route`.
+`gate`. The actions are also kept by endpoint (`declared_actions`), so that a request with a
+body is authorized before its body is read. Endpoints that must never pass it (GET
+/admin/health, GET /admin/metrics) are declared with plain `app.route`.
 
 This module owns the names of the admin actions; it must never authorize anything itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import wraps
 from typing import Any, Protocol
 
@@ -41,6 +42,17 @@ CallerCheck = Callable[[Any, Principal], Awaitable[None]]
 GatedHandler = Callable[..., Awaitable[bytes]]
 
 
+# The action each gated route declares, by Klein app and endpoint (the handler's name): read
+# to authorize a request with a body before the body is read. Keyed by the app's URL map,
+# which the copies Klein binds to each instance share.
+_DECLARED: dict[int, dict[str, str | None]] = {}
+
+
+def declared_actions(app: Klein) -> Mapping[str, str | None]:
+    """The gated endpoints of `app` and the action each needs (None: authentication only)."""
+    return _DECLARED.get(id(app.url_map), {})
+
+
 class Gated(Protocol):
     """A family of admin routes: it holds the gate its routes pass."""
 
@@ -60,6 +72,8 @@ def authorized_route(
     given, has not raised)."""
 
     def decorator(handler: GatedHandler) -> GatedHandler:
+        _DECLARED.setdefault(id(app.url_map), {})[handler.__name__] = action
+
         @app.route(path, methods=methods)
         @wraps(handler)
         async def gated(self: Gated, request: ObjstoreRequest, *args: Any, **kwargs: Any

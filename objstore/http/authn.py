@@ -1,18 +1,23 @@
-"""Authentication of S3 and admin requests: SigV4 (header or presigned) against the stored
-credential, then the integrity of the body the client claimed (payload hash, chunk
+"""Authentication of S3 and admin requests, in two steps: SigV4 (header or presigned) of
+the request line and headers against the stored credential (`authenticate_headers`), then
+the integrity of the body the client claimed (`verify_body`: payload hash, chunk
 signatures, Content-MD5, x-amz-checksum-*).
 
-The request body has fully arrived (spooled, hashed) before this runs; nothing has been
-stored yet, so a refusal here changes nothing.
+The first step runs before any byte of a body is read (the site asks the API when the
+headers are complete); its result, `VerifiedHeaders`, is carried to the second, which runs
+once the body has arrived: the signature is verified once. Nothing has been stored when
+either runs, so a refusal changes nothing.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import datetime
 import hashlib
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from objstore.audit.context import note_access_key, note_user
@@ -21,9 +26,29 @@ from objstore.http import sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
-from objstore.iam.identity import IdentityResolver, Principal
+from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedHeaders:
+    """What authenticating a request's line and headers established: the caller, the
+    claims, the request as signed and, once the signature has been checked, the context
+    its chunk signatures are checked in. `context` is None only for a request whose
+    signature covers the SHA-256 of its body (a generic signer without
+    x-amz-content-sha256, admin API only): that one is checked with the body."""
+
+    principal: Principal
+    auth: sigv4.AuthRequest
+    view: sigv4.RequestView
+    context: sigv4.SigningContext | None
+    credential: ResolvedCredential = field(repr=False)  # holds the secret: never printed
+
+    @property
+    def hash_body(self) -> bool:
+        """The body's SHA-256 is needed although the client did not claim one."""
+        return self.context is None
 
 
 def request_view(request: ObjstoreRequest) -> sigv4.RequestView:
@@ -53,15 +78,15 @@ class Authenticator:
         self._regions = frozenset(regions)
         self._now = now
 
-    async def authenticate(
-        self, request: ObjstoreRequest, *, body_describes_object: bool | None = None
-    ) -> Principal:
-        """The verified principal of `request`. `body_describes_object`: the request's
-        x-amz-checksum-* headers describe the object being assembled, not the body (the S3
-        API knows from its route; None: decided from the request here)."""
+    async def authenticate_headers(
+        self, request: ObjstoreRequest, *, payload_header_required: bool = True
+    ) -> VerifiedHeaders:
+        """The verified caller of `request`, from its line and headers alone. Without
+        `payload_header_required`, a header-signed request may omit x-amz-content-sha256:
+        its signature is then checked by `verify_body`, with the body's SHA-256."""
         view = request_view(request)
         try:
-            auth = sigv4.parse_auth(view)
+            auth = sigv4.parse_auth(view, payload_header_required=payload_header_required)
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         if auth is None:
@@ -71,20 +96,48 @@ class Authenticator:
         if resolved is None:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
         try:
-            context = sigv4.verify(auth, view, resolved.secret_key, self._now(), self._regions)
+            sigv4.check_claims(auth, view, self._now(), self._regions)
+            context = (None if auth.payload_from_body
+                       else sigv4.verify_signature(auth, view, resolved.secret_key))
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
+        if context is not None:
+            note_user(request, resolved.principal.user_id, resolved.principal.username)
+        return VerifiedHeaders(resolved.principal, auth, view, context, resolved)
+
+    async def verify_body(
+        self, request: ObjstoreRequest, verified: VerifiedHeaders, *,
+        body_describes_object: bool | None = None,
+    ) -> Principal:
+        """Check what the client claimed about the body it sent (and the signature, when it
+        covers the body's hash); the caller is then proven. `body_describes_object`: the
+        request's x-amz-checksum-* headers describe the object being assembled, not the body
+        (the S3 API knows from its route; None: decided from the request here)."""
+        view, auth, context = verified.view, verified.auth, verified.context
         if body_describes_object is None:
             body_describes_object = checksums_describe_object(view)
         if request.spool is not None:
             await request.spool.digests_ready()  # a large body is hashed off-thread
         try:
+            if context is None:  # the signature is over the body's hash: checks the body
+                hashed = dataclasses.replace(auth, payload_hash=_body_sha256(request.spool))
+                context = sigv4.verify_signature(hashed, view, verified.credential.secret_key)
+                note_user(request, verified.principal.user_id, verified.principal.username)
             verify_payload(request.spool, auth, context, view.headers,
                            body_checksums=not body_describes_object)
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
-        note_user(request, resolved.principal.user_id, resolved.principal.username)
-        return resolved.principal
+        return verified.principal
+
+
+def _body_sha256(spool: BodySpool | None) -> str:
+    if spool is None or spool.length == 0:
+        return EMPTY_SHA256
+    if spool.too_large:
+        raise S3Error("EntityTooLarge")
+    if spool.sha256_hex is None:  # the site hashes every body whose signature covers it
+        raise S3Error("InternalError")
+    return spool.sha256_hex
 
 
 def verify_payload(

@@ -1,17 +1,25 @@
 """The root resource: virtual-host rewrite, then dispatch by path prefix to the admin API,
 the (reserved) cluster protocol, or the S3 API. Request-level limits are checked here,
-before any API sees the request."""
+before any API sees the request.
+
+The same dispatch admits a request with a body before the body is read (`admit`, the
+site's `Gatekeeper`): the API it is for decides from the request line and headers. It is
+decided once per request and kept on it (`request.api_resource`) for the traversal that
+follows the body.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
+from twisted.internet.defer import Deferred
 from twisted.web.resource import Resource
 
 from objstore.audit.context import note_api
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
-from objstore.http.site import ObjstoreRequest
+from objstore.http.site import Admitted, Gatekeeper, ObjstoreRequest
 
 
 class _JsonNotFound(Resource):
@@ -33,22 +41,44 @@ class RootResource(Resource):
         self._cluster = _JsonNotFound()
         self._limits = limits
         self._domains = tuple(d.lower() for d in domains)
+        # The APIs that admit a request before its body, by identity (looked up per request).
+        self._gatekeepers: dict[int, Gatekeeper] = {
+            id(api): api for api in (s3, admin) if isinstance(api, Gatekeeper)}
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted] | None:
+        if request.path is None:  # not through ObjstoreChannel: decided after the body
+            return None
+        gatekeeper = self._gatekeepers.get(id(self._api_of(request)))
+        return gatekeeper.admit(request) if gatekeeper is not None else None
 
     def getChild(self, path: bytes, request: ObjstoreRequest) -> Any:  # noqa: N802
+        api = self._api_of(request)
+        if api is self._s3:
+            # S3 sees the whole path: undo the traversal step that consumed `path`.
+            assert request.postpath is not None and request.prepath is not None
+            request.postpath.insert(0, request.prepath.pop())
+        return api
+
+    def _api_of(self, request: ObjstoreRequest) -> Any:
+        if request.api_resource is not None:
+            return request.api_resource
         _check_request_limits(request, self._limits)
-        assert request.postpath is not None and request.prepath is not None
+        segments = request.path[1:].split(b"/", 2)
+        first = unquote_to_bytes(segments[0])  # as twisted.web's traversal decodes it
         bucket = self._vhost_bucket(request)
         if bucket is not None:
             request.vhost_bucket = bucket  # type: ignore[attr-defined]
-        elif path == b"admin":
+            api = self._s3
+        elif first == b"admin":
             note_api(request, "admin")
-            return self._admin
-        elif path == b"cluster" and request.postpath[:1] == [b"v1"]:
+            api = self._admin
+        elif first == b"cluster" and len(segments) > 1 and unquote_to_bytes(segments[1]) == b"v1":
             note_api(request, "cluster")
-            return self._cluster
-        # S3 sees the whole path: undo the traversal step that consumed `path`.
-        request.postpath.insert(0, request.prepath.pop())
-        return self._s3
+            api = self._cluster
+        else:
+            api = self._s3
+        request.api_resource = api
+        return api
 
     def _vhost_bucket(self, request: ObjstoreRequest) -> str | None:
         if not self._domains:

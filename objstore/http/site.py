@@ -1,20 +1,22 @@
-"""The HTTP listener's Site and Request: request ids, common headers, the streamed body sink,
-request-level limits, in-flight tracking for drain, and error pages that are never HTML.
+"""The HTTP listener's Site and Request: request ids, common headers, the admission of a
+request before its body, the streamed body sink, request-level limits, in-flight tracking
+for drain, and error pages that are never HTML.
 
-twisted.web reads the whole body before any resource runs, so the body goes straight into
-a `BodySpool` (`getContentFile`): aws-chunked decoding there, then a `BlobWriter` that keeps
-it on the data volume and hashes it as it arrives. A declared length
-over `max_body_size` is answered at once with EntityTooLarge and the connection closed,
-before the client sends the body.
+twisted.web reads the whole body before any resource runs, so the work that needs no body is
+done when the headers are complete (`ObjstoreRequest.gotLength`): a declared length over
+`max_body_size` is answered at once with EntityTooLarge; then the API the request is for
+admits it (authentication, authorization: `Gatekeeper`), reading nothing more meanwhile and
+withholding `100 Continue`. A refused request is answered and its connection closed, its
+body never read. An admitted one streams its body into a `BodySpool` (`getContentFile`):
+aws-chunked decoding there, then a `BlobWriter` that keeps it on the data volume and hashes
+it as it arrives; the admission's result (`request.admitted`) is carried to the handler.
+The connection itself (limits and deadlines of a request's head) is `http/channel.py`.
 """
 
 from __future__ import annotations
 
-import base64
-import os
-import random
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -28,6 +30,16 @@ from objstore.audit.context import RequestAudit
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
+from objstore.http.channel import (
+    HEADER_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_SECONDS,
+    EarlyAnswer,
+    ObjstoreChannel,
+    Refusal,
+    new_host_id,
+    new_request_id,
+    s3_answer,
+)
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
@@ -41,40 +53,6 @@ _STREAMING = {
     sigv4.STREAMING_SIGNED_TRAILER,
     sigv4.STREAMING_UNSIGNED_TRAILER,
 }
-
-
-class _RequestIds:
-    """Request ids and host ids without a system call per request: a PRNG seeded from
-    os.urandom once per process (and again after a fork). The ids only need to be unique
-    enough to find a request in the logs; they are not secrets."""
-
-    def __init__(self) -> None:
-        self._pid = -1
-        self._random = random.Random()
-
-    def _source(self) -> random.Random:
-        pid = os.getpid()
-        if pid != self._pid:
-            self._random.seed(os.urandom(32))
-            self._pid = pid
-        return self._random
-
-    def request_id(self) -> str:
-        return f"{self._source().getrandbits(64):016X}"
-
-    def host_id(self) -> str:
-        return base64.b64encode(self._source().randbytes(24)).decode()
-
-
-_ids = _RequestIds()
-
-
-def new_request_id() -> str:
-    return _ids.request_id()
-
-
-def new_host_id() -> str:
-    return _ids.host_id()
 
 
 class ResponseHeaders(Headers):
@@ -110,12 +88,36 @@ def _header_value(value: str | bytes) -> bytes:
     return raw.replace(b"\r", b" ").replace(b"\n", b" ")
 
 
+class Admitted(Protocol):
+    """What an API's admission carries from a request's headers to its handler (opaque to
+    the site, but for what the body's sink must know)."""
+
+    @property
+    def hash_body(self) -> bool:
+        """The body's SHA-256 is needed although the client did not claim one."""
+        ...
+
+
+@runtime_checkable
+class Gatekeeper(Protocol):
+    """Decides from a request's line and headers whether its body may be read: the
+    Deferred fires with what the API carries to its handler, or fails with `Refusal` (how
+    to answer); None: nothing to decide before the body."""
+
+    def admit(self, request: ObjstoreRequest) -> defer.Deferred[Admitted] | None: ...
+
+
 class ObjstoreRequest(server.Request):
     audit: RequestAudit
     request_id: str
     host_id: str
     spool: BodySpool | None
     early_error: S3Error | None
+    # Set when the headers are complete: the declared body length (None: chunked) and, for
+    # a request with a body, what its API's admission carries to the handler.
+    body_length: int | None
+    admitted: Admitted | None
+    api_resource: Resource | None  # the API the root resource routed this request to
 
     def __init__(self, channel: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(channel, *args, **kwargs)
@@ -125,6 +127,14 @@ class ObjstoreRequest(server.Request):
         self.spool = None
         self.early_error = None
         self.audit = RequestAudit()
+        self.body_length = None
+        self.admitted = None
+        self.api_resource = None
+        self._deciding = False  # the admission has not decided yet
+        self._refused = False  # answered before the body: never processed
+        self._process_waiting = False  # the body arrived before the admission decided
+        self._held = False  # reading paused while the admission decides
+        self._withheld_expect: list[bytes] | None = None
 
     def header(self, name: str) -> str | None:
         value = self.requestHeaders.getRawHeaders(name)
@@ -137,12 +147,90 @@ class ObjstoreRequest(server.Request):
         site: ObjstoreSite = self.channel.site  # type: ignore[attr-defined]
         return site
 
+    # -- from complete headers to the body's sink ----------------------------------------
     def gotLength(self, length: int | None) -> None:
         site = self.objstore_site
         site.request_started(self)  # from the first body byte on, a drain waits for us
-        self.content = site.open_body_sink(self, length)
+        self.body_length = length
+        too_large = site.size_refusal(self, length)
+        if too_large is not None:
+            self.reject_now(s3_answer(too_large, self.request_id, self.host_id))
+            return
+        admission = site.admission(self, length)
+        if admission is None:
+            self.content = site.open_spool(self, length, hash_body=False)
+            return
+        self.content = _HeldBody(self)
+        self._deciding = True
+        admission.addCallbacks(self._admit, self._refuse)
+        if self._deciding:  # not decided at once (identity or policy not cached)
+            self._hold_body()
 
+    def _hold_body(self) -> None:
+        """Read nothing more, and do not invite the body (twisted.web answers `Expect:
+        100-continue` as soon as this returns), until the admission has decided."""
+        self._held = True
+        withheld = self.requestHeaders.getRawHeaders(b"expect")
+        self._withheld_expect = list(withheld) if withheld else None
+        self.requestHeaders.removeHeader(b"expect")
+        pause_reading(self, True)
+
+    def _admit(self, admitted: Admitted) -> None:
+        self._deciding = False
+        self.admitted = admitted
+        if self._disconnected:
+            return
+        held = self.content
+        assert isinstance(held, _HeldBody)
+        self.content = self.objstore_site.open_spool(self, self.body_length,
+                                                     hash_body=admitted.hash_body)
+        for chunk in held.chunks:
+            self.content.write(chunk)
+        if self._held:
+            self._release_body(invite=not held.chunks)
+        if self._process_waiting:
+            self._process_waiting = False
+            self.process()
+
+    def _release_body(self, invite: bool) -> None:
+        self._held = False
+        withheld, self._withheld_expect = self._withheld_expect, None
+        if withheld:
+            self.requestHeaders.setRawHeaders(b"expect", withheld)
+            wants = withheld[0].lower() == b"100-continue" and self.clientproto == b"HTTP/1.1"
+            transport: Any = self.channel.transport
+            if invite and wants:
+                transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        pause_reading(self, False)
+
+    def _refuse(self, reason: failure.Failure) -> None:
+        self._deciding = False
+        if isinstance(reason.value, Refusal):
+            answer = reason.value.answer
+        else:
+            _log.failure("admitting request {uri} failed", reason, uri=self.uri)
+            answer = s3_answer(S3Error("InternalError"), self.request_id, self.host_id)
+        if not self._disconnected:
+            self.reject_now(answer)
+
+    def reject_now(self, answer: EarlyAnswer) -> None:
+        """Answer before the body is read and close the connection: an unread body would
+        desynchronise keep-alive, and reading gigabytes only to refuse them wastes both
+        sides. The request is never processed."""
+        self._refused = True
+        self.content = _DiscardSink()
+        self.requestHeaders.removeHeader(b"expect")  # when called from gotLength
+        self.code, self.audit.error_code = answer.status, answer.code
+        channel: ObjstoreChannel = self.channel  # type: ignore[assignment]
+        channel.answer_early(answer, request_id=self.request_id, host_id=self.host_id)
+
+    # -- the body is complete --------------------------------------------------------------
     def process(self) -> None:
+        if self._refused:
+            return  # answered already; the connection is closing
+        if self._deciding:
+            self._process_waiting = True
+            return
         site = self.objstore_site
         self.site = site
         self.setHeader(b"Server", site.server_header)
@@ -176,29 +264,6 @@ class ObjstoreRequest(server.Request):
         self.finish()
         return None
 
-    def reject_now(self, error: S3Error) -> None:
-        """Answer before the body arrives and close the connection: an unread body would
-        desynchronise keep-alive, and reading gigabytes only to refuse them wastes both
-        sides. Called from gotLength, before twisted.web's automatic 100 Continue."""
-        self.requestHeaders.removeHeader(b"expect")
-        self.code, self.audit.error_code = error.status, error.code
-        body = error_document(error.code, error.message, self.request_id, self.host_id,
-                              error.fields)
-        reason = http.RESPONSES.get(error.status, b"Error")
-        head = [
-            b"HTTP/1.1 %d %s" % (error.status, reason),
-            b"Server: " + self.objstore_site.server_header,
-            b"Date: " + datetimeToString(),
-            b"x-amz-request-id: " + self.request_id.encode(),
-            b"x-amz-id-2: " + self.host_id.encode(),
-            b"Content-Type: application/xml",
-            b"Content-Length: %d" % len(body),
-            b"Connection: close",
-        ]
-        transport: Any = self.channel.transport
-        transport.write(b"\r\n".join(head) + b"\r\n\r\n" + body)
-        transport.loseConnection()
-
 
 class _DiscardSink:
     """Body sink for requests already answered: swallows bytes."""
@@ -209,11 +274,40 @@ class _DiscardSink:
     def seek(self, offset: int, whence: int = 0) -> int:
         return 0
 
+    def tell(self) -> int:
+        return 0
+
     def read(self, size: int = -1) -> bytes:
         return b""
 
     def close(self) -> None:
         pass
+
+
+class _HeldBody(_DiscardSink):
+    """Body sink while the admission decides: keeps what arrived with the headers for the
+    spool of an admitted request. Nothing reaches the disk before the decision, and little
+    memory: reading is paused meanwhile, and paused again whenever bytes still arrive
+    (twisted.web resumes its transport once a previous response has been sent)."""
+
+    def __init__(self, request: ObjstoreRequest) -> None:
+        self.chunks: list[bytes] = []
+        self._request = request
+
+    def write(self, data: bytes) -> None:
+        self.chunks.append(data)
+        pause_reading(self._request, True)
+
+
+def pause_reading(request: ObjstoreRequest, paused: bool) -> None:
+    """Stop (or resume) reading the request's connection."""
+    transport = getattr(request.channel, "transport", None)
+    if transport is None or transport.disconnecting:
+        return
+    if paused:
+        transport.pauseProducing()
+    else:
+        transport.resumeProducing()
 
 
 class RequestObserver(Protocol):
@@ -272,6 +366,7 @@ class LazyPool:
 
 class ObjstoreSite(server.Site):
     requestFactory = ObjstoreRequest
+    protocol = ObjstoreChannel  # type: ignore[assignment]  # HTTP/1.1 only (no h2 here)
     displayTracebacks = False
     observer: RequestObserver | None = None  # the audit log and request metrics
 
@@ -284,14 +379,23 @@ class ObjstoreSite(server.Site):
         server_header: str,
         hash_runner: Runner | None = None,
         sync_runner: Runner | None = None,
+        header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS,
+        idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS,
+        reactor: Any = None,
     ) -> None:
-        super().__init__(root)
+        # No form parsing: twisted.web would read a whole urlencoded or multipart POST body
+        # into memory; no API here takes form fields.
+        super().__init__(root, parsePOSTFormSubmission=False, timeout=idle_timeout_seconds,
+                         reactor=reactor)
+        # The resource that admits requests before their body (the root resource).
+        self.gatekeeper: Gatekeeper | None = root if isinstance(root, Gatekeeper) else None
         # Where complete bodies on disk start their fdatasync (`BlobWriter.flush_early`);
         # None when the node does not fsync.
         self.sync_runner = sync_runner
         self.tmp_dir = tmp_dir
         self.limits = limits
         self.server_header = server_header.encode()
+        self.header_timeout_seconds = header_timeout_seconds
         self.in_flight = 0
         self._idle_waiters: list[defer.Deferred[None]] = []
         self.noisy = False
@@ -300,33 +404,50 @@ class ObjstoreSite(server.Site):
         self.hash_runner: Runner = (hash_runner if hash_runner is not None
                                     else LazyPool(HASH_POOL_NAME, HASH_THREADS))
 
+    def buildProtocol(self, addr: Any) -> Any:  # noqa: N802
+        channel = super().buildProtocol(addr)
+        channel.header_timeout_seconds = self.header_timeout_seconds
+        channel.server_header = self.server_header
+        channel.clock = self.reactor
+        return channel
+
     def log(self, request: Any) -> None:
         """Access logging belongs to the audit log, not twistd's log."""
 
+    # -- before the body -----------------------------------------------------------------
+    def size_refusal(self, request: ObjstoreRequest, length: int | None) -> S3Error | None:
+        """EntityTooLarge for a declared body over max_body_size."""
+        max_body = self.limits.max_body_size
+        for size in (length, _decoded_length(request)):
+            if size is not None and size > max_body:
+                return S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body))
+        return None
+
+    def admission(self, request: ObjstoreRequest, length: int | None
+                  ) -> defer.Deferred[Admitted] | None:
+        """The admission of a request with a body (one without is admitted by its API when
+        it is processed: there is nothing to protect, and nothing to wait for)."""
+        if length == 0 or self.gatekeeper is None:
+            return None
+        return self.gatekeeper.admit(request)
+
     # -- body sink -------------------------------------------------------------------
-    def open_body_sink(self, request: ObjstoreRequest, length: int | None) -> Any:
+    def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool
+                   ) -> BodySpool:
+        """The body's sink: `hash_body` computes its SHA-256 even without a claimed one."""
         get = request.header
         max_body = self.limits.max_body_size
-        declared = get("x-amz-decoded-content-length")
-        try:
-            decoded_length = int(declared) if declared is not None else None
-        except ValueError:
-            decoded_length = None
-        for size in (length, decoded_length):
-            if size is not None and size > max_body:
-                request.reject_now(S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body)))
-                return _DiscardSink()
         content_sha256 = get("x-amz-content-sha256") or ""
         decoder = None
         if content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
         algorithms = _requested_checksums(request)
-        if size_hint(length, decoded_length) > LARGE_BODY_BYTES:
+        if size_hint(length, _decoded_length(request)) > LARGE_BODY_BYTES:
             _read_in_large_blocks(request, True)
         spool = BodySpool(
             self.tmp_dir,
             decoder=decoder,
-            want_sha256=sigv4.payload_hash_is_hex(content_sha256),
+            want_sha256=hash_body or sigv4.payload_hash_is_hex(content_sha256),
             checksum_algorithms=algorithms,
             max_length=max_body,
             hash_runner=self.hash_runner,
@@ -366,6 +487,15 @@ class ObjstoreSite(server.Site):
         waiter: defer.Deferred[None] = defer.Deferred()
         self._idle_waiters.append(waiter)
         return waiter
+
+
+def _decoded_length(request: ObjstoreRequest) -> int | None:
+    """x-amz-decoded-content-length when it is a number (its checks are authn.py's)."""
+    declared = request.header("x-amz-decoded-content-length")
+    if declared is None or not (declared.isascii() and declared.isdigit()):
+        return None
+    digits = declared.lstrip("0") or "0"
+    return int(digits[:20])  # 20 digits are over any limit already: no need to read more
 
 
 def _requested_checksums(request: ObjstoreRequest) -> list[str]:

@@ -1,7 +1,12 @@
 """The S3 REST API: one Klein app whose single branch route reads the request line once
 (`routes.parse_request_line`: target, query, route and the operation's name, noted at once
-for the audit log), then rate-limits, authenticates, authorizes the route's action and runs
-its handler, shielded from the client's departure.
+for the audit log), then admits the request (rate limits, SigV4 of the line and headers,
+the route's refusals, the route's action authorized), checks what the client claimed
+about the body, and runs the handler, shielded from the client's departure.
+
+A request with a body is admitted before the body is read (`admit`, asked by the site when
+the headers are complete): a refused one is answered at once and its body never read. The
+admission is carried on the request (`request.admitted`) and not repeated.
 
 Known sub-resources without a handler answer 501 NotImplemented; an unknown combination of
 method and target answers 405 MethodNotAllowed (the table is in `routes.py`). Every error
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klein import Klein
-from twisted.internet.defer import CancelledError
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -28,10 +33,11 @@ from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error
-from objstore.http.authn import Authenticator
+from objstore.http.authn import Authenticator, VerifiedHeaders
+from objstore.http.channel import Refusal, s3_answer
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
-from objstore.http.site import ObjstoreRequest
+from objstore.http.site import Admitted, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
@@ -55,19 +61,32 @@ class S3Services:
 _LINE = "s3_request_line"
 
 
+def request_line(request: ObjstoreRequest) -> RequestLine:
+    """The request line, read (and noted for the audit log) once per request."""
+    line: RequestLine | None = getattr(request, _LINE, None)
+    if line is None:
+        line = parse_request_line(request)
+        setattr(request, _LINE, line)
+    return line
+
+
 class _RequestLineFirst(Resource):
     """Reads (and notes) the request line before Klein routes: a path Klein refuses (not
     UTF-8) is still named for the audit log. The S3 handler takes the line from the
-    request instead of parsing it again."""
+    request instead of parsing it again. It is also the S3 API's `Gatekeeper`."""
 
     isLeaf = True
 
-    def __init__(self, klein: Any) -> None:
+    def __init__(self, klein: Any, api: S3Api) -> None:
         super().__init__()
         self._klein = klein
+        self._api = api
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        return self._api.admit(request)
 
     def render(self, request: ObjstoreRequest) -> Any:
-        setattr(request, _LINE, parse_request_line(request))
+        request_line(request)
         return self._klein.render(request)
 
 
@@ -85,11 +104,22 @@ class S3Api:
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
 
     def resource(self) -> object:
-        return _RequestLineFirst(self.app.resource())
+        return _RequestLineFirst(self.app.resource(), self)
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        """Admit a request with a body from its line and headers; a refusal is the S3
+        error document."""
+        return Deferred.fromCoroutine(self._admit_or_refuse(request))
+
+    async def _admit_or_refuse(self, request: ObjstoreRequest) -> Admitted:
+        try:
+            return await self._admit(request, request_line(request))
+        except S3Error as error:
+            raise Refusal(s3_answer(error, request.request_id, request.host_id)) from None
 
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
-        line: RequestLine = getattr(request, _LINE, None) or parse_request_line(request)
+        line = request_line(request)
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
@@ -104,13 +134,27 @@ class S3Api:
         return await self._send(request, response)
 
     async def _serve(self, request: ObjstoreRequest, line: RequestLine) -> S3Response:
+        admitted = request.admitted
+        if not isinstance(admitted, VerifiedHeaders):  # no body: admitted now
+            admitted = await self._admit(request, line)
+        principal = await self._authenticator.verify_body(
+            request, admitted, body_describes_object=_completes_upload(line))
+        route = line.route
+        assert route is not None and route.handler is not None  # else not admitted
+        call = S3Call(request, principal, self._services, line.bucket, line.key, line.query,
+                      line.operation)
+        return await route.handler(call)
+
+    async def _admit(self, request: ObjstoreRequest, line: RequestLine) -> VerifiedHeaders:
+        """Everything decided from the request line and headers, in order: per-IP rate
+        limit, request-level limits, SigV4, per-credential rate limit, the route (or why
+        there is none), unsupported headers, the route's action."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise S3Error("SlowDown")
         if request.early_error is not None:
             raise request.early_error
-        principal = await self._authenticator.authenticate(
-            request, body_describes_object=_completes_upload(line))
-        if not self._rate_limits.allow_credential(principal.access_key):
+        verified = await self._authenticator.authenticate_headers(request)
+        if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise S3Error("SlowDown")
         if line.error is not None:
             raise line.error
@@ -122,11 +166,9 @@ class S3Api:
         bucket, key = line.bucket, line.key
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
         if route.action is not None:
-            await self._services.authorizer.check(principal, route.action, resource,
+            await self._services.authorizer.check(verified.principal, route.action, resource,
                                                   query=line.query)
-        call = S3Call(request, principal, self._services, bucket, key, line.query,
-                      line.operation)
-        return await route.handler(call)
+        return verified
 
     async def _send(self, request: ObjstoreRequest, response: S3Response) -> bytes:
         request.setResponseCode(response.status)

@@ -18,9 +18,12 @@ from objstore.meta.records import ObjectRecord
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_XML_BYTES = 1024 * 1024
-SAFE_PARSER = etree.XMLParser(  # no entities, no network, no DTD
+# No entities, no network, no DTD. Documents are read as UTF-8 whatever they declare (every
+# SDK sends UTF-8; anything else is MalformedXML): the parsers' refusal of "<!DOCTYPE" and
+# "<!ENTITY" in the raw bytes is then complete, where a UTF-16 document would hide them.
+SAFE_PARSER = etree.XMLParser(
     resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False,
-    remove_blank_text=True,
+    remove_blank_text=True, encoding="utf-8",
 )
 
 

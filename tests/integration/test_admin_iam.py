@@ -362,7 +362,7 @@ def test_unsigned_and_badly_signed_calls_are_json_403(daemon: Daemon) -> None:
     assert response.status == 403 and response.headers["Content-Type"] == "application/json"
     assert response.json()["error"] == "AccessDenied"
     wrong = AdminClient(daemon.endpoint, ROOT_ACCESS_KEY, "not-the-secret-0000000000")
-    assert_error(wrong.get("/users"), 403, "AccessDenied")
+    assert_error(wrong.get("/users"), 403, "SignatureDoesNotMatch")
 
 
 def test_effective_grants_sources(admin: AdminClient, user: dict[str, Any],

@@ -199,14 +199,26 @@ def test_odd_methods_get_s3_errors_not_500(daemon: Daemon, method: str) -> None:
 
 
 def test_disconnect_mid_upload_leaves_no_spool(daemon: Daemon, s3: Any) -> None:
+    import datetime
     import socket
     import time
 
+    from objstore.http import sigv4
+    from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY
+
     bucket = new_bucket(s3)
+    length = 50 * 1024 * 1024
+    headers = sigv4.sign_headers(  # signed: an unsigned body is refused before it is read
+        "PUT", f"{daemon.endpoint}/{bucket}/partial",
+        {"host": f"127.0.0.1:{daemon.port}", "content-length": str(length)},
+        sigv4.UNSIGNED_PAYLOAD, ROOT_ACCESS_KEY, ROOT_SECRET_KEY, "us-east-1",
+        datetime.datetime.now(datetime.UTC))
     with socket.create_connection(("127.0.0.1", daemon.port)) as sock:
         sock.sendall(
-            f"PUT /{bucket}/partial HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            f"Content-Length: {50 * 1024 * 1024}\r\n\r\n".encode()
+            f"PUT /{bucket}/partial HTTP/1.1\r\nHost: 127.0.0.1:{daemon.port}\r\n"
+            f"Content-Length: {length}\r\n".encode()
+            + "".join(f"{name}: {value}\r\n" for name, value in headers.items()).encode()
+            + b"\r\n"
         )
         sock.sendall(b"x" * (5 * 1024 * 1024))  # spills to a spool file, then we vanish
         time.sleep(0.3)

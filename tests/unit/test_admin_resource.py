@@ -4,11 +4,15 @@ lets through, the JSON errors, and the probes that never pass the gate."""
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 from typing import Any
 
+import botocore.auth
 import pytest
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
@@ -19,7 +23,7 @@ from objstore.admin.transfer_routes import TransferRoutes
 from objstore.config import ServerLimits
 from objstore.engine.quota import BucketQuota, NoSuchBucket, UsageFigures
 from objstore.errors import AdminError
-from tests.unit.resource_fixtures import ALICE, Answer, Node
+from tests.unit.resource_fixtures import ALICE, NOW, SECRETS, Answer, Node
 
 URL = "http://s3.test/admin"
 
@@ -136,3 +140,72 @@ def test_per_address_rate_limit_is_applied_before_authentication(tmp_path: Path)
     assert node.send("GET", f"{URL}/users").status == 200
     assert error(node.send("GET", f"{URL}/users", who=None)) == (503, "SlowDown")
     assert node.send("GET", f"{URL}/health").status == 200  # probes are never limited
+
+
+# -- generic SigV4 signers and the codes of authentication failures ----------------------
+
+
+@pytest.fixture
+def botocore_at_node_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    moment = datetime.datetime.fromtimestamp(NOW, datetime.UTC)
+
+    def fixed(remove_tzinfo: bool = True) -> datetime.datetime:
+        return moment.replace(tzinfo=None) if remove_tzinfo else moment
+
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", fixed)
+
+
+def generic(node: Node, method: str, url: str, body: bytes = b"", *,
+            secret: str = SECRETS["AKIAROOT"], access_key: str = "AKIAROOT",
+            tamper: bytes | None = None) -> Answer:
+    """Send a request signed by botocore's plain SigV4Auth: no x-amz-content-sha256."""
+    request = AWSRequest(method, url, data=body,
+                         headers={"content-type": "application/json"} if body else {})
+    botocore.auth.SigV4Auth(Credentials(access_key, secret), "s3", "us-east-1").add_auth(
+        request)
+    headers = {name.lower(): value for name, value in request.prepare().headers.items()
+               if name.lower() != "content-length"}  # treq sends its own
+    assert "x-amz-content-sha256" not in headers
+    return node.send(method, url, who=None, body=body if tamper is None else tamper,
+                     unsigned=headers)
+
+
+@pytest.mark.usefixtures("botocore_at_node_time")
+def test_generic_sigv4_signer_is_accepted(node: Node) -> None:
+    assert generic(node, "GET", f"{URL}/users").status == 200
+    body = json.dumps({"max_bytes": 1000}).encode()
+    assert generic(node, "PUT", f"{URL}/buckets/b/quota", body).status == 200
+
+
+@pytest.mark.usefixtures("botocore_at_node_time")
+def test_generic_sigv4_signature_covers_the_body(node: Node) -> None:
+    body = json.dumps({"max_bytes": 1000}).encode()
+    answer = generic(node, "PUT", f"{URL}/buckets/b/quota", body,
+                     tamper=json.dumps({"max_bytes": 9999}).encode())
+    assert error(answer) == (403, "SignatureDoesNotMatch")
+
+
+@pytest.mark.usefixtures("botocore_at_node_time")
+def test_authentication_failures_keep_their_s3_code(node: Node) -> None:
+    assert error(generic(node, "GET", f"{URL}/users", secret="wrong")) == (
+        403, "SignatureDoesNotMatch")
+    assert error(generic(node, "GET", f"{URL}/users", access_key="AKIANOBODY")) == (
+        403, "InvalidAccessKeyId")
+    node.clock.advance(3600)
+    assert error(generic(node, "GET", f"{URL}/users")) == (403, "RequestTimeTooSkewed")
+    malformed = {"authorization": "AWS4-HMAC-SHA256 Credential=AKIAROOT/x", "x-amz-date":
+                 "20231114T221320Z"}
+    assert error(node.send("GET", f"{URL}/users", who=None, unsigned=malformed)) == (
+        400, "BadRequest")
+
+
+def test_a_body_is_authorized_once_before_it_is_read(node: Node) -> None:
+    body = json.dumps({"max_bytes": 1000}).encode()
+    assert node.send("PUT", f"{URL}/buckets/b/quota", body=body).status == 200
+    assert node.authorizer.checked == [("root", "*", "*")]
+    assert error(node.send("PUT", f"{URL}/buckets/b/quota", body=body, who=ALICE)) == (
+        403, "AccessDenied")
+    assert error(node.send("PUT", f"{URL}/nothing-here", body=body, who=None)) == (
+        404, "NotFound")
+    assert error(node.send("PATCH", f"{URL}/users", body=body, who=None)) == (
+        405, "MethodNotAllowed")

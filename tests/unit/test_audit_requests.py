@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
@@ -186,11 +187,15 @@ def test_client_gone_before_the_answer_is_499(node: Node) -> None:
 
 
 def test_body_refused_before_it_arrives_is_recorded(node: Node) -> None:
-    channel = DummyChannel()
-    channel.site = node.site
+    channel = node.site.buildProtocol(None)  # the answer is written by the channel itself
+    transport = StringTransport()
+    channel.makeConnection(transport)
     request = ObjstoreRequest(channel)
     request.gotLength(1000)  # over max_body_size: answered at once, connection closed
+    assert transport.value().startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert transport.disconnecting
     request.connectionLost(Failure(ConnectionDone()))
+    channel.connectionLost(Failure(ConnectionDone()))
     (record,) = node.records()
     assert (record.operation, record.status, record.error_code) == ("Unknown", 400,
                                                                    "EntityTooLarge")

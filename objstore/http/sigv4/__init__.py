@@ -49,7 +49,14 @@ from objstore.http.sigv4.chunked import (
     verify_chunk_signatures,
 )
 from objstore.http.sigv4.signing import presign_url, sign_headers
-from objstore.http.sigv4.verify import AuthRequest, parse_auth, verify
+from objstore.http.sigv4.verify import (
+    PAYLOAD_FROM_BODY,
+    AuthRequest,
+    check_claims,
+    parse_auth,
+    verify,
+    verify_signature,
+)
 
 __all__ = [
     "ALGORITHM",
@@ -58,6 +65,7 @@ __all__ = [
     "MAX_CLOCK_SKEW",
     "MAX_PRESIGN_EXPIRES",
     "MIN_SIGNED_CHUNK",
+    "PAYLOAD_FROM_BODY",
     "SERVICE",
     "STREAMING_PAYLOADS",
     "STREAMING_SIGNED",
@@ -74,6 +82,7 @@ __all__ = [
     "aws_uri_path",
     "canonical_query_string",
     "canonical_trailers",
+    "check_claims",
     "chunk_signature",
     "credential_scope",
     "derive_signing_key",
@@ -86,4 +95,5 @@ __all__ = [
     "uri_encode",
     "verify",
     "verify_chunk_signatures",
+    "verify_signature",
 ]

@@ -55,6 +55,9 @@ _PRESIGN_PARAMS = (
 # SignedHeaders: the payload hash is the last line of the canonical request, the date is
 # in the string to sign.
 _BOUND_AMZ_HEADERS = frozenset({"x-amz-content-sha256", "x-amz-date"})
+# The payload hash of a header-signed request without x-amz-content-sha256, where that is
+# allowed (`parse_auth(..., payload_header_required=False)`): the SHA-256 of the body.
+PAYLOAD_FROM_BODY = ""
 
 
 @dataclass(frozen=True)
@@ -69,13 +72,19 @@ class AuthRequest:
     service: str
     signed_headers: tuple[str, ...]
     signature: str
-    payload_hash: str
+    payload_hash: str  # PAYLOAD_FROM_BODY: the server hashes the body it received
     presigned: bool
     expires_seconds: int | None
 
     @property
     def scope(self) -> str:
         return credential_scope(self.scope_date, self.region, self.service)
+
+    @property
+    def payload_from_body(self) -> bool:
+        """The signature covers the SHA-256 of a body the client did not hash in a header:
+        it can only be checked once the body has arrived."""
+        return self.payload_hash == PAYLOAD_FROM_BODY
 
 
 def _is_valid_payload_hash(value: str) -> bool:
@@ -132,13 +141,16 @@ def _sigv2_refused() -> SigV4Error:
     )
 
 
-def parse_auth(req: RequestView) -> AuthRequest | None:
+def parse_auth(req: RequestView, *, payload_header_required: bool = True
+               ) -> AuthRequest | None:
     """The SigV4 claims of a request; None when it carries no authentication at all.
 
     Raises SigV4Error for a malformed claim, for SigV2, and for a header-signed request
-    without ``x-amz-content-sha256``: like AWS, S3 requires that header
-    (InvalidRequest "Missing required header for this request: x-amz-content-sha256");
-    every AWS SDK, botocore included, always sends it.
+    without ``x-amz-content-sha256`` when `payload_header_required`: like AWS, S3 requires
+    that header (InvalidRequest "Missing required header for this request:
+    x-amz-content-sha256"); every AWS SDK, botocore included, always sends it. Generic SigV4
+    signers (the admin API's clients) do not: without the requirement, the payload hash is
+    PAYLOAD_FROM_BODY.
     """
     params = _auth_params(req.raw_query)
     authorization = req.headers.get("authorization")
@@ -150,7 +162,7 @@ def parse_auth(req: RequestView) -> AuthRequest | None:
             "Signature query string parameter or the Authorization header should be specified",
         )
     if authorization is not None:
-        return _parse_header_auth(authorization, req.headers)
+        return _parse_header_auth(authorization, req.headers, payload_header_required)
     if presigned:
         return _parse_query_auth(params, req.headers)
     if "AWSAccessKeyId" in params or "Signature" in params:
@@ -169,7 +181,8 @@ def _auth_params(raw_query: str) -> dict[str, list[str]]:
     return found
 
 
-def _parse_header_auth(authorization: str, headers: Mapping[str, str]) -> AuthRequest:
+def _parse_header_auth(authorization: str, headers: Mapping[str, str],
+                       payload_header_required: bool) -> AuthRequest:
     scheme, _, rest = authorization.strip().partition(" ")
     if scheme == "AWS":
         raise _sigv2_refused()
@@ -187,11 +200,14 @@ def _parse_header_auth(authorization: str, headers: Mapping[str, str]) -> AuthRe
     access_key, scope_date, region, service = _parse_credential(fields["Credential"], False)
     amz_date_str, amz_date = _header_date(headers)
     payload_hash = headers.get("x-amz-content-sha256")
-    if payload_hash is None:
+    if payload_hash is None and payload_header_required:
         raise SigV4Error(
             "InvalidRequest", "Missing required header for this request: x-amz-content-sha256"
         )
-    _check_payload_hash(payload_hash.strip())
+    if payload_hash is None:
+        payload_hash = PAYLOAD_FROM_BODY
+    else:
+        _check_payload_hash(payload_hash.strip())
     return AuthRequest(
         access_key=access_key,
         amz_date=amz_date,
@@ -332,9 +348,25 @@ def verify(
     (scope), RequestTimeTooSkewed, AccessDenied (expired, unsigned headers),
     SignatureDoesNotMatch.
     """
+    check_claims(auth, req, now, allowed_regions)
+    return verify_signature(auth, req, secret_key)
+
+
+def check_claims(
+    auth: AuthRequest, req: RequestView, now: datetime, allowed_regions: Collection[str]
+) -> None:
+    """The checks of `verify` that need no secret: credential scope, clock skew or
+    presigned expiry, signed headers."""
     _check_scope(auth, allowed_regions)
     _check_time(auth, as_utc(now))
     _check_signed_headers(auth, req)
+
+
+def verify_signature(auth: AuthRequest, req: RequestView, secret_key: str) -> SigningContext:
+    """The signature check of `verify` alone, once `check_claims` has passed. A payload
+    hash PAYLOAD_FROM_BODY must have been replaced by the body's SHA-256 first."""
+    if auth.payload_from_body:
+        raise ValueError("the body's SHA-256 is needed to verify this signature")
     key = derive_signing_key(secret_key, auth.scope_date, auth.region, auth.service)
     claimed = auth.signature.encode("ascii")
     for request_bytes in canonical_requests(auth, req):
