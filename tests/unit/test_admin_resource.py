@@ -21,6 +21,7 @@ from objstore.admin.quota_routes import QuotaRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
 from objstore.admin.transfer_routes import TransferRoutes
 from objstore.config import ServerLimits
+from objstore.engine.changes import Caller
 from objstore.engine.quota import BucketQuota, NoSuchBucket, UsageFigures
 from objstore.errors import AdminError
 from tests.unit.resource_fixtures import ALICE, NOW, SECRETS, Answer, Node
@@ -45,7 +46,7 @@ class FakeQuotas:
             raise NoSuchBucket(bucket)
         return self.quotas[bucket], UsageFigures(objects=0, bytes=0)
 
-    async def put(self, bucket: str, quota: BucketQuota) -> None:
+    async def put(self, caller: Caller, bucket: str, quota: BucketQuota) -> None:
         await self.get(bucket)
         self.quotas[bucket] = quota
 
