@@ -29,6 +29,7 @@ from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import claimed_algorithm
+from objstore.http.client_bytes import decimal, header_value
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
 from objstore.threads import NamedPool, Runner
@@ -116,6 +117,7 @@ class ObjstoreRequest(server.Request):
     host_id: str
     spool: BodySpool | None
     early_error: S3Error | None
+    answered_early: bool  # reject_now answered; the request is never processed
 
     def __init__(self, channel: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(channel, *args, **kwargs)
@@ -124,13 +126,14 @@ class ObjstoreRequest(server.Request):
         self.host_id = new_host_id()
         self.spool = None
         self.early_error = None
+        self.answered_early = False
         self.audit = RequestAudit()
 
     def header(self, name: str) -> str | None:
-        value = self.requestHeaders.getRawHeaders(name)
-        if not value:
-            return None
-        return ",".join(v.decode("latin-1") if isinstance(v, bytes) else v for v in value)
+        """The value of header `name`, or None; S3Error InvalidArgument when its bytes are
+        not UTF-8 (`client_bytes.header_value`, the one rule for header bytes)."""
+        values = self.requestHeaders.getRawHeaders(name.encode("ascii"))
+        return header_value(name, values) if values else None
 
     @property
     def objstore_site(self) -> ObjstoreSite:
@@ -143,6 +146,8 @@ class ObjstoreRequest(server.Request):
         self.content = site.open_body_sink(self, length)
 
     def process(self) -> None:
+        if self.answered_early:  # a short body arrived with the headers reject_now refused
+            return
         site = self.objstore_site
         self.site = site
         self.setHeader(b"Server", site.server_header)
@@ -181,6 +186,7 @@ class ObjstoreRequest(server.Request):
         desynchronise keep-alive, and reading gigabytes only to refuse them wastes both
         sides. Called from gotLength, before twisted.web's automatic 100 Continue."""
         self.requestHeaders.removeHeader(b"expect")
+        self.answered_early = True
         self.code, self.audit.error_code = error.status, error.code
         body = error_document(error.code, error.message, self.request_id, self.host_id,
                               error.fields)
@@ -207,6 +213,9 @@ class _DiscardSink:
         pass
 
     def seek(self, offset: int, whence: int = 0) -> int:
+        return 0
+
+    def tell(self) -> int:
         return 0
 
     def read(self, size: int = -1) -> bytes:
@@ -305,22 +314,21 @@ class ObjstoreSite(server.Site):
 
     # -- body sink -------------------------------------------------------------------
     def open_body_sink(self, request: ObjstoreRequest, length: int | None) -> Any:
-        get = request.header
         max_body = self.limits.max_body_size
-        declared = get("x-amz-decoded-content-length")
-        try:
-            decoded_length = int(declared) if declared is not None else None
-        except ValueError:
-            decoded_length = None
+        try:  # headers that say how to read the body: refused before it is read
+            decoded_length = _decoded_length(request)
+            content_sha256 = request.header("x-amz-content-sha256") or ""
+            algorithms = _requested_checksums(request)
+        except S3Error as error:
+            request.reject_now(error)
+            return _DiscardSink()
         for size in (length, decoded_length):
             if size is not None and size > max_body:
                 request.reject_now(S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body)))
                 return _DiscardSink()
-        content_sha256 = get("x-amz-content-sha256") or ""
         decoder = None
         if content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
-        algorithms = _requested_checksums(request)
         if size_hint(length, decoded_length) > LARGE_BODY_BYTES:
             _read_in_large_blocks(request, True)
         spool = BodySpool(
@@ -366,6 +374,18 @@ class ObjstoreSite(server.Site):
         waiter: defer.Deferred[None] = defer.Deferred()
         self._idle_waiters.append(waiter)
         return waiter
+
+
+def _decoded_length(request: ObjstoreRequest) -> int | None:
+    declared = request.header("x-amz-decoded-content-length")
+    if declared is None:
+        return None
+    value = decimal(declared.strip())
+    if value is None:
+        raise S3Error("InvalidArgument", "x-amz-decoded-content-length must be a non-negative "
+                      "integer.", ArgumentName="x-amz-decoded-content-length",
+                      ArgumentValue=declared)
+    return value
 
 
 def _requested_checksums(request: ObjstoreRequest) -> list[str]:
