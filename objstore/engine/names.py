@@ -34,7 +34,8 @@ def key_problem(key: str) -> tuple[str, str] | None:
     characters, CR and LF included (a bucket copied from AWS may hold them). The ones XML
     1.0 can not carry are written in XML answers as character references, as AWS writes
     them (`s3/xml.py` `set_text`), so no key makes a bucket unlistable or an answer fail;
-    clients that list such keys ask for encoding-type=url (the AWS SDKs do)."""
+    clients that list such keys ask for encoding-type=url (the AWS SDKs do for
+    object listings)."""
     if not key:
         return ("InvalidArgument", "An object key must not be empty.")
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:

@@ -4,7 +4,8 @@ Any text can be rendered. An S3 key may hold characters that XML 1.0 cannot carr
 to U+001F but tab, newline and carriage return; U+FFFE, U+FFFF): AWS stores such keys and
 writes each of those characters as a numeric character reference (`&#x1;`), which strict
 XML parsers refuse; clients that list such keys ask for `encoding-type=url` (the AWS SDKs
-do). `sub_element` does the same, so no key, prefix or echoed value can fail a response.
+do for object listings). `sub_element` does the same, so no key, prefix or echoed value
+can fail a response.
 
 Pure functions of plain data; no Twisted. Request parsers enforce a size limit and refuse
 DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpected.
