@@ -24,6 +24,7 @@ from objstore.admin.api import json_body
 from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
 from objstore.admin.views import JsonObject, install_json_errors, iso, query_param
 from objstore.errors import AdminError
+from objstore.http.client_bytes import decimal
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -53,9 +54,10 @@ def parse_limit(request: ObjstoreRequest, default: int, maximum: int) -> int:
     text = query_param(request, "limit")
     if text is None or text == "":
         return default
-    if not text.isdigit() or not 1 <= int(text) <= maximum:
+    limit = decimal(text)  # the one rule for numbers from clients
+    if limit is None or not 1 <= limit <= maximum:
         raise AdminError("BadRequest", f"limit must be an integer within 1..{maximum}.")
-    return int(text)
+    return limit
 
 
 def check_node(request: ObjstoreRequest, node_id: str) -> bool:
@@ -84,7 +86,7 @@ def decode_cursor(text: str) -> tuple[float, int]:
         if isinstance(row_id, bool) or not isinstance(row_id, int):
             raise ValueError("id")
         return float(ts), row_id
-    except (ValueError, TypeError, binascii.Error):
+    except (ValueError, TypeError, OverflowError, binascii.Error):
         raise AdminError("BadRequest", "cursor is not a cursor this endpoint returned.") from None
 
 

@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from objstore.audit.queue import BoundedQueue
-from objstore.audit.redact import redact_text, safe_details
+from objstore.audit.redact import redact_text, safe_details, storable_record
 from objstore.meta.audit_queries import PURGE_BATCH, AuditRecord
 from objstore.timers import ReactorClock, safe_timer
 
@@ -95,9 +95,10 @@ class AuditLog(service.MultiService):
 
     # -- recording (reactor thread, never blocks) ----------------------------------------
     def add(self, record: AuditRecord) -> None:
-        """Queue a record of a request (its fields are already redacted)."""
+        """Queue a record of a request (its fields are already redacted; text the database
+        would refuse is escaped here, or it would fail its whole batch)."""
         if self.enabled:
-            self.queue.put(record)
+            self.queue.put(storable_record(record))
 
     def record(
         self, operation: str, *, bucket: str = "", key: str = "", status: int = 200,
@@ -110,11 +111,11 @@ class AuditLog(service.MultiService):
         if not self.enabled:
             return
         columns, others = _split_extra(extra)
-        self.queue.put(AuditRecord(
+        self.queue.put(storable_record(AuditRecord(
             ts=self._clock.seconds(), operation=operation, node_id=self.node_id,
             bucket=bucket, key=redact_text(key), status=status, username=user,
             error_code=error_code, details=safe_details(others), **columns,
-        ))
+        )))
 
     @property
     def depth(self) -> int:

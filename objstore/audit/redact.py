@@ -1,17 +1,24 @@
-"""What the audit log must never hold: secrets, signatures, session tokens.
+"""What the audit log must never hold: secrets, signatures, session tokens; and what it
+cannot hold: text that one of the databases refuses.
 
 Requests are recorded without their query string or headers (bar the User-Agent), so a
 presigned URL's signature never reaches the log by that road; these functions are the
 second line, applied to every free-text field recorded and to the extra fields that
-background actions pass. Pure functions; no Twisted.
+background actions pass.
+
+A record is written in a batch with hundreds of others, so one unstorable field would lose
+them all: `storable_record` escapes what SQLite or PostgreSQL would refuse (NUL, and the
+lone surrogates that stand for bytes that were not UTF-8) in every text field. Pure
+functions; no Twisted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 
-from objstore.meta.audit_queries import Detail
+from objstore.meta.audit_queries import AuditRecord, Detail
 
 _SECRET_VALUE = re.compile(
     r"(x-amz-signature|x-amz-security-token|signature|secret[a-z_-]*|token)=[^&\s;,]*",
@@ -45,3 +52,39 @@ def safe_details(extra: Mapping[str, object]) -> dict[str, Detail]:
         else:
             found[name] = redact_text(str(value))
     return found
+
+
+# NUL (PostgreSQL text refuses it) and surrogates (not encodable as UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_TEXT_FIELDS = ("operation", "node_id", "request_id", "user_id", "username", "access_key",
+                "bucket", "key", "source_ip", "error_code", "user_agent")
+
+
+def storable(text: str) -> str:
+    """`text` with NUL and lone surrogates escaped (a surrogate that stands for a byte that
+    was not UTF-8 shows as that byte, `\\xff`); the same object when nothing needed it."""
+    if _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's stand-in for the byte code - 0xDC00
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def storable_record(record: AuditRecord) -> AuditRecord:
+    """`record` with every text field `storable`; the same object when all were."""
+    changes: dict[str, object] = {}
+    for name in _TEXT_FIELDS:
+        value = getattr(record, name)
+        clean = storable(value)
+        if clean is not value:
+            changes[name] = clean
+    details = {storable(name): storable(value) if isinstance(value, str) else value
+               for name, value in record.details.items()}
+    if details != record.details:
+        changes["details"] = details
+    return dataclasses.replace(record, **changes) if changes else record  # type: ignore[arg-type]

@@ -9,9 +9,12 @@ its route table, or the admin operation name (`audit.operations`). Where: bucket
 as the S3 API read them from the path (for admin calls the path itself, in `details`, as
 it names the user, team or grant), and the version and upload ids, never the rest of the
 query string, so a presigned URL's signature is never recorded; the User-Agent is the only
-header kept. A request whose client left before the answer is recorded with status 499
-and ClientDisconnected. GET /admin/health and GET /admin/metrics (unsigned probes and scrapes)
-are counted in the metrics but not audited; cluster-protocol requests are neither.
+header kept. Whatever bytes a request's headers and path carry, it is recorded: the
+User-Agent is read without the UTF-8 rule that refuses requests (bytes escaped), and the
+log makes every text field storable (`redact.storable_record`). A request whose client
+left before the answer is recorded with status 499 and ClientDisconnected. GET
+/admin/health and GET /admin/metrics (unsigned probes and scrapes) are counted in the
+metrics but not audited; cluster-protocol requests are neither.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from objstore.audit.operations import (
     admin_operation,
 )
 from objstore.audit.redact import redact_text
+from objstore.http.client_bytes import loggable_header
 from objstore.http.ratelimit import peer_address
 from objstore.http.site import ObjstoreRequest
 from objstore.meta.audit_queries import AuditRecord, Detail
@@ -89,7 +93,8 @@ class RequestRecorder:
             duration_ms=round(duration * 1000.0, 3),
             bytes_in=bytes_in,
             bytes_out=bytes_out,
-            user_agent=redact_text(request.header("user-agent") or ""),
+            user_agent=redact_text(loggable_header(
+                request.requestHeaders.getRawHeaders(b"user-agent"))),
             details=details,
         ))
 

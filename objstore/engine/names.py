@@ -28,7 +28,14 @@ def bucket_name_problem(name: str) -> str | None:
 
 
 def key_problem(key: str) -> tuple[str, str] | None:
-    """(S3 error code, message) when `key` is not acceptable, else None."""
+    """(S3 error code, message) when `key` is not acceptable, else None.
+
+    A key is 1 to 1024 bytes of UTF-8 holding any character but NUL, as on AWS: control
+    characters, CR and LF included (a bucket copied from AWS may hold them). The ones XML
+    1.0 can not carry are written in XML answers as character references, as AWS writes
+    them (`s3/xml.py` `set_text`), so no key makes a bucket unlistable or an answer fail;
+    clients that list such keys ask for encoding-type=url (the AWS SDKs do for
+    object listings)."""
     if not key:
         return ("InvalidArgument", "An object key must not be empty.")
     if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:

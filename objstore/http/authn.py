@@ -24,6 +24,7 @@ from objstore.audit.context import note_access_key, note_user
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
+from objstore.http.client_bytes import decimal
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
@@ -165,8 +166,8 @@ def verify_payload(
     if spool.decoder is not None:
         sigv4.verify_chunk_signatures(context, spool.decoder)
         _verify_announced_trailers(spool.decoder, headers.get("x-amz-trailer"))
-        declared = headers.get("x-amz-decoded-content-length")
-        if declared is not None and declared.isdigit() and int(declared) != spool.length:
+        declared = decimal(headers.get("x-amz-decoded-content-length", "").strip())
+        if declared is not None and declared != spool.length:
             raise S3Error("IncompleteBody")
     _verify_content_md5(spool, headers.get("content-md5"))
     if body_checksums:

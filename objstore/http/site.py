@@ -41,6 +41,7 @@ from objstore.http.channel import (
     s3_answer,
 )
 from objstore.http.checksum_headers import claimed_algorithm
+from objstore.http.client_bytes import decimal, header_value
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
 from objstore.threads import NamedPool, Runner
@@ -137,10 +138,10 @@ class ObjstoreRequest(server.Request):
         self._withheld_expect: list[bytes] | None = None
 
     def header(self, name: str) -> str | None:
-        value = self.requestHeaders.getRawHeaders(name)
-        if not value:
-            return None
-        return ",".join(v.decode("latin-1") if isinstance(v, bytes) else v for v in value)
+        """The value of header `name`, or None; S3Error InvalidArgument when its bytes are
+        not UTF-8 (`client_bytes.header_value`, the one rule for header bytes)."""
+        values = self.requestHeaders.getRawHeaders(name.encode("ascii"))
+        return header_value(name, values) if values else None
 
     @property
     def objstore_site(self) -> ObjstoreSite:
@@ -416,9 +417,17 @@ class ObjstoreSite(server.Site):
 
     # -- before the body -----------------------------------------------------------------
     def size_refusal(self, request: ObjstoreRequest, length: int | None) -> S3Error | None:
-        """EntityTooLarge for a declared body over max_body_size."""
+        """The refusal of a body before it is read: a header that says how to read it whose
+        bytes or number are not readable (InvalidArgument), or a declared body over
+        max_body_size (EntityTooLarge)."""
         max_body = self.limits.max_body_size
-        for size in (length, _decoded_length(request)):
+        try:
+            decoded_length = _decoded_length(request)
+            request.header("x-amz-content-sha256")
+            _requested_checksums(request)
+        except S3Error as error:
+            return error
+        for size in (length, decoded_length):
             if size is not None and size > max_body:
                 return S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body))
         return None
@@ -490,12 +499,15 @@ class ObjstoreSite(server.Site):
 
 
 def _decoded_length(request: ObjstoreRequest) -> int | None:
-    """x-amz-decoded-content-length when it is a number (its checks are authn.py's)."""
     declared = request.header("x-amz-decoded-content-length")
-    if declared is None or not (declared.isascii() and declared.isdigit()):
+    if declared is None:
         return None
-    digits = declared.lstrip("0") or "0"
-    return int(digits[:20])  # 20 digits are over any limit already: no need to read more
+    value = decimal(declared.strip())
+    if value is None:
+        raise S3Error("InvalidArgument", "x-amz-decoded-content-length must be a non-negative "
+                      "integer.", ArgumentName="x-amz-decoded-content-length",
+                      ArgumentValue=declared)
+    return value
 
 
 def _requested_checksums(request: ObjstoreRequest) -> list[str]:

@@ -29,13 +29,34 @@ class PolicyError(ValueError):
 
 
 @lru_cache(maxsize=4096)
-def _glob(pattern: str) -> re.Pattern[str]:
-    parts = [".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern]
-    return re.compile("^" + "".join(parts) + "$", re.DOTALL)
+def _glob(pattern: str) -> tuple[re.Pattern[str], ...]:
+    """The pieces of `pattern` between its `*`s, each a regex of fixed width (`?`: one
+    character). One regex with a `.*` per star backtracks exponentially on patterns such
+    as `*?*?*?...` (ten pairs took 13 s against a 40-character ARN, on the request path of
+    every call its holder makes)."""
+    return tuple(re.compile("".join("." if c == "?" else re.escape(c) for c in piece),
+                            re.DOTALL) for piece in pattern.split("*"))
 
 
 def glob_match(pattern: str, value: str) -> bool:
-    return bool(_glob(pattern).match(value))
+    """`value` matches `pattern` (`*`: any run of characters, `?`: one character). Each
+    piece between stars has a fixed width (its length), so matching each middle piece at
+    its leftmost place is never wrong: linear time, no backtracking."""
+    pieces = _glob(pattern)
+    if len(pieces) == 1:
+        return pieces[0].fullmatch(value) is not None
+    first, *middle, last = pieces
+    head = first.match(value)
+    end = len(value) - len(pattern) + pattern.rfind("*") + 1  # where the last piece starts
+    if head is None or end < head.end() or last.fullmatch(value, end) is None:
+        return False
+    position = head.end()
+    for piece in middle:
+        found = piece.search(value, position, end)
+        if found is None:
+            return False
+        position = found.end()
+    return True
 
 
 def _string_list(statement: Mapping[str, Any], field: str, index: int) -> list[str]:
@@ -72,6 +93,7 @@ def validate(document: Any) -> None:
     """Raise PolicyError unless `document` is a valid policy document."""
     if not isinstance(document, dict):
         raise PolicyError("the policy document must be a JSON object")
+    _check_text(document)
     unknown = set(document) - {"Version", "Statement", "Id"}
     if unknown:
         raise PolicyError(f"unknown policy field {sorted(unknown)[0]!r}")
@@ -94,6 +116,24 @@ def validate(document: Any) -> None:
             _check_action(action, index)
         for resource in _string_list(statement, "Resource", index):
             _check_resource(resource, index)
+
+
+def _check_text(value: Any) -> None:
+    """Every string is Unicode text the store can encode: JSON's "\\udcff" escapes decode
+    to lone surrogates, which no database takes."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise PolicyError(f"{value!r} is not valid Unicode text") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_text(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_text(item)
 
 
 @dataclass(frozen=True)

@@ -71,9 +71,12 @@ def request_line(request: ObjstoreRequest) -> RequestLine:
 
 
 class _RequestLineFirst(Resource):
-    """Reads (and notes) the request line before Klein routes: a path Klein refuses (not
-    UTF-8) is still named for the audit log. The S3 handler takes the line from the
-    request instead of parsing it again. It is also the S3 API's `Gatekeeper`."""
+    """Reads (and notes) the request line, then lets Klein run the one handler. The S3
+    API routes by its own table (`routes.py`), never by Klein's URL map: Klein is given
+    an empty path, because werkzeug refuses paths an S3 key may hold (a percent-encoded
+    newline matches no rule, a path that is not UTF-8 gets a text/plain 400), and this
+    way every path reaches `dispatch`, which answers S3 XML. The handler takes the line
+    from the request instead of parsing it again. It is also the S3 API's `Gatekeeper`."""
 
     isLeaf = True
 
@@ -87,6 +90,7 @@ class _RequestLineFirst(Resource):
 
     def render(self, request: ObjstoreRequest) -> Any:
         request_line(request)
+        request.postpath = [b""]  # Klein routes "/"; the line above read request.path
         return self._klein.render(request)
 
 

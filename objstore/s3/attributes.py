@@ -15,6 +15,7 @@ from objstore.iam.authorizer import object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.objects import read_version_header, request_headers, version_id_param
 from objstore.s3.objects_xml import PartsPage, object_attributes_document
+from objstore.s3.params import count_argument
 from objstore.s3.xml import http_date
 
 XML = "application/xml"
@@ -37,19 +38,10 @@ def parse_object_attributes(header: str | None) -> frozenset[str]:
 
 def parts_page(headers: Mapping[str, str]) -> PartsPage:
     """Paging of ObjectParts; max-parts above 1000 is capped at 1000, as ListParts does."""
-    max_parts = _count(headers, "x-amz-max-parts", MAX_PARTS)
-    marker = _count(headers, "x-amz-part-number-marker", 0)
+    max_parts = count_argument(headers.get("x-amz-max-parts"), "x-amz-max-parts", MAX_PARTS)
+    marker = count_argument(headers.get("x-amz-part-number-marker"),
+                            "x-amz-part-number-marker", 0)
     return PartsPage(max_parts=min(max_parts, MAX_PARTS), part_number_marker=marker)
-
-
-def _count(headers: Mapping[str, str], name: str, default: int) -> int:
-    raw = headers.get(name)
-    if raw is None:
-        return default
-    if not raw.strip().isdigit():
-        raise S3Error("InvalidArgument", f"{name} must be a non-negative integer.",
-                      ArgumentName=name, ArgumentValue=raw)
-    return int(raw.strip())
 
 
 def required_actions(version_id: str | None) -> tuple[str, str]:

@@ -3,9 +3,9 @@ GetBucketLocation."""
 
 from __future__ import annotations
 
-from objstore.errors import S3Error
 from objstore.iam.authorizer import bucket_arn
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.params import integer_argument
 from objstore.s3.xml import list_buckets_document, location_document, parse_create_bucket
 
 XML = "application/xml"
@@ -34,10 +34,8 @@ async def list_buckets(call: S3Call) -> S3Response:
 def _max_buckets(raw: str | None) -> int:
     if raw is None:
         return 10000
-    if not raw.isdigit() or not 1 <= int(raw) <= 10000:
-        raise S3Error("InvalidArgument", "max-buckets must be an integer from 1 to 10000.",
-                      ArgumentName="max-buckets", ArgumentValue=raw)
-    return int(raw)
+    return integer_argument(raw, "max-buckets", "max-buckets must be an integer from 1 to "
+                            "10000.", low=1, high=10000)
 
 
 async def create_bucket(call: S3Call) -> S3Response:

@@ -109,7 +109,7 @@ class CopyRequest:
     directives: CopyDirectives
     requested: ObjectAttrs
     precondition: WritePrecondition | None
-    headers: dict[str, str]
+    headers: Mapping[str, str]
 
 
 async def copy_object(call: S3Call) -> S3Response:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote
 
 from objstore.errors import S3Error
+from objstore.s3.ranges import position
 
-_RANGE = re.compile(r"^bytes=(\d+)-(\d+)$")
+_RANGE = re.compile(r"^bytes=([0-9]+)-([0-9]+)\Z")
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def parse_copy_range(header: str | None, size: int) -> tuple[int, int] | None:
         raise S3Error("InvalidArgument", "The x-amz-copy-source-range value must be of the "
                       "form bytes=first-last where first and last are the zero-based offsets",
                       ArgumentName="x-amz-copy-source-range", ArgumentValue=header)
-    first, last = int(match.group(1)), int(match.group(2))
+    first, last = position(match.group(1)), position(match.group(2))
     if last < first or last >= size:
         raise S3Error("InvalidRange", headers={"Content-Range": f"bytes */{size}"},
                       RangeRequested=header, ActualObjectSize=str(size))

@@ -12,8 +12,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from objstore.errors import S3Error
-from objstore.http.authn import request_view
 from objstore.http.checksum_headers import is_checksum_claim
+from objstore.http.client_bytes import HeaderValues
 from objstore.meta.records import ObjectRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lifecycle_xml import lifecycle_document, parse_lifecycle
@@ -38,7 +38,7 @@ async def expiration_headers(call: S3Call, record: ObjectRecord) -> dict[str, st
 def has_integrity_header(call: S3Call) -> bool:
     """Content-MD5 or an x-amz-checksum-* value, in a header or an announced trailer (this
     module is imported by `objects`, so it cannot share DeleteObjects' helper)."""
-    headers = dict(request_view(call.request).headers)
+    headers = HeaderValues(call.request.requestHeaders.getAllRawHeaders())
     if "content-md5" in headers or any(is_checksum_claim(name) for name in headers):
         return True
     trailers = (headers.get("x-amz-trailer") or "").lower().split(",")

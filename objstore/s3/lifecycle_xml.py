@@ -12,7 +12,6 @@ a Filter holding more than one condition, a number that is not one. Rules about 
 from __future__ import annotations
 
 import datetime
-import re
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -34,13 +33,13 @@ from objstore.engine.lifecycle_rules import (
     Transition,
 )
 from objstore.errors import S3Error
+from objstore.http.client_bytes import signed_decimal
 from objstore.s3.xml import iso8601, parse_document, s3_root, serialize, sub_element
 
 # 1000 rules, each with an And of several tags, stay well below this.
 MAX_LIFECYCLE_XML_BYTES = 4 * 1024 * 1024
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-_INTEGER = re.compile(r"^-?[0-9]{1,20}$")
 
 Elements = dict[str, list[etree._Element]]
 
@@ -105,9 +104,10 @@ def _one_text(fields: Elements, name: str) -> str | None:
 def _integer(text: str | None, name: str, maximum: int = INT32_MAX) -> int | None:
     if text is None:
         return None
-    if not _INTEGER.match(text) or abs(int(text)) > maximum:
+    value = signed_decimal(text)
+    if value is None or abs(value) > maximum:
         raise S3Error("MalformedXML", f"{name} must be an integer.")
-    return int(text)
+    return value
 
 
 def _boolean(text: str | None, name: str) -> bool | None:

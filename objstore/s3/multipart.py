@@ -23,7 +23,6 @@ from objstore.blobs.checksum_combine import CRC_ALGORITHMS
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
-    MAX_PART_NUMBER,
     ChecksumMode,
     CompletionClaims,
 )
@@ -56,6 +55,7 @@ from objstore.s3.objects import (
     version_header,
     write_precondition,
 )
+from objstore.s3.params import count_argument, encoding_type, integer_argument, part_number
 
 log = Logger()
 T = TypeVar("T")
@@ -94,38 +94,25 @@ def checksum_mode(algorithm: str | None, checksum_type: str | None) -> ChecksumM
     return ChecksumMode(name, kind)
 
 
-def part_number_param(raw: str | None) -> int:
-    if raw is None or not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
-        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
-                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
-                      ArgumentValue=raw or "")
-    return int(raw)
-
-
 def count_param(query: Mapping[str, str], name: str, default: int) -> int:
-    """A non-negative integer query parameter, capped at 1000 (max-parts, max-uploads,
-    part-number-marker)."""
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not raw.strip().isdigit():
-        raise S3Error("InvalidArgument", f"Provided {name} not an integer or within integer "
-                      "range", ArgumentName=name, ArgumentValue=raw)
-    return int(raw)
+    """A non-negative integer query parameter (max-parts, max-uploads,
+    part-number-marker); the callers cap it."""
+    return count_argument(query.get(name), name, default)
 
 
 def completion_claims(headers: Mapping[str, str]) -> CompletionClaims:
-    checksums = {alg: value for name, value in headers.items()
+    checksums = {alg: headers[name] for name in headers
                  if (alg := claimed_algorithm(name)) is not None}
     size_text = headers.get("x-amz-mp-object-size")
-    if size_text is not None and not size_text.strip().isdigit():
-        raise S3Error("InvalidArgument", "The x-amz-mp-object-size header must be a "
-                      "non-negative integer.", ArgumentName="x-amz-mp-object-size",
-                      ArgumentValue=size_text)
+    object_size = None
+    if size_text is not None:
+        object_size = integer_argument(size_text, "x-amz-mp-object-size", "The "
+                                       "x-amz-mp-object-size header must be a non-negative "
+                                       "integer.")
     return CompletionClaims(
         checksums=checksums,
         checksum_type=headers.get("x-amz-checksum-type"),
-        object_size=int(size_text) if size_text is not None else None,
+        object_size=object_size,
     )
 
 
@@ -169,7 +156,7 @@ async def create_upload(call: S3Call) -> S3Response:
 async def upload_part(call: S3Call) -> S3Response:
     """UploadPart, or UploadPartCopy when the request names a copy source; the upload is
     looked up first either way."""
-    number = part_number_param(call.query.get("partNumber"))
+    number = part_number(call.query.get("partNumber"))
     multipart = call.services.multipart
     upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
     if call.header("x-amz-copy-source") is not None:
@@ -236,9 +223,10 @@ async def complete_upload(call: S3Call) -> S3Response:
     precondition = write_precondition(headers)
     claims = completion_claims(headers)
     multipart = call.services.multipart
+    location = _location(call)  # its Host header is read before anything changes
     upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
     record = await multipart.complete(call.caller, upload, requested, claims, precondition)
-    body = complete_result(_location(call), record.bucket, record.key, record.etag,
+    body = complete_result(location, record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
     return S3Response(headers=version_header(record), body=body, content_type=XML)
 
@@ -268,10 +256,7 @@ async def list_parts(call: S3Call) -> S3Response:
 
 async def list_uploads(call: S3Call) -> S3Response:
     query = call.query
-    encoding_type = query.get("encoding-type")
-    if encoding_type not in (None, "url"):
-        raise S3Error("InvalidArgument", "Invalid Encoding Method specified in Request",
-                      ArgumentName="encoding-type", ArgumentValue=encoding_type)
+    encoding = encoding_type(query)
     max_uploads = min(count_param(query, "max-uploads", MAX_LISTED), MAX_LISTED)
     prefix, delimiter = query.get("prefix", ""), query.get("delimiter", "")
     key_marker = query.get("key-marker", "")
@@ -283,7 +268,7 @@ async def list_uploads(call: S3Call) -> S3Response:
     body = list_uploads_result(UploadsPage(
         bucket=call.bucket, prefix=prefix, delimiter=delimiter, key_marker=key_marker,
         upload_id_marker=upload_id_marker, max_uploads=max_uploads,
-        encoding_type=encoding_type, uploads=listing.uploads,
+        encoding_type=encoding, uploads=listing.uploads,
         common_prefixes=listing.common_prefixes, is_truncated=listing.is_truncated,
         next_key_marker=listing.next_key_marker,
         next_upload_id_marker=listing.next_upload_id_marker,

@@ -18,6 +18,7 @@ from lxml import etree
 from objstore.engine.multipart import MAX_PART_NUMBER, RequestedPart
 from objstore.errors import S3Error
 from objstore.meta.records import PartRecord, UploadRecord
+from objstore.s3.params import part_number
 from objstore.s3.xml import SAFE_PARSER, iso8601, s3_root, serialize, sub_element
 
 # 10,000 parts with an ETag and a SHA-256 each take about 1.7 MB.
@@ -61,13 +62,9 @@ def _parse_part(element: etree._Element) -> RequestedPart:
     fields = {_local(child): (child.text or "").strip() for child in element
               if isinstance(child.tag, str)}
     number_text, etag = fields.get("PartNumber"), fields.get("ETag")
-    if not number_text or etag is None or not number_text.isdigit():
+    if not number_text or etag is None or not (number_text.isascii() and number_text.isdigit()):
         raise S3Error("MalformedXML", "Each Part needs a PartNumber and an ETag.")
-    number = int(number_text)
-    if not 1 <= number <= MAX_PART_NUMBER:
-        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
-                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
-                      ArgumentValue=number_text)
+    number = part_number(number_text)  # digits, but maybe out of range: InvalidArgument
     checksums = {alg: fields[name] for name, alg in CHECKSUM_ELEMENTS.items() if name in fields}
     return RequestedPart(number, etag, checksums)
 

@@ -14,7 +14,8 @@ from objstore.blobs.segments import part_span
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
-from objstore.http.authn import claimed_checksums, request_view
+from objstore.http.authn import claimed_checksums
+from objstore.http.client_bytes import HeaderValues
 from objstore.http.producers import CHUNK_BYTES, BlobProducer
 from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
@@ -29,6 +30,7 @@ from objstore.s3.lock_headers import (
     lock_request,
     retention_headers,
 )
+from objstore.s3.params import part_number
 from objstore.s3.ranges import parse_range
 from objstore.s3.tagging_header import parse_tagging_header
 from objstore.s3.xml import http_date
@@ -50,7 +52,6 @@ RESPONSE_OVERRIDES = {
     "response-content-encoding": "Content-Encoding",
 }
 SMALL_OBJECT_BYTES = CHUNK_BYTES
-MAX_PART_NUMBER = 10000
 # ACLs are disabled (as on AWS buckets with BucketOwnerEnforced ownership): only the
 # canned ACLs that leave the owner alone with FULL_CONTROL are accepted.
 OWNER_ONLY_CANNED_ACLS = frozenset({"private", "bucket-owner-full-control"})
@@ -63,9 +64,10 @@ GRANT_HEADERS = (
 # -- request headers -> attributes ------------------------------------------------------
 
 
-def request_headers(call: S3Call) -> dict[str, str]:
-    """The request headers by lower-case name."""
-    return dict(request_view(call.request).headers)
+def request_headers(call: S3Call) -> HeaderValues:
+    """The request headers by lower-case name, each decoded when read (UTF-8, else
+    InvalidArgument: `client_bytes.header_value`)."""
+    return HeaderValues(call.request.requestHeaders.getAllRawHeaders())
 
 
 def storage_class(headers: Mapping[str, str]) -> str:
@@ -88,8 +90,8 @@ def check_acl_headers(headers: Mapping[str, str]) -> None:
 def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
     """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
     user_metadata = {
-        name[len(META_PREFIX):]: value
-        for name, value in headers.items()
+        name[len(META_PREFIX):]: headers[name]
+        for name in headers
         if name.startswith(META_PREFIX)
     }
     limit = call.request.objstore_site.limits.max_metadata_size
@@ -280,14 +282,11 @@ def part_number_param(call: S3Call) -> int | None:
     raw = call.query.get("partNumber")
     if raw is None:
         return None
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PART_NUMBER:
-        raise S3Error("InvalidArgument", "Part number must be an integer between 1 and "
-                      f"{MAX_PART_NUMBER}, inclusive", ArgumentName="partNumber",
-                      ArgumentValue=raw)
+    number = part_number(raw)
     if call.header("range") is not None:
         raise S3Error("InvalidRequest",
                       "Cannot specify both Range header and partNumber query parameter")
-    return int(raw)
+    return number
 
 
 def part_range(record: ObjectRecord, part_number: int) -> tuple[int, int] | None:

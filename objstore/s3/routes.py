@@ -13,8 +13,8 @@ a client sends: a request no route knows is named `UNKNOWN`.
 
 `parse_request_line` reads the path and the query once per request, before anything else
 runs, and never raises: a request refused before routing (rate limit, authentication) is
-named like any other, and a path that can not be decoded is kept as an error to raise in
-its turn (after authentication, as before).
+named like any other, and a path or query that can not be decoded (percent-encoding that
+is not UTF-8) is kept as an error, InvalidURI, to raise in its turn (after authentication).
 """
 
 from __future__ import annotations
@@ -221,7 +221,11 @@ def read_request_line(request: ObjstoreRequest) -> RequestLine:
     except S3Error as refused:  # an undecodable key: name the request by what can be read
         error = refused
         bucket, _, key = unquote(request.path.decode("latin-1")[1:]).partition("/")
-    query = parse_query(request)
+    try:
+        query = parse_query(request)
+    except S3Error as refused:  # route it by what can be read, refuse it in its turn
+        error = error or refused
+        query = parse_query(request, errors="replace")
     sub = next((name for name in SUBRESOURCES if name in query), None)
     route = ROUTES.get((method, target_of(bucket, key), sub))
     operation = UNKNOWN if route is None else operation_name(route, query, request)
@@ -243,7 +247,8 @@ def audited_ids(query: Mapping[str, str]) -> dict[str, str] | None:
 
 def operation_name(route: Route, query: Mapping[str, str], request: ObjstoreRequest) -> str:
     """The route's operation, refined as AWS names it by a copy source or list-type=2."""
-    if route.copy_operation is not None and request.header("x-amz-copy-source") is not None:
+    if (route.copy_operation is not None
+            and request.requestHeaders.hasHeader(b"x-amz-copy-source")):
         return route.copy_operation
     if route.operation == "ListObjects" and query.get("list-type") == "2":
         return "ListObjectsV2"
@@ -251,28 +256,34 @@ def operation_name(route: Route, query: Mapping[str, str], request: ObjstoreRequ
 
 
 def split_target(request: ObjstoreRequest) -> tuple[str, str]:
-    """(bucket, key) from the path, after any virtual-host rewrite (request.vhost_bucket)."""
+    """(bucket, key) from the path, after any virtual-host rewrite (request.vhost_bucket);
+    S3Error InvalidURI when its percent-encoding is not UTF-8."""
     raw_path = request.path.decode("utf-8", "surrogateescape")
     vhost_bucket = getattr(request, "vhost_bucket", None)
     if vhost_bucket:
-        return vhost_bucket, _decode_key(raw_path[1:])
+        return vhost_bucket, _decoded(raw_path[1:])
     bucket, _, key = raw_path[1:].partition("/")
-    return unquote(bucket), _decode_key(key)
+    return _decoded(bucket), _decoded(key)
 
 
-def _decode_key(raw: str) -> str:
+def _decoded(raw: str) -> str:
     try:
         return unquote(raw, errors="strict")
-    except UnicodeDecodeError:
+    except UnicodeError:
         raise S3Error("InvalidURI") from None
 
 
-def parse_query(request: ObjstoreRequest) -> dict[str, str]:
-    """The query's parameters, the first value of each."""
+def parse_query(request: ObjstoreRequest, errors: str = "strict") -> dict[str, str]:
+    """The query's parameters, the first value of each; S3Error InvalidURI when a name or
+    value is not UTF-8 (unless `errors` says how to replace what is not)."""
     _, mark, raw = request.uri.partition(b"?")
     if not mark:
         return {}
     query: dict[str, str] = {}
-    for name, value in parse_qsl(raw.decode("utf-8", "surrogateescape"), keep_blank_values=True):
+    try:
+        pairs = parse_qsl(raw.decode("utf-8", errors), keep_blank_values=True, errors=errors)
+    except UnicodeError:
+        raise S3Error("InvalidURI") from None
+    for name, value in pairs:
         query.setdefault(name, value)
     return query

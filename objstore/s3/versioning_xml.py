@@ -18,6 +18,7 @@ from lxml import etree
 
 from objstore.engine import lock_rules
 from objstore.errors import S3Error
+from objstore.http.client_bytes import signed_decimal
 from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 from objstore.s3.tagging_header import validate_tags
@@ -206,10 +207,10 @@ def _period(element: etree._Element | None) -> int | None:
     text = _text(element)
     if text is None:
         return None
-    try:
-        return int(text)
-    except ValueError:
-        raise S3Error("MalformedXML", "Days and Years must be integers.") from None
+    value = signed_decimal(text)
+    if value is None:
+        raise S3Error("MalformedXML", "Days and Years must be integers.")
+    return value
 
 
 def lock_configuration_document(config: lock_rules.LockConfiguration) -> bytes:

@@ -1,5 +1,12 @@
 """S3 XML documents: rendering responses and parsing request bodies (lxml).
 
+Any text can be rendered. An S3 key may hold characters that XML 1.0 cannot carry (U+0001
+to U+001F but tab, newline and carriage return; U+FFFE, U+FFFF): AWS stores such keys and
+writes each of those characters as a numeric character reference (`&#x1;`), which strict
+XML parsers refuse; clients that list such keys ask for `encoding-type=url` (the AWS SDKs
+do for object listings). `sub_element` does the same, so no key, prefix or echoed value
+can fail a response.
+
 Pure functions of plain data; no Twisted. Request parsers enforce a size limit and refuse
 DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpected.
 """
@@ -7,6 +14,7 @@ DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpect
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import quote
 
@@ -49,11 +57,30 @@ def s3_root(tag: str) -> etree._Element:
 
 
 def sub_element(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    """A child element `tag` of `parent`, with `text` when given."""
+    """A child element `tag` of `parent`, with `text` when given (`set_text`)."""
     child = etree.SubElement(parent, tag)
     if text is not None:
-        child.text = text
+        set_text(child, text)
     return child
+
+
+# A character outside XML 1.0's Char production (lxml refuses it in text); the group keeps
+# it in re.split's result.
+_NOT_XML_CHAR = re.compile("([^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff])")
+
+
+def set_text(element: etree._Element, text: str) -> None:
+    """The text of `element`; characters XML 1.0 cannot carry become numeric character
+    references (`&#x1;`), as AWS writes them."""
+    if text.isprintable() or _NOT_XML_CHAR.search(text) is None:  # printable: valid XML
+        element.text = text
+        return
+    pieces = _NOT_XML_CHAR.split(text)
+    element.text = pieces[0] or None
+    for index in range(1, len(pieces), 2):
+        reference = etree.Entity(f"#x{ord(pieces[index]):X}")
+        reference.tail = pieces[index + 1] or None
+        element.append(reference)
 
 
 def error_document(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from twisted.web.http_headers import Headers
 
 from objstore.audit.operations import ADMIN_UNKNOWN, UNKNOWN, admin_operation
 from objstore.s3.routes import ROUTES, parse_request_line
@@ -18,10 +19,8 @@ class RequestLine:
         self.method = method.encode()
         self.path = path.encode()
         self.uri = self.path + (b"?" + query.encode() if query else b"")
-        self._headers = headers
-
-    def header(self, name: str) -> str | None:
-        return self._headers.get(name)
+        self.requestHeaders = Headers({name.encode(): [value.encode()]
+                                       for name, value in headers.items()})
 
 
 def s3(method: str, path: str, query: str = "", copy: bool = False) -> str:

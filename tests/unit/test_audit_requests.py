@@ -218,3 +218,74 @@ def test_a_broken_recorder_never_breaks_the_site(node: Node,
     node.request(b"GET", b"/b/k")
     assert node.site.in_flight == 0
     assert len(failures) == 1
+
+
+def test_a_user_agent_that_is_not_utf8_is_recorded_escaped(node: Node) -> None:
+    node.s3.behaviour = authenticated(lambda request: b"hello")
+    node.request(b"GET", b"/b/k", headers={b"user-agent": b"bad\xff\xfeagent"})
+    (record,) = node.records()
+    assert (record.operation, record.status) == ("GetObject", 200)
+    assert record.user_agent == "bad\\xff\\xfeagent"
+
+
+def test_a_copy_source_that_is_not_utf8_is_named_and_recorded(node: Node) -> None:
+    node.s3.behaviour = lambda request: render_error(request, S3Error("InvalidArgument"))
+    node.request(b"PUT", b"/b/k", headers={b"x-amz-copy-source": b"/b/\xffk"})
+    (record,) = node.records()
+    assert (record.operation, record.status, record.error_code) == ("CopyObject", 400,
+                                                                   "InvalidArgument")
+
+
+@pytest.mark.parametrize("name", [b"x-amz-content-sha256", b"x-amz-trailer",
+                                  b"x-amz-decoded-content-length"])
+@pytest.mark.parametrize("body", [b"", b"data"])
+def test_body_headers_that_can_not_be_read_are_refused_before_the_body(
+        node: Node, name: bytes, body: bytes) -> None:
+    channel = node.site.buildProtocol(None)  # the answer is written by the channel itself
+    transport = StringTransport()
+    channel.makeConnection(transport)
+    request = ObjstoreRequest(channel)
+    request.requestHeaders.setRawHeaders(name, [b"\xff"])
+    request.gotLength(len(body))  # raised UnicodeDecodeError in the reactor: a dropped socket
+    request.handleContentChunk(body)
+    request.requestReceived(b"PUT", b"/b/k", b"HTTP/1.1")  # a short body came in with it
+    answer = transport.value()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"<Code>InvalidArgument</Code>" in answer
+    assert b"<ArgumentName>" + name + b"</ArgumentName>" in answer
+    assert answer.count(b"HTTP/1.1") == 1  # never processed after the refusal
+    request.connectionLost(Failure(ConnectionDone()))
+    (record,) = node.records()
+    assert (record.status, record.error_code) == (400, "InvalidArgument")
+
+
+def test_a_declared_length_that_is_not_a_number_is_refused(node: Node) -> None:
+    for value in (b"\xc2\xb2", b"9" * 5000, b"-1"):
+        channel = node.site.buildProtocol(None)
+        transport = StringTransport()
+        channel.makeConnection(transport)
+        request = ObjstoreRequest(channel)
+        request.requestHeaders.setRawHeaders(b"x-amz-decoded-content-length", [value])
+        request.gotLength(0)
+        assert b"<Code>InvalidArgument</Code>" in transport.value()
+        channel.connectionLost(Failure(ConnectionDone()))
+
+
+def test_text_the_database_would_refuse_is_escaped_in_every_field(node: Node) -> None:
+    record = AuditRecord(ts=1.0, operation="GetObject", bucket="b\x00", key="k\udcff",
+                         access_key="AK\ud800", user_agent="ua", details={"upload_id": "u\x00"})
+    node.audit.add(record)
+    (queued,) = node.records()
+    assert (queued.bucket, queued.key, queued.access_key) == ("b\\x00", "k\\xff", "AK\\ud800")
+    assert queued.details == {"upload_id": "u\\x00"}
+    assert queued.user_agent == "ua"
+    for value in (queued.bucket, queued.key, queued.access_key):
+        value.encode("utf-8")  # storable
+
+
+def test_a_clean_record_is_queued_as_it_is(node: Node) -> None:
+    record = AuditRecord(ts=1.0, operation="GetObject", bucket="b", key="ké",
+                         details={"version_id": "v1"})
+    node.audit.add(record)
+    (queued,) = node.records()
+    assert queued is record

@@ -3,6 +3,7 @@ driven by StubTreq, a fake gate and a fake store."""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,9 @@ from objstore.admin.metrics_routes import MetricsRoutes
 from objstore.errors import AdminError
 from objstore.meta.audit_queries import AuditFilter, AuditRecord
 from objstore.meta.metrics_queries import MetricsSample
+
+# [999...9, 1]: a cursor whose timestamp no float can hold.
+HUGE_TS_CURSOR = base64.urlsafe_b64encode(b"[" + b"9" * 400 + b", 1]").decode()
 
 NOW = 1_700_000_000.0
 
@@ -119,6 +123,8 @@ def test_audit_filters_are_passed_on(audit: tuple[AuditRoutes, FakeMeta, Gate]) 
 @pytest.mark.parametrize("query", [
     "limit=0", "limit=1001", "limit=x", "since=yesterday", "until=2023-13-01", "cursor=!!!",
     "cursor=" + encode_cursor(AuditRecord(ts=1.0, operation="x", id=None)),
+    "limit=%C2%B2", "limit=" + "9" * 5000, "limit=%D9%A3",  # were ValueErrors: 500s
+    "cursor=" + HUGE_TS_CURSOR,  # a timestamp too large for a float: OverflowError
 ])
 def test_bad_parameters_are_json_400(audit: tuple[AuditRoutes, FakeMeta, Gate],
                                      query: str) -> None:

@@ -151,6 +151,8 @@ def test_stored_form_round_trips() -> None:
     doc(rule_xml("<Filter/><Expiration><Days>x</Days></Expiration>")),
     doc(rule_xml("<Filter/><Expiration><Days>1.5</Days></Expiration>")),
     doc(rule_xml("<Filter/><Expiration><Days>99999999999</Days></Expiration>")),
+    doc(rule_xml("<Filter/><Expiration><Days>" + "9" * 5000 + "</Days></Expiration>")),
+    doc(rule_xml("<Filter/><Expiration><Days>٣</Days></Expiration>")),
     doc(rule_xml("<Filter/><Expiration/>")),
     doc(rule_xml("<Filter/><Expiration><Days>1</Days><Date>2030-01-01</Date></Expiration>")),
     doc(rule_xml("<Filter/><Expiration><Days>1</Days><ExpiredObjectDeleteMarker>true"

@@ -31,12 +31,8 @@ from objstore.errors import S3Error
 from objstore.http.authn import checksums_describe_object
 from objstore.http.sigv4 import RequestView
 from objstore.meta.records import PartRecord, UploadRecord
-from objstore.s3.multipart import (
-    checksum_mode,
-    completion_claims,
-    count_param,
-    part_number_param,
-)
+from objstore.s3.multipart import checksum_mode, completion_claims, count_param
+from objstore.s3.params import part_number
 
 MIB = 1024 * 1024
 NONE = ChecksumMode()
@@ -262,16 +258,17 @@ def test_checksum_mode_refusals(algorithm: str | None, kind: str | None) -> None
     assert code(caught) == "InvalidRequest"
 
 
-@pytest.mark.parametrize("raw", [None, "", "0", "10001", "-1", "1.5", "abc"])
+@pytest.mark.parametrize("raw", [None, "", "0", "10001", "-1", "1.5", "abc", "²", "٣",
+                                 "1_0", "9" * 5000])
 def test_bad_part_numbers(raw: str | None) -> None:
     with pytest.raises(S3Error) as caught:
-        part_number_param(raw)
+        part_number(raw)
     assert code(caught) == "InvalidArgument"
 
 
 @pytest.mark.parametrize("raw", ["1", "10000", "42"])
 def test_good_part_numbers(raw: str) -> None:
-    assert part_number_param(raw) == int(raw)
+    assert part_number(raw) == int(raw)
 
 
 def test_count_params() -> None:
@@ -287,8 +284,10 @@ def test_completion_claims_from_headers() -> None:
                                 "FULL_OBJECT", "x-amz-mp-object-size": "12",
                                 "x-amz-checksum-algorithm": "CRC32"})
     assert claims == CompletionClaims({"crc32": "AAAAAQ=="}, "FULL_OBJECT", 12)
-    with pytest.raises(S3Error):
-        completion_claims({"x-amz-mp-object-size": "big"})
+    for size in ("big", "²", "9" * 5000):
+        with pytest.raises(S3Error) as caught:
+            completion_claims({"x-amz-mp-object-size": size})
+        assert code(caught) == "InvalidArgument"
 
 
 @pytest.mark.parametrize(("method", "query", "expected"), [

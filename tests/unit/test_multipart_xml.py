@@ -58,6 +58,8 @@ def test_parse_complete_without_namespace() -> None:
     doc("<Part><PartNumber>1</PartNumber></Part>"),
     doc("<Part><PartNumber>one</PartNumber><ETag>e</ETag></Part>"),
     doc("<Part><PartNumber>-1</PartNumber><ETag>e</ETag></Part>"),
+    doc("<Part><PartNumber>²</PartNumber><ETag>e</ETag></Part>"),  # isdigit(), int() fails
+    doc("<Part><PartNumber>٣</PartNumber><ETag>e</ETag></Part>"),
     b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e "boom">]><CompleteMultipartUpload/>',
     b"<CompleteMultipartUpload>" + b" " * MAX_COMPLETE_XML_BYTES + b"</CompleteMultipartUpload>",
     doc("<Part><PartNumber>1</PartNumber><ETag>e</ETag></Part>" * 10001),
@@ -68,7 +70,7 @@ def test_malformed_complete_bodies(body: bytes) -> None:
     assert caught.value.code == "MalformedXML"
 
 
-@pytest.mark.parametrize("number", ["0", "10001"])
+@pytest.mark.parametrize("number", ["0", "10001", "9" * 5000])
 def test_part_numbers_out_of_range(number: str) -> None:
     with pytest.raises(S3Error) as caught:
         parse_complete(doc(f"<Part><PartNumber>{number}</PartNumber><ETag>e</ETag></Part>"))

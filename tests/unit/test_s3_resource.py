@@ -136,3 +136,22 @@ def test_per_address_rate_limit_answers_slow_down(tmp_path: Path) -> None:
     assert (answer.status, error_code(answer)) == (503, "SlowDown")
     assert answer.headers["retry-after"] == "5"
     assert [r.operation for r in node.records()] == ["ListBuckets", "ListBuckets"]
+
+
+@pytest.mark.parametrize("key", ["a%0Ab", "a%0Db", "%0A", "a%01b%7F"])
+def test_keys_with_line_breaks_and_control_characters_reach_the_s3_api(node: Node,
+                                                                         key: str) -> None:
+    # werkzeug matched no rule for a newline in the path: Klein answered 500.
+    answer = node.send("POST", f"{URL}/photos/{key}?restore")
+    assert (answer.status, error_code(answer)) == (501, "NotImplemented")
+    (record,) = node.records()
+    assert record.operation == "RestoreObject"
+
+
+@pytest.mark.parametrize("target", ["/photos/k%FF", "/photos%FF/k", "/photos/k?prefix=%FF"])
+def test_percent_encoding_that_is_not_utf8_is_invalid_uri_in_s3_xml(node: Node,
+                                                                     target: str) -> None:
+    # Klein answered a text/plain 400 "Non-UTF-8 encoding in URL." for the path.
+    answer = node.send("GET", URL + target)
+    assert answer.headers["content-type"] == "application/xml"
+    assert (answer.status, error_code(answer)) == (400, "InvalidURI")

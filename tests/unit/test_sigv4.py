@@ -445,7 +445,7 @@ def test_presigned_expiry_limits() -> None:
         too_long = view_of_url("GET", PRESIGNED_URL.replace("Expires=86400",
                                                             f"Expires={expires}"))
         refused(too_long, "AuthorizationQueryParametersError")
-    for expires in ["-1", "1e3", ""]:
+    for expires in ["-1", "1e3", "", "%C2%B2", "%D9%A3", "9" * 5000]:
         bad = view_of_url("GET", PRESIGNED_URL.replace("Expires=86400", f"Expires={expires}"))
         with pytest.raises(SigV4Error, match="AuthorizationQueryParametersError"):
             sigv4.parse_auth(bad)
@@ -493,6 +493,21 @@ def test_malformed_authorization(header: str) -> None:
     with pytest.raises(SigV4Error) as info:
         sigv4.parse_auth(replace_header(GET_OBJECT, "authorization", header))
     assert info.value.code == "AuthorizationHeaderMalformed"
+
+
+@pytest.mark.parametrize("access_key", ["AK\udcffID", "AK\x01ID", "AK ID", "AKé"])
+def test_an_access_key_no_credential_can_have_is_refused_unread(access_key: str) -> None:
+    header = (f"AWS4-HMAC-SHA256 Credential={access_key}/20130524/us-east-1/s3/aws4_request, "
+              "SignedHeaders=host, Signature=" + "0" * 64)
+    with pytest.raises(SigV4Error) as info:
+        sigv4.parse_auth(replace_header(GET_OBJECT, "authorization", header))
+    assert info.value.code == "InvalidAccessKeyId"
+
+
+@pytest.mark.parametrize("date", ["２０１３０５２４T000000Z", "20130524T00000٣Z"])
+def test_dates_in_other_digits_are_refused(date: str) -> None:
+    assert sigv4.canonical.parse_amz_date(date) is None
+    refused(replace_header(GET_OBJECT, "x-amz-date", date), "AccessDenied")
 
 
 def test_authorization_without_spaces_after_commas() -> None:

@@ -52,6 +52,11 @@ def test_lock_configuration_documents() -> None:
                 b"</Rule></ObjectLockConfiguration>") == "MalformedXML"
     assert code(vx.parse_lock_configuration, b"<ObjectLockConfiguration><ObjectLockEnabled>"
                 b"Enabled</ObjectLockEnabled><Rule/></ObjectLockConfiguration>") == "MalformedXML"
+    for days in ("\u0663", "9" * 5000, "1_0"):  # int() took the first two and raised on more
+        body = ("<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule>"
+                f"<DefaultRetention><Mode>GOVERNANCE</Mode><Days>{days}</Days>"
+                "</DefaultRetention></Rule></ObjectLockConfiguration>").encode()
+        assert code(vx.parse_lock_configuration, body) == "MalformedXML"
 
 
 def test_retention_and_legal_hold_documents() -> None:

@@ -141,7 +141,7 @@ def as_utc(moment: datetime) -> datetime:
 
 
 def parse_amz_date(text: str) -> datetime | None:
-    if len(text) != 16:
+    if len(text) != 16 or not text.isascii():  # strptime would read other Unicode digits
         return None
     if _AMZ_DATE_DIGITS.fullmatch(text):  # the only shape clients send; strptime is slow
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+from objstore.http.client_bytes import decimal
 from objstore.http.sigv4.canonical import (
     ALGORITHM,
     HEX64,
@@ -51,6 +52,7 @@ _PRESIGN_PARAMS = (
     "X-Amz-SignedHeaders",
     "X-Amz-Signature",
 )
+_EXPIRES_TOO_LONG = "X-Amz-Expires must be less than a week (in seconds) that is 604800"
 # x-amz-* headers whose value is already bound by the signature without being listed in
 # SignedHeaders: the payload hash is the last line of the canonical request, the date is
 # in the string to sign.
@@ -240,9 +242,7 @@ def _parse_query_auth(params: Mapping[str, list[str]], headers: Mapping[str, str
         raise _malformed(
             True, "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""
         )
-    expires = value["X-Amz-Expires"]
-    if not (expires.isascii() and expires.isdigit()):
-        raise _malformed(True, "X-Amz-Expires should be a number")
+    expires_seconds = _expires_seconds(value["X-Amz-Expires"])
     return AuthRequest(
         access_key=access_key,
         amz_date=amz_date,
@@ -254,8 +254,17 @@ def _parse_query_auth(params: Mapping[str, list[str]], headers: Mapping[str, str
         signature=_parse_signature(value["X-Amz-Signature"], True),
         payload_hash=_presigned_payload_hash(params, headers),
         presigned=True,
-        expires_seconds=int(expires),
+        expires_seconds=expires_seconds,
     )
+
+
+def _expires_seconds(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise _malformed(True, "X-Amz-Expires should be a number")
+    seconds = decimal(text)
+    if seconds is None:  # too many digits to be read: far more than the maximum
+        raise _malformed(True, _EXPIRES_TOO_LONG)
+    return seconds
 
 
 def _presigned_payload_hash(params: Mapping[str, list[str]], headers: Mapping[str, str]) -> str:
@@ -291,6 +300,10 @@ def _parse_credential(credential: str, presigned: bool) -> tuple[str, str, str, 
         prefix = "Error parsing the X-Amz-Credential parameter; " if presigned else ""
         raise _malformed(presigned, f"{prefix}the Credential is mal-formed; {expecting}.")
     access_key, scope_date, region, service, terminal = parts
+    if not (access_key.isascii() and access_key.isprintable()) or " " in access_key:
+        # No credential has such an id; refused before it reaches a cache or a query.
+        raise SigV4Error("InvalidAccessKeyId", "The AWS access key Id you provided does not "
+                                               "exist in our records.")
     if len(scope_date) != 8 or not (scope_date.isascii() and scope_date.isdigit()):
         raise _malformed(presigned, f'Invalid credential date "{scope_date}".')
     if terminal != TERMINATOR:
@@ -415,8 +428,7 @@ def _check_time(auth: AuthRequest, now: datetime) -> None:
     if expires is None or expires < 1:
         raise _malformed(True, "X-Amz-Expires must be a positive number of seconds")
     if expires > MAX_PRESIGN_EXPIRES:
-        raise _malformed(True, "X-Amz-Expires must be less than a week (in seconds) that is "
-                               "604800")
+        raise _malformed(True, _EXPIRES_TOO_LONG)
     if now > auth.amz_date + timedelta(seconds=expires):
         raise SigV4Error("AccessDenied", "Request has expired")
     if auth.amz_date > now + MAX_CLOCK_SKEW:
