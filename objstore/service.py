@@ -45,7 +45,6 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
-from objstore.daemon import fail_startup, warn_startup
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -103,6 +102,7 @@ from objstore.prefork.range_locks import RangeLocks
 from objstore.private_files import directory_warnings, refuse_exposed
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
+from objstore.startup import fail_startup, warn_startup
 from objstore.threads import NamedPool
 from objstore.timers import safe_timer
 from objstore.workers.lifecycle import (

@@ -83,10 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reactor: Any = installed
     from objstore.config import ConfigError, load_config
-    from objstore.daemon import fail_startup
     from objstore.iam.bootstrap import BootstrapError
     from objstore.prefork import WorkerRole
     from objstore.service import build_node, settle_heap
+    from objstore.startup import fail_startup
 
     try:
         config = load_config(args.config)

@@ -19,9 +19,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="objstore-prepare")
     parser.add_argument("--config", default=None)
     args = parser.parse_args(argv)
-    from objstore.daemon import announce, checked_config, fail_startup
     from objstore.iam.bootstrap import BootstrapError
     from objstore.service import open_storage
+    from objstore.startup import announce, checked_config, fail_startup
 
     config = checked_config(args.config)
     try:

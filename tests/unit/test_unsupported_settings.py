@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from objstore.daemon import unsupported_settings
+from objstore.startup import unsupported_settings
 
 
 @pytest.mark.parametrize(("data", "named"), [
