@@ -10,6 +10,8 @@ endpoint declares its action with `gate.authorized_route`; GET /admin/health and
 /admin/metrics never pass the gate: probes and scrapers are never limited. Families of
 endpoints kept in their own modules (IAM, stats, presign, ...) are mounted with `mount()`
 and reached through the branch route `/<family>`; they are given `authorize` as their gate.
+The gate also refuses writes (PUT and POST, but for archives and presigned URLs, which
+only read) with 507 InsufficientStorage while the data volume is full (blobs/space.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klein import Klein
 from twisted.logger import Logger
@@ -26,9 +28,20 @@ from twisted.python.failure import Failure
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
 from objstore import __version__
-from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route
+from objstore.admin.gate import (
+    CREATE_ARCHIVE,
+    CREATE_PRESIGNED_URL,
+    VIEW_SERVER_INFO,
+    authorized_route,
+)
 from objstore.audit.context import note_error
-from objstore.errors import RETRY_AFTER_SECONDS, AdminError, S3Error
+from objstore.errors import (
+    DISK_FULL_MESSAGE,
+    RETRY_AFTER_SECONDS,
+    AdminError,
+    S3Error,
+    admin_error_of,
+)
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits, peer_address
@@ -36,8 +49,13 @@ from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
+if TYPE_CHECKING:
+    from objstore.blobs.space import SpaceGuard
+
 log = Logger()
 _SLOW_DOWN = "Please reduce your request rate."
+# Actions of endpoints that POST but write nothing: not refused on a full disk.
+_READ_ONLY_POSTS = frozenset({CREATE_ARCHIVE, CREATE_PRESIGNED_URL})
 
 
 def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
@@ -63,12 +81,14 @@ class AdminApi:
         info: Callable[[], dict[str, Any]],
         rate_limits: RequestRateLimits | None = None,
         authorizer: Authorizer,
+        space: SpaceGuard | None = None,
     ) -> None:
         self._health = health
         self._authenticator = authenticator
         self._info = info
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._authorizer = authorizer
+        self._space = space
         self._mounts: dict[str, Any] = {}
         self._gate = self.authorize
 
@@ -92,6 +112,8 @@ class AdminApi:
             raise AdminError("SlowDown", _SLOW_DOWN)
         if action is not None and not await self._authorizer.allowed(principal, action, "*"):
             raise AdminError("AccessDenied", f"This endpoint needs {action}.")
+        if self._space is not None and _writes(request, action) and self._space.refuses_write():
+            raise AdminError("InsufficientStorage", DISK_FULL_MESSAGE)
         return principal
 
     @app.route("/health", methods=["GET", "HEAD"])
@@ -133,8 +155,25 @@ class AdminApi:
 
     @app.handle_errors(Exception)
     def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return admin_failure(request, failure)
+
+
+def admin_failure(request: ObjstoreRequest, failure: Failure) -> bytes:
+    """The answer to an exception no handler turned into an admin error: a state of the
+    server (a full disk, the database out of reach) as its own code, logged in one line;
+    anything else is a bug, logged with its traceback."""
+    error = admin_error_of(failure.value) if failure.value is not None else None
+    if error is None:
         log.failure("unhandled error in the admin API", failure)
-        return json_body(request, 500, {"error": "InternalError", "message": "Internal error."})
+        error = AdminError("InternalError", "Internal error.")
+    elif not failure.check(AdminError):
+        log.warn("{method} {uri}: {code}: {exc}", method=request.method, uri=request.uri,
+                 code=error.code, exc=failure.value)
+    return json_body(request, error.status, {"error": error.code, "message": error.message})
+
+
+def _writes(request: ObjstoreRequest, action: str | None) -> bool:
+    return request.method in (b"PUT", b"POST") and action not in _READ_ONLY_POSTS
 
 
 def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,

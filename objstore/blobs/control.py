@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from objstore.blobs.files import fsync_dir
+from objstore.blobs.files import fsync_dir, unlink_quietly
 
 FAMILIES = (
     "buckets", "users", "credentials", "settings", "teams", "grants",
@@ -55,12 +55,16 @@ class ControlRecord:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = os.path.join(self._tmp, f"{uuid.uuid4()}.ctl")
         body = json.dumps({"key": key, "data": data}, sort_keys=True).encode()
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
-            handle.write(body)
-            handle.flush()
-            if self._fsync:
-                os.fsync(handle.fileno())
-        os.rename(tmp, path)
+        try:
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+                handle.write(body)
+                handle.flush()
+                if self._fsync:
+                    os.fsync(handle.fileno())
+            os.rename(tmp, path)
+        except BaseException:  # a full disk (ENOSPC) must not leave the temporary file
+            unlink_quietly(tmp)
+            raise
         self._fsync_dir(os.path.dirname(path))
 
     def remove(self, family: str, key: str) -> None:

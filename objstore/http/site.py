@@ -14,7 +14,7 @@ import base64
 import os
 import random
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -32,6 +32,9 @@ from objstore.http.checksum_headers import claimed_algorithm
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
 from objstore.threads import NamedPool, Runner
+
+if TYPE_CHECKING:
+    from objstore.blobs.space import SpaceGuard
 
 _log = Logger()
 T = TypeVar("T")
@@ -274,6 +277,7 @@ class ObjstoreSite(server.Site):
     requestFactory = ObjstoreRequest
     displayTracebacks = False
     observer: RequestObserver | None = None  # the audit log and request metrics
+    space: SpaceGuard | None = None  # refuses a body that does not fit on the data volume
 
     def __init__(
         self,
@@ -316,6 +320,9 @@ class ObjstoreSite(server.Site):
             if size is not None and size > max_body:
                 request.reject_now(S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body)))
                 return _DiscardSink()
+        if self.space is not None and not self.space.admits_body(size_hint(length, decoded_length)):
+            request.reject_now(S3Error("InsufficientStorage"))
+            return _DiscardSink()
         content_sha256 = get("x-amz-content-sha256") or ""
         decoder = None
         if content_sha256 in _STREAMING:
