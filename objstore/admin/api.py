@@ -167,8 +167,8 @@ def admin_failure(request: ObjstoreRequest, failure: Failure) -> bytes:
         log.failure("unhandled error in the admin API", failure)
         error = AdminError("InternalError", "Internal error.")
     elif not failure.check(AdminError):
-        log.warn("{method} {uri}: {code}: {exc}", method=request.method, uri=request.uri,
-                 code=error.code, exc=failure.value)
+        log.warn("{method} {uri} answered {status}: {exc}", method=request.method,
+                 uri=request.uri, status=error.status, exc=failure.value)
     return json_body(request, error.status, {"error": error.code, "message": error.message})
 
 

@@ -40,11 +40,22 @@ _FREEING_PREFIXES = ("delete_", "remove_", "detach_", "purge_")
 UNAVAILABLE_MESSAGE = "The metadata database can not be reached; retry later."
 
 
+def driver_error(error: BaseException) -> BaseException | None:
+    """The database driver's own exception in `error`, else None. SQLAlchemy wraps it in a
+    `DBAPIError`, except when a pooled connection can not be made for a raw DBAPI
+    connection (`Engine.raw_connection`, the hot paths' meta/driver.py): then it is bare."""
+    if isinstance(error, sa_exc.DBAPIError):
+        return error.orig
+    if isinstance(error, sqlite3.Error) or type(error).__module__.startswith("psycopg2"):
+        return error
+    return None
+
+
 def is_disk_full(error: BaseException) -> bool:
     """True for a database error that says its disk (or quota) is full."""
-    if not isinstance(error, sa_exc.DBAPIError):
+    original = driver_error(error)
+    if original is None:
         return False
-    original = error.orig
     if getattr(original, "pgcode", None) == _PG_DISK_FULL:
         return True
     return (isinstance(original, sqlite3.Error)
@@ -58,19 +69,26 @@ def frees_space(query_name: str) -> bool:
 
 def is_transient(error: BaseException) -> bool:
     """True for database errors after which running the same transaction again may work."""
-    if not isinstance(error, sa_exc.DBAPIError) or is_disk_full(error):
+    original = driver_error(error)
+    if original is None or is_disk_full(error):
         return False
-    if error.connection_invalidated:
+    if isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated:
         return True
-    original = error.orig
     if getattr(original, "pgcode", None) in _RETRYABLE_PG_CODES:
         return True
-    if not isinstance(error, sa_exc.OperationalError):
+    if not _operational(error, original):
         return False
     if type(original).__module__.startswith("psycopg2"):
         return True
     message = str(original).lower()
     return any(text in message for text in _SQLITE_BUSY_MESSAGES)
+
+
+def _operational(error: BaseException, original: BaseException) -> bool:
+    """An OperationalError of PEP 249 (wrapped or bare): the database, not the statement."""
+    if isinstance(error, sa_exc.OperationalError):
+        return True
+    return any(cls.__name__ == "OperationalError" for cls in type(original).__mro__)
 
 
 @dataclass(frozen=True)
@@ -107,7 +125,9 @@ def call_with_retries(
     while True:
         try:
             return fn()
-        except sa_exc.DBAPIError as error:
+        except Exception as error:
+            if driver_error(error) is None:
+                raise
             if is_disk_full(error):
                 if may_release and policy.release_reserve is not None:
                     may_release = False

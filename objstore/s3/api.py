@@ -161,8 +161,8 @@ def _error_of(request: ObjstoreRequest, exc: BaseException | None,
         return exc
     error = s3_error_of(exc) if exc is not None else None
     if error is not None:
-        log.warn("{method} {uri}: {code}: {exc}", method=request.method, uri=request.uri,
-                 code=error.code, exc=exc)
+        log.warn("{method} {uri} answered {status}: {exc}", method=request.method,
+                 uri=request.uri, status=error.status, exc=exc)
         return error
     log.failure("unhandled error serving {uri}", failure, uri=request.uri)
     return S3Error("InternalError")

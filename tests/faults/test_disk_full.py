@@ -30,6 +30,8 @@ from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
+pytestmark = pytest.mark.timeout(60)
+
 MIB = 1024 * 1024
 VOLUME_BYTES = 64 * MIB
 MIN_FREE_BYTES = 8 * MIB

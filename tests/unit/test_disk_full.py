@@ -168,6 +168,21 @@ def test_a_delete_without_a_reserve_left_is_507() -> None:
     assert (query.count, released) == (1, [False])
 
 
+def test_a_connection_refused_before_sqlalchemy_wraps_it_is_503_too() -> None:
+    import psycopg2
+
+    refused = psycopg2.OperationalError("connection to server failed: Connection refused")
+    query = Calls(*[refused] * 10)  # as `Engine.raw_connection` raises it: bare
+    with pytest.raises(ServerCondition) as raised:
+        call_with_retries(RetryPolicy(attempts=2), query, lambda _: None)
+    assert raised.value.code == "ServiceUnavailable" and query.count == 2
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+    assert is_disk_full(full)
+    with pytest.raises(ValueError):  # not the database's: passes unchanged
+        call_with_retries(RetryPolicy(), Calls(ValueError("bug")), lambda _: None)
+
+
 def test_a_database_out_of_reach_after_the_retries_is_503() -> None:
     locked = sa_exc.OperationalError("BEGIN", {}, sqlite3.OperationalError("database is locked"))
     query = Calls(*[locked] * 10)
