@@ -210,7 +210,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
                                counters=counters)
     io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
-    space = space_guard(config, io_pool)
+    space = space_guard(config, io_pool, counters)
     meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache,
                      retry=RetryPolicy(release_reserve=space.release_reserve))
     identities = IdentityResolver(
@@ -313,7 +313,7 @@ def build_node(config: Config, reactor: Any = None, *,
     return Node(top, opened.bootstrap, listener, duties)
 
 
-def space_guard(config: Config, io_pool: NamedPool) -> SpaceGuard:
+def space_guard(config: Config, io_pool: NamedPool, counters: Counters) -> SpaceGuard:
     """The capacity guard, with its first sample taken now. The database's reserve lies
     beside a SQLite database (on the volume it fills); PostgreSQL keeps its data elsewhere."""
     storage = config.storage
@@ -321,7 +321,8 @@ def space_guard(config: Config, io_pool: NamedPool) -> SpaceGuard:
     if storage.metadata_backend == "sqlite" and storage.db_reserve_bytes > 0:
         assert storage.sqlite_path is not None
         reserve = DatabaseReserve(os.path.dirname(storage.sqlite_path), storage.db_reserve_bytes)
-    guard = SpaceGuard(storage.data_dir, storage.min_free_bytes, reserve, runner=io_pool)
+    guard = SpaceGuard(storage.data_dir, storage.min_free_bytes, reserve, runner=io_pool,
+                       counters=counters)
     guard.update(guard.measure())
     return guard
 

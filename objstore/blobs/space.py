@@ -6,8 +6,12 @@ sample of the volume's free space, without a system call: a timer of the node re
 sample once a second on the IO pool (`refresh`; service.py). A write is refused while less
 than `[storage] min_free_bytes` would stay free; the APIs answer 507 InsufficientStorage
 (S3 XML or admin JSON) before doing anything. Deletes are never refused: they make room.
-The bodies admitted since the last sample count as used, so that uploads arriving within
-one second can not together run past the minimum.
+A write that meets a full disk all the same refuses the next ones, in every worker of the
+node (a counter in shared memory, meta/coherence.py), until each has taken a new sample.
+The large bodies admitted since the last sample count as used, so that uploads arriving
+within one second can not together run past the minimum; small ones (kept in memory until
+they are stored) are not counted, as a request refused after them would hold its count
+until the next sample: `min_free_bytes` should exceed a second's worth of them.
 
 `DatabaseReserve` is a preallocated file of `[storage] db_reserve_bytes` beside the SQLite
 database. SQLite needs room in its write-ahead log even to delete a row, so on a disk that
@@ -35,6 +39,7 @@ from twisted.logger import Logger
 
 from objstore.blobs.files import unlink_quietly
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES
+from objstore.meta.coherence import DISK_FULL, Counters, LocalCounters
 
 if TYPE_CHECKING:
     from objstore.threads import Runner
@@ -110,14 +115,17 @@ class SpaceGuard:
         *,
         runner: Runner | None = None,
         measure_free: Callable[[str], int] = free_bytes,
+        counters: Counters | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.min_free_bytes = min_free_bytes
         self.reserve = reserve
         self._runner = runner
         self._measure_free = measure_free
+        self._counters = counters if counters is not None else LocalCounters()
         self.sample: SpaceSample | None = None
         self._admitted_bytes = 0  # bodies admitted since the sample was taken
+        self._full_generation = self._counters.read(DISK_FULL)  # as the sample was taken
         self._refusing = False
 
     # -- blocking ----------------------------------------------------------------------
@@ -141,12 +149,17 @@ class SpaceGuard:
     async def refresh(self) -> None:
         """Take a new sample on the IO pool (the node's timer calls this every second)."""
         assert self._runner is not None, "a guard without a runner is refreshed by hand"
-        self.update(await self._runner.run(self.measure))
+        generation = self._counters.read(DISK_FULL)
+        self.update(await self._runner.run(self.measure), generation)
 
-    def update(self, sample: SpaceSample) -> None:
+    def update(self, sample: SpaceSample, full_generation: int | None = None) -> None:
+        """Use `sample`, taken after the DISK_FULL counter read `full_generation` (by
+        default: now)."""
         before = self.sample
         self.sample = sample
         self._admitted_bytes = 0
+        self._full_generation = (full_generation if full_generation is not None
+                                 else self._counters.read(DISK_FULL))
         reserve = self.reserve
         if reserve is not None and before is not None and before.reserve_held != \
                 sample.reserve_held:
@@ -170,9 +183,16 @@ class SpaceGuard:
             log.info("data volume {path}: {available} bytes free; writes are accepted again",
                      path=self.data_dir, available=self.available_bytes())
 
+    def found_full(self) -> None:
+        """A write met a full disk (ENOSPC, SQLITE_FULL): the samples of every worker are
+        out of date, so no write starts until a new one says otherwise."""
+        self._counters.bump(DISK_FULL)
+
     def available_bytes(self) -> int:
         """Free bytes not promised to the reserve, as last sampled (unknown: plenty)."""
         sample = self.sample
+        if self._counters.read(DISK_FULL) != self._full_generation:
+            return 0
         if sample is None:
             return 1 << 62
         promised = self._admitted_bytes
@@ -189,11 +209,11 @@ class SpaceGuard:
         when one that will be spooled to the data volume does not fit above
         `min_free_bytes` (it is refused before it is read); an admitted one counts as used
         until the next sample. Bodies kept in memory (a DeleteObjects document) are always
-        admitted: the request itself is refused, or not, once authenticated."""
-        if self.min_free_bytes == 0:
+        admitted and not counted: the request itself is refused, or not, once
+        authenticated."""
+        if size_bytes <= MEMORY_LIMIT_BYTES or self.min_free_bytes == 0:
             return True
-        if size_bytes > MEMORY_LIMIT_BYTES and \
-                self.available_bytes() - size_bytes < self.min_free_bytes:
+        if self.available_bytes() - size_bytes < self.min_free_bytes:
             return False
-        self._admitted_bytes += size_bytes  # small ones too: most become blobs
+        self._admitted_bytes += size_bytes
         return True

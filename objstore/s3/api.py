@@ -98,11 +98,11 @@ class S3Api:
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
-            return render_error(request, error)
+            return self._render_error(request, error)
         except CancelledError:
             return b""  # the client left; the work itself ran to its end
         except Exception as exc:
-            return render_error(request, _error_of(request, exc))
+            return self._render_error(request, _error_of(request, exc))
         if client_gone(request):
             return b""
         return await self._send(request, response)
@@ -133,6 +133,11 @@ class S3Api:
         call = S3Call(request, principal, self._services, bucket, key, line.query,
                       line.operation)
         return await route.handler(call)
+
+    def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
+        if error.status == 507 and self._space is not None:  # the guard's sample is stale
+            self._space.found_full()
+        return render_error(request, error)
 
     async def _send(self, request: ObjstoreRequest, response: S3Response) -> bytes:
         request.setResponseCode(response.status)

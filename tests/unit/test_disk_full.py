@@ -268,6 +268,7 @@ def test_bodies_admitted_within_a_second_count_until_the_next_sample() -> None:
     assert not guard.admits_body(45 * MIB)  # both would not fit above the minimum
     assert guard.admits_body(40 * MIB) and guard.available_bytes() == 10 * MIB
     assert not guard.admits_body(2 * MIB) and not guard.refuses_write()
+    assert guard.admits_body(MIB) and guard.available_bytes() == 10 * MIB  # not counted
     volume.free = 60 * MIB  # the sample now sees the first body's bytes
     guard.update(guard.measure())
     assert guard.available_bytes() == 60 * MIB and not guard.refuses_write()
@@ -293,6 +294,16 @@ def test_a_spent_reserve_counts_as_used_until_it_is_made_again(tmp_path: Path) -
     volume.free = 14 * MIB
     guard.update(guard.measure())
     assert reserve.held() and guard.sample == SpaceSample(10 * MIB, True)
+    assert not guard.refuses_write()
+
+
+def test_a_write_that_met_a_full_disk_stops_writes_until_the_next_sample() -> None:
+    volume = Volume(100 * MIB)
+    guard = SpaceGuard("/data", 10 * MIB, measure_free=volume)
+    guard.update(guard.measure())
+    guard.found_full()
+    assert guard.refuses_write() and not guard.admits_body(2 * MIB)
+    guard.update(guard.measure())
     assert not guard.refuses_write()
 
 
@@ -434,7 +445,9 @@ def test_a_large_body_is_refused_before_it_is_read(tmp_path: Path) -> None:
 
 
 def test_an_s3_request_that_meets_a_full_disk_is_507_not_500(tmp_path: Path) -> None:
-    node = Node(tmp_path)
+    space = SpaceGuard(str(tmp_path), MIB, measure_free=lambda path: 100 * MIB)
+    space.update(space.measure())
+    node = Node(tmp_path, space=space)
 
     async def create(*args: Any, **kwargs: Any) -> None:
         raise ENOSPC
@@ -446,6 +459,7 @@ def test_an_s3_request_that_meets_a_full_disk_is_507_not_500(tmp_path: Path) -> 
     node.buckets.delete = delete  # type: ignore[method-assign]
     answer = node.send("PUT", "http://s3.test/new")
     assert (answer.status, _s3_error(answer.body)) == (507, "InsufficientStorage")
+    assert space.refuses_write()  # no more writes until the next sample
     answer = node.send("DELETE", "http://s3.test/new")
     assert (answer.status, _s3_error(answer.body)) == (503, "ServiceUnavailable")
     assert answer.headers["retry-after"] == "5"
