@@ -107,6 +107,12 @@ class Storage:
     sqlite_path: str | None = None  # after loading: always set, default <data_dir>/meta/objstore.db
     fsync: bool = True  # False loses the durability guarantee; throwaway test runs only
     db_pool_size: int = 4
+    # Writes are refused (507 InsufficientStorage) while less than this stays free on the
+    # data volume; deletes never are.
+    min_free_bytes: int = 1024 * 1024 * 1024
+    # Preallocated beside the SQLite database and given up when a delete finds the disk
+    # full, so that space can always be freed through the API (blobs/space.py).
+    db_reserve_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,6 +445,8 @@ _STORAGE = _Section("storage", Storage, (
     _F("sqlite_path", _path(must_exist=False)),
     _F("fsync", _bool),
     _F("db_pool_size", _int(1)),
+    _F("min_free_bytes", _int(0)),
+    _F("db_reserve_bytes", _int(0)),
 ), finish=_finish_storage)
 
 

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+
 from twisted.application import service
 from twisted.python import usage
 

@@ -4,9 +4,18 @@ error types.
 Handlers raise `S3Error("NoSuchKey", key=...)` or `AdminError(404, "NotFound", "...")`
 anywhere; the API layers render them once (XML or JSON). No other module maps codes to
 statuses.
+
+Below the APIs, where neither format is known, a state of the server that refuses a request
+is a `ServerCondition`: a full disk (InsufficientStorage, 507) or an unreachable database
+(ServiceUnavailable, 503). `condition_of` is the one rule that recognises them, including
+the operating system's own ENOSPC and EDQUOT; `s3_error_of` and `admin_error_of` are how
+the APIs' last-resort handlers turn any exception into their error, so that such a state is
+never answered as InternalError, whichever layer found it.
 """
 
 from __future__ import annotations
+
+import errno
 
 # code -> (HTTP status, default message)
 S3_ERRORS: dict[str, tuple[int, str]] = {
@@ -120,6 +129,7 @@ ADMIN_ERRORS: dict[str, int] = {
     "InternalError": 500,
     "ServiceUnavailable": 503,
     "SlowDown": 503,  # rate limit ([server.limits] rate_limit_*)
+    "InsufficientStorage": 507,  # the data volume is full ([storage] min_free_bytes)
 }
 
 
@@ -133,3 +143,67 @@ class AdminError(Exception):
         self.status = ADMIN_ERRORS[code]
         self.message = message
         super().__init__(f"{code}: {message}")
+
+
+# -- states of the server, found below the APIs ---------------------------------------------
+
+CONDITION_CODES = ("InsufficientStorage", "ServiceUnavailable")
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+DISK_FULL_MESSAGE = "Not enough storage space to complete the request; free space, then retry."
+
+
+class ServerCondition(Exception):
+    """A state of this server that refuses the request: neither a fault of the request nor
+    a bug. Raised where it is found (the metadata store's retry, the blob writer); each API
+    renders it in its own format with `code`, one of CONDITION_CODES."""
+
+    def __init__(self, code: str, message: str) -> None:
+        if code not in CONDITION_CODES:
+            raise ValueError(f"not a server condition: {code!r}")
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+def storage_full(message: str = DISK_FULL_MESSAGE) -> ServerCondition:
+    return ServerCondition("InsufficientStorage", message)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """ENOSPC or EDQUOT from the operating system (a write, an fsync, a rename)."""
+    return isinstance(error, OSError) and error.errno in _FULL_ERRNOS
+
+
+def condition_of(error: BaseException) -> ServerCondition | None:
+    """The server condition `error` is, or was caused by; None for anything else."""
+    seen: BaseException | None = error
+    for _ in range(4):  # a condition wrapped by a layer or two (`raise ... from`)
+        if seen is None:
+            return None
+        if isinstance(seen, ServerCondition):
+            return seen
+        if is_disk_full(seen):
+            return storage_full()
+        seen = seen.__cause__
+    return None
+
+
+def s3_error_of(error: BaseException) -> S3Error | None:
+    """`error` as the S3 error to answer; None when it is a bug (answer InternalError and
+    log it with its traceback)."""
+    if isinstance(error, S3Error):
+        return error
+    condition = condition_of(error)
+    if condition is None:
+        return None
+    return S3Error(condition.code, condition.message)
+
+
+def admin_error_of(error: BaseException) -> AdminError | None:
+    """`error` as the admin API's error; None when it is a bug."""
+    if isinstance(error, AdminError):
+        return error
+    condition = condition_of(error)
+    if condition is None:
+        return None
+    return AdminError(condition.code, condition.message)

@@ -43,6 +43,7 @@ from objstore.audit.changes import AuditChangeSink
 from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog, AuditSink
 from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
+from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -85,6 +86,7 @@ from objstore.meta.dialect import sqlite_files
 from objstore.meta.node_identity import ensure_node_id
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
+from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
 from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
@@ -226,8 +228,10 @@ def build_node(config: Config, reactor: Any = None, *,
     object_cache = ObjectCache(size=config.server.cache.objects,
                                ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
                                counters=counters)
-    meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache)
     io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
+    space = space_guard(config, io_pool, counters)
+    meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache,
+                     retry=RetryPolicy(release_reserve=space.release_reserve))
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
@@ -275,11 +279,12 @@ def build_node(config: Config, reactor: Any = None, *,
                          worker_index=role.index),
         rate_limits=rate_limits,
         authorizer=authorizer,
+        space=space,
     )
     iam = mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer,
                            clock, changes)
     root = RootResource(
-        s3=S3Api(services, authenticator, rate_limits).resource(),
+        s3=S3Api(services, authenticator, rate_limits, space).resource(),
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
@@ -296,6 +301,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
                                         role)
     site.observer = observability.recorder
+    site.space = space
     changes.add(AuditChangeSink(observability.audit))
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
@@ -318,6 +324,8 @@ def build_node(config: Config, reactor: Any = None, *,
     top = OrderedMultiService()
     db_pool.setServiceParent(top)
     io_pool.setServiceParent(top)
+    safe_timer(REFRESH_SECONDS, space.refresh, clock=reactor,
+               what="free space check").setServiceParent(top)
     hash_pool.setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
@@ -325,6 +333,20 @@ def build_node(config: Config, reactor: Any = None, *,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
     return Node(top, opened.bootstrap, listener, duties)
+
+
+def space_guard(config: Config, io_pool: NamedPool, counters: Counters) -> SpaceGuard:
+    """The capacity guard, with its first sample taken now. The database's reserve lies
+    beside a SQLite database (on the volume it fills); PostgreSQL keeps its data elsewhere."""
+    storage = config.storage
+    reserve = None
+    if storage.metadata_backend == "sqlite" and storage.db_reserve_bytes > 0:
+        assert storage.sqlite_path is not None
+        reserve = DatabaseReserve(os.path.dirname(storage.sqlite_path), storage.db_reserve_bytes)
+    guard = SpaceGuard(storage.data_dir, storage.min_free_bytes, reserve, runner=io_pool,
+                       counters=counters)
+    guard.update(guard.measure())
+    return guard
 
 
 def node_counters(role: WorkerRole) -> Counters:

@@ -15,6 +15,8 @@ from twisted.application.internet import TimerService
 from twisted.internet import defer
 from twisted.logger import Logger
 
+from objstore.errors import condition_of
+
 log = Logger()
 
 Tick = Callable[[], Coroutine[Any, Any, object]]
@@ -58,4 +60,7 @@ class _TimerService(TimerService):
 
 
 def _report(failure: Any, what: str) -> None:
+    if condition_of(failure.value) is not None:  # a full disk, the database out of reach
+        log.warn("{what} failed: {error}", what=what, error=failure.value)
+        return
     log.failure("{what} failed", failure, what=what)

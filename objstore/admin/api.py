@@ -16,6 +16,8 @@ endpoint declares its action with `gate.authorized_route`; GET /admin/health and
 /admin/metrics never pass the gate: probes and scrapers are never limited. Families of
 endpoints kept in their own modules (IAM, stats, presign, ...) are mounted with `mount()`
 and reached through the branch route `/<family>`; they are given `authorize` as their gate.
+The gate also refuses writes (PUT and POST, but for archives and presigned URLs, which
+only read) with 507 InsufficientStorage while the data volume is full (blobs/space.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klein import Klein
 from twisted.internet.defer import Deferred
@@ -36,10 +38,23 @@ from twisted.web.resource import Resource
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from objstore import __version__
-from objstore.admin.gate import VIEW_SERVER_INFO, authorized_route, declared_actions
+from objstore.admin.gate import (
+    CREATE_ARCHIVE,
+    CREATE_PRESIGNED_URL,
+    VIEW_SERVER_INFO,
+    authorized_route,
+    declared_actions,
+)
 from objstore.audit.context import note_error
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES
-from objstore.errors import ADMIN_ERRORS, RETRY_AFTER_SECONDS, AdminError, S3Error
+from objstore.errors import (
+    ADMIN_ERRORS,
+    DISK_FULL_MESSAGE,
+    RETRY_AFTER_SECONDS,
+    AdminError,
+    S3Error,
+    admin_error_of,
+)
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import EarlyAnswer, Refusal
 from objstore.http.health import HealthState
@@ -48,8 +63,13 @@ from objstore.http.site import Admitted, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
+if TYPE_CHECKING:
+    from objstore.blobs.space import SpaceGuard
+
 log = Logger()
 _SLOW_DOWN = "Please reduce your request rate."
+# Actions of endpoints that POST but write nothing: not refused on a full disk.
+_READ_ONLY_POSTS = frozenset({CREATE_ARCHIVE, CREATE_PRESIGNED_URL})
 
 
 def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
@@ -64,7 +84,7 @@ def json_body(request: ObjstoreRequest, status: int, payload: Any) -> bytes:
     return body
 
 
-def admin_error_of(error: S3Error) -> AdminError:
+def as_admin_error(error: S3Error) -> AdminError:
     """The admin error for an S3 error of authentication or of the body: the same code
     where the admin API has it, else the admin code of its status."""
     code = "PayloadTooLarge" if error.code == "EntityTooLarge" else error.code
@@ -139,12 +159,14 @@ class AdminApi:
         info: Callable[[], dict[str, Any]],
         rate_limits: RequestRateLimits | None = None,
         authorizer: Authorizer,
+        space: SpaceGuard | None = None,
     ) -> None:
         self._health = health
         self._authenticator = authenticator
         self._info = info
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._authorizer = authorizer
+        self._space = space
         self._mounts: dict[str, Any] = {}
         self._gate = self.authorize
 
@@ -218,7 +240,7 @@ class AdminApi:
             verified = await self._authenticator.authenticate_headers(
                 request, payload_header_required=False)
         except S3Error as error:
-            raise admin_error_of(error) from None
+            raise as_admin_error(error) from None
         if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise AdminError("SlowDown", _SLOW_DOWN)
         return verified
@@ -234,9 +256,11 @@ class AdminApi:
         try:
             principal = await self._authenticator.verify_body(request, verified)
         except S3Error as error:
-            raise admin_error_of(error) from None
+            raise as_admin_error(error) from None
         if action not in authorized:
             await self._check_action(principal, action)
+        if self._space is not None and _writes(request, action) and self._space.refuses_write():
+            raise AdminError("InsufficientStorage", DISK_FULL_MESSAGE)
         return principal
 
     async def _check_action(self, principal: Principal, action: str | None) -> None:
@@ -280,8 +304,25 @@ class AdminApi:
 
     @app.handle_errors(Exception)
     def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return admin_failure(request, failure)
+
+
+def admin_failure(request: ObjstoreRequest, failure: Failure) -> bytes:
+    """The answer to an exception no handler turned into an admin error: a state of the
+    server (a full disk, the database out of reach) as its own code, logged in one line;
+    anything else is a bug, logged with its traceback."""
+    error = admin_error_of(failure.value) if failure.value is not None else None
+    if error is None:
         log.failure("unhandled error in the admin API", failure)
-        return json_body(request, 500, {"error": "InternalError", "message": "Internal error."})
+        error = AdminError("InternalError", "Internal error.")
+    elif not failure.check(AdminError):
+        log.warn("{method} {uri} answered {status}: {exc}", method=request.method,
+                 uri=request.uri, status=error.status, exc=failure.value)
+    return json_body(request, error.status, {"error": error.code, "message": error.message})
+
+
+def _writes(request: ObjstoreRequest, action: str | None) -> bool:
+    return request.method in (b"PUT", b"POST") and action not in _READ_ONLY_POSTS
 
 
 def _match(app: Klein, path_info: str, method: str) -> tuple[str, Mapping[str, Any]] | None:

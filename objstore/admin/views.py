@@ -16,11 +16,10 @@ from typing import Any
 
 from klein import Klein
 from twisted.internet.defer import CancelledError
-from twisted.logger import Logger
 from twisted.python.failure import Failure
 from werkzeug.exceptions import MethodNotAllowed, NotFound
 
-from objstore.admin.api import json_body
+from objstore.admin.api import admin_failure, json_body
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import compile_grants
@@ -34,8 +33,6 @@ from objstore.meta.iam_records import (
     UserSummary,
 )
 from objstore.meta.records import CredentialRecord, UserRecord
-
-log = Logger()
 
 JsonObject = dict[str, Any]
 
@@ -249,5 +246,4 @@ def install_json_errors(app: Klein) -> None:
     def unexpected(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
         if failure.check(CancelledError):  # the client went away
             return b""
-        log.failure("unhandled error in the admin API", failure)
-        return json_body(request, 500, {"error": "InternalError", "message": "Internal error."})
+        return admin_failure(request, failure)

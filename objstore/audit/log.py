@@ -24,6 +24,7 @@ from twisted.logger import Logger
 
 from objstore.audit.queue import BoundedQueue
 from objstore.audit.redact import redact_text, safe_details, storable_record
+from objstore.errors import condition_of
 from objstore.meta.audit_queries import PURGE_BATCH, AuditRecord
 from objstore.timers import ReactorClock, safe_timer
 
@@ -145,10 +146,13 @@ class AuditLog(service.MultiService):
     async def _write_pending(self) -> bool:
         try:
             await self._store.insert_audit_records(self._pending)
-        except Exception:
+        except Exception as exc:
             self._attempts += 1
             self.failed_writes += 1
-            if self._attempts == 1:
+            if self._attempts == 1 and condition_of(exc) is not None:  # e.g. a full disk
+                log.warn("writing {n} audit records failed ({error}); will retry",
+                         n=len(self._pending), error=exc)
+            elif self._attempts == 1:
                 log.failure("writing {n} audit records failed; will retry",
                             n=len(self._pending))
             if self._attempts >= self._max_attempts:

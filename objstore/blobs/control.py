@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from objstore.blobs.files import fsync_dir
+from objstore.blobs.files import fsync_dir, unlink_quietly
 from objstore.private_files import OWNER_ONLY_DIR, OWNER_ONLY_FILE, make_private_dir
 
 FAMILIES = (
@@ -66,12 +66,16 @@ class ControlRecord:
         tmp = os.path.join(self._tmp, f"{uuid.uuid4()}.ctl")
         body = json.dumps({"key": key, "data": data}, sort_keys=True).encode()
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
-        with open(os.open(tmp, flags, OWNER_ONLY_FILE), "wb") as handle:
-            handle.write(body)
-            handle.flush()
-            if self._fsync:
-                os.fsync(handle.fileno())
-        os.rename(tmp, path)
+        try:
+            with open(os.open(tmp, flags, OWNER_ONLY_FILE), "wb") as handle:
+                handle.write(body)
+                handle.flush()
+                if self._fsync:
+                    os.fsync(handle.fileno())
+            os.rename(tmp, path)
+        except BaseException:  # a full disk (ENOSPC) must not leave the temporary file
+            unlink_quietly(tmp)
+            raise
         self._fsync_dir(os.path.dirname(path))
 
     def remove(self, family: str, key: str) -> None:

@@ -130,11 +130,11 @@ class BlobStore:
         of fd (closed here) and of the spool file (renamed, or removed on failure)."""
         path = self.blob_path(blob_id)
         try:
-            if self._fsync:
-                os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        try:
+            try:
+                if self._fsync:
+                    os.fdatasync(fd)  # may be where a full disk shows (delayed allocation)
+            finally:
+                os.close(fd)
             self._ensure_dir(os.path.dirname(path))
             os.rename(spool_path, path)  # made durable by the sidecar's directory fsync
         except BaseException:
@@ -169,12 +169,12 @@ class BlobStore:
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".tmp"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            write_all(fd, data)
-            if self._fsync:
-                os.fdatasync(fd)
-        finally:
-            os.close(fd)
-        try:
+            try:
+                write_all(fd, data)  # ENOSPC on a full disk: the temporary file goes
+                if self._fsync:
+                    os.fdatasync(fd)
+            finally:
+                os.close(fd)
             os.rename(tmp, path)
         except BaseException:
             unlink_quietly(tmp)

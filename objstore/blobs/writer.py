@@ -22,6 +22,10 @@ copy:
   commits them on the IO pool. After that, closing the writer (twisted.web closes a
   request's content when the request ends, even while a shielded write is committing)
   deletes nothing.
+* A spool that can not be written (ENOSPC when the disk fills up mid-body, EDQUOT, EIO)
+  stops: its file is removed at once, the rest of the body is read but not kept, and
+  the error is kept in `error` for the request to be answered with (507 for a full disk,
+  http/spool.py); `detach()` raises it, so a truncated body never becomes a blob.
 
 Write stages: with `stages`, each chunk passes through them after hashing and before it is
 kept, and the digests are computed inline (the spool file holds stored bytes, which are
@@ -44,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from twisted.internet import defer
+from twisted.logger import Logger
 
 from objstore.blobs.digests import FileDigest, first_error
 from objstore.blobs.files import unlink_quietly, write_all
@@ -52,6 +57,8 @@ from objstore.checksums import Checksummer
 
 if TYPE_CHECKING:
     from objstore.threads import Runner
+
+log = Logger()
 
 MEMORY_LIMIT_BYTES = 1024 * 1024
 READ_BACK_BYTES = 1024 * 1024
@@ -138,6 +145,7 @@ class BlobWriter:
         self.path: str | None = None
         self.length = 0
         self.too_large = False
+        self.error: OSError | None = None  # the spool could not be written
         self._discarded = False
         self._ended = False
         self._closed = False
@@ -163,6 +171,19 @@ class BlobWriter:
         self._keep(data)
 
     def _keep(self, data: bytes) -> None:
+        try:
+            self._store(data)
+        except OSError as exc:
+            self._failed(exc)
+
+    def _failed(self, error: OSError) -> None:
+        """Writing the spool failed: stop keeping bytes, remove the file, remember why."""
+        log.warn("a request body could not be spooled in {tmp}: {error}", tmp=self._tmp_dir,
+                 error=error)
+        self.error = error
+        self.discard()
+
+    def _store(self, data: bytes) -> None:
         if self._buffer is not None:
             self._buffer.write(data)
             if self._buffer.tell() > self._memory_limit:
@@ -175,8 +196,9 @@ class BlobWriter:
     def _spill(self) -> None:
         assert self._buffer is not None
         os.makedirs(self._tmp_dir, exist_ok=True)
-        self.path = os.path.join(self._tmp_dir, f"{uuid.uuid4()}.spool")
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        path = os.path.join(self._tmp_dir, f"{uuid.uuid4()}.spool")
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        self.path = path
         write_all(self._fd, self._buffer.getbuffer())
         self._buffer = None
         if self._hash_runner is not None:
@@ -288,8 +310,11 @@ class BlobWriter:
     # -- hand-over and cleanup -----------------------------------------------------------
     def detach(self) -> HeldBody:
         """The bytes, for `BlobStore.commit`. A spilled body's file (and fd) now belong
-        to the caller: the writer forgets it, so `close()` will not delete it."""
+        to the caller: the writer forgets it, so `close()` will not delete it. Raises the
+        error that stopped the spool (`error`)."""
         self.end()
+        if self.error is not None:
+            raise self.error
         if self._buffer is not None:
             return HeldBytes(self._buffer.getvalue())
         assert self._fd is not None and self.path is not None

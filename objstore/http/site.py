@@ -16,7 +16,7 @@ The connection itself (limits and deadlines of a request's head) is `http/channe
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from twisted.internet import defer
 from twisted.logger import Logger
@@ -45,6 +45,9 @@ from objstore.http.client_bytes import decimal, header_value
 from objstore.http.spool import BodySpool
 from objstore.s3.xml import error_document
 from objstore.threads import NamedPool, Runner
+
+if TYPE_CHECKING:
+    from objstore.blobs.space import SpaceGuard
 
 _log = Logger()
 T = TypeVar("T")
@@ -370,6 +373,7 @@ class ObjstoreSite(server.Site):
     protocol = ObjstoreChannel  # type: ignore[assignment]  # HTTP/1.1 only (no h2 here)
     displayTracebacks = False
     observer: RequestObserver | None = None  # the audit log and request metrics
+    space: SpaceGuard | None = None  # refuses a body that does not fit on the data volume
 
     def __init__(
         self,
@@ -430,6 +434,9 @@ class ObjstoreSite(server.Site):
         for size in (length, decoded_length):
             if size is not None and size > max_body:
                 return S3Error("EntityTooLarge", MaxSizeAllowed=str(max_body))
+        if self.space is not None and not self.space.admits_body(size_hint(length,
+                                                                           decoded_length)):
+            return S3Error("InsufficientStorage")
         return None
 
     def admission(self, request: ObjstoreRequest, length: int | None

@@ -6,7 +6,9 @@ HTTP part: it decodes aws-chunked framing as bytes arrive (recording the chunk s
 and trailers on its decoder, verified later by `http/authn.py` once the secret is known)
 and feeds the decoded bytes to a `BlobWriter` (blobs/writer.py), which owns everything
 about the bytes themselves: memory or spill file, digests, early flush, hand-over to the
-blob store. A framing error is kept in `error` and stops the writer.
+blob store. A framing error is kept in `error` and stops the writer; so is a spool the
+writer could not write (a full disk: InsufficientStorage), so that the request is still
+read to its end and answered, after authentication, like any refused body.
 
 The rest of its surface forwards to the writer, so the checks of a request (authn.py), the
 handlers and the engine (which sees it as an `UploadedBody`) read one object. It never
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 from twisted.internet import defer
 
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, HeldBody
+from objstore.errors import S3Error, s3_error_of
 from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
 
 if TYPE_CHECKING:
@@ -50,7 +53,8 @@ class BodySpool:
             max_length=max_length, memory_limit=memory_limit, hash_runner=hash_runner,
             sync_runner=sync_runner,
         )
-        self.error: SigV4Error | None = None  # a framing error seen while streaming
+        # A framing error seen while streaming, or why the body could not be kept.
+        self.error: SigV4Error | S3Error | None = None
         self._read_pos = 0
 
     # -- the write side (reactor thread, as bytes arrive) -------------------------------
@@ -66,6 +70,7 @@ class BodySpool:
                 return
         if data:
             self.writer.write(data)
+            self._note_writer_error()
 
     def finish_decoding(self) -> None:
         """Called once the body is complete: a truncated aws-chunked body becomes an error."""
@@ -77,6 +82,12 @@ class BodySpool:
                 self.writer.discard()
                 return
         self.writer.end()
+        self._note_writer_error()
+
+    def _note_writer_error(self) -> None:
+        failed = self.writer.error
+        if failed is not None and self.error is None:
+            self.error = s3_error_of(failed) or S3Error("InternalError")
 
     # -- the read side (twisted.web API; small bodies such as XML documents) -------------
     def seek(self, offset: int, whence: int = 0) -> int:

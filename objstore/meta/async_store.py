@@ -23,7 +23,7 @@ from objstore.meta.coherence import TtlCache
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.retry import RetryPolicy, call_with_retries
+from objstore.meta.retry import RetryPolicy, call_with_retries, frees_space
 from objstore.meta.store import SyncMetaStore
 
 _P = ParamSpec("_P")
@@ -105,7 +105,9 @@ class MetaStore:
         always was: a store that overrides or replaces a query (tests inject races so)
         is what runs."""
         query, retry, sleep = getattr(self._store, name), self._retry, self._sleep
-        return lambda: call_with_retries(retry, lambda: query(*args, **kwargs), sleep)
+        freeing = frees_space(name)
+        return lambda: call_with_retries(retry, lambda: query(*args, **kwargs), sleep,
+                                         frees_space=freeing)
 
     # -- what the caches add ---------------------------------------------------------
     def _bucket_write(self, name: str, d: Deferred[_R]) -> Deferred[_R]:

@@ -30,7 +30,8 @@ BUCKETS = "buckets"  # bucket records and bucket configuration
 IAM = "iam"  # users, credentials, teams, grants
 SETTINGS = "settings"  # server settings (the leader re-reads what its workers depend on)
 OBJECTS = "objects"  # object rows (bumped by the store's writer threads after each commit)
-SCOPES: tuple[str, ...] = (BUCKETS, IAM, SETTINGS, OBJECTS)
+DISK_FULL = "disk_full"  # a write met a full disk: every worker's free-space sample is stale
+SCOPES: tuple[str, ...] = (BUCKETS, IAM, SETTINGS, OBJECTS, DISK_FULL)
 
 _SLOT = struct.Struct("<Q")
 _FILE_SIZE = 4096  # one page; SCOPES use the first few slots

@@ -17,7 +17,7 @@ the client.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
@@ -32,7 +32,7 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.versions import VersionService
-from objstore.errors import RETRY_AFTER_SECONDS, S3Error
+from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
 from objstore.http.ratelimit import RequestRateLimits, peer_address
@@ -43,6 +43,9 @@ from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 from objstore.s3.xml import error_document
+
+if TYPE_CHECKING:
+    from objstore.blobs.space import SpaceGuard
 
 log = Logger()
 
@@ -102,10 +105,12 @@ class S3Api:
         services: S3Services,
         authenticator: Authenticator,
         rate_limits: RequestRateLimits | None = None,
+        space: SpaceGuard | None = None,
     ) -> None:
         self._services = services
         self._authenticator = authenticator
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
+        self._space = space
 
     def resource(self) -> object:
         return _RequestLineFirst(self.app.resource(), self)
@@ -127,12 +132,11 @@ class S3Api:
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
-            return render_error(request, error)
+            return self._render_error(request, error)
         except CancelledError:
             return b""  # the client left; the work itself ran to its end
-        except Exception:
-            log.failure("unhandled error serving {uri}", uri=request.uri)
-            return render_error(request, S3Error("InternalError"))
+        except Exception as exc:
+            return self._render_error(request, _error_of(request, exc))
         if client_gone(request):
             return b""
         return await self._send(request, response)
@@ -172,7 +176,14 @@ class S3Api:
         if route.action is not None:
             await self._services.authorizer.check(verified.principal, route.action, resource,
                                                   query=line.query)
+        if self._space is not None and _writes(line) and self._space.refuses_write():
+            raise S3Error("InsufficientStorage")
         return verified
+
+    def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
+        if error.status == 507 and self._space is not None:  # the guard's sample is stale
+            self._space.found_full()
+        return render_error(request, error)
 
     async def _send(self, request: ObjstoreRequest, response: S3Response) -> bytes:
         request.setResponseCode(response.status)
@@ -189,8 +200,29 @@ class S3Api:
 
     @app.handle_errors(Exception)
     def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        log.failure("unhandled error in S3 routing", failure)
-        return render_error(request, S3Error("InternalError"))
+        return render_error(request, _error_of(request, failure.value, failure))
+
+
+def _error_of(request: ObjstoreRequest, exc: BaseException | None,
+              failure: Failure | None = None) -> S3Error:
+    """The answer to an exception no handler turned into an S3 error: a state of the
+    server (a full disk, the database out of reach) as its own code, logged in one line;
+    anything else is a bug, logged with its traceback."""
+    if isinstance(exc, S3Error):
+        return exc
+    error = s3_error_of(exc) if exc is not None else None
+    if error is not None:
+        log.warn("{method} {uri} answered {status}: {exc}", method=request.method,
+                 uri=request.uri, status=error.status, exc=exc)
+        return error
+    log.failure("unhandled error serving {uri}", failure, uri=request.uri)
+    return S3Error("InternalError")
+
+
+def _writes(line: RequestLine) -> bool:
+    """Requests the capacity guard refuses on a full disk: every PUT and POST but
+    DeleteObjects (deletes make room)."""
+    return line.method in ("PUT", "POST") and line.operation != "DeleteObjects"
 
 
 def render_error(request: ObjstoreRequest, error: S3Error) -> bytes:

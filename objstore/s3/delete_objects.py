@@ -15,7 +15,7 @@ from __future__ import annotations
 from twisted.logger import Logger
 
 from objstore.engine.names import key_problem
-from objstore.errors import S3Error
+from objstore.errors import S3Error, s3_error_of
 from objstore.iam.authorizer import object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lock_headers import bypass_requested, has_integrity_header
@@ -60,11 +60,13 @@ async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteO
                                                   entry.version_id, bypass_governance=bypass)
     except S3Error as error:
         return DeleteOutcome(entry.key, entry.version_id, error.code, error.message)
-    except Exception:
-        log.failure("deleting {bucket}/{key} in DeleteObjects", bucket=call.bucket,
-                    key=entry.key)
-        internal = S3Error("InternalError")
-        return DeleteOutcome(entry.key, entry.version_id, internal.code, internal.message)
+    except Exception as exc:
+        failed = s3_error_of(exc)  # a full disk or an unreachable database: its own code
+        if failed is None:
+            log.failure("deleting {bucket}/{key} in DeleteObjects", bucket=call.bucket,
+                        key=entry.key)
+            failed = S3Error("InternalError")
+        return DeleteOutcome(entry.key, entry.version_id, failed.code, failed.message)
     if not done.delete_marker:
         return DeleteOutcome(entry.key, entry.version_id)
     return DeleteOutcome(entry.key, entry.version_id, delete_marker=True,

@@ -20,6 +20,7 @@ from twisted.internet.task import Clock
 from objstore.admin.api import AdminApi
 from objstore.audit.log import AuditLog
 from objstore.audit.requests import RequestRecorder
+from objstore.blobs.space import SpaceGuard
 from objstore.config import ServerLimits
 from objstore.engine.changes import Caller
 from objstore.errors import S3Error
@@ -120,7 +121,8 @@ class Answer:
 class Node:
     """One node in memory. `send` signs as `who` (None: unsigned) and returns the answer."""
 
-    def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None) -> None:
+    def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None,
+                 space: SpaceGuard | None = None) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         limits = limits or ServerLimits()
@@ -138,12 +140,14 @@ class Node:
         self.health = HealthState()
         self.admin = AdminApi(health=self.health, authenticator=authenticator,
                               info=lambda: {"version": "test"}, rate_limits=rate_limits,
-                              authorizer=self.authorizer)  # type: ignore[arg-type]
-        root = RootResource(s3=S3Api(services, authenticator, rate_limits).resource(),
+                              authorizer=self.authorizer,  # type: ignore[arg-type]
+                              space=space)
+        root = RootResource(s3=S3Api(services, authenticator, rate_limits, space).resource(),
                             admin=self.admin.resource(), limits=limits, domains=("s3.test",))
         self.site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=limits,
                                  server_header="objstore")
         self.site.timeOut = None  # no idle timer on the global reactor
+        self.site.space = space
         self.audit = AuditLog(FakeNoStore(), node_id="node-a", clock=self.clock)
         self.metrics = NodeMetrics(node_id="node-a", version="0.test")
         self.site.observer = RequestRecorder(audit=self.audit, metrics=self.metrics.requests,

@@ -19,6 +19,7 @@ from sqlalchemy import exc as sa_exc
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from objstore.errors import ServerCondition
 from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import READ_POOL_NAME, WRITE_POOL_NAME, DbPool, SyncDbPool
@@ -148,8 +149,9 @@ def test_call_with_retries_is_bounded() -> None:
         calls.append(1)
         raise locked_error()
 
-    with pytest.raises(sa_exc.OperationalError):
+    with pytest.raises(ServerCondition) as raised:  # answered 503 + Retry-After
         call_with_retries(RetryPolicy(attempts=3), always_locked, sleeps.append)
+    assert isinstance(raised.value.__cause__, sa_exc.OperationalError)
     assert len(calls) == 3 and sleeps == [0.05, 0.1]
 
 
