@@ -17,12 +17,22 @@ The store is where bytes land and where they are found: a body received by a `Bl
 once; a blob stored through a stage (stages.py) would take that second path, since its
 stored bytes are not its logical bytes.
 
+Removal of a version's files (`delete_version`) and a streamed read of a composite
+object (`pin_parts`) agree through an advisory lock on the object's first part blob, so
+that a read that started always finishes: a reader holds it shared; the deleter unlinks
+that blob, then removes the other parts only when it can take it exclusively, and
+otherwise leaves them to the last reader, who takes it exclusively when it lets go.
+Unlinking first makes every later pin fail (the reader then looks the key up again). The
+lock is flock(2): one per open file, shared by every worker process of the node.
+
 Every method here is blocking and runs on the IO thread pool (small reads may run inline,
 see reader.py), or in a synchronous tool (`objstore check`, `recover`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import itertools
 import json
 import os
@@ -188,6 +198,47 @@ class BlobStore:
         unlink_quietly(self.sidecar_path(blob_id))
         unlink_quietly(self.blob_path(blob_id))
 
+    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+        """Remove the files of a version that no row references any more: its own blob,
+        then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
+        last such reader removes them when it lets go."""
+        if blob_id is not None:
+            self.delete(blob_id)
+        if not part_ids:
+            return
+        try:
+            fd = os.open(self.blob_path(part_ids[0]), os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        self.delete(part_ids[0])  # from here on, no new reader can pin the parts
+        try:
+            if fd is None or _try_flock(fd, fcntl.LOCK_EX):
+                self._delete_parts(part_ids)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _delete_parts(self, part_ids: Sequence[str]) -> None:
+        for part_id in part_ids:
+            self.delete(part_id)
+
+    def pin_parts(self, part_ids: Sequence[str]) -> PartsPin:
+        """Hold the part blobs of a composite object until the pin is released, so that a
+        delete committed meanwhile can not remove them under a streamed read. Raises
+        FileNotFoundError when the object's files are being removed already."""
+        path = self.blob_path(part_ids[0])
+        fd = os.open(path, os.O_RDONLY)
+        pin = PartsPin(self, tuple(part_ids), fd)
+        try:
+            held = _try_flock(fd, fcntl.LOCK_SH) and os.fstat(fd).st_nlink > 0
+        except BaseException:
+            pin.release()
+            raise
+        if not held:
+            pin.release()
+            raise FileNotFoundError(errno.ENOENT, "the object is being deleted", path)
+        return pin
+
     # -- reads -----------------------------------------------------------------------
     def open_blob(self, blob_id: str) -> BlobFile:
         """The blob's bytes (FileNotFoundError when it is missing); the caller closes it."""
@@ -277,6 +328,45 @@ class BlobStore:
         for blob_id in sorted(set(sizes) | sidecars):
             if is_valid_blob_id(blob_id):
                 yield BlobInfo(blob_id, sizes.get(blob_id, -1), blob_id in sidecars)
+
+
+class PartsPin:
+    """A streamed read's hold on the parts of a composite object (`BlobStore.pin_parts`):
+    an open descriptor of its first part blob, locked shared."""
+
+    __slots__ = ("_store", "_part_ids", "_fd")
+
+    def __init__(self, store: BlobStore, part_ids: tuple[str, ...], fd: int) -> None:
+        self._store = store
+        self._part_ids = part_ids
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Let go (idempotent). When the object was deleted meanwhile and no other reader
+        holds its parts any more, remove them: whoever takes the lock exclusively last is
+        the one who saw every other holder gone (each drops its own lock first)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if os.fstat(fd).st_nlink == 0:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                if _try_flock(fd, fcntl.LOCK_EX):
+                    self._store._delete_parts(self._part_ids)
+        except OSError:
+            pass  # parts left behind are orphans that `objstore check --repair` reclaims
+        finally:
+            os.close(fd)
+
+
+def _try_flock(fd: int, operation: int) -> bool:
+    """Take an flock without waiting; False when another open file holds a conflicting
+    one."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _kernel_copy(source: BlobFile, segment: Segment, out: int) -> None:

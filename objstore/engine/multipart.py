@@ -464,7 +464,9 @@ class MultipartService:
                                                               precondition, usage_check)
                 except PartsChanged:
                     continue
-                await self._files.delete(result.orphaned_blob_ids)
+                await self._files.delete_replaced(result.replaced_blob_ids)
+                await self._files.delete([blob_id for blob_id in result.orphaned_blob_ids
+                                          if blob_id not in result.replaced_blob_ids])
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, result.record)
                 return result.record

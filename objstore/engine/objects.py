@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
-from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
@@ -86,12 +86,34 @@ class BlobFiles:
         await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
 
     async def delete(self, blob_ids: Sequence[str]) -> None:
+        """Remove blobs no reader can be streaming (parts of an open upload, a blob whose
+        row was never committed)."""
         for blob_id in blob_ids:
             try:
                 await self._io.run(self._blobs.delete, blob_id)
             except OSError:
                 # The row is gone; the file is an orphan `objstore check --repair` reclaims.
                 log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
+
+    async def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+        """Remove the files of one version no row references any more: its own blob and
+        its parts'. Parts a streamed read holds stay until it is done
+        (`BlobStore.delete_version`)."""
+        if blob_id is None and not part_ids:
+            return
+        try:
+            await self._io.run(self._blobs.delete_version, blob_id, part_ids)
+        except OSError:
+            log.failure("could not delete the unreachable blobs of {blob_id}",
+                        blob_id=blob_id)
+
+    async def delete_replaced(self, orphaned: Sequence[str]) -> None:
+        """Remove the files of the version a commit replaced, given as
+        `PutResult.orphaned_blob_ids` of an object write: its own blob first (a composite
+        always has one, holding its sidecar), then its parts (object_write_queries
+        `insert_latest`)."""
+        if orphaned:
+            await self.delete_version(orphaned[0], orphaned[1:])
 
 
 @dataclass(frozen=True)
@@ -213,7 +235,7 @@ class ObjectService:
             if isinstance(error, RecordNotFound):
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
-        await self._files.delete(result.orphaned_blob_ids)
+        await self._files.delete_replaced(result.orphaned_blob_ids)
         kind = (ChangeKind.DELETE_MARKER_WRITTEN if result.record.is_delete_marker
                 else ChangeKind.OBJECT_WRITTEN)
         await self._report(kind, caller, result.record)
@@ -281,14 +303,16 @@ class ObjectService:
         return (await self.lookup(bucket_name, key, version_id))[1]
 
     async def lookup(
-        self, bucket_name: str, key: str, version_id: str | None = None
+        self, bucket_name: str, key: str, version_id: str | None = None, *,
+        fresh: bool = False,
     ) -> tuple[BucketRecord, ObjectRecord]:
         """The bucket and the version a read names (see `versioning.find_version` for the
         answers about missing versions and delete markers). For reads that only answer:
-        the record may come from the object cache (meta/object_cache.py)."""
+        the record may come from the object cache (meta/object_cache.py), unless `fresh`
+        (a read whose version vanished looks again)."""
         bucket = await self._bucket(bucket_name)
         return bucket, await find_version(self._meta, bucket_name, key, version_id,
-                                          cached=True)
+                                          cached=not fresh)
 
     def reader(self, record: ObjectRecord, start: int = 0,
                length: int | None = None) -> BlobReader:
@@ -302,26 +326,42 @@ class ObjectService:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
         calling (reactor) thread, like the small GETs they serve: the data is normally in
         the page cache, and a pool round trip would cost more than the read itself. Larger
-        slices are read on the IO pool."""
+        slices are read on the IO pool. Raises VersionVanished when a write replaced or
+        removed the version since it was looked up."""
         reader = self.reader(record, start, length)
         try:
             if length <= INLINE_READ_BYTES:
                 return reader.read_all()
             return await self._io.run(reader.read_all)
         except FileNotFoundError:
-            raise _missing_blob(record) from None
+            raise await self._vanished(record) from None
 
-    def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
+    async def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
         """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
-        response. The first blob is opened now, on the calling thread (one open call), so
-        a missing blob is an error response rather than a cut stream, and a delete that
-        commits after this point no longer takes the bytes away."""
-        reader = self.reader(record, start, length)
+        response. Its blobs are held before the answer starts, so a delete that commits
+        after this point no longer takes the bytes away: the first blob is opened now, on
+        the calling thread (one open call), and a range over several parts pins them all
+        (`BlobStore.pin_parts`). Raises VersionVanished as `read_bytes`."""
+        segments = plan_segments(record, start, length)
+        reader = self._blobs.reader(segments)
+        pin: PartsPin | None = None
         try:
+            if segments and segments[0].blob_id != segments[-1].blob_id:
+                pin = self._blobs.pin_parts([part.blob_id for part in record.parts])
             reader.open()
         except FileNotFoundError:
-            raise _missing_blob(record) from None
-        return ChunkStream(reader, self._io)
+            if pin is not None:
+                await self._io.run(pin.release)
+            raise await self._vanished(record) from None
+        return ChunkStream(reader, self._io, release=pin.release if pin else None)
+
+    async def _vanished(self, record: ObjectRecord) -> Exception:
+        """The answer to a blob found missing: the version's row changed or went (a write
+        won the race; look again), or it still references that blob, which is lost."""
+        current = await self._meta.get_object(record.bucket, record.key, record.version_id)
+        if current is not None and current.blob_id == record.blob_id:
+            return _missing_blob(record)
+        return VersionVanished(record)
 
     async def delete(
         self,
@@ -368,7 +408,9 @@ class ObjectService:
             except RowChanged:
                 continue
             if result.removed is not None:
-                await self._files.delete(_blob_ids(result.removed))
+                removed = result.removed
+                await self._files.delete_version(removed.blob_id,
+                                                 [part.blob_id for part in removed.parts])
                 await self._report(ChangeKind.VERSION_DELETED, caller, result.removed)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
@@ -411,12 +453,6 @@ class ObjectService:
                                                     delimiter)
 
 
-def _blob_ids(record: ObjectRecord) -> list[str]:
-    """Every file a removed version used: its blob (or sidecar-only blob) and its parts."""
-    blob_ids = [record.blob_id] if record.blob_id else []
-    return blob_ids + [part.blob_id for part in record.parts]
-
-
 def _missing_blob(record: ObjectRecord) -> S3Error:
     log.error(
         "blob {blob_id} of {bucket}/{key} is missing; run `objstore check`",
@@ -431,6 +467,15 @@ def precondition_error(reason: str, key: str) -> S3Error:
         return S3Error("NoSuchKey", Key=key)
     condition = "If-None-Match" if reason == "exists" else "If-Match"
     return S3Error("PreconditionFailed", Condition=condition)
+
+
+class VersionVanished(Exception):
+    """The version a read looked up was overwritten or deleted before its bytes were held:
+    looking the key up again (from the database) gives the answer."""
+
+    def __init__(self, record: ObjectRecord) -> None:
+        super().__init__(f"{record.bucket}/{record.key}@{record.version_id} changed")
+        self.record = record
 
 
 class SourceChanged(Exception):

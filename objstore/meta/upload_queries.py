@@ -10,6 +10,8 @@ latest), inside its own transaction. No Twisted here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
 
 from objstore.meta import schema
@@ -37,6 +39,15 @@ from objstore.meta.tombstones import TOMBSTONE_UPLOAD, leave_tombstone
 
 _u = schema.multipart_uploads
 _p = schema.multipart_parts
+
+
+@dataclass(frozen=True)
+class CompletedUpload(PutResult):
+    """A completion's outcome. Of the orphaned blobs, `replaced_blob_ids` are those of the
+    version it replaced (its own blob, then its parts: readers may be streaming them); the
+    others are parts of the upload that the object does not use."""
+
+    replaced_blob_ids: tuple[str, ...] = ()
 
 
 def create_upload(db: Database, upload: UploadRecord) -> None:
@@ -152,7 +163,7 @@ def delete_upload(db: Database, upload_id: str) -> list[PartRecord]:
 def complete_upload(
     db: Database, upload_id: str, record: ObjectRecord,
     precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
-) -> PutResult:
+) -> CompletedUpload:
     """Close an upload into the object `record` (whose parts reference its part blobs) in
     ONE transaction: store the record as put_object does, and remove the upload and its
     part rows (leaving an upload tombstone). Raises RecordNotFound when the upload is gone
@@ -183,5 +194,7 @@ def complete_upload(
         conn.execute(sa.delete(_u).where(_u.c.upload_id == upload_id))
         leave_tombstone(db, conn, TOMBSTONE_UPLOAD, upload_id)
         stored, old = insert_latest(rows, record, seq)
-    old += [str(blob_id) for blob_id in current.values()]
-    return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
+    replaced = unreferenced(old, stored)
+    parts: list[str | None] = [str(blob_id) for blob_id in current.values()]
+    return CompletedUpload(record=stored, orphaned_blob_ids=unreferenced(old + parts, stored),
+                           replaced_blob_ids=replaced)
