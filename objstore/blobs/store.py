@@ -5,10 +5,15 @@ Layout under `<data_dir>`:
   blobs/<id[0:2]>/<id[2:4]>/<blob_id>.meta.json  sidecar: everything needed to rebuild the row
   tmp/                                            spools of uploads in flight (swept at start)
   control/                                        control-plane records (see control.py)
+  uploads/<upload_id>.json                        an open multipart upload (its row as JSON)
 
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
-metadata row.
+metadata row. A permanent delete goes the other way: the sidecar is withdrawn durably
+(`withdraw_sidecar`) before the row goes, so that bytes a crash leaves behind are an orphan
+and never a version `recover` would bring back. An open upload's record is written the same
+way before its row and withdrawn before an abort's; a completion removes it after its
+commit (recover knows a completed upload by its parts, which the object then references).
 
 The store is where bytes land and where they are found: a body received by a `BlobWriter`
 (writer.py) becomes a blob through `commit`; object bytes are read only through a
@@ -36,6 +41,7 @@ import fcntl
 import itertools
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -59,6 +65,12 @@ def is_valid_blob_id(blob_id: str) -> bool:
         return False
 
 
+# Upload ids become file names: what `new_upload_id` makes (hex), and nothing with a dot or
+# a slash.
+_UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+UPLOAD_RECORD_SUFFIX = ".json"
+
+
 def new_blob_id() -> str:
     return str(uuid.uuid4())
 
@@ -75,6 +87,7 @@ class BlobStore:
         self.data_dir = os.path.abspath(data_dir)
         self.blob_root = os.path.join(self.data_dir, "blobs")
         self.tmp_dir = os.path.join(self.data_dir, "tmp")
+        self.upload_root = os.path.join(self.data_dir, "uploads")
         self._fsync = fsync
         self._known_dirs: set[str] = set()
         # Temporary names: unique per store object and process without a random draw
@@ -198,6 +211,16 @@ class BlobStore:
         unlink_quietly(self.sidecar_path(blob_id))
         unlink_quietly(self.blob_path(blob_id))
 
+    def withdraw_sidecar(self, blob_id: str) -> None:
+        """Remove a blob's sidecar durably and keep its bytes: from now on `recover` does
+        not rebuild the version, whatever happens to the bytes (see the module notes)."""
+        path = self.sidecar_path(blob_id)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        self._fsync_dir(os.path.dirname(path))
+
     def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
         """Remove the files of a version that no row references any more: its own blob,
         then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
@@ -238,6 +261,40 @@ class BlobStore:
             pin.release()
             raise FileNotFoundError(errno.ENOENT, "the object is being deleted", path)
         return pin
+
+    # -- records of open uploads -----------------------------------------------------
+    def upload_record_path(self, upload_id: str) -> str:
+        if not _UPLOAD_ID.fullmatch(upload_id):
+            raise ValueError(f"invalid upload id {upload_id!r}")
+        return os.path.join(self.upload_root, upload_id + UPLOAD_RECORD_SUFFIX)
+
+    def write_upload_record(self, upload_id: str, record: dict[str, Any]) -> None:
+        """Write (or replace) the record of an open upload atomically and durably."""
+        path = self.upload_record_path(upload_id)
+        self._ensure_dir(self.upload_root)
+        body = json.dumps({"format": SIDECAR_FORMAT, **record}, sort_keys=True).encode()
+        self._write_atomically(path, body)
+
+    def remove_upload_record(self, upload_id: str) -> None:
+        """Remove an upload's record durably (gone already: nothing to do)."""
+        try:
+            os.unlink(self.upload_record_path(upload_id))
+        except FileNotFoundError:
+            return
+        self._fsync_dir(self.upload_root)
+
+    def read_upload_record(self, upload_id: str) -> dict[str, Any]:
+        with open(self.upload_record_path(upload_id), "rb") as handle:
+            data: dict[str, Any] = json.load(handle)
+        return data
+
+    def upload_record_ids(self) -> list[str]:
+        """The upload ids that have a record, sorted."""
+        if not os.path.isdir(self.upload_root):
+            return []
+        found = (name[: -len(UPLOAD_RECORD_SUFFIX)] for name in os.listdir(self.upload_root)
+                 if name.endswith(UPLOAD_RECORD_SUFFIX))
+        return sorted(upload_id for upload_id in found if _UPLOAD_ID.fullmatch(upload_id))
 
     # -- reads -----------------------------------------------------------------------
     def open_blob(self, blob_id: str) -> BlobFile:

@@ -57,6 +57,7 @@ from objstore.threads import Runner
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
+    from objstore.meta.upload_queries import CompletedUpload
 
 MAX_PART_NUMBER = 10_000
 MIN_PART_BYTES = 5 * 1024 * 1024
@@ -318,10 +319,14 @@ class MultipartService:
             storage_class=attrs.storage_class, checksum_algorithm=mode.algorithm,
             tags=dict(attrs.tags), extra=extra,
         )
+        await self._files.store_upload(upload)
         try:
             await self._meta.create_upload(upload)
-        except RecordNotFound:
-            raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+        except BaseException as error:
+            await self._files.remove_upload(upload.upload_id)
+            if isinstance(error, RecordNotFound):
+                raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+            raise
         await self._report(ChangeKind.UPLOAD_CREATED, caller, bucket_name, key,
                            subject=upload.upload_id)
         return upload
@@ -347,9 +352,16 @@ class MultipartService:
         return upload
 
     async def abort(self, caller: Caller, upload: UploadRecord) -> None:
-        """Remove the upload and then the blobs of the parts its rows held. A completion
-        that won the race took the part rows with it, so their blobs are kept."""
-        parts = await self._meta.delete_upload(upload.upload_id)
+        """Remove the upload's record (so that `recover` never reopens it), the upload and
+        then the blobs of the parts its rows held. A completion that won the race took the
+        part rows with it, so their blobs are kept."""
+        await self._files.remove_upload(upload.upload_id)
+        try:
+            parts = await self._meta.delete_upload(upload.upload_id)
+        except BaseException:
+            if await self._meta.get_upload(upload.upload_id) is not None:
+                await self._files.store_upload(upload)
+            raise
         await self._files.delete([part.blob_id for part in parts])
         await self._report(ChangeKind.UPLOAD_ABORTED, caller, upload.bucket, upload.key,
                            subject=upload.upload_id)
@@ -464,9 +476,7 @@ class MultipartService:
                                                               precondition, usage_check)
                 except PartsChanged:
                     continue
-                await self._files.delete_replaced(result.replaced_blob_ids)
-                await self._files.delete([blob_id for blob_id in result.orphaned_blob_ids
-                                          if blob_id not in result.replaced_blob_ids])
+                await self._completed(upload, result)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, result.record)
                 return result.record
@@ -475,6 +485,15 @@ class MultipartService:
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
+
+    async def _completed(self, upload: UploadRecord, result: CompletedUpload) -> None:
+        """After the commit: the upload's record goes (a crash before leaves a record whose
+        parts the object references: `recover` knows it completed), then the files the
+        object replaced, then the parts it does not use."""
+        await self._files.remove_upload(upload.upload_id)
+        await self._files.delete_replaced(result.replaced_blob_ids)
+        await self._files.delete([blob_id for blob_id in result.orphaned_blob_ids
+                                  if blob_id not in result.replaced_blob_ids])
 
     async def _describe(
         self, upload: UploadRecord, requested: Sequence[RequestedPart],
@@ -505,6 +524,7 @@ class MultipartService:
             # the object it stored is ours, and its sidecar must stay.
             current = await self._meta.get_object(upload.bucket, upload.key, version_id)
             if current is not None and current.blob_id == blob_id:
+                await self._files.remove_upload(upload.upload_id)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, current)
                 return current

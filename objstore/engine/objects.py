@@ -28,7 +28,7 @@ from twisted.logger import Logger
 
 from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
-from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
 from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine.buckets import require_bucket
@@ -49,7 +49,13 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
-from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
+from objstore.meta.records import (
+    NULL_VERSION,
+    BucketRecord,
+    ObjectRecord,
+    UploadRecord,
+    WritePrecondition,
+)
 from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.threads import Runner
 
@@ -84,6 +90,29 @@ class BlobFiles:
         """Make durable a blob id that holds only a sidecar (a delete marker, a composite
         object whose bytes are its parts')."""
         await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
+
+    async def withdraw(self, record: ObjectRecord) -> None:
+        """Before a permanent delete commits: the version's sidecar goes, durably, so that
+        `recover` never rebuilds it from bytes a crash leaves behind (blobs/store.py)."""
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.withdraw_sidecar, record.blob_id)
+
+    async def reinstate(self, record: ObjectRecord) -> None:
+        """The sidecar of a version whose delete did not commit, written back from its
+        row."""
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.write_sidecar, record.blob_id,
+                               record_to_sidecar(record))
+
+    async def store_upload(self, upload: UploadRecord) -> None:
+        """Make an open upload's record durable (before its row: see blobs/store.py)."""
+        await self._io.run(self._blobs.write_upload_record, upload.upload_id,
+                           upload_to_record(upload))
+
+    async def remove_upload(self, upload_id: str) -> None:
+        """Remove an upload's record durably (before an abort's row delete, after a
+        completion's commit)."""
+        await self._io.run(self._blobs.remove_upload_record, upload_id)
 
     async def delete(self, blob_ids: Sequence[str]) -> None:
         """Remove blobs no reader can be streaming (parts of an open upload, a blob whose
@@ -395,25 +424,45 @@ class ObjectService:
         bypass_governance: bool,
     ) -> DeleteOutcome:
         """Remove one version after the lock rules allowed it; the delete is guarded by
-        the seq that was checked, so a lock change committed in between is seen."""
+        the seq that was checked, so a lock change committed in between is seen. The
+        version's sidecar is withdrawn before the row goes (and written back when the row
+        stays), so that a crash before its blob is removed never brings it back in
+        `recover`."""
         for _ in range(GUARD_ATTEMPTS):
             record = await self._meta.get_object(bucket_name, key, version_id)
             if record is None:
                 return DeleteOutcome(version_id)
             await check_deletable(self._authority, caller.principal, record, self._clock(),
                                   bypass_governance)
+            await self._files.withdraw(record)
             try:
                 result = await self._meta.delete_object_version(
                     bucket_name, key, version_id, record.seq)
-            except RowChanged:
-                continue
+            except BaseException as error:
+                await self._reinstate_if_kept(record)
+                if isinstance(error, RowChanged):
+                    continue
+                raise
             if result.removed is not None:
                 removed = result.removed
                 await self._files.delete_version(removed.blob_id,
                                                  [part.blob_id for part in removed.parts])
-                await self._report(ChangeKind.VERSION_DELETED, caller, result.removed)
+                await self._report(ChangeKind.VERSION_DELETED, caller, removed)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
+
+    async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
+        """After a delete that did not commit (or whose outcome is unknown): the sidecar
+        comes back when the row still holds the same blob. Should even that read fail, the
+        row stays without a sidecar, which `objstore check --repair` rewrites."""
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+            if current is not None and current.blob_id == record.blob_id:
+                await self._files.reinstate(current)
+        except Exception:
+            log.failure("could not write back the sidecar of {bucket}/{key} ({version_id})",
+                        bucket=record.bucket, key=record.key, version_id=record.version_id)
 
     async def _insert_marker(
         self, caller: Caller, bucket: BucketRecord, key: str, bypass_governance: bool
