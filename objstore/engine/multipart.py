@@ -215,6 +215,13 @@ def check_claims(
                       f"{claims.object_size} does not match what was computed: {size}")
 
 
+def same_parts(requested: Sequence[RequestedPart], record: ObjectRecord) -> bool:
+    """Whether a completion's part list names exactly the parts (numbers and ETags) the
+    composite object `record` was made of."""
+    return ([(part.part_number, normalize_etag(part.etag)) for part in requested]
+            == [(part.part_number, part.etag) for part in record.parts])
+
+
 def composite_record(
     upload: UploadRecord, parts: Sequence[PartRecord], *, version_id: str, blob_id: str,
     now: float, checksums: dict[str, str], checksum_type: str | None,
@@ -481,7 +488,8 @@ class MultipartService:
                                    upload.key, result.record)
                 return result.record
         except (S3Error, RecordNotFound, PreconditionNotMet) as error:
-            return await self._completion_failed(caller, upload, blob_id, version_id, error)
+            return await self._completion_failed(caller, upload, requested, blob_id,
+                                                 version_id, error)
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
@@ -517,7 +525,8 @@ class MultipartService:
         return record
 
     async def _completion_failed(
-        self, caller: Caller, upload: UploadRecord, blob_id: str, version_id: str, error: Exception
+        self, caller: Caller, upload: UploadRecord, requested: Sequence[RequestedPart],
+        blob_id: str, version_id: str, error: Exception,
     ) -> ObjectRecord:
         if isinstance(error, RecordNotFound):
             # A retried transaction whose first COMMIT succeeded finds the upload gone:
@@ -529,12 +538,52 @@ class MultipartService:
                                    upload.key, current)
                 return current
         await self._files.delete([blob_id])
+        if isinstance(error, RecordNotFound) or (
+                isinstance(error, S3Error) and error.code == "InvalidPart"):
+            # The upload (or its parts) went under us: a client's retry of a completion
+            # that was still running when it gave up, and the first one won.
+            done = await self.completed(upload.bucket, upload.key, upload.upload_id, requested)
+            if done is not None:
+                return done
         if isinstance(error, PreconditionNotMet):
             raise precondition_error(error.reason, upload.key) from None
         if isinstance(error, RecordNotFound):
             await self._bucket(upload.bucket)
             raise S3Error("NoSuchUpload", UploadId=upload.upload_id) from None
         raise error
+
+    async def complete_by_id(
+        self, caller: Caller, bucket_name: str, key: str, upload_id: str,
+        requested: Sequence[RequestedPart], claims: CompletionClaims,
+        precondition: WritePrecondition | None = None,
+    ) -> ObjectRecord:
+        """CompleteMultipartUpload: the object the open upload `upload_id` becomes, or,
+        for a retry of a completion that succeeded (a client that timed out), the object
+        that one made (`completed`), as AWS answers it."""
+        try:
+            upload = await self.upload(bucket_name, key, upload_id)
+        except S3Error as error:
+            if error.code != "NoSuchUpload":
+                raise
+            done = await self.completed(bucket_name, key, upload_id, requested)
+            if done is None:
+                raise
+            return done
+        return await self.complete(caller, upload, requested, claims, precondition)
+
+    async def completed(
+        self, bucket_name: str, key: str, upload_id: str, requested: Sequence[RequestedPart]
+    ) -> ObjectRecord | None:
+        """The object a completion of `upload_id` with the same part list made, if that
+        was at most COMPLETED_UPLOAD_KEPT_SECONDS ago and the version still exists (a
+        version overwritten on an unversioned bucket, or deleted, no longer counts)."""
+        completion = await self._meta.get_completion(upload_id)
+        if completion is None or (completion.bucket, completion.key) != (bucket_name, key):
+            return None
+        record = await self._meta.get_object(bucket_name, key, completion.version_id)
+        if record is None or record.blob_id != completion.blob_id:
+            return None
+        return record if same_parts(requested, record) else None
 
     # -- listing uploads -------------------------------------------------------------
     async def list_uploads(
