@@ -19,8 +19,8 @@ from objstore.engine.multipart import (
     CompletionClaims,
     MultipartService,
     RequestedPart,
-    same_parts,
 )
+from objstore.engine.multipart_rules import same_parts
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.http.spool import BodySpool
