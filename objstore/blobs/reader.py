@@ -9,8 +9,9 @@ archive stream, checksums and `check --deep` do not change when one is stacked.
 
 At most one blob is open at a time: moving to another segment closes the previous blob.
 `open()` opens the first blob at once: a blob deleted after that still reads through the
-open descriptor, so a reader made right after a lookup narrows the window in which a
-concurrent delete of the key can remove the bytes from under a GET.
+open descriptor. A reader that spans several blobs (parts) is opened under a pin that keeps
+the others too (`BlobStore.pin_parts`), so that once a GET has started answering, a
+concurrent delete of the key can not remove its bytes.
 
 Everything here is blocking. Small reads may run on the calling (reactor) thread: a blob
 is normally in the page cache and a pool round trip costs more than a 256 KiB read.
@@ -174,14 +175,17 @@ class BlobReader:
 class ChunkStream:
     """A reader's chunks, each read by a job on `runner` (the IO pool): what a streamed
     response pulls. Callers never have two `next_chunk` calls in flight, and `close` only
-    when none is (a pool thread may be reading through the open blob)."""
+    when none is (a pool thread may be reading through the open blob). `release` (a
+    hold on the blobs, see `BlobStore.pin_parts`) runs on the runner once closed."""
 
     def __init__(self, reader: BlobReader, runner: Runner,
-                 chunk_bytes: int = READ_CHUNK_BYTES) -> None:
+                 chunk_bytes: int = READ_CHUNK_BYTES, *,
+                 release: Callable[[], None] | None = None) -> None:
         self.length = reader.length
         self._reader = reader
         self._chunks = reader.chunks(chunk_bytes)
         self._runner = runner
+        self._release = release
 
     def next_chunk(self) -> defer.Deferred[bytes | None]:
         """The next chunk, or None after the last one."""
@@ -190,3 +194,6 @@ class ChunkStream:
     def close(self) -> None:
         self._chunks.close()
         self._reader.close()
+        release, self._release = self._release, None
+        if release is not None:
+            self._runner.run(release)

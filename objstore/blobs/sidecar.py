@@ -1,7 +1,9 @@
-"""Conversion between object records and sidecar documents.
+"""Conversion between records and the documents beside the blobs.
 
-A sidecar is the JSON twin of one object row (minus `seq`, which is node-local): with the
-control-plane record it is all `objstore recover` needs to rebuild the database.
+A sidecar is the JSON twin of one object row (minus `seq`, which is node-local); a part's
+sidecar (kind "part", written by the multipart service) holds its part row; an upload
+record (`BlobStore.write_upload_record`) holds an open upload's row. With the control-plane
+record they are all `objstore recover` needs to rebuild the database.
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from objstore.meta.records import ObjectRecord, PartRef
+from objstore.meta.records import ObjectRecord, PartRecord, PartRef, UploadRecord
 
 _NODE_LOCAL = ("seq", "is_latest")
 _FIELDS = {f.name for f in dataclasses.fields(ObjectRecord)}
 _SIDECAR_FIELDS = tuple(
     f.name for f in dataclasses.fields(ObjectRecord) if f.name not in _NODE_LOCAL)
+_UPLOAD_FIELDS = {f.name for f in dataclasses.fields(UploadRecord)}
 
 
 def record_to_sidecar(record: ObjectRecord) -> dict[str, Any]:
@@ -45,3 +48,22 @@ def record_from_sidecar(data: dict[str, Any]) -> ObjectRecord:
     values = {k: v for k, v in data.items() if k in _FIELDS and k not in _NODE_LOCAL}
     values["parts"] = tuple(PartRef(**p) for p in values.get("parts", ()))
     return ObjectRecord(**values, is_latest=False)
+
+
+def upload_to_record(upload: UploadRecord) -> dict[str, Any]:
+    """The record document of an open upload."""
+    return {**dataclasses.asdict(upload), "kind": "upload"}
+
+
+def upload_from_record(data: dict[str, Any]) -> UploadRecord:
+    """Rebuild an upload row; unknown fields written by a newer version are ignored."""
+    return UploadRecord(**{k: v for k, v in data.items() if k in _UPLOAD_FIELDS})
+
+
+def part_from_sidecar(blob_id: str, data: dict[str, Any]) -> PartRecord:
+    """Rebuild a part row from its sidecar (`engine.multipart.part_sidecar`)."""
+    return PartRecord(
+        upload_id=data["upload_id"], part_number=int(data["part_number"]), blob_id=blob_id,
+        size=int(data["size"]), etag=data["etag"], last_modified=float(data["last_modified"]),
+        checksums=dict(data.get("checksums") or {}),
+    )

@@ -5,13 +5,18 @@ Layout under `<data_dir>`:
   blobs/<id[0:2]>/<id[2:4]>/<blob_id>.meta.json  sidecar: everything needed to rebuild the row
   tmp/                                            spools of uploads in flight (swept at start)
   control/                                        control-plane records (see control.py)
+  uploads/<upload_id>.json                        an open multipart upload (its row as JSON)
 
 Modes: directories 0700, blobs, sidecars and spools 0600, whatever the umask: they hold
 the users' objects and metadata, which only the daemon reads (objstore.private_files).
 
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
-metadata row.
+metadata row. A permanent delete goes the other way: the sidecar is withdrawn durably
+(`withdraw_sidecar`) before the row goes, so that bytes a crash leaves behind are an orphan
+and never a version `recover` would bring back. An open upload's record is written the same
+way before its row and withdrawn before an abort's; a completion removes it after its
+commit (recover knows a completed upload by its parts, which the object then references).
 
 The store is where bytes land and where they are found: a body received by a `BlobWriter`
 (writer.py) becomes a blob through `commit`; object bytes are read only through a
@@ -20,15 +25,26 @@ The store is where bytes land and where they are found: a body received by a `Bl
 once; a blob stored through a stage (stages.py) would take that second path, since its
 stored bytes are not its logical bytes.
 
+Removal of a version's files (`delete_version`) and a streamed read of a composite
+object (`pin_parts`) agree through an advisory lock on the object's first part blob, so
+that a read that started always finishes: a reader holds it shared; the deleter unlinks
+that blob, then removes the other parts only when it can take it exclusively, and
+otherwise leaves them to the last reader, who takes it exclusively when it lets go.
+Unlinking first makes every later pin fail (the reader then looks the key up again). The
+lock is flock(2): one per open file, shared by every worker process of the node.
+
 Every method here is blocking and runs on the IO thread pool (small reads may run inline,
 see reader.py), or in a synchronous tool (`objstore check`, `recover`).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import itertools
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -53,6 +69,12 @@ def is_valid_blob_id(blob_id: str) -> bool:
         return False
 
 
+# Upload ids become file names: what `new_upload_id` makes (hex), and nothing with a dot or
+# a slash.
+_UPLOAD_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+UPLOAD_RECORD_SUFFIX = ".json"
+
+
 def new_blob_id() -> str:
     return str(uuid.uuid4())
 
@@ -69,6 +91,7 @@ class BlobStore:
         self.data_dir = os.path.abspath(data_dir)
         self.blob_root = os.path.join(self.data_dir, "blobs")
         self.tmp_dir = os.path.join(self.data_dir, "tmp")
+        self.upload_root = os.path.join(self.data_dir, "uploads")
         self._fsync = fsync
         self._known_dirs: set[str] = set()
         # Temporary names: unique per store object and process without a random draw
@@ -192,6 +215,91 @@ class BlobStore:
         unlink_quietly(self.sidecar_path(blob_id))
         unlink_quietly(self.blob_path(blob_id))
 
+    def withdraw_sidecar(self, blob_id: str) -> None:
+        """Remove a blob's sidecar durably and keep its bytes: from now on `recover` does
+        not rebuild the version, whatever happens to the bytes (see the module notes)."""
+        path = self.sidecar_path(blob_id)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return
+        self._fsync_dir(os.path.dirname(path))
+
+    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+        """Remove the files of a version that no row references any more: its own blob,
+        then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
+        last such reader removes them when it lets go."""
+        if blob_id is not None:
+            self.delete(blob_id)
+        if not part_ids:
+            return
+        try:
+            fd = os.open(self.blob_path(part_ids[0]), os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        self.delete(part_ids[0])  # from here on, no new reader can pin the parts
+        try:
+            if fd is None or _try_flock(fd, fcntl.LOCK_EX):
+                self._delete_parts(part_ids)
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _delete_parts(self, part_ids: Sequence[str]) -> None:
+        for part_id in part_ids:
+            self.delete(part_id)
+
+    def pin_parts(self, part_ids: Sequence[str]) -> PartsPin:
+        """Hold the part blobs of a composite object until the pin is released, so that a
+        delete committed meanwhile can not remove them under a streamed read. Raises
+        FileNotFoundError when the object's files are being removed already."""
+        path = self.blob_path(part_ids[0])
+        fd = os.open(path, os.O_RDONLY)
+        pin = PartsPin(self, tuple(part_ids), fd)
+        try:
+            held = _try_flock(fd, fcntl.LOCK_SH) and os.fstat(fd).st_nlink > 0
+        except BaseException:
+            pin.release()
+            raise
+        if not held:
+            pin.release()
+            raise FileNotFoundError(errno.ENOENT, "the object is being deleted", path)
+        return pin
+
+    # -- records of open uploads -----------------------------------------------------
+    def upload_record_path(self, upload_id: str) -> str:
+        if not _UPLOAD_ID.fullmatch(upload_id):
+            raise ValueError(f"invalid upload id {upload_id!r}")
+        return os.path.join(self.upload_root, upload_id + UPLOAD_RECORD_SUFFIX)
+
+    def write_upload_record(self, upload_id: str, record: dict[str, Any]) -> None:
+        """Write (or replace) the record of an open upload atomically and durably."""
+        path = self.upload_record_path(upload_id)
+        self._ensure_dir(self.upload_root)
+        body = json.dumps({"format": SIDECAR_FORMAT, **record}, sort_keys=True).encode()
+        self._write_atomically(path, body)
+
+    def remove_upload_record(self, upload_id: str) -> None:
+        """Remove an upload's record durably (gone already: nothing to do)."""
+        try:
+            os.unlink(self.upload_record_path(upload_id))
+        except FileNotFoundError:
+            return
+        self._fsync_dir(self.upload_root)
+
+    def read_upload_record(self, upload_id: str) -> dict[str, Any]:
+        with open(self.upload_record_path(upload_id), "rb") as handle:
+            data: dict[str, Any] = json.load(handle)
+        return data
+
+    def upload_record_ids(self) -> list[str]:
+        """The upload ids that have a record, sorted."""
+        if not os.path.isdir(self.upload_root):
+            return []
+        found = (name[: -len(UPLOAD_RECORD_SUFFIX)] for name in os.listdir(self.upload_root)
+                 if name.endswith(UPLOAD_RECORD_SUFFIX))
+        return sorted(upload_id for upload_id in found if _UPLOAD_ID.fullmatch(upload_id))
+
     # -- reads -----------------------------------------------------------------------
     def open_blob(self, blob_id: str) -> BlobFile:
         """The blob's bytes (FileNotFoundError when it is missing); the caller closes it."""
@@ -281,6 +389,45 @@ class BlobStore:
         for blob_id in sorted(set(sizes) | sidecars):
             if is_valid_blob_id(blob_id):
                 yield BlobInfo(blob_id, sizes.get(blob_id, -1), blob_id in sidecars)
+
+
+class PartsPin:
+    """A streamed read's hold on the parts of a composite object (`BlobStore.pin_parts`):
+    an open descriptor of its first part blob, locked shared."""
+
+    __slots__ = ("_store", "_part_ids", "_fd")
+
+    def __init__(self, store: BlobStore, part_ids: tuple[str, ...], fd: int) -> None:
+        self._store = store
+        self._part_ids = part_ids
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        """Let go (idempotent). When the object was deleted meanwhile and no other reader
+        holds its parts any more, remove them: whoever takes the lock exclusively last is
+        the one who saw every other holder gone (each drops its own lock first)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if os.fstat(fd).st_nlink == 0:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                if _try_flock(fd, fcntl.LOCK_EX):
+                    self._store._delete_parts(self._part_ids)
+        except OSError:
+            pass  # parts left behind are orphans that `objstore check --repair` reclaims
+        finally:
+            os.close(fd)
+
+
+def _try_flock(fd: int, operation: int) -> bool:
+    """Take an flock without waiting; False when another open file holds a conflicting
+    one."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _kernel_copy(source: BlobFile, segment: Segment, out: int) -> None:

@@ -1,10 +1,11 @@
 """`objstore check`: compare metadata rows with blob files and sidecars.
 
 Reports rows whose blob is missing or has the wrong size (or, with --deep, the wrong MD5),
-rows whose sidecar is missing, and orphans (blobs or sidecars no row references). --repair
-removes orphans older than the grace period (younger ones may be uploads in flight) and
-rewrites missing sidecars from their rows; it never deletes a row. Exit 0 only when, after
-any repair, nothing is wrong.
+rows whose sidecar is missing (and open uploads without their record in `uploads/`), and
+orphans (blobs or sidecars no row references, records of uploads that are not open).
+--repair removes orphans older than the grace period (younger ones may be uploads in
+flight) and rewrites missing sidecars and upload records from their rows; it never deletes
+a row. Exit 0 only when, after any repair, nothing is wrong.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
 from objstore.blobs.store import BlobStore
 from objstore.cli.progress import Progress
 from objstore.config import Config
-from objstore.meta.records import ObjectRecord
+from objstore.meta.records import ObjectRecord, UploadRecord
 from objstore.meta.store import SyncMetaStore, open_sync_store
 
 DEEP_READ_BYTES = 1024 * 1024
@@ -79,27 +80,68 @@ def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
             else:
                 report.missing_sidecars.append(_name(record))
     progress.finish()
-    for bucket in store.list_buckets():
-        for upload in store.list_uploads(bucket.name, limit=1_000_000):
-            referenced.update(p.blob_id for p in store.list_parts(upload.upload_id))
+    open_uploads = _check_uploads(store, blobs, repair, report)
+    for upload in open_uploads:
+        referenced.update(p.blob_id for p in store.list_parts(upload.upload_id))
     now = time.time()
     for info in blobs.iter_blobs():
         if info.blob_id in referenced:
             continue
         path = blobs.blob_path(info.blob_id) if info.size >= 0 else blobs.sidecar_path(
             info.blob_id)
-        try:
-            age = now - os.stat(path).st_mtime
-        except FileNotFoundError:
-            continue
-        if age < orphan_grace_seconds:
+        if _is_young(path, now, orphan_grace_seconds):
             continue
         if repair:
             blobs.delete(info.blob_id)
             report.repaired += 1
         else:
             report.orphans.append(info.blob_id)
+    _check_upload_records(blobs, {u.upload_id for u in open_uploads}, repair,
+                          orphan_grace_seconds, report)
     return report
+
+
+def _is_young(path: str, now: float, grace_seconds: float) -> bool:
+    """Younger than the grace period (or gone meanwhile): may belong to a write in
+    flight."""
+    try:
+        return now - os.stat(path).st_mtime < grace_seconds
+    except FileNotFoundError:
+        return True
+
+
+def _check_uploads(store: SyncMetaStore, blobs: BlobStore, repair: bool,
+                   report: Report) -> list[UploadRecord]:
+    """Every open upload, each with its record (`recover` reopens uploads from them)."""
+    uploads = [upload for bucket in store.list_buckets()
+               for upload in store.list_uploads(bucket.name, limit=1_000_000)]
+    for upload in uploads:
+        if os.path.exists(blobs.upload_record_path(upload.upload_id)):
+            continue
+        if repair:
+            blobs.write_upload_record(upload.upload_id, upload_to_record(upload))
+            report.repaired += 1
+        else:
+            report.missing_sidecars.append(
+                f"upload {upload.upload_id} of {upload.bucket}/{upload.key}")
+    return uploads
+
+
+def _check_upload_records(blobs: BlobStore, open_ids: set[str], repair: bool,
+                          grace_seconds: float, report: Report) -> None:
+    """Records of uploads that are no longer open (a crash after a completion or an
+    abort) are orphans."""
+    now = time.time()
+    for upload_id in blobs.upload_record_ids():
+        if upload_id in open_ids:
+            continue
+        if _is_young(blobs.upload_record_path(upload_id), now, grace_seconds):
+            continue
+        if repair:
+            blobs.remove_upload_record(upload_id)
+            report.repaired += 1
+        else:
+            report.orphans.append(f"record of upload {upload_id}")
 
 
 def _blobs_of(record: ObjectRecord) -> list[tuple[str, int, str | None]]:
@@ -145,7 +187,7 @@ def _print(report: Report) -> None:
         ("missing blobs", report.missing_blobs),
         ("size mismatches", report.size_mismatches),
         ("hash mismatches", report.hash_mismatches),
-        ("rows without a sidecar", report.missing_sidecars),
+        ("rows without a sidecar (or upload record)", report.missing_sidecars),
         ("orphans (reclaimable with --repair)", report.orphans),
     ]
     for title, items in sections:

@@ -1,30 +1,32 @@
 """Multipart upload use cases: create, upload or copy a part, complete, abort, list.
 
-Owns the rules of S3 multipart uploads that do not depend on HTTP: the validation of a
-completion's part list (order, ETags, per-part checksums, minimum part size), the composite
-record a completion commits and its whole-object checksum, and the delimiter grouping of
-ListMultipartUploads. The pure rules are plain functions, tested without a reactor.
+Applies the rules of engine/multipart_rules.py (part list, checksums, the composite record)
+to the metadata store and the blob store, and owns the delimiter grouping of
+ListMultipartUploads.
 
-Durability (DESIGN invariants 1-2): a part is a blob with a sidecar of kind "part", durable
+Durability (DESIGN invariants 1-2): an upload's record (`uploads/`, what `recover` reopens
+it from) is durable before its row, withdrawn before an abort's row delete and removed
+after a completion's commit. A part is a blob with a sidecar of kind "part", durable
 before its row. A completion writes a NEW blob id that holds only the composite object's
 sidecar (its `parts` reference the part blobs, whose bytes are never rewritten), then
 commits the object row and removes the upload and its part rows in ONE transaction
 (`MetaStore.complete_upload`), so an abort can never delete blobs a completed object uses.
 A blob is deleted only after the commit that made it unreachable, and never when the
 outcome of a commit is unknown (an orphan is reclaimed by `objstore check --repair`).
+A retry of a completion that succeeded (a client that timed out) is answered with the
+object it made, for a while (`complete_by_id`).
 
 Versioning and object lock: a completion gets a version id as a PutObject does, carries
 the lock headers given at creation (else the bucket's default retention, counted from the
 completion), and is refused like any write that would overwrite a locked null version.
 """
-
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from twisted.logger import Logger
 
 from objstore.blobs import checksum_combine as combine
 from objstore.blobs.segments import Segment, plan_segments
@@ -34,6 +36,25 @@ from objstore.blobs.writer import UploadedBody
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
+from objstore.engine.multipart_rules import (
+    COMPOSITE,
+    FULL_OBJECT,
+    MAX_COPY_PART_BYTES,
+    MAX_PART_NUMBER,
+    MIN_PART_BYTES,
+    ChecksumMode,
+    CompletionClaims,
+    RequestedPart,
+    check_claims,
+    check_part_order,
+    composite_record,
+    new_upload_id,
+    object_checksums,
+    part_checksum_mismatch,
+    part_sidecar,
+    same_parts,
+    select_parts,
+)
 from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
 from objstore.engine.quota import quota_check
 from objstore.engine.versioning import (
@@ -48,7 +69,6 @@ from objstore.meta.records import (
     BucketRecord,
     ObjectRecord,
     PartRecord,
-    PartRef,
     UploadRecord,
     WritePrecondition,
 )
@@ -57,55 +77,15 @@ from objstore.threads import Runner
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
+    from objstore.meta.upload_queries import CompletedUpload
 
-MAX_PART_NUMBER = 10_000
-MIN_PART_BYTES = 5 * 1024 * 1024
-MAX_COPY_PART_BYTES = 5 * 1024**3
-COMPOSITE = "COMPOSITE"
-FULL_OBJECT = "FULL_OBJECT"
+log = Logger()
+
 # A completion re-reads the parts when one was replaced under it; after this many tries
 # the client is told to retry.
 COMPLETE_ATTEMPTS = 3
 # Sorts after every key that starts with a given prefix (keys compare by code point).
 _AFTER_ALL = "\U0010ffff"
-
-
-def new_upload_id() -> str:
-    """Opaque, and ordered by creation time, so uploads of one key list oldest first as
-    AWS lists them (the store orders by key, then upload id)."""
-    return f"{time.time_ns() // 1000:015x}{uuid.uuid4().hex}"
-
-
-@dataclass(frozen=True)
-class ChecksumMode:
-    """The whole-object checksum an upload was created for (x-amz-checksum-algorithm and
-    x-amz-checksum-type): algorithm in lower case ("crc32"), type COMPOSITE or
-    FULL_OBJECT; both None when the client asked for none."""
-
-    algorithm: str | None = None
-    type: str | None = None
-
-    @staticmethod
-    def of(upload: UploadRecord) -> ChecksumMode:
-        return ChecksumMode(upload.checksum_algorithm, upload.extra.get("checksum_type"))
-
-
-@dataclass(frozen=True)
-class RequestedPart:
-    """One Part entry of a CompleteMultipartUpload body."""
-
-    part_number: int
-    etag: str
-    checksums: dict[str, str] = field(default_factory=dict)  # "crc32" -> base64
-
-
-@dataclass(frozen=True)
-class CompletionClaims:
-    """What the headers of a CompleteMultipartUpload claim about the whole object."""
-
-    checksums: dict[str, str] = field(default_factory=dict)  # x-amz-checksum-<alg>
-    checksum_type: str | None = None  # x-amz-checksum-type
-    object_size: int | None = None  # x-amz-mp-object-size
 
 
 @dataclass
@@ -115,155 +95,6 @@ class UploadListing:
     is_truncated: bool = False
     next_key_marker: str = ""
     next_upload_id_marker: str = ""
-
-
-# -- pure rules -----------------------------------------------------------------------
-
-
-def normalize_etag(etag: str) -> str:
-    return etag.strip().strip('"').lower()
-
-
-def check_part_order(requested: Sequence[RequestedPart]) -> None:
-    """Part numbers must be strictly ascending (a repeated number is out of order too)."""
-    if not requested:
-        raise S3Error("MalformedXML", "The CompleteMultipartUpload list of parts is empty.")
-    previous = 0
-    for part in requested:
-        if part.part_number <= previous:
-            raise S3Error("InvalidPartOrder", "The list of parts was not in ascending order. "
-                          "The parts list must be specified in order by part number.")
-        previous = part.part_number
-
-
-def select_parts(
-    upload_id: str, mode: ChecksumMode, requested: Sequence[RequestedPart],
-    stored: Sequence[PartRecord],
-) -> list[PartRecord]:
-    """The stored parts a completion names, checked as S3 does: each must exist with the
-    given ETag (and the given checksums), a COMPOSITE upload's list must carry each part's
-    checksum, and every part but the last must be at least 5 MiB."""
-    check_part_order(requested)
-    by_number = {part.part_number: part for part in stored}
-    chosen = [_matching_part(upload_id, mode, entry, by_number) for entry in requested]
-    for part in chosen[:-1]:
-        if part.size < MIN_PART_BYTES:
-            raise S3Error("EntityTooSmall", ProposedSize=str(part.size),
-                          MinSizeAllowed=str(MIN_PART_BYTES), PartNumber=str(part.part_number),
-                          ETag=f'"{part.etag}"')
-    return chosen
-
-
-def _matching_part(
-    upload_id: str, mode: ChecksumMode, entry: RequestedPart, by_number: dict[int, PartRecord]
-) -> PartRecord:
-    part = by_number.get(entry.part_number)
-    invalid = S3Error(
-        "InvalidPart", "One or more of the specified parts could not be found. The part may "
-        "not have been uploaded, or the specified entity tag may not match the part's entity "
-        "tag.", UploadId=upload_id, PartNumber=str(entry.part_number), ETag=entry.etag,
-    )
-    if part is None or normalize_etag(entry.etag) != part.etag:
-        raise invalid
-    if any(part.checksums.get(alg) != value.strip() for alg, value in entry.checksums.items()):
-        raise invalid
-    if mode.type == COMPOSITE and mode.algorithm not in entry.checksums:
-        raise S3Error("InvalidRequest", f"The upload was created using a {mode.algorithm} "
-                      "checksum. The complete request must include the checksum for each "
-                      f"part. It was missing for part {entry.part_number} in the request.")
-    return part
-
-
-def object_checksums(mode: ChecksumMode, parts: Sequence[PartRecord]) -> dict[str, str]:
-    """The whole-object checksum of a completion: COMPOSITE (hash of the part digests,
-    suffixed -N) or FULL_OBJECT (the part CRCs combined); none without an algorithm."""
-    algorithm = mode.algorithm
-    if algorithm is None:
-        return {}
-    values = [part.checksums.get(algorithm) for part in parts]
-    if any(value is None for value in values):
-        raise S3Error("InvalidRequest", f"A part has no {algorithm} checksum.")
-    present = [value for value in values if value is not None]
-    try:
-        if mode.type == FULL_OBJECT:
-            sizes = [part.size for part in parts]
-            return {algorithm: combine.full_object_crc(algorithm, list(zip(present, sizes,
-                                                                            strict=True)))}
-        return {algorithm: combine.composite_checksum(algorithm, present)}
-    except combine.ChecksumValueError as error:
-        raise S3Error("InvalidRequest", f"A part's {algorithm} checksum is invalid.") from error
-
-
-def check_claims(
-    claims: CompletionClaims, mode: ChecksumMode, checksums: dict[str, str], size: int
-) -> None:
-    """Compare what the Complete request claims with what the parts give."""
-    if claims.checksum_type is not None and claims.checksum_type.upper() != (mode.type or ""):
-        raise S3Error("BadDigest", f"The upload was created using the {mode.type or 'null'} "
-                      "checksum mode. The complete request must use the same checksum mode.")
-    for algorithm, claimed in claims.checksums.items():
-        computed = checksums.get(algorithm)
-        if computed is None:
-            raise S3Error("InvalidRequest", f"The upload was not created with a {algorithm} "
-                          "checksum.")
-        if claimed.strip() not in (computed, computed.partition("-")[0]):
-            raise S3Error("BadDigest", f"The {algorithm.upper()} you specified did not match "
-                          "the calculated checksum.")
-    if claims.object_size is not None and claims.object_size != size:
-        raise S3Error("InvalidRequest", f"The provided 'x-amz-mp-object-size' header value "
-                      f"{claims.object_size} does not match what was computed: {size}")
-
-
-def composite_record(
-    upload: UploadRecord, parts: Sequence[PartRecord], *, version_id: str, blob_id: str,
-    now: float, checksums: dict[str, str], checksum_type: str | None,
-) -> ObjectRecord:
-    """The object a completion commits: its parts reference the part blobs; `blob_id`
-    names the blob that holds only its sidecar."""
-    return ObjectRecord(
-        bucket=upload.bucket,
-        key=upload.key,
-        version_id=version_id,
-        blob_id=blob_id,
-        size=sum(part.size for part in parts),
-        etag=combine.composite_etag([part.etag for part in parts]),
-        last_modified=now,
-        owner_id=upload.owner_id,
-        owner_name=upload.owner_name,
-        content_type=upload.content_type,
-        user_metadata=dict(upload.user_metadata),
-        system_headers=dict(upload.system_headers),
-        storage_class=upload.storage_class,
-        checksums=checksums,
-        checksum_type=checksum_type if checksums else None,
-        tags=dict(upload.tags),
-        parts=tuple(
-            PartRef(p.part_number, p.blob_id, p.size, p.etag, dict(p.checksums)) for p in parts
-        ),
-    )
-
-
-def part_sidecar(upload: UploadRecord, part: PartRecord) -> dict[str, Any]:
-    """The sidecar of a part blob: enough to tell what the blob is and to rebuild its row."""
-    return {
-        "kind": "part",
-        "bucket": upload.bucket,
-        "key": upload.key,
-        "upload_id": part.upload_id,
-        "part_number": part.part_number,
-        "etag": part.etag,
-        "size": part.size,
-        "checksums": dict(part.checksums),
-        "last_modified": part.last_modified,
-    }
-
-
-def part_checksum_mismatch(mode: ChecksumMode, claimed: dict[str, str]) -> str | None:
-    """The algorithm of a part's checksum that contradicts the upload's, if any."""
-    if mode.algorithm is None:
-        return None
-    others = sorted(set(claimed) - {mode.algorithm})
-    return others[0] if others else None
 
 
 # -- the service ----------------------------------------------------------------------
@@ -318,10 +149,14 @@ class MultipartService:
             storage_class=attrs.storage_class, checksum_algorithm=mode.algorithm,
             tags=dict(attrs.tags), extra=extra,
         )
+        await self._files.store_upload(upload)
         try:
             await self._meta.create_upload(upload)
-        except RecordNotFound:
-            raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+        except BaseException as error:
+            await self._files.remove_upload(upload.upload_id)
+            if isinstance(error, RecordNotFound):
+                raise S3Error("NoSuchBucket", BucketName=bucket_name) from None
+            raise
         await self._report(ChangeKind.UPLOAD_CREATED, caller, bucket_name, key,
                            subject=upload.upload_id)
         return upload
@@ -347,12 +182,28 @@ class MultipartService:
         return upload
 
     async def abort(self, caller: Caller, upload: UploadRecord) -> None:
-        """Remove the upload and then the blobs of the parts its rows held. A completion
-        that won the race took the part rows with it, so their blobs are kept."""
-        parts = await self._meta.delete_upload(upload.upload_id)
+        """Remove the upload's record (so that `recover` never reopens it), the upload and
+        then the blobs of the parts its rows held. A completion that won the race took the
+        part rows with it, so their blobs are kept."""
+        await self._files.remove_upload(upload.upload_id)
+        try:
+            parts = await self._meta.delete_upload(upload.upload_id)
+        except BaseException:
+            await self._reinstate_if_open(upload)
+            raise
         await self._files.delete([part.blob_id for part in parts])
         await self._report(ChangeKind.UPLOAD_ABORTED, caller, upload.bucket, upload.key,
                            subject=upload.upload_id)
+
+    async def _reinstate_if_open(self, upload: UploadRecord) -> None:
+        """After an abort that did not commit: the upload's record comes back while the
+        upload is still open (should that fail, `objstore check --repair` writes it)."""
+        try:
+            if await self._meta.get_upload(upload.upload_id) is not None:
+                await self._files.store_upload(upload)
+        except Exception:
+            log.failure("could not write back the record of upload {upload_id}",
+                        upload_id=upload.upload_id)
 
     # -- parts -----------------------------------------------------------------------
     async def upload_part(
@@ -464,15 +315,25 @@ class MultipartService:
                                                               precondition, usage_check)
                 except PartsChanged:
                     continue
-                await self._files.delete(result.orphaned_blob_ids)
+                await self._completed(upload, result)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, result.record)
                 return result.record
         except (S3Error, RecordNotFound, PreconditionNotMet) as error:
-            return await self._completion_failed(caller, upload, blob_id, version_id, error)
+            return await self._completion_failed(caller, upload, requested, blob_id,
+                                                 version_id, error)
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
+
+    async def _completed(self, upload: UploadRecord, result: CompletedUpload) -> None:
+        """After the commit: the upload's record goes (a crash before leaves a record whose
+        parts the object references: `recover` knows it completed), then the files the
+        object replaced, then the parts it does not use."""
+        await self._files.remove_upload(upload.upload_id)
+        await self._files.delete_replaced(result.replaced_blob_ids)
+        await self._files.delete([blob_id for blob_id in result.orphaned_blob_ids
+                                  if blob_id not in result.replaced_blob_ids])
 
     async def _describe(
         self, upload: UploadRecord, requested: Sequence[RequestedPart],
@@ -496,23 +357,65 @@ class MultipartService:
         return record
 
     async def _completion_failed(
-        self, caller: Caller, upload: UploadRecord, blob_id: str, version_id: str, error: Exception
+        self, caller: Caller, upload: UploadRecord, requested: Sequence[RequestedPart],
+        blob_id: str, version_id: str, error: Exception,
     ) -> ObjectRecord:
         if isinstance(error, RecordNotFound):
             # A retried transaction whose first COMMIT succeeded finds the upload gone:
             # the object it stored is ours, and its sidecar must stay.
             current = await self._meta.get_object(upload.bucket, upload.key, version_id)
             if current is not None and current.blob_id == blob_id:
+                await self._files.remove_upload(upload.upload_id)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, current)
                 return current
         await self._files.delete([blob_id])
+        if isinstance(error, RecordNotFound) or (
+                isinstance(error, S3Error) and error.code == "InvalidPart"):
+            # The upload (or its parts) went under us: a client's retry of a completion
+            # that was still running when it gave up, and the first one won.
+            done = await self.completed(upload.bucket, upload.key, upload.upload_id, requested)
+            if done is not None:
+                return done
         if isinstance(error, PreconditionNotMet):
             raise precondition_error(error.reason, upload.key) from None
         if isinstance(error, RecordNotFound):
             await self._bucket(upload.bucket)
             raise S3Error("NoSuchUpload", UploadId=upload.upload_id) from None
         raise error
+
+    async def complete_by_id(
+        self, caller: Caller, bucket_name: str, key: str, upload_id: str,
+        requested: Sequence[RequestedPart], claims: CompletionClaims,
+        precondition: WritePrecondition | None = None,
+    ) -> ObjectRecord:
+        """CompleteMultipartUpload: the object the open upload `upload_id` becomes, or,
+        for a retry of a completion that succeeded (a client that timed out), the object
+        that one made (`completed`), as AWS answers it."""
+        try:
+            upload = await self.upload(bucket_name, key, upload_id)
+        except S3Error as error:
+            if error.code != "NoSuchUpload":
+                raise
+            done = await self.completed(bucket_name, key, upload_id, requested)
+            if done is None:
+                raise
+            return done
+        return await self.complete(caller, upload, requested, claims, precondition)
+
+    async def completed(
+        self, bucket_name: str, key: str, upload_id: str, requested: Sequence[RequestedPart]
+    ) -> ObjectRecord | None:
+        """The object a completion of `upload_id` with the same part list made, if that
+        was at most COMPLETED_UPLOAD_KEPT_SECONDS ago and the version still exists (a
+        version overwritten on an unversioned bucket, or deleted, no longer counts)."""
+        completion = await self._meta.get_completion(upload_id)
+        if completion is None or (completion.bucket, completion.key) != (bucket_name, key):
+            return None
+        record = await self._meta.get_object(bucket_name, key, completion.version_id)
+        if record is None or record.blob_id != completion.blob_id:
+            return None
+        return record if same_parts(requested, record) else None
 
     # -- listing uploads -------------------------------------------------------------
     async def list_uploads(

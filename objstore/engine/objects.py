@@ -28,8 +28,8 @@ from twisted.logger import Logger
 
 from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
-from objstore.blobs.sidecar import record_to_sidecar
-from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
+from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
@@ -49,7 +49,13 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
-from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
+from objstore.meta.records import (
+    NULL_VERSION,
+    BucketRecord,
+    ObjectRecord,
+    UploadRecord,
+    WritePrecondition,
+)
 from objstore.meta.store import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.threads import Runner
 
@@ -85,13 +91,58 @@ class BlobFiles:
         object whose bytes are its parts')."""
         await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
 
+    async def withdraw(self, record: ObjectRecord) -> None:
+        """Before a permanent delete commits: the version's sidecar goes, durably, so that
+        `recover` never rebuilds it from bytes a crash leaves behind (blobs/store.py)."""
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.withdraw_sidecar, record.blob_id)
+
+    async def reinstate(self, record: ObjectRecord) -> None:
+        """The sidecar of a version whose delete did not commit, written back from its
+        row."""
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.write_sidecar, record.blob_id,
+                               record_to_sidecar(record))
+
+    async def store_upload(self, upload: UploadRecord) -> None:
+        """Make an open upload's record durable (before its row: see blobs/store.py)."""
+        await self._io.run(self._blobs.write_upload_record, upload.upload_id,
+                           upload_to_record(upload))
+
+    async def remove_upload(self, upload_id: str) -> None:
+        """Remove an upload's record durably (before an abort's row delete, after a
+        completion's commit)."""
+        await self._io.run(self._blobs.remove_upload_record, upload_id)
+
     async def delete(self, blob_ids: Sequence[str]) -> None:
+        """Remove blobs no reader can be streaming (parts of an open upload, a blob whose
+        row was never committed)."""
         for blob_id in blob_ids:
             try:
                 await self._io.run(self._blobs.delete, blob_id)
             except OSError:
                 # The row is gone; the file is an orphan `objstore check --repair` reclaims.
                 log.failure("could not delete unreachable blob {blob_id}", blob_id=blob_id)
+
+    async def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+        """Remove the files of one version no row references any more: its own blob and
+        its parts'. Parts a streamed read holds stay until it is done
+        (`BlobStore.delete_version`)."""
+        if blob_id is None and not part_ids:
+            return
+        try:
+            await self._io.run(self._blobs.delete_version, blob_id, part_ids)
+        except OSError:
+            log.failure("could not delete the unreachable blobs of {blob_id}",
+                        blob_id=blob_id)
+
+    async def delete_replaced(self, orphaned: Sequence[str]) -> None:
+        """Remove the files of the version a commit replaced, given as
+        `PutResult.orphaned_blob_ids` of an object write: its own blob first (a composite
+        always has one, holding its sidecar), then its parts (object_write_queries
+        `insert_latest`)."""
+        if orphaned:
+            await self.delete_version(orphaned[0], orphaned[1:])
 
 
 @dataclass(frozen=True)
@@ -213,7 +264,7 @@ class ObjectService:
             if isinstance(error, RecordNotFound):
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
-        await self._files.delete(result.orphaned_blob_ids)
+        await self._files.delete_replaced(result.orphaned_blob_ids)
         kind = (ChangeKind.DELETE_MARKER_WRITTEN if result.record.is_delete_marker
                 else ChangeKind.OBJECT_WRITTEN)
         await self._report(kind, caller, result.record)
@@ -281,14 +332,16 @@ class ObjectService:
         return (await self.lookup(bucket_name, key, version_id))[1]
 
     async def lookup(
-        self, bucket_name: str, key: str, version_id: str | None = None
+        self, bucket_name: str, key: str, version_id: str | None = None, *,
+        fresh: bool = False,
     ) -> tuple[BucketRecord, ObjectRecord]:
         """The bucket and the version a read names (see `versioning.find_version` for the
         answers about missing versions and delete markers). For reads that only answer:
-        the record may come from the object cache (meta/object_cache.py)."""
+        the record may come from the object cache (meta/object_cache.py), unless `fresh`
+        (a read whose version vanished looks again)."""
         bucket = await self._bucket(bucket_name)
         return bucket, await find_version(self._meta, bucket_name, key, version_id,
-                                          cached=True)
+                                          cached=not fresh)
 
     def reader(self, record: ObjectRecord, start: int = 0,
                length: int | None = None) -> BlobReader:
@@ -302,26 +355,42 @@ class ObjectService:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
         calling (reactor) thread, like the small GETs they serve: the data is normally in
         the page cache, and a pool round trip would cost more than the read itself. Larger
-        slices are read on the IO pool."""
+        slices are read on the IO pool. Raises VersionVanished when a write replaced or
+        removed the version since it was looked up."""
         reader = self.reader(record, start, length)
         try:
             if length <= INLINE_READ_BYTES:
                 return reader.read_all()
             return await self._io.run(reader.read_all)
         except FileNotFoundError:
-            raise _missing_blob(record) from None
+            raise await self._vanished(record) from None
 
-    def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
+    async def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
         """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
-        response. The first blob is opened now, on the calling thread (one open call), so
-        a missing blob is an error response rather than a cut stream, and a delete that
-        commits after this point no longer takes the bytes away."""
-        reader = self.reader(record, start, length)
+        response. Its blobs are held before the answer starts, so a delete that commits
+        after this point no longer takes the bytes away: the first blob is opened now, on
+        the calling thread (one open call), and a range over several parts pins them all
+        (`BlobStore.pin_parts`). Raises VersionVanished as `read_bytes`."""
+        segments = plan_segments(record, start, length)
+        reader = self._blobs.reader(segments)
+        pin: PartsPin | None = None
         try:
+            if segments and segments[0].blob_id != segments[-1].blob_id:
+                pin = self._blobs.pin_parts([part.blob_id for part in record.parts])
             reader.open()
         except FileNotFoundError:
-            raise _missing_blob(record) from None
-        return ChunkStream(reader, self._io)
+            if pin is not None:
+                await self._io.run(pin.release)
+            raise await self._vanished(record) from None
+        return ChunkStream(reader, self._io, release=pin.release if pin else None)
+
+    async def _vanished(self, record: ObjectRecord) -> Exception:
+        """The answer to a blob found missing: the version's row changed or went (a write
+        won the race; look again), or it still references that blob, which is lost."""
+        current = await self._meta.get_object(record.bucket, record.key, record.version_id)
+        if current is not None and current.blob_id == record.blob_id:
+            return _missing_blob(record)
+        return VersionVanished(record)
 
     async def delete(
         self,
@@ -355,23 +424,45 @@ class ObjectService:
         bypass_governance: bool,
     ) -> DeleteOutcome:
         """Remove one version after the lock rules allowed it; the delete is guarded by
-        the seq that was checked, so a lock change committed in between is seen."""
+        the seq that was checked, so a lock change committed in between is seen. The
+        version's sidecar is withdrawn before the row goes (and written back when the row
+        stays), so that a crash before its blob is removed never brings it back in
+        `recover`."""
         for _ in range(GUARD_ATTEMPTS):
             record = await self._meta.get_object(bucket_name, key, version_id)
             if record is None:
                 return DeleteOutcome(version_id)
             await check_deletable(self._authority, caller.principal, record, self._clock(),
                                   bypass_governance)
+            await self._files.withdraw(record)
             try:
                 result = await self._meta.delete_object_version(
                     bucket_name, key, version_id, record.seq)
-            except RowChanged:
-                continue
+            except BaseException as error:
+                await self._reinstate_if_kept(record)
+                if isinstance(error, RowChanged):
+                    continue
+                raise
             if result.removed is not None:
-                await self._files.delete(_blob_ids(result.removed))
-                await self._report(ChangeKind.VERSION_DELETED, caller, result.removed)
+                removed = result.removed
+                await self._files.delete_version(removed.blob_id,
+                                                 [part.blob_id for part in removed.parts])
+                await self._report(ChangeKind.VERSION_DELETED, caller, removed)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
+
+    async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
+        """After a delete that did not commit (or whose outcome is unknown): the sidecar
+        comes back when the row still holds the same blob. Should even that read fail, the
+        row stays without a sidecar, which `objstore check --repair` rewrites."""
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+            if current is not None and current.blob_id == record.blob_id:
+                await self._files.reinstate(current)
+        except Exception:
+            log.failure("could not write back the sidecar of {bucket}/{key} ({version_id})",
+                        bucket=record.bucket, key=record.key, version_id=record.version_id)
 
     async def _insert_marker(
         self, caller: Caller, bucket: BucketRecord, key: str, bypass_governance: bool
@@ -411,12 +502,6 @@ class ObjectService:
                                                     delimiter)
 
 
-def _blob_ids(record: ObjectRecord) -> list[str]:
-    """Every file a removed version used: its blob (or sidecar-only blob) and its parts."""
-    blob_ids = [record.blob_id] if record.blob_id else []
-    return blob_ids + [part.blob_id for part in record.parts]
-
-
 def _missing_blob(record: ObjectRecord) -> S3Error:
     log.error(
         "blob {blob_id} of {bucket}/{key} is missing; run `objstore check`",
@@ -431,6 +516,15 @@ def precondition_error(reason: str, key: str) -> S3Error:
         return S3Error("NoSuchKey", Key=key)
     condition = "If-None-Match" if reason == "exists" else "If-Match"
     return S3Error("PreconditionFailed", Condition=condition)
+
+
+class VersionVanished(Exception):
+    """The version a read looked up was overwritten or deleted before its bytes were held:
+    looking the key up again (from the database) gives the answer."""
+
+    def __init__(self, record: ObjectRecord) -> None:
+        super().__init__(f"{record.bucket}/{record.key}@{record.version_id} changed")
+        self.record = record
 
 
 class SourceChanged(Exception):

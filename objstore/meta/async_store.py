@@ -189,6 +189,7 @@ class MetaStore:
     list_parts = _on_reader(SyncMetaStore.list_parts)
     delete_upload = _on_writer(SyncMetaStore.delete_upload)
     complete_upload = _on_writer(SyncMetaStore.complete_upload)
+    get_completion = _on_reader(SyncMetaStore.get_completion)
 
     # -- users and credentials -------------------------------------------------------
     create_user = _on_writer(SyncMetaStore.create_user)

@@ -60,9 +60,15 @@ def _add_metrics_history(conn: Connection) -> None:
         conn.execute(sa.text("ALTER TABLE audit_log ADD COLUMN details TEXT"))
 
 
+def _add_completed_uploads(conn: Connection) -> None:
+    """Version 3: the completed_uploads table (answers to retried completions)."""
+    schema.completed_uploads.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
+    Migration(3, "completed multipart uploads", _add_completed_uploads),
 )
 
 

@@ -192,6 +192,20 @@ multipart_parts = sa.Table(
     sa.Column("checksums", sa.Text, nullable=False),
 )
 
+# Uploads completed lately, so that a retried CompleteMultipartUpload (a client that timed
+# out) gets the same answer: kept for a while (upload_queries.COMPLETED_UPLOAD_KEPT_SECONDS)
+# and only while the version it made exists. Node-local; `recover` does not rebuild it.
+completed_uploads = sa.Table(
+    "completed_uploads",
+    metadata,
+    sa.Column("upload_id", SortedText, primary_key=True),
+    sa.Column("bucket", SortedText, nullable=False),
+    sa.Column("key", SortedText, nullable=False),
+    sa.Column("version_id", sa.Text, nullable=False),
+    sa.Column("blob_id", sa.Text, nullable=False),
+    sa.Column("completed_at", Timestamp, nullable=False, index=True),
+)
+
 users = sa.Table(
     "users",
     metadata,

@@ -103,6 +103,7 @@ class SyncMetaStore(Database):
     list_parts = upload_queries.list_parts
     delete_upload = upload_queries.delete_upload
     complete_upload = upload_queries.complete_upload
+    get_completion = upload_queries.get_completion
     # users and credentials
     create_user = iam_queries.create_user
     get_user = iam_queries.get_user

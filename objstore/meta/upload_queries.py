@@ -1,5 +1,6 @@
 """Multipart uploads and their parts: open an upload, store or replace a part, list both,
-abort (remove the upload with its parts), and complete it into an object row.
+abort (remove the upload with its parts), and complete it into an object row (noting the
+completion for a while, so that a retry of it can be answered).
 
 Each function is one transaction on a `Database`. The lock order of an upload's writers is
 the same everywhere, so racing writers wait instead of deadlocking: (the seq counter, for a
@@ -10,7 +11,10 @@ latest), inside its own transaction. No Twisted here.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 
 from objstore.meta import schema
 from objstore.meta.bucket_queries import bucket_exists
@@ -37,6 +41,32 @@ from objstore.meta.tombstones import TOMBSTONE_UPLOAD, leave_tombstone
 
 _u = schema.multipart_uploads
 _p = schema.multipart_parts
+_c = schema.completed_uploads
+
+# How long a completed upload stays answerable to a retried CompleteMultipartUpload (and
+# only while the version it made exists).
+COMPLETED_UPLOAD_KEPT_SECONDS = 15 * 60
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a completion made of an upload: the version it stored, and when."""
+
+    upload_id: str
+    bucket: str
+    key: str
+    version_id: str
+    blob_id: str
+    completed_at: float
+
+
+@dataclass(frozen=True)
+class CompletedUpload(PutResult):
+    """A completion's outcome. Of the orphaned blobs, `replaced_blob_ids` are those of the
+    version it replaced (its own blob, then its parts: readers may be streaming them); the
+    others are parts of the upload that the object does not use."""
+
+    replaced_blob_ids: tuple[str, ...] = ()
 
 
 def create_upload(db: Database, upload: UploadRecord) -> None:
@@ -148,11 +178,36 @@ def delete_upload(db: Database, upload_id: str) -> list[PartRecord]:
     return parts
 
 
+def _remember_completion(db: Database, conn: Connection, upload_id: str,
+                         record: ObjectRecord) -> None:
+    """Note what the completion made (for a retry of it), and forget completions older
+    than COMPLETED_UPLOAD_KEPT_SECONDS (indexed; a handful of rows at a time)."""
+    now = db.clock()
+    conn.execute(sa.delete(_c).where(_c.c.completed_at < now - COMPLETED_UPLOAD_KEPT_SECONDS))
+    conn.execute(sa.insert(_c).values(
+        upload_id=upload_id, bucket=record.bucket, key=record.key,
+        version_id=record.version_id, blob_id=record.blob_id or "", completed_at=now))
+
+
+def get_completion(db: Database, upload_id: str) -> Completion | None:
+    """What the completion of `upload_id` made, if it completed within
+    COMPLETED_UPLOAD_KEPT_SECONDS."""
+    with read_transaction(db.engine) as conn:
+        row = conn.execute(sa.select(_c).where(
+            _c.c.upload_id == upload_id,
+            _c.c.completed_at >= db.clock() - COMPLETED_UPLOAD_KEPT_SECONDS,
+        )).mappings().first()
+    if row is None:
+        return None
+    return Completion(row["upload_id"], row["bucket"], row["key"], row["version_id"],
+                      row["blob_id"], float(row["completed_at"]))
+
+
 @changes_objects
 def complete_upload(
     db: Database, upload_id: str, record: ObjectRecord,
     precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
-) -> PutResult:
+) -> CompletedUpload:
     """Close an upload into the object `record` (whose parts reference its part blobs) in
     ONE transaction: store the record as put_object does, and remove the upload and its
     part rows (leaving an upload tombstone). Raises RecordNotFound when the upload is gone
@@ -183,5 +238,8 @@ def complete_upload(
         conn.execute(sa.delete(_u).where(_u.c.upload_id == upload_id))
         leave_tombstone(db, conn, TOMBSTONE_UPLOAD, upload_id)
         stored, old = insert_latest(rows, record, seq)
-    old += [str(blob_id) for blob_id in current.values()]
-    return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
+        _remember_completion(db, conn, upload_id, stored)
+    replaced = unreferenced(old, stored)
+    parts: list[str | None] = [str(blob_id) for blob_id in current.values()]
+    return CompletedUpload(record=stored, orphaned_blob_ids=unreferenced(old + parts, stored),
+                           replaced_blob_ids=replaced)

@@ -222,10 +222,10 @@ async def complete_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
     precondition = write_precondition(headers)
     claims = completion_claims(headers)
-    multipart = call.services.multipart
     location = _location(call)  # its Host header is read before anything changes
-    upload = await multipart.upload(call.bucket, call.key, call.query["uploadId"])
-    record = await multipart.complete(call.caller, upload, requested, claims, precondition)
+    record = await call.services.multipart.complete_by_id(
+        call.caller, call.bucket, call.key, call.query["uploadId"], requested, claims,
+        precondition)
     body = complete_result(location, record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
     return S3Response(headers=version_header(record), body=body, content_type=XML)

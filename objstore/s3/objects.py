@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from objstore.blobs.segments import part_span
 from objstore.engine.lock_rules import LockRequest
-from objstore.engine.objects import ObjectAttrs
+from objstore.engine.objects import ObjectAttrs, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.client_bytes import HeaderValues
@@ -52,6 +52,9 @@ RESPONSE_OVERRIDES = {
     "response-content-encoding": "Content-Encoding",
 }
 SMALL_OBJECT_BYTES = CHUNK_BYTES
+# A GET whose version vanished under it plans again; a key rewritten faster than that
+# gets 503 (clients retry it).
+READ_ATTEMPTS = 3
 # ACLs are disabled (as on AWS buckets with BucketOwnerEnforced ownership): only the
 # canned ACLs that leave the owner alone with FULL_CONTROL are accepted.
 OWNER_ONLY_CANNED_ACLS = frozenset({"private", "bucket-owner-full-control"})
@@ -300,11 +303,13 @@ def part_range(record: ObjectRecord, part_number: int) -> tuple[int, int] | None
     return None if length == 0 else (start, start + length - 1)
 
 
-async def plan_read(call: S3Call) -> ReadPlan:
+async def plan_read(call: S3Call, *, fresh: bool = False) -> ReadPlan:
+    """What a GET or HEAD answers; `fresh`: the record from the database, not the object
+    cache (a read whose version vanished under it looks again)."""
     part_number = part_number_param(call)
     try:
         bucket, record = await call.services.objects.lookup(call.bucket, call.key,
-                                                            version_id_param(call))
+                                                            version_id_param(call), fresh=fresh)
     except S3Error as error:
         if error.code == "MethodNotAllowed":  # a delete marker named by its version id
             error.fields = {"Method": call.request.method.decode("ascii", "replace"),
@@ -336,15 +341,29 @@ async def head_object(call: S3Call) -> S3Response:
 
 
 async def get_object(call: S3Call) -> S3Response:
-    plan = await plan_read(call)
+    """A version overwritten or deleted between its lookup and the moment its bytes are
+    held is answered as the key is now (another version, 404, 304, 412, ...): the read
+    is planned again from the database, as if it had come a little later."""
+    for attempt in range(READ_ATTEMPTS):
+        plan = await plan_read(call, fresh=attempt > 0)
+        try:
+            return await _answer_read(call, plan)
+        except VersionVanished:
+            continue
+    raise S3Error("ServiceUnavailable", "The object is being rewritten too often to be "
+                  "read; retry the request.")
+
+
+async def _answer_read(call: S3Call, plan: ReadPlan) -> S3Response:
     objects = call.services.objects
     if plan.length == 0:
         return S3Response(status=plan.status, headers=plan.headers)
     if plan.length <= SMALL_OBJECT_BYTES:
         data = await objects.read_bytes(plan.record, plan.start, plan.length)
         return S3Response(status=plan.status, headers=plan.headers, body=data)
-    producer = BlobProducer(call.request, objects.stream(plan.record, plan.start, plan.length))
-    return S3Response(status=plan.status, headers=plan.headers, stream=producer)
+    stream = await objects.stream(plan.record, plan.start, plan.length)
+    return S3Response(status=plan.status, headers=plan.headers,
+                      stream=BlobProducer(call.request, stream))
 
 
 # -- DeleteObject ------------------------------------------------------------------------

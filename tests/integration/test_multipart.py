@@ -306,6 +306,36 @@ def test_versioned_bucket_completion_returns_a_version_id(s3: Any) -> None:
     assert head["VersionId"] == done["VersionId"]
 
 
+def _answer(done: dict[str, Any]) -> dict[str, Any]:
+    return {name: done.get(name) for name in ("Location", "Bucket", "Key", "ETag",
+                                              "VersionId", "ChecksumCRC32")}
+
+
+@pytest.mark.parametrize("versioned", [False, True])
+def test_a_retried_completion_gets_the_same_answer(s3: Any, versioned: bool) -> None:
+    bucket = new_bucket(s3)
+    if versioned:
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    upload = Upload(s3, bucket, "k", ChecksumAlgorithm="CRC32")
+    upload.put(1, b"a" * PART, ChecksumAlgorithm="CRC32")
+    upload.put(2, b"end", ChecksumAlgorithm="CRC32")
+    first = upload.complete(upload.listed(checksum="ChecksumCRC32"))
+    again = upload.complete(upload.listed(checksum="ChecksumCRC32"))
+    assert _answer(again) == _answer(first)
+    assert (first.get("VersionId") is not None) == versioned
+    with pytest.raises(ClientError) as excinfo:  # another part list: as AWS, no such upload
+        upload.complete(upload.listed(1))
+    assert error_of(excinfo) == ("NoSuchUpload", 404)
+    s3.put_object(Bucket=bucket, Key="k", Body=b"newer")
+    if versioned:  # the version it made is still there
+        assert _answer(upload.complete()) == _answer(first)
+    else:
+        with pytest.raises(ClientError) as excinfo:
+            upload.complete()
+        assert error_of(excinfo) == ("NoSuchUpload", 404)
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
 # -- UploadPartCopy ----------------------------------------------------------------------
 
 

@@ -389,7 +389,7 @@ def test_recover_rebuilds_a_completed_multipart_object(world: World, tmp_path: P
     fresh = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "fresh.db"), None, 2))
     fresh.migrate()
     fresh.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
-    assert insert_objects(fresh, world.blobs, scan_sidecars(world.blobs)) == 1
+    assert insert_objects(fresh, world.blobs, scan_sidecars(world.blobs).winners)[0] == 1
     rebuilt = fresh.get_object("b", "k")
     assert rebuilt is not None
     assert rebuilt.__class__(**{**rebuilt.__dict__, "seq": record.seq}) == record

@@ -14,10 +14,11 @@ from typing import Any, TypeVar
 import pytest
 from twisted.internet.defer import Deferred
 
+from objstore.blobs.reader import ChunkStream
 from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.engine.changes import Caller
-from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged
+from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged, VersionVanished
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -181,3 +182,90 @@ def test_the_hashed_copy_is_provisional_until_its_etag_is_known(
     copied = run(service.copy(Caller(ALICE), source, "b", "flat", ObjectAttrs()))
     # `recover` skips the provisional kind, so a crash in between leaves only an orphan
     assert kinds == [("copy-in-progress", ""), ("object", copied.etag)]
+
+
+# -- reads racing writes ------------------------------------------------------------------
+
+
+def plain_object(blobs: BlobStore, store: SyncMetaStore, data: bytes,
+                 key: str = "k") -> ObjectRecord:
+    blob_id = stored_blob(blobs, data)
+    return store.put_object(ObjectRecord(
+        bucket="b", key=key, version_id="null", blob_id=blob_id, size=len(data),
+        etag=hashlib.md5(data).hexdigest(), last_modified=5.0,
+    )).record
+
+
+def drain(stream: ChunkStream) -> bytes:
+    chunks = []
+    while (chunk := run_deferred(stream.next_chunk())) is not None:
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def run_deferred(deferred: Deferred[T]) -> T:
+    async def wait() -> T:
+        return await deferred
+    return run(wait())
+
+
+def test_a_read_of_a_version_replaced_since_its_lookup_looks_again(
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    looked_up = plain_object(blobs, store, b"old bytes")
+    newer = plain_object(blobs, store, b"new bytes")
+    assert looked_up.blob_id is not None and newer.blob_id != looked_up.blob_id
+    blobs.delete(looked_up.blob_id)  # what the overwrite does after its commit
+    with pytest.raises(VersionVanished):
+        run(service.read_bytes(looked_up, 0, 9))
+    with pytest.raises(VersionVanished):
+        run(service.stream(looked_up, 0, 9))
+    store.delete_object_version("b", "k", "null")
+    with pytest.raises(VersionVanished):  # deleted: the same answer, NoSuchKey comes next
+        run(service.read_bytes(looked_up, 0, 9))
+
+
+def test_a_blob_missing_under_its_row_is_an_internal_error(
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    record = plain_object(blobs, store, b"bytes")
+    assert record.blob_id is not None
+    blobs.delete(record.blob_id)
+    for read in (service.read_bytes(record, 0, 5), service.stream(record, 0, 5)):
+        with pytest.raises(S3Error) as caught:
+            run(read)
+        assert caught.value.code == "InternalError"
+
+
+def test_a_started_stream_of_a_composite_outlives_its_delete(
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    content = composite_source(blobs, store, "COMPOSITE")
+    record = store.get_object("b", "multi")
+    assert record is not None
+    stream = run(service.stream(record, 0, record.size))
+    outcome = run(service.delete(Caller(ALICE), "b", "multi"))
+    assert outcome.version_id is None and store.get_object("b", "multi") is None
+    assert drain(stream) == content
+    assert blob_files(blobs) == {p.blob_id for p in record.parts} - {record.parts[0].blob_id}
+    stream.close()
+    assert blob_files(blobs) == set()
+    with pytest.raises(VersionVanished):  # a read that comes after the delete
+        run(service.stream(record, 0, record.size))
+
+
+def test_a_stream_within_one_part_holds_only_that_blob(
+    parts: tuple[ObjectService, SyncMetaStore, BlobStore],
+) -> None:
+    service, store, blobs = parts
+    composite_source(blobs, store, "COMPOSITE")
+    record = store.get_object("b", "multi")
+    assert record is not None
+    stream = run(service.stream(record, 1000, 10))  # part 2 only
+    run(service.delete(Caller(ALICE), "b", "multi"))
+    assert blob_files(blobs) == set()
+    assert drain(stream) == b"b" * 10  # read through the descriptor opened before
+    stream.close()
