@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
+from objstore.cluster import secrets as cluster_secrets
+
 __all__ = [
     "Audit", "Cluster", "ClusterTLS", "Config", "ConfigError", "Encryption", "Lifecycle",
     "Logging", "Metrics", "Notifications", "Server", "ServerCache", "ServerLimits", "ServerTLS",
@@ -35,8 +37,6 @@ __all__ = [
 ]
 
 SECONDS_PER_DAY = 86400.0
-SHIPPED_PLACEHOLDER_SECRET = "change-me-to-a-long-random-secret"
-MIN_SECRET_LENGTH = 16
 
 
 class ConfigError(Exception):
@@ -467,45 +467,10 @@ _CLUSTER_TLS = _Section("cluster.tls", ClusterTLS, (
     _F("key_file", _path(must_exist=True)),
 ))
 
-_PLACEHOLDER_MARKERS = ("change-me", "changeme", "change_me", "placeholder", "example",
-                        "secret-secret")
-
-
-def _check_secret(key: str, secret: str, ctx: _Context) -> None:
-    where = f"[cluster] {key}"
-    lowered = secret.lower()
-    if lowered == SHIPPED_PLACEHOLDER_SECRET or any(m in lowered for m in _PLACEHOLDER_MARKERS):
-        raise ConfigError(f"{where}: is the shipped placeholder; "
-                          "generate one with `objstore keygen`")
-    if len(secret) < MIN_SECRET_LENGTH:
-        raise ConfigError(f"{where}: must be at least {MIN_SECRET_LENGTH} characters, got "
-                          f"{len(secret)}; generate one with `objstore keygen`")
-    classes = sum(any(test(c) for c in secret) for test in (
-        str.islower, str.isupper, str.isdigit, lambda c: not c.isalnum()))
-    if len(set(secret)) < 8 or classes < 2:
-        ctx.warnings.append(f"{where}: low entropy (fewer than 8 distinct characters or a "
-                            "single character class); generate one with `objstore keygen`")
-
-
 def _finish_cluster(values: dict[str, Any], ctx: _Context) -> None:
     if not values["enabled"]:
         return
-    if not values["secret"]:
-        raise ConfigError("[cluster] secret: required when the cluster is enabled; "
-                          "generate one with `objstore keygen`")
-    _check_secret("secret", values["secret"], ctx)
-    previous = values["secret_previous"]
-    if previous is not None:
-        _check_secret("secret_previous", previous, ctx)
-        if previous == values["secret"]:
-            raise ConfigError("[cluster] secret_previous: must differ from [cluster] secret")
-    if values["tls"] is None:
-        for key in ("peers", "advertise_url"):
-            urls = values[key] if key == "peers" else (values[key],)
-            for url in urls:
-                if url.startswith("https://"):
-                    raise ConfigError(f"[cluster] {key}: [cluster.tls] is required for an "
-                                      f"HTTPS cluster (found {url!r})")
+    # Secrets and TLS combinations are cluster/secrets.py's rules (parse_config).
     if values["discovery"] == "dns" and not values["dns_name"]:
         raise ConfigError('[cluster] dns_name: required when discovery = "dns"')
     if values["discovery"] == "static" and not values["peers"] and values["cluster_size"] > 1:
@@ -677,17 +642,6 @@ def _table(name: str, value: Any) -> Mapping[str, Any]:
     return value
 
 
-def _check_tls_combination(server: Server, cluster: Cluster) -> None:
-    if cluster.tls is None:
-        return
-    if server.tls is None:
-        raise ConfigError("[cluster.tls]: requires [server.tls]; cluster traffic uses the "
-                          "server listener")
-    if server.tls.ca_file is not None:
-        raise ConfigError("[cluster.tls]: cannot be combined with [server.tls] ca_file "
-                          "(client certificates for every connection); remove one of them")
-
-
 # --- entry points --------------------------------------------------------------------------
 
 
@@ -702,8 +656,10 @@ def parse_config(data: Mapping[str, Any], *, base_dir: str = ".") -> Config:
             raise _unknown(None, key, value)
     sections = {name: _build(spec, _table(name, data.get(name, {})), ctx)
                 for name, spec in top.items()}
-    _check_tls_combination(sections["server"], sections["cluster"])
-    return Config(**sections, warnings=tuple(ctx.warnings))
+    found = cluster_secrets.validate(sections["cluster"], sections["server"])
+    if found.errors:
+        raise ConfigError(found.errors[0])
+    return Config(**sections, warnings=tuple(ctx.warnings) + tuple(found.warnings))
 
 
 def load_config(path: str | os.PathLike[str] | None) -> Config:
