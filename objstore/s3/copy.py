@@ -152,7 +152,7 @@ async def _authorize(call: S3Call, request: CopyRequest) -> None:
 async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, ObjectRecord]:
     """(new record, source record) of one attempt; SourceChanged when the source's bytes
     vanished under a concurrent overwrite (a second lookup sees the new source)."""
-    source = await _source_record(call, request.source)
+    source = await source_record(call, request.source)
     evaluate(request.headers, source.etag, source.last_modified,
              prefix=COPY_CONDITION_PREFIX, not_modified_code="PreconditionFailed")
     if self_copy_refused(request.source, source, call.bucket, call.key, request.directives,
@@ -165,7 +165,8 @@ async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, 
     return record, source
 
 
-async def _source_record(call: S3Call, source: CopySource) -> ObjectRecord:
+async def source_record(call: S3Call, source: CopySource) -> ObjectRecord:
+    """The version a copy (CopyObject, UploadPartCopy) reads, as a read of it answers."""
     try:
         return await call.services.objects.head(source.bucket, source.key, source.version_id)
     except S3Error as error:

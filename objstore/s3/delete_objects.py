@@ -22,7 +22,7 @@ from objstore.s3.lock_headers import bypass_requested, has_integrity_header
 from objstore.s3.objects import request_headers
 from objstore.s3.objects_xml import (
     DeleteEntry,
-    DeleteOutcome,
+    DeleteEntryResult,
     delete_result_document,
     parse_delete_request,
 )
@@ -50,7 +50,7 @@ async def delete_objects(call: S3Call) -> S3Response:
     return S3Response(body=body, content_type=XML)
 
 
-async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteOutcome:
+async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteEntryResult:
     try:
         await call.services.authorizer.check(
             call.principal, delete_action(entry), object_arn(call.bucket, entry.key)
@@ -59,17 +59,17 @@ async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteO
         done = await call.services.objects.delete(call.caller, call.bucket, entry.key,
                                                   entry.version_id, bypass_governance=bypass)
     except S3Error as error:
-        return DeleteOutcome(entry.key, entry.version_id, error.code, error.message)
+        return DeleteEntryResult(entry.key, entry.version_id, error.code, error.message)
     except Exception as exc:
         failed = s3_error_of(exc)  # a full disk or an unreachable database: its own code
         if failed is None:
             log.failure("deleting {bucket}/{key} in DeleteObjects", bucket=call.bucket,
                         key=entry.key)
             failed = S3Error("InternalError")
-        return DeleteOutcome(entry.key, entry.version_id, failed.code, failed.message)
+        return DeleteEntryResult(entry.key, entry.version_id, failed.code, failed.message)
     if not done.delete_marker:
-        return DeleteOutcome(entry.key, entry.version_id)
-    return DeleteOutcome(entry.key, entry.version_id, delete_marker=True,
+        return DeleteEntryResult(entry.key, entry.version_id)
+    return DeleteEntryResult(entry.key, entry.version_id, delete_marker=True,
                          delete_marker_version_id=done.version_id)
 
 

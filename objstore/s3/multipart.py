@@ -34,6 +34,7 @@ from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
+from objstore.s3.copy import source_record
 from objstore.s3.copy_source import CopySource, parse_copy_range, parse_copy_source
 from objstore.s3.lock_headers import has_integrity_header
 from objstore.s3.multipart_xml import (
@@ -198,23 +199,12 @@ async def _copy_part_once(
     call: S3Call, upload: UploadRecord, number: int, source_ref: CopySource,
     headers: Mapping[str, str],
 ) -> tuple[PartRecord, ObjectRecord]:
-    source = await _source_record(call, source_ref)
+    source = await source_record(call, source_ref)
     evaluate(headers, source.etag, source.last_modified, prefix=COPY_CONDITION_PREFIX,
              not_modified_code="PreconditionFailed")
     span = parse_copy_range(headers.get("x-amz-copy-source-range"), source.size)
     part = await call.services.multipart.copy_part(call.caller, upload, number, source, span)
     return part, source
-
-
-async def _source_record(call: S3Call, source: CopySource) -> ObjectRecord:
-    try:
-        return await call.services.objects.head(source.bucket, source.key, source.version_id)
-    except S3Error as error:
-        if error.code == "MethodNotAllowed":
-            raise S3Error("InvalidRequest", "The source of a copy request may not "
-                          "specifically refer to a delete marker by version id.") from None
-        error.headers.clear()  # a delete marker's headers describe the source, not us
-        raise
 
 
 async def complete_upload(call: S3Call) -> S3Response:

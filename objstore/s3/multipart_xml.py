@@ -19,7 +19,7 @@ from objstore.engine.multipart import MAX_PART_NUMBER, RequestedPart
 from objstore.errors import S3Error
 from objstore.meta.records import PartRecord, UploadRecord
 from objstore.s3.params import part_number
-from objstore.s3.xml import SAFE_PARSER, iso8601, s3_root, serialize, sub_element
+from objstore.s3.xml import iso8601, parse_document, s3_root, serialize, sub_element
 
 # 10,000 parts with an ETag and a SHA-256 each take about 1.7 MB.
 MAX_COMPLETE_XML_BYTES = 4 * 1024 * 1024
@@ -40,16 +40,7 @@ def parse_complete(body: bytes) -> list[RequestedPart]:
     """The Part entries of a CompleteMultipartUpload body, in document order."""
     if not body.strip():
         raise S3Error("MalformedXML", "The request body is empty.")
-    if len(body) > MAX_COMPLETE_XML_BYTES:
-        raise S3Error("MalformedXML", "The XML document is too large.")
-    if b"<!DOCTYPE" in body or b"<!ENTITY" in body:
-        raise S3Error("MalformedXML", "DTDs and entities are not accepted.")
-    try:
-        root = etree.fromstring(body, SAFE_PARSER)
-    except etree.XMLSyntaxError as exc:
-        raise S3Error("MalformedXML") from exc
-    if _local(root) != "CompleteMultipartUpload":
-        raise S3Error("MalformedXML", "Expected a CompleteMultipartUpload document.")
+    root = parse_document(body, "CompleteMultipartUpload", max_bytes=MAX_COMPLETE_XML_BYTES)
     parts = [_parse_part(child) for child in root if _local(child) == "Part"]
     if not parts:
         raise S3Error("MalformedXML", "The list of parts is empty.")

@@ -102,7 +102,7 @@ def _delete_entry(element: etree._Element) -> DeleteEntry:
 
 
 @dataclass(frozen=True)
-class DeleteOutcome:
+class DeleteEntryResult:
     """What happened to one entry: deleted (error_code None) or an error."""
 
     key: str
@@ -113,7 +113,7 @@ class DeleteOutcome:
     delete_marker_version_id: str | None = None
 
 
-def delete_result_document(outcomes: Iterable[DeleteOutcome], *, quiet: bool) -> bytes:
+def delete_result_document(outcomes: Iterable[DeleteEntryResult], *, quiet: bool) -> bytes:
     """DeleteResult in request order; Quiet lists only the errors."""
     root = s3_root("DeleteResult")
     for outcome in outcomes:
@@ -130,7 +130,7 @@ def delete_result_document(outcomes: Iterable[DeleteOutcome], *, quiet: bool) ->
     return serialize(root)
 
 
-def _deleted(root: etree._Element, outcome: DeleteOutcome) -> None:
+def _deleted(root: etree._Element, outcome: DeleteEntryResult) -> None:
     deleted = sub_element(root, "Deleted")
     sub_element(deleted, "Key", outcome.key)
     if outcome.version_id is not None:

@@ -58,7 +58,7 @@ def test_complete_multipart_upload(data: bytes) -> None:
 def test_delete_objects(data: bytes) -> None:
     request = outcome(objects_xml.parse_delete_request, data)
     if not isinstance(request, Refused):
-        outcomes = [objects_xml.DeleteOutcome(e.key, e.version_id) for e in request.entries]
+        outcomes = [objects_xml.DeleteEntryResult(e.key, e.version_id) for e in request.entries]
         objects_xml.delete_result_document(outcomes, quiet=request.quiet)
 
 

@@ -14,7 +14,7 @@ from objstore.s3.objects_xml import (
     AclGrant,
     AclPolicy,
     DeleteEntry,
-    DeleteOutcome,
+    DeleteEntryResult,
     PartsPage,
     access_control_policy_document,
     copy_object_result_document,
@@ -118,11 +118,11 @@ def test_malformed_delete_requests(body: bytes) -> None:
 
 
 OUTCOMES = [
-    DeleteOutcome("a&b<c>\"'"),
-    DeleteOutcome("v", "null"),
-    DeleteOutcome("denied", None, "AccessDenied", "Access Denied"),
-    DeleteOutcome("gone", "123", "NoSuchVersion", "The specified version does not exist."),
-    DeleteOutcome("m", None, delete_marker=True, delete_marker_version_id="dm1"),
+    DeleteEntryResult("a&b<c>\"'"),
+    DeleteEntryResult("v", "null"),
+    DeleteEntryResult("denied", None, "AccessDenied", "Access Denied"),
+    DeleteEntryResult("gone", "123", "NoSuchVersion", "The specified version does not exist."),
+    DeleteEntryResult("m", None, delete_marker=True, delete_marker_version_id="dm1"),
 ]
 
 
