@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.application import service
+from twisted.application.internet import backoffPolicy
 from twisted.internet import defer, error, protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -56,11 +57,21 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def restart_delay(previous_seconds: float, ran_seconds: float) -> float:
-    """The wait before restarting a worker that ran `ran_seconds` before dying."""
-    if ran_seconds >= STABLE_AFTER_SECONDS or previous_seconds <= 0:
-        return RESTART_DELAY_SECONDS
-    return min(previous_seconds * 2, RESTART_DELAY_MAX_SECONDS)
+# Twisted's own back-off (as ClientService uses): 0.5 s, doubling, at most 30 s; no jitter,
+# since each worker slot restarts on its own schedule anyway.
+RESTART_BACKOFF = backoffPolicy(initialDelay=RESTART_DELAY_SECONDS,
+                                maxDelay=RESTART_DELAY_MAX_SECONDS, factor=2.0,
+                                jitter=lambda: 0.0)
+
+
+def young_deaths(previous: int, ran_seconds: float) -> int:
+    """How many times in a row a worker has now died young (0: it ran stably first)."""
+    return 0 if ran_seconds >= STABLE_AFTER_SECONDS else previous + 1
+
+
+def restart_delay(deaths_in_a_row: int) -> float:
+    """The wait before restarting a worker that has died young `deaths_in_a_row` times."""
+    return float(RESTART_BACKOFF(max(deaths_in_a_row - 1, 0)))
 
 
 class LineRelay(protocol.ProcessProtocol):
@@ -98,6 +109,7 @@ class WorkerSlot:
     pid: int | None = None
     started_at: float = 0.0
     restart_delay_seconds: float = 0.0
+    young_deaths: int = 0
     pending_restart: Any = None
     exited: defer.Deferred[None] = field(default_factory=defer.Deferred)
 
@@ -205,7 +217,8 @@ class WorkerSupervisor(service.Service):
             exited.callback(None)
             return
         ran = self._reactor.seconds() - slot.started_at
-        slot.restart_delay_seconds = restart_delay(slot.restart_delay_seconds, ran)
+        slot.young_deaths = young_deaths(slot.young_deaths, ran)
+        slot.restart_delay_seconds = restart_delay(slot.young_deaths)
         log.warn("worker {index} (pid {pid}) exited unexpectedly (exit code {code}, signal "
                  "{sig}) after {ran:.1f}s; restarting in {delay:g}s", index=slot.index,
                  pid=pid, code=code, sig=sig, ran=ran, delay=slot.restart_delay_seconds)

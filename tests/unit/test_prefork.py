@@ -24,16 +24,22 @@ from objstore.prefork.supervisor import (
     WorkerSlot,
     listening_socket,
     restart_delay,
+    young_deaths,
 )
 
 
 def test_restart_back_off_doubles_while_a_worker_dies_young_and_resets_after() -> None:
-    delay = restart_delay(0.0, 0.1)
-    assert delay == RESTART_DELAY_SECONDS
+    deaths = young_deaths(0, 0.1)
+    assert restart_delay(deaths) == RESTART_DELAY_SECONDS
+    delays = []
     for _ in range(20):
-        delay = restart_delay(delay, 0.1)
-    assert delay == RESTART_DELAY_MAX_SECONDS
-    assert restart_delay(delay, STABLE_AFTER_SECONDS) == RESTART_DELAY_SECONDS
+        deaths = young_deaths(deaths, 0.1)
+        delays.append(restart_delay(deaths))
+    assert delays[:3] == [2 * RESTART_DELAY_SECONDS, 4 * RESTART_DELAY_SECONDS,
+                          8 * RESTART_DELAY_SECONDS]
+    assert delays[-1] == RESTART_DELAY_MAX_SECONDS
+    deaths = young_deaths(deaths, STABLE_AFTER_SECONDS)
+    assert restart_delay(deaths) == RESTART_DELAY_SECONDS
 
 
 def test_roles() -> None:
