@@ -244,6 +244,8 @@ def test_the_audit_sink_records_background_changes_only() -> None:
     audit = Audit()
     sink = AuditChangeSink(audit)
     sink.committed(Change(ChangeKind.OBJECT_WRITTEN, CALLER, "b", "k", "v1"))
+    peer = Caller(ALICE, origin=Origin.PEER)
+    sink.committed(Change(ChangeKind.OBJECT_WRITTEN, peer, "b", "k", "v1"))
     lifecycle = Caller(ALICE, origin=Origin.LIFECYCLE, operation="Lifecycle::ExpireObject",
                        details={"rule_id": "r1"})
     sink.committed(Change(ChangeKind.DELETE_MARKER_WRITTEN, lifecycle, "b", "k", "m1"))
