@@ -311,8 +311,8 @@ def kind_rows(timings: Sequence[Timing], first: Sequence[Interval],
         p99 = {name: percentile(ms, 0.99) if ms else None for name, ms in of_kind.items()}
         p50 = {name: percentile(ms, 0.5) if ms else None for name, ms in of_kind.items()}
         rows.append(Row(f"{kind}, p99", "ms", p99["last"], p99["first"],
-                        f"{len(of_kind['first'])} / {len(of_kind['last'])} requests; p50 "
-                        f"{_ms(p50['first'])} -> {_ms(p50['last'])} ms"))
+                        f"{len(of_kind['first'])} -> {len(of_kind['last'])} requests; "
+                        f"p50 {_ms(p50['first'])} -> {_ms(p50['last'])} ms"))
     return rows
 
 

@@ -251,7 +251,7 @@ def test_summary_rows_put_the_last_third_beside_the_first() -> None:
     assert rows["open fds, supervisor (twistd)"].baseline == 30
     head = rows["HEAD, p99"]
     assert (head.baseline, head.objstore) == (20.0, 40.0)
-    assert head.note == "20 / 20 requests; p50 10.0 -> 20.0 ms"
+    assert head.note == "20 -> 20 requests; p50 10.0 -> 20.0 ms"
 
 
 def test_the_table_names_its_columns() -> None:
