@@ -1,6 +1,6 @@
-"""The soak command's pure helpers: the readings of the daemon's tree, the interval samples
-built from request timings, the thirds, the verdict rules and the table. No daemon, no
-reactor, no sleeps."""
+"""The soak command's pure helpers (bench/soak_verdict.py, and the choices of bench/soak.py's
+clients): the readings of the daemon's tree, the interval samples built from request
+timings, the thirds, the verdict rules and the table. No daemon, no reactor, no sleeps."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import pytest
 
 from bench.report import Row, format_table
 from bench.s3 import S3Target
-from bench.soak import (
-    MIX,
-    Client,
+from bench.soak import MIX, Client, Recorder
+from bench.soak_verdict import (
     Interval,
     Limits,
     Reading,
-    Recorder,
     Timing,
     count_tracebacks,
     default_warmup_seconds,
