@@ -3,9 +3,10 @@
 objstore runs as a supervisor (twistd) and one worker process per CPU, so "the daemon's
 memory" is a sum over a process tree. This module owns finding that tree
 (/proc/PID/task/TID/children, recursively), reading each member's resident set
-(/proc/PID/status) and I/O counters (/proc/PID/io), and sampling them from a thread. The
-parsing is pure (text in, numbers out) so that it is unit-tested. It only reads /proc: it
-never signals or otherwise touches the processes it watches.
+(/proc/PID/status), open file descriptors (/proc/PID/fd) and I/O counters
+(/proc/PID/io), and sampling them from a thread. The parsing is pure (text in, numbers
+out) so that it is unit-tested. It only reads /proc: it never signals or otherwise touches
+the processes it watches.
 """
 
 from __future__ import annotations
@@ -121,6 +122,15 @@ def label_of(pid: int) -> str:
 def memory_of(pid: int) -> dict[str, int]:
     return {**parse_status_memory(_read(Path(f"/proc/{pid}/status"))),
             **parse_status_memory(_read(Path(f"/proc/{pid}/smaps_rollup")), ROLLUP_FIELDS)}
+
+
+def open_fds(pid: int) -> int | None:
+    """How many file descriptors `pid` holds open (entries of /proc/PID/fd), or None when
+    the process is gone or not ours to look at."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
 
 
 def io_of(root: int) -> dict[str, int]:

@@ -47,10 +47,13 @@ def format_ratio(ratio: float | None) -> str:
     return f"{ratio:.2f}" if ratio < 10 else f"{ratio:.1f}"
 
 
-def format_table(rows: Sequence[Row], baseline_name: str = "nginx") -> str:
-    """A markdown table: workload, unit, objstore, baseline, ratio, note."""
+def format_table(rows: Sequence[Row], baseline_name: str = "nginx",
+                 measured_name: str = "objstore") -> str:
+    """A markdown table: workload, unit, objstore (or `measured_name`), baseline, ratio,
+    note."""
     lines = [
-        f"| workload | unit | objstore | {baseline_name} | objstore / {baseline_name} | note |",
+        f"| workload | unit | {measured_name} | {baseline_name} | "
+        f"{measured_name} / {baseline_name} | note |",
         "|---|---|--:|--:|--:|---|",
     ]
     for row in rows:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -45,9 +45,12 @@ class S3Target:
             yield self.presigned_path(method, bucket, key, now)
 
     def signed_headers(self, method: str, path_and_query: str,
-                       payload_sha256: str = sigv4.UNSIGNED_PAYLOAD) -> dict[str, str]:
-        return sigv4.sign_headers(method, self.base_url + path_and_query, {}, payload_sha256,
-                                  self.access_key, self.secret_key, REGION,
+                       payload_sha256: str = sigv4.UNSIGNED_PAYLOAD,
+                       headers: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The headers that sign a request; `headers` (e.g. x-amz-copy-source, which the
+        server wants signed) are signed too and must be sent as given."""
+        return sigv4.sign_headers(method, self.base_url + path_and_query, headers or {},
+                                  payload_sha256, self.access_key, self.secret_key, REGION,
                                   datetime.datetime.now(datetime.UTC))
 
 

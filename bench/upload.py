@@ -148,8 +148,9 @@ class Connection:
         extra = dict(headers or {})
         if payload_sha256 is None and isinstance(body, bytes):
             payload_sha256 = hashlib.sha256(body).hexdigest()
-        signed = (self.target.signed_headers(method, path, payload_sha256) if payload_sha256
-                  else self.target.signed_headers(method, path))
+        signed = (self.target.signed_headers(method, path, payload_sha256, headers)
+                  if payload_sha256 else
+                  self.target.signed_headers(method, path, headers=headers))
         size = len(body) if isinstance(body, bytes) else (length or 0)
         if body is not None or method in ("PUT", "POST"):
             extra["Content-Length"] = str(size)
