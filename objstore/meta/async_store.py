@@ -172,6 +172,8 @@ class MetaStore:
     delete_object_version = _on_writer(SyncMetaStore.delete_object_version)
     update_object = _on_writer(SyncMetaStore.update_object)
     insert_recovered = _on_writer(SyncMetaStore.insert_recovered)
+    apply_replicated_object = _on_writer(SyncMetaStore.apply_replicated_object)
+    apply_replicated_delete = _on_writer(SyncMetaStore.apply_replicated_delete)
     list_latest = _on_reader(SyncMetaStore.list_latest)
     list_versions = _on_reader(SyncMetaStore.list_versions)
     bucket_usage = _on_reader(SyncMetaStore.bucket_usage)

@@ -5,11 +5,12 @@ CompleteMultipartUpload (`upload_queries.py`) runs inside its own transaction.
 
 The rules of an object-row write exist once here: `next_seq` (the commit-ordered counter),
 `check_write` (the precondition and the usage check), `insert_latest` (replace a row of
-the same version, demote the previous latest, insert as latest) and `unreferenced` (which
-blobs became orphans). They run through a `RowSource` (meta/driver.py), so the PUT path
-executes them on a raw DBAPI cursor with statements compiled once, and the other writes
-execute the same statements inside their SQLAlchemy Core transaction. A last-writer-wins
-apply of replicated rows belongs beside them.
+the same version, demote the previous latest, insert as latest), `promote_newest` (a new
+latest after the latest went) and `unreferenced` (which blobs became orphans). They run
+through a `RowSource` (meta/driver.py), so the PUT path executes them on a raw DBAPI
+cursor with statements compiled once, and the other writes execute the same statements
+inside their SQLAlchemy Core transaction. The last-writer-wins
+apply of replicated rows (`object_apply_queries.py`) uses them too.
 
 The order of the statements is the store's contract: the seq counter FIRST (its row lock is
 the one lock every object writer queues on, which makes seq commit-ordered on PostgreSQL,
@@ -264,13 +265,15 @@ def delete_object_version(
             conn.get_transaction().rollback()  # type: ignore[union-attr]
             return DeleteResult(removed=None)
         removed = schema.object_record(removed_row)
-        new_latest = _promote_newest(rows, bucket, key) if removed.is_latest else None
+        new_latest = promote_newest(rows, bucket, key) if removed.is_latest else None
         leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
                         tombstone_seq)
     return DeleteResult(removed=removed, new_latest=new_latest)
 
 
-def _promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None:
+def promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None:
+    """Make the newest remaining version of a key (last_modified, then seq) its latest,
+    with a fresh seq; None when the key has no version left."""
     conn = rows.conn
     newest = conn.execute(
         sa.select(_o.c.version_id)

@@ -21,6 +21,7 @@ from objstore.meta import (
     listing_queries,
     metrics_queries,
     migrations,
+    object_apply_queries,
     object_queries,
     object_write_queries,
     settings_queries,
@@ -36,6 +37,7 @@ from objstore.meta.errors import (
     RowChanged,
 )
 from objstore.meta.keyspace import prefix_upper_bound
+from objstore.meta.object_apply_queries import ApplyResult, ApplyVerdict, TombstoneResult
 from objstore.meta.object_write_queries import (
     MUTABLE_OBJECT_FIELDS,
     Usage,
@@ -95,6 +97,9 @@ class SyncMetaStore(Database):
     delete_object_version = object_write_queries.delete_object_version
     update_object = object_write_queries.update_object
     insert_recovered = object_write_queries.insert_recovered
+    # object rows and deletes replicated from cluster peers
+    apply_replicated_object = object_apply_queries.apply_replicated_object
+    apply_replicated_delete = object_apply_queries.apply_replicated_delete
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload
@@ -177,6 +182,8 @@ __all__ = [
     "TOMBSTONE_OBJECT",
     "TOMBSTONE_SETTING",
     "TOMBSTONE_UPLOAD",
+    "ApplyResult",
+    "ApplyVerdict",
     "MetaStoreError",
     "PartsChanged",
     "PreconditionNotMet",
@@ -184,6 +191,7 @@ __all__ = [
     "RowChanged",
     "StorageSettings",
     "SyncMetaStore",
+    "TombstoneResult",
     "Usage",
     "UsageCheck",
     "UsageRule",

@@ -43,14 +43,17 @@ def pair_key(first: str, second: str) -> str:
 
 
 def leave_tombstone(
-    db: Database, conn: Connection, family: str, key: str, seq: int | None = None
+    db: Database, conn: Connection, family: str, key: str, seq: int | None = None,
+    deleted_at: float | None = None,
 ) -> None:
     """Record the deletion of (family, key) in the caller's write transaction, stamped
-    with the database's clock (and the object seq the deletion took, for objects)."""
+    with the database's clock unless `deleted_at` is given (a peer's deletion keeps the
+    peer's stamp), and the object seq the deletion took, for objects."""
+    stamp = db.clock() if deleted_at is None else deleted_at
     upsert(
         conn,
         schema.tombstones,
-        {"family": family, "key": key, "deleted_at": db.clock(), "seq": seq},
+        {"family": family, "key": key, "deleted_at": stamp, "seq": seq},
         ("family", "key"),
     )
 

@@ -19,6 +19,7 @@ from objstore.meta import (  # noqa: F401  (imported: the families the check wal
     iam_queries,
     listing_queries,
     metrics_queries,
+    object_apply_queries,
     object_queries,
     object_write_queries,
     settings_queries,
@@ -210,4 +211,4 @@ def test_every_query_that_takes_a_seq_tells_the_caches() -> None:
             f"{qualified} takes a seq without @changes_objects")
     assert {q.rsplit(".", 1)[1] for q in takers} == {
         "put_object", "delete_object_version", "update_object", "complete_upload",
-        "insert_recovered"}
+        "insert_recovered", "apply_replicated_object", "apply_replicated_delete"}

@@ -1,0 +1,311 @@
+"""The receive side of cluster replication: a peer's object row (with its blob's bytes, or
+without) or deletion, applied here by last-writer-wins, answered with the ack the sender
+counts (`cluster.gate.Ack`: applied, has_blob).
+
+Same durability order as a client write (engine/objects.py): the blob is fsynced, its
+sidecar written atomically and its directory fsynced, THEN the row transaction
+(meta/object_apply_queries.py), then the blobs the commit orphaned go, then the change is
+reported to the change hook with the peer's caller (`Origin.PEER`). Sinks that send
+changes on (cluster fan-out, events, journals) ignore that origin: applying never fans
+out again. A deletion withdraws the loser's sidecar before its row goes, as a client's
+permanent delete does.
+
+The verdict is asked once before any file work, so a row that loses or is already held
+costs no sidecar write (anti-entropy redelivers many), and again inside the transaction,
+which decides; files written for a row that then lost a race are settled afterwards. All
+of it runs under the key's lock (`KeyLocks`), as other changes to existing versions do.
+
+The ack: `applied` is true whenever this node now holds the row or one that beats it (a
+newer row, a tombstone); `has_blob` whether it holds the bytes of that row: vacuously true
+for rows without bytes (delete markers, rows a tombstone beat, deletions); for a composite
+it means its sidecar is present (its parts travel on their own). Incoming records are
+validated first: blob ids (the row's and its parts') must be canonical UUID strings, as
+this server makes them, and are kept verbatim; stamps must be finite; the bucket must
+exist (NoSuchBucket).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from twisted.logger import Logger
+
+from objstore.blobs.sidecar import record_to_sidecar
+from objstore.blobs.store import BlobStore, is_valid_blob_id
+from objstore.blobs.writer import UploadedBody
+from objstore.cluster.gate import Ack
+from objstore.cluster.lww import has_finite_stamps, row_survives_tombstone
+from objstore.engine.buckets import require_bucket
+from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
+from objstore.engine.objects import BlobFiles, check_key
+from objstore.engine.versioning import KeyLocks, check_version_id
+from objstore.errors import S3Error
+from objstore.meta.object_apply_queries import ApplyResult, ApplyVerdict, decide
+from objstore.meta.records import ObjectRecord
+from objstore.meta.store import TOMBSTONE_OBJECT, RecordNotFound, object_tombstone_key
+from objstore.threads import Runner
+
+if TYPE_CHECKING:
+    from objstore.meta.async_store import MetaStore
+
+log = Logger()
+
+_LOCK_FIELDS = ("retention_mode", "retain_until_date", "legal_hold_status", "lock_updated_at")
+
+
+@dataclass(frozen=True)
+class _Written:
+    """The file work done for an incoming row before its transaction."""
+
+    created_blob: bool = False  # its bytes were stored here now
+    sidecar: bool = False  # its sidecar was (re)written
+
+
+class ReplicationApply:
+    def __init__(
+        self,
+        meta: MetaStore,
+        blobs: BlobStore,
+        io: Runner,
+        *,
+        clock: Callable[[], float],
+        locks: KeyLocks | None = None,
+        changes: ChangeHook | None = None,
+    ) -> None:
+        self._meta = meta
+        self._blobs = blobs
+        self._files = BlobFiles(blobs, io)
+        self._io = io
+        self._clock = clock
+        self._locks = locks if locks is not None else KeyLocks()
+        self._changes = changes or ChangeHook()
+        # Rows and deletions stamped far ahead of this node's clock (a peer's clock that
+        # jumped): they shadow later writes of their key until the clocks agree.
+        self.future_stamped = 0
+
+    # -- rows ----------------------------------------------------------------------------
+    async def apply_replicated(self, caller: Caller, record: ObjectRecord,
+                               body: UploadedBody | None = None) -> Ack:
+        """Apply a peer's row; `body`: the bytes of its blob, when sent with it (left to
+        its owner to close when not used)."""
+        _require_peer(caller)
+        check_replicated_record(record, body)
+        await require_bucket(self._meta, record.bucket)
+        return await self._locks.run(record.bucket, record.key,
+                                     lambda: self._apply(caller, record, body))
+
+    async def _apply(self, caller: Caller, record: ObjectRecord,
+                     body: UploadedBody | None) -> Ack:
+        local = await self._meta.get_object(record.bucket, record.key, record.version_id)
+        verdict = await self._verdict(local, record)
+        written = _Written()
+        if verdict is ApplyVerdict.APPLIED:
+            written = await self._store_files(record, body)
+        elif verdict is ApplyVerdict.IDENTICAL and body is not None and local is not None:
+            written = await self._fill_missing_bytes(local, body)
+        try:
+            result = await self._meta.apply_replicated_object(record)
+        except BaseException as error:
+            await self._settle_after_failure(record, written)
+            if isinstance(error, RecordNotFound):
+                raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
+            raise
+        if not result.applied:
+            await self._settle(record, result.record, written)
+        await self._files.delete_replaced(result.orphaned_blob_ids)
+        self._note_future(result.future_stamped, record.bucket, record.key)
+        if result.applied:
+            assert result.record is not None
+            await self._report(_kind_of(local, result.record), caller, result.record)
+        return Ack(applied=True, has_blob=await self._has_blob(result))
+
+    async def _verdict(self, local: ObjectRecord | None, record: ObjectRecord
+                       ) -> ApplyVerdict:
+        found = await self._meta.get_tombstone(
+            TOMBSTONE_OBJECT, object_tombstone_key(record.bucket, record.key,
+                                                   record.version_id))
+        deleted_at = None if found is None else found[0]
+        return decide(local, deleted_at, record, self._clock())[0]
+
+    async def _store_files(self, record: ObjectRecord, body: UploadedBody | None) -> _Written:
+        """The incoming row's files, durable before its row. Bytes are stored once per
+        blob id (they never change under one id); its sidecar is rewritten (a lock or tag
+        change keeps the blob id). A row whose bytes are neither here nor sent goes in
+        without them: the ack says so, and blob repair brings them."""
+        blob_id = record.blob_id
+        if blob_id is None:
+            return _Written()
+        sidecar = record_to_sidecar(record)
+        if record.is_delete_marker or record.parts or await self._blob_present(blob_id):
+            await self._files.store_sidecar(blob_id, sidecar)
+            return _Written(sidecar=True)
+        if body is None:
+            return _Written()
+        await self._files.store(body, blob_id, sidecar)
+        return _Written(created_blob=True, sidecar=True)
+
+    async def _fill_missing_bytes(self, local: ObjectRecord, body: UploadedBody) -> _Written:
+        """An identical row sent again with its bytes (a retry after the bytes failed to
+        arrive): they are stored when this node lacks them."""
+        if local.blob_id is None or local.is_delete_marker or local.parts:
+            return _Written()
+        if await self._blob_present(local.blob_id):
+            return _Written()
+        await self._files.store(body, local.blob_id, record_to_sidecar(local))
+        return _Written()  # the row references them: nothing to settle
+
+    async def _settle(self, record: ObjectRecord, winner: ObjectRecord | None,
+                      written: _Written) -> None:
+        """Files written for a row that lost inside the transaction: the winner's sidecar
+        is written back when it shares the blob id; otherwise created bytes go, and a
+        sidecar over bytes already here is withdrawn (`recover` must not rebuild the
+        loser)."""
+        blob_id = record.blob_id
+        if not written.sidecar or blob_id is None:
+            return
+        if winner is not None and winner.blob_id == blob_id:
+            await self._files.reinstate(winner)
+        elif written.created_blob:
+            await self._files.delete([blob_id])
+        else:
+            await self._files.withdraw(record)
+
+    async def _settle_after_failure(self, record: ObjectRecord, written: _Written) -> None:
+        if not written.sidecar:
+            return
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+        except Exception:
+            # The outcome is unknown: the files stay (`objstore check` sorts them out).
+            log.failure("could not settle the files of a replicated row of {bucket}/{key}",
+                        bucket=record.bucket, key=record.key)
+            return
+        await self._settle(record, current, written)
+
+    async def _has_blob(self, result: ApplyResult) -> bool:
+        held = result.record
+        if held is None or held.blob_id is None or held.is_delete_marker:
+            return True
+        if held.parts:
+            return await self._io.run(os.path.exists, self._blobs.sidecar_path(held.blob_id))
+        return await self._blob_present(held.blob_id)
+
+    async def _blob_present(self, blob_id: str) -> bool:
+        return await self._io.run(self._blobs.blob_size, blob_id) is not None
+
+    # -- deletions -----------------------------------------------------------------------
+    async def apply_replicated_delete(self, caller: Caller, bucket: str, key: str,
+                                      version_id: str, deleted_at: float) -> Ack:
+        """Apply a peer's deletion of one version (its tombstone, stamped `deleted_at`)."""
+        _require_peer(caller)
+        check_key(key)
+        check_version_id(version_id, "version_id")
+        if not math.isfinite(deleted_at):
+            raise S3Error("InvalidArgument", "The deletion stamp is not a finite time.",
+                          ArgumentName="deleted_at", ArgumentValue=str(deleted_at))
+        await require_bucket(self._meta, bucket)
+        return await self._locks.run(bucket, key, lambda: self._delete(
+            caller, bucket, key, version_id, deleted_at))
+
+    async def _delete(self, caller: Caller, bucket: str, key: str, version_id: str,
+                      deleted_at: float) -> Ack:
+        local = await self._meta.get_object(bucket, key, version_id)
+        doomed = local if local is not None and not row_survives_tombstone(
+            local, deleted_at) else None
+        if doomed is not None:
+            await self._files.withdraw(doomed)
+        try:
+            result = await self._meta.apply_replicated_delete(bucket, key, version_id,
+                                                              deleted_at)
+        except BaseException as error:
+            if doomed is not None:
+                await self._reinstate_if_kept(doomed)
+            if isinstance(error, RecordNotFound):
+                raise S3Error("NoSuchBucket", BucketName=bucket) from None
+            raise
+        removed = result.removed
+        if doomed is not None and (removed is None or removed.blob_id != doomed.blob_id):
+            await self._reinstate_if_kept(doomed)
+        if removed is not None:
+            await self._files.delete_version(removed.blob_id,
+                                             [part.blob_id for part in removed.parts])
+        self._note_future(result.future_stamped, bucket, key)
+        if result.recorded:
+            await self._changes.committed(Change(ChangeKind.VERSION_DELETED, caller, bucket,
+                                                 key, version_id, removed))
+        return Ack(applied=True, has_blob=True)
+
+    async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
+        """The sidecar of a row that was not removed after all, written back."""
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+            if current is not None and current.blob_id == record.blob_id:
+                await self._files.reinstate(current)
+        except Exception:
+            log.failure("could not write back the sidecar of {bucket}/{key} ({version_id})",
+                        bucket=record.bucket, key=record.key, version_id=record.version_id)
+
+    # -- reporting -----------------------------------------------------------------------
+    def _note_future(self, future: bool, bucket: str, key: str) -> None:
+        if future:
+            self.future_stamped += 1
+            log.warn("a peer's change of {bucket}/{key} is stamped far in the future: it "
+                     "shadows later writes of the key until the clocks agree",
+                     bucket=bucket, key=key)
+
+    async def _report(self, kind: ChangeKind, caller: Caller, record: ObjectRecord) -> None:
+        await self._changes.committed(Change(kind, caller, record.bucket, record.key,
+                                             record.version_id, record))
+
+
+def _require_peer(caller: Caller) -> None:
+    if caller.origin is not Origin.PEER:
+        raise ValueError("replicated changes are applied for a peer caller only")
+
+
+def _kind_of(before: ObjectRecord | None, after: ObjectRecord) -> ChangeKind:
+    """What an applied row changed, as a client's change of the same effect is named."""
+    if before is not None and before.blob_id == after.blob_id:
+        if any(getattr(before, name) != getattr(after, name) for name in _LOCK_FIELDS):
+            return ChangeKind.LOCK_CHANGED
+        if before.tags != after.tags:
+            return ChangeKind.TAGS_CHANGED
+    if after.is_delete_marker:
+        return ChangeKind.DELETE_MARKER_WRITTEN
+    return ChangeKind.OBJECT_WRITTEN
+
+
+def check_replicated_record(record: ObjectRecord, body: UploadedBody | None) -> None:
+    """Refuse a peer's row this server could not have made (InvalidArgument), or bytes
+    sent for a row that has none of its own (InvalidRequest)."""
+    check_key(record.key)
+    check_version_id(record.version_id, "version_id")
+    ids = [record.blob_id, *(part.blob_id for part in record.parts)]
+    if record.blob_id is None and not record.is_delete_marker:
+        raise _invalid("blob_id", "", "A replicated object row needs a blob id.")
+    for blob_id in ids:
+        if blob_id is not None and not is_valid_blob_id(blob_id):
+            raise _invalid("blob_id", blob_id, "A blob id must be a UUID.")
+    if not has_finite_stamps(record):
+        raise _invalid("last_modified", str(record.last_modified),
+                       "The row's stamps must be finite times.")
+    if record.size < 0:
+        raise _invalid("size", str(record.size), "The size must not be negative.")
+    if body is None:
+        return
+    if record.is_delete_marker or record.parts:
+        raise S3Error("InvalidRequest", "This row has no bytes of its own to send.")
+    if body.length != record.size and not (record.compression or
+                                           record.encryption_algorithm):
+        raise S3Error("InvalidRequest",
+                      f"The blob holds {body.length} bytes; the row says {record.size}.")
+
+
+def _invalid(name: str, value: str, message: str) -> S3Error:
+    return S3Error("InvalidArgument", message, ArgumentName=name, ArgumentValue=value)

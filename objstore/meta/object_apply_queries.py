@@ -1,0 +1,249 @@
+"""The apply of replicated object rows and deletes: what a node does with a row or a
+deletion a cluster peer sends it, each in one transaction on both backends.
+
+The order is `cluster/lww.py`'s (the spec's cluster rule 5, and a tombstone beats a row of
+its register unless the row is strictly newer); this module only reads the register's
+local state, asks that order and writes what wins, with the rules every object-row write
+shares (`object_write_queries.py`: `next_seq` first, `insert_latest`, `promote_newest`,
+`unreferenced`). An incoming row that loses, or is identical in replicated content to the
+local one, changes nothing and takes no seq (the transaction is rolled back, counter
+included): otherwise rows would bounce between nodes forever. A replicated delete records
+(or moves later) the register's tombstone with the peer's stamp and removes the row when
+the tombstone beats it; a tombstone already as new changes nothing.
+
+The applied row is not necessarily the newest version of its key (a late copy of an old
+version): is_latest is recomputed, newest `last_modified` first, and on a tie the row
+written last (the highest seq), as for a local write.
+
+Quota and preconditions are not checked: the peer that accepted the write checked them.
+Every function that takes a seq is marked `changes_objects`. No Twisted here.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, replace
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from objstore.cluster import lww
+from objstore.meta import schema
+from objstore.meta.database import Database, changes_objects
+from objstore.meta.dialect import write_transaction
+from objstore.meta.driver import CoreRows
+from objstore.meta.errors import RecordNotFound
+from objstore.meta.object_write_queries import (
+    BUCKET,
+    insert_latest,
+    next_seq,
+    promote_newest,
+    unreferenced,
+)
+from objstore.meta.records import ObjectRecord
+from objstore.meta.tombstones import TOMBSTONE_OBJECT, leave_tombstone, object_tombstone_key
+
+_o = schema.objects
+_t = schema.tombstones
+
+
+class ApplyVerdict(enum.Enum):
+    APPLIED = "applied"  # the incoming row was written with a fresh seq
+    IDENTICAL = "identical"  # the same replicated content is stored: nothing written
+    KEEP_LOCAL = "keep_local"  # the local row wins: nothing written
+    DELETED = "deleted"  # the register's tombstone beats the row: nothing written
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """What applying a replicated row did. `record`: the register's row now stored (the
+    incoming one as written, or the local one that stands; None when there is none).
+    `orphaned_blob_ids`: the blobs of the replaced row the new one does not use, to remove
+    after the commit (the replaced version's own blob first, then its parts)."""
+
+    verdict: ApplyVerdict
+    record: ObjectRecord | None
+    orphaned_blob_ids: tuple[str, ...] = ()
+    future_stamped: bool = False  # the incoming row is stamped far ahead of this clock
+
+    @property
+    def applied(self) -> bool:
+        return self.verdict is ApplyVerdict.APPLIED
+
+
+@dataclass(frozen=True)
+class TombstoneResult:
+    """What applying a replicated delete did. `recorded`: the tombstone was recorded or
+    moved later (a fresh seq); `deleted_at`: the register's tombstone stamp now;
+    `removed`: the row it beat, whose files go after the commit; `new_latest`: the version
+    that became latest in its place."""
+
+    recorded: bool
+    deleted_at: float
+    removed: ObjectRecord | None = None
+    new_latest: ObjectRecord | None = None
+    future_stamped: bool = False
+
+    @property
+    def orphaned_blob_ids(self) -> tuple[str, ...]:
+        if self.removed is None:
+            return ()
+        ids = [self.removed.blob_id, *(p.blob_id for p in self.removed.parts)]
+        return tuple(dict.fromkeys(b for b in ids if b))
+
+
+def decide(local: ObjectRecord | None, deleted_at: float | None, incoming: ObjectRecord,
+           now: float) -> tuple[ApplyVerdict, bool]:
+    """The verdict on `incoming` given its register's local row and tombstone stamp, and
+    whether it is stamped far in the future. Pure: the engine asks it before any file work
+    (to write no sidecar for a row that loses), the transaction asks it again."""
+    decision = lww.merge(local, incoming, now=now)
+    if deleted_at is not None and not lww.row_survives_tombstone(incoming, deleted_at):
+        return ApplyVerdict.DELETED, decision.future_stamped
+    verdict = {lww.Verdict.APPLY: ApplyVerdict.APPLIED,
+               lww.Verdict.IDENTICAL: ApplyVerdict.IDENTICAL,
+               lww.Verdict.KEEP_LOCAL: ApplyVerdict.KEEP_LOCAL}[decision.verdict]
+    return verdict, decision.future_stamped
+
+
+class _Unchanged(Exception):
+    """Rolls the transaction back (the seq counter with it) and carries the answer."""
+
+    def __init__(self, result: ApplyResult | TombstoneResult) -> None:
+        super().__init__("nothing to write")
+        self.result = result
+
+
+@changes_objects
+def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
+    """Apply a peer's row of (bucket, key, version_id) by last-writer-wins against the
+    local row and tombstone of that register; when it wins, store it under a fresh seq
+    (replacing the local row) and recompute the key's latest. Raises RecordNotFound when
+    the bucket does not exist, ValueError for a row with a non-finite stamp."""
+    if not lww.has_finite_stamps(record):
+        raise ValueError("a replicated row with a non-finite stamp")
+    try:
+        with write_transaction(db.engine) as conn:
+            rows = CoreRows(conn)
+            seq = next_seq(rows)
+            _require_bucket(rows, record.bucket)
+            local = _local_row(conn, record.bucket, record.key, record.version_id)
+            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+            verdict, future = decide(local, deleted_at, record, db.clock())
+            if verdict is not ApplyVerdict.APPLIED:
+                raise _Unchanged(ApplyResult(verdict, local, future_stamped=future))
+            stored, replaced_blobs = _store_applied(rows, record, seq)
+            return ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored), future)
+    except _Unchanged as unchanged:
+        assert isinstance(unchanged.result, ApplyResult)
+        return unchanged.result
+
+
+@changes_objects
+def apply_replicated_delete(
+    db: Database, bucket: str, key: str, version_id: str, deleted_at: float
+) -> TombstoneResult:
+    """Apply a peer's deletion of (bucket, key, version_id) stamped `deleted_at`: the
+    register's tombstone takes the later of its stamp and this one (with a fresh seq), and
+    the local row goes unless it is strictly newer than the tombstone (a newest remaining
+    version becomes latest). Nothing changes, and no seq is taken, when the tombstone is
+    already as new and no row loses to it. Raises RecordNotFound when the bucket does not
+    exist."""
+    if not math.isfinite(deleted_at):
+        raise ValueError("a replicated delete with a non-finite stamp")
+    tombstone_key = object_tombstone_key(bucket, key, version_id)
+    try:
+        with write_transaction(db.engine) as conn:
+            rows = CoreRows(conn)
+            seq = next_seq(rows)
+            _require_bucket(rows, bucket)
+            known = _tombstone_at(conn, tombstone_key)
+            stamp = deleted_at if known is None else max(known, deleted_at)
+            future = lww.stamp_is_future(deleted_at, db.clock())
+            local = _local_row(conn, bucket, key, version_id)
+            beaten = local is not None and not lww.row_survives_tombstone(local, stamp)
+            if not beaten and known is not None and known >= deleted_at:
+                raise _Unchanged(TombstoneResult(False, known, future_stamped=future))
+            removed = new_latest = None
+            if beaten:
+                removed = _remove_row(conn, bucket, key, version_id)
+                if removed.is_latest:
+                    new_latest = promote_newest(rows, bucket, key)
+            leave_tombstone(db, conn, TOMBSTONE_OBJECT, tombstone_key, seq, deleted_at=stamp)
+            return TombstoneResult(True, stamp, removed, new_latest, future)
+    except _Unchanged as unchanged:
+        assert isinstance(unchanged.result, TombstoneResult)
+        return unchanged.result
+
+
+# -- the pieces ---------------------------------------------------------------------------
+
+
+def _require_bucket(rows: CoreRows, bucket: str) -> None:
+    """The bucket, under FOR KEY SHARE (a concurrent bucket delete waits), or
+    RecordNotFound."""
+    if rows.first(BUCKET, {"p_bucket": bucket}) is None:
+        raise RecordNotFound(f"bucket {bucket!r}")
+
+
+def _tombstone_key(record: ObjectRecord) -> str:
+    return object_tombstone_key(record.bucket, record.key, record.version_id)
+
+
+def _same_version(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
+    return sa.and_(_o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)
+
+
+def _local_row(conn: Connection, bucket: str, key: str, version_id: str
+               ) -> ObjectRecord | None:
+    row = conn.execute(sa.select(_o).where(_same_version(bucket, key, version_id))
+                       ).mappings().first()
+    return None if row is None else schema.object_record(row)
+
+
+def _tombstone_at(conn: Connection, tombstone_key: str) -> float | None:
+    found = conn.execute(sa.select(_t.c.deleted_at).where(
+        _t.c.family == TOMBSTONE_OBJECT, _t.c.key == tombstone_key)).scalar()
+    return None if found is None else float(found)
+
+
+def _remove_row(conn: Connection, bucket: str, key: str, version_id: str) -> ObjectRecord:
+    row = conn.execute(sa.delete(_o).where(_same_version(bucket, key, version_id))
+                       .returning(_o)).mappings().one()
+    return schema.object_record(row)
+
+
+def _newest_other(conn: Connection, record: ObjectRecord) -> float | None:
+    """last_modified of the key's newest version other than `record`'s."""
+    found = conn.execute(
+        sa.select(_o.c.last_modified)
+        .where(_o.c.bucket == record.bucket, _o.c.key == record.key,
+               _o.c.version_id != record.version_id)
+        .order_by(_o.c.last_modified.desc())
+        .limit(1)
+    ).scalar()
+    return None if found is None else float(found)
+
+
+def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int
+                   ) -> tuple[ObjectRecord, list[str | None]]:
+    """Store the winning row under `seq`, replacing the local row of its version. As the
+    key's newest version (or on a tie: it is written last) it becomes latest through
+    `insert_latest`; else it goes in as not latest, and should the row it replaced have
+    been latest, the newest version is promoted. Returns the stored row and the blob ids
+    the replaced row used."""
+    newest = _newest_other(rows.conn, record)
+    if newest is None or record.last_modified >= newest:
+        return insert_latest(rows, record, seq)
+    conn = rows.conn
+    replaced = conn.execute(
+        sa.delete(_o).where(_same_version(record.bucket, record.key, record.version_id))
+        .returning(_o.c.blob_id, _o.c.parts, _o.c.is_latest)).first()
+    stored = replace(record, is_latest=False, seq=seq)
+    conn.execute(sa.insert(_o).values(**schema.object_values(stored)))
+    if replaced is None:
+        return stored, []
+    if replaced.is_latest:
+        promote_newest(rows, record.bucket, record.key)
+    return stored, [replaced.blob_id, *(p.blob_id for p in schema.part_refs(replaced.parts))]
