@@ -69,11 +69,7 @@ class ClusterNode:
                               figures=self._figures, clock=clock.seconds)
         root = RootResource(s3=Resource(), admin=Resource(), limits=ServerLimits(),
                             domains=(), cluster=self.api.resource())
-        self.site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=ServerLimits(),
-                                 server_header="objstore")
-        self.site.timeOut = None
-        self.treq = StubTreq(root)
-        self.treq._agent._serverFactory = self.site
+        self.treq = served(root, tmp_path)
 
     async def _figures(self) -> NodeFigures:
         return self.figures
@@ -95,6 +91,17 @@ class ClusterNode:
         content = result(response.content())
         return Answer(response.code, {k.decode().lower(): v[-1].decode()
                                       for k, v in response.headers.getAllRawHeaders()}, content)
+
+
+def served(root: Resource, tmp_path: Path) -> StubTreq:
+    """StubTreq serving `root` from the node's own site (its request class carries the
+    request id, the body spool and the API the root chose)."""
+    site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=ServerLimits(),
+                        server_header="objstore")
+    site.timeOut = None  # no idle timer on the global reactor
+    stub = StubTreq(root)
+    stub._agent._serverFactory = site
+    return stub
 
 
 def result(deferred: Deferred[Any]) -> Any:
