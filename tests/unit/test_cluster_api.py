@@ -271,3 +271,36 @@ def test_every_outcome_but_ok_is_403() -> None:
             verify_peer(ClusterSecrets(SECRET.encode()), line, headers, now=NOW,
                         own_node_id="node-a")
         assert refused.value.status == 403
+
+
+# -- the node's seam ---------------------------------------------------------------------------
+
+
+def test_the_node_mounts_the_api_only_when_the_cluster_is_enabled(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from objstore.service import cluster_api
+    from objstore.threads import InlinePool
+
+    class Meta:
+        async def max_seq(self) -> int:
+            return 9
+
+    def config(enabled: bool) -> Any:
+        return SimpleNamespace(cluster=replace(CLUSTER, enabled=enabled),
+                               storage=SimpleNamespace(data_dir=str(tmp_path)))
+
+    clock = Clock()
+    clock.advance(NOW)
+    assert cluster_api(config(False), "node-a", HealthState(), Meta(),  # type: ignore[arg-type]
+                       InlinePool(), clock.seconds) is None
+    api = cluster_api(config(True), "node-a", HealthState(), Meta(),  # type: ignore[arg-type]
+                      InlinePool(), clock.seconds)
+    root = RootResource(s3=Resource(), admin=Resource(), limits=ServerLimits(), domains=(),
+                        cluster=api)
+    node = ClusterNode(tmp_path, "node-a")
+    node.treq = served(root, tmp_path)
+    answer = node.send("GET", f"/cluster/v1/ping?nonce={new_nonce()}")
+    assert answer.status == 200
+    document = answer.json()
+    assert document["max_seq"] == 9 and document["disk_total"] > 0
