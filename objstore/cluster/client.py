@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -223,5 +223,3 @@ def _number(value: object) -> float | None:
         return None
     return float(value) if value == value and abs(value) != float("inf") else None
 
-
-Probe = Callable[[str, str], Awaitable[ProbeResult]]
