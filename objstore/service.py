@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime
 import gc
 import os
+import shutil
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -45,6 +46,7 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
+from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
@@ -105,7 +107,7 @@ from objstore.private_files import directory_warnings, refuse_exposed
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.startup import fail_startup, warn_startup
-from objstore.threads import NamedPool
+from objstore.threads import NamedPool, Runner
 from objstore.timers import safe_timer
 from objstore.workers.lifecycle import (
     INTERVAL_SETTING,
@@ -288,6 +290,7 @@ def build_node(config: Config, reactor: Any = None, *,
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
+        cluster=cluster_api(config, node_id, health, meta, io_pool, clock),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
@@ -611,3 +614,19 @@ def tls_options(config: Config) -> Any:
             authority = ssl.Certificate.loadPEM(handle.read())
         return private.options(authority)
     return private.options()
+
+
+def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
+                io_pool: Runner, clock: Callable[[], float]) -> Any | None:
+    """The /cluster/v1 resource when [cluster] enabled (refused at start until the node
+    replicates: startup._NOT_YET); None keeps the root's JSON 404."""
+    if not config.cluster.enabled:
+        return None
+    data_dir = config.storage.data_dir
+
+    async def figures() -> NodeFigures:
+        usage = await io_pool.run(shutil.disk_usage, data_dir)
+        return NodeFigures(usage.total, usage.free, await meta.max_seq())
+
+    return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
+                      figures=figures, clock=clock).resource()

@@ -1,6 +1,6 @@
 """The root resource: virtual-host rewrite, then dispatch by path prefix to the admin API,
-the (reserved) cluster protocol, or the S3 API. Request-level limits are checked here,
-before any API sees the request.
+the cluster protocol (a JSON 404 unless the cluster is enabled), or the S3 API.
+Request-level limits are checked here, before any API sees the request.
 
 The same dispatch admits a request with a body before the body is read (`admit`, the
 site's `Gatekeeper`): the API it is for decides from the request line and headers. It is
@@ -33,17 +33,18 @@ class _JsonNotFound(Resource):
 
 class RootResource(Resource):
     def __init__(
-        self, *, s3: Any, admin: Any, limits: ServerLimits, domains: tuple[str, ...]
+        self, *, s3: Any, admin: Any, limits: ServerLimits, domains: tuple[str, ...],
+        cluster: Any = None,
     ) -> None:
         super().__init__()
         self._s3 = s3
         self._admin = admin
-        self._cluster = _JsonNotFound()
+        self._cluster = cluster if cluster is not None else _JsonNotFound()
         self._limits = limits
         self._domains = tuple(d.lower() for d in domains)
         # The APIs that admit a request before its body, by identity (looked up per request).
         self._gatekeepers: dict[int, Gatekeeper] = {
-            id(api): api for api in (s3, admin) if isinstance(api, Gatekeeper)}
+            id(api): api for api in (s3, admin, self._cluster) if isinstance(api, Gatekeeper)}
 
     def admit(self, request: ObjstoreRequest) -> Deferred[Admitted] | None:
         if request.path is None:  # not through ObjstoreChannel: decided after the body

@@ -1,0 +1,383 @@
+"""The cluster protocol's server side under /cluster/v1 (Klein): what a peer may ask this
+node, and the check every such request passes before a handler runs.
+
+Routes today:
+
+    GET /cluster/v1/health  public: {"status", "node_id"} only (never the fingerprint)
+    GET /cluster/v1/ping    cluster auth; the caller's nonce is the query parameter
+                            `nonce` (so the request signature covers it); the answer is
+                            the authenticated ping response plus two additive fields,
+                            `protocol` (PROTOCOL_VERSION) and `time` (this node's clock,
+                            float seconds, for the caller's clock-offset estimate)
+
+Every other route is declared with `cluster_route`, which wraps Klein's `app.route` so a
+handler runs only for a verified peer and receives it (`VerifiedPeer`). The check, in
+order: with [cluster.tls], a peer certificate on the connection (403: the handshake makes
+it optional, the route requires it; its chain was verified against the cluster CA by the
+handshake); the request signature (`auth.verify_request` under secret, then
+secret_previous; any outcome but OK is 403); a verified sender id equal to ours is a loop
+(409); the body at most the route's cap (2 MiB for JSON routes: 413) and equal to the
+signed hash (`payload_matches`: 400). A request with a body is checked before its body is
+read (`admit`, asked by the site through the root resource), so a refused peer never
+uploads anything.
+
+Every answer is JSON {"error", "message"} with codes from `errors.ADMIN_ERRORS`; never
+HTML. This module must never apply anything itself: handlers call the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from functools import wraps
+from typing import Any, Protocol
+
+from klein import Klein
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+
+from objstore.admin.api import admin_answer, admin_failure, json_body
+from objstore.cluster.auth import (
+    HEADER_CONTENT_SHA256,
+    SIGNED_HEADERS,
+    AuthOutcome,
+    ClusterSecrets,
+    RequestLine,
+    SecretSlot,
+    config_fingerprint,
+    nonce_mac,
+    payload_matches,
+    valid_nonce,
+    verify_request,
+)
+from objstore.config import Cluster
+from objstore.errors import AdminError
+from objstore.http.channel import Refusal
+from objstore.http.health import HealthState
+from objstore.http.site import Admitted, ObjstoreRequest
+
+PROTOCOL_VERSION = 1
+MAX_JSON_BODY_BYTES = 2 * 1024 * 1024
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+_NO_ENDPOINT = "No such cluster endpoint."
+_NO_METHOD = "Method not allowed here."
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedPeer:
+    """The sender of a verified cluster request."""
+
+    node_id: str
+    slot: SecretSlot  # the secret that verified it: key the nonce MAC with it
+    certificate: object | None = None  # the peer's certificate (pyOpenSSL X509) under mTLS
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFigures:
+    """What the ping reports of this node (`disk_*` of the data volume, in bytes)."""
+
+    disk_total: int
+    disk_available: int
+    max_seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterAdmission:
+    """What the admission of a cluster request with a body carries to its route: the
+    verified peer (None: a public route) and the route's body cap."""
+
+    peer: VerifiedPeer | None
+    max_body_bytes: int | None = MAX_JSON_BODY_BYTES
+
+    @property
+    def hash_body(self) -> bool:
+        return self.peer is not None
+
+
+# -- the decisions, pure ------------------------------------------------------------------
+
+
+def certificate_refusal(required: bool, certificate: object | None) -> AdminError | None:
+    """Authentication 7: with [cluster.tls] every /cluster/v1 route but public health needs
+    a peer certificate. The handshake verified any certificate sent against the cluster CA
+    (it fails otherwise), so a certificate present is a verified one."""
+    if required and certificate is None:
+        return AdminError("AccessDenied", "A cluster request needs a client certificate "
+                          "issued by the cluster CA.")
+    return None
+
+
+def verify_peer(secrets: ClusterSecrets, line: RequestLine, headers: Mapping[str, str], *,
+                now: float, own_node_id: str, certificate_required: bool = False,
+                certificate: object | None = None) -> VerifiedPeer:
+    """The sender of a cluster request, or the AdminError to answer (403, 409)."""
+    refused = certificate_refusal(certificate_required, certificate)
+    if refused is not None:
+        raise refused
+    verification = verify_request(secrets, line, headers, now=now)
+    if not verification.ok or verification.slot is None:
+        raise AdminError("AccessDenied", _refusal_message(verification.outcome))
+    if verification.node_id == own_node_id:
+        raise AdminError("Conflict", "This request comes from this node itself (a loop: "
+                         "the node is listed as its own peer).")
+    return VerifiedPeer(verification.node_id, verification.slot, certificate)
+
+
+def _refusal_message(outcome: AuthOutcome) -> str:
+    if outcome is AuthOutcome.STALE:
+        return "The request's x-amz-date is more than 15 minutes from this node's clock."
+    if outcome is AuthOutcome.BAD_SIGNATURE:
+        return "The cluster request signature does not verify under this node's secrets."
+    return f"The cluster request is not signed correctly ({outcome.value})."
+
+
+def body_refusal(declared_length: int | None, max_body_bytes: int | None) -> AdminError | None:
+    """The refusal of a body by its declared length (None: chunked, length unknown)."""
+    if max_body_bytes is None:
+        return None
+    if declared_length is None:
+        return AdminError("PayloadTooLarge", "A cluster JSON request needs a Content-Length.")
+    if declared_length > max_body_bytes:
+        return AdminError("PayloadTooLarge",
+                          f"A cluster JSON body is at most {max_body_bytes} bytes.")
+    return None
+
+
+# -- reading the request ------------------------------------------------------------------
+
+
+def request_line(request: ObjstoreRequest) -> RequestLine:
+    """The request line as received, which the signature covers."""
+    raw_query = request.uri.partition(b"?")[2]
+    return RequestLine(request.method.decode("ascii", "replace"),
+                       request.path.decode("latin-1"), raw_query.decode("latin-1"))
+
+
+def signing_headers(request: ObjstoreRequest) -> dict[str, str]:
+    """The signing headers, lower-case names; one sent twice is left out (so refused)."""
+    found: dict[str, str] = {}
+    for name in SIGNED_HEADERS:
+        values = request.requestHeaders.getRawHeaders(name.encode("ascii"))
+        if values is not None and len(values) == 1:
+            found[name] = values[0].decode("latin-1")
+    return found
+
+
+def peer_certificate(request: ObjstoreRequest) -> object | None:
+    """The certificate the peer presented on this connection (TWISTED-NOTES f: the TLS
+    transport's `getPeerCertificate`); None on plain HTTP or when none was sent."""
+    transport = getattr(request.channel, "transport", None)
+    getter = getattr(transport, "getPeerCertificate", None)
+    if getter is None:
+        return None
+    try:
+        certificate: object | None = getter()
+    except Exception:  # noqa: BLE001 (no TLS session: no certificate)
+        return None
+    return certificate
+
+
+# -- routes -------------------------------------------------------------------------------
+
+# The body cap of each cluster route, by Klein app and endpoint (the handler's name): read
+# to refuse a body before it is read. Public routes are not listed.
+_CAPS: dict[int, dict[str, int | None]] = {}
+PeerHandler = Callable[..., Awaitable[bytes]]
+
+
+class _Verifying(Protocol):
+    def verified_peer(self, request: ObjstoreRequest) -> VerifiedPeer: ...
+
+
+def cluster_route(app: Klein, path: str, *, methods: list[str],
+                  max_body_bytes: int | None = MAX_JSON_BODY_BYTES
+                  ) -> Callable[[PeerHandler], PeerHandler]:
+    """`app.route(path, methods=methods)` for `handler(self, request, peer, **url_args)`,
+    run only for a verified peer whose body (at most `max_body_bytes`; None: a streamed
+    route without cap) is the one it signed."""
+
+    def decorator(handler: PeerHandler) -> PeerHandler:
+        _CAPS.setdefault(id(app.url_map), {})[handler.__name__] = max_body_bytes
+
+        @app.route(path, methods=methods)
+        @wraps(handler)
+        async def verified(self: _Verifying, request: ObjstoreRequest, *args: Any,
+                           **kwargs: Any) -> bytes:
+            admitted = request.admitted
+            if isinstance(admitted, ClusterAdmission) and admitted.peer is not None:
+                peer = admitted.peer
+            else:
+                peer = self.verified_peer(request)
+            await _check_body(request, max_body_bytes)
+            return await handler(self, request, peer, *args, **kwargs)
+
+        return verified
+
+    return decorator
+
+
+async def _check_body(request: ObjstoreRequest, max_body_bytes: int | None) -> None:
+    spool = request.spool
+    claimed = request.requestHeaders.getRawHeaders(HEADER_CONTENT_SHA256.encode())
+    if spool is None:  # not through ObjstoreSite: nothing was received
+        actual: str | None = _EMPTY_SHA256
+    else:
+        if max_body_bytes is not None and (spool.too_large or spool.length > max_body_bytes):
+            raise AdminError("PayloadTooLarge",
+                             f"A cluster JSON body is at most {max_body_bytes} bytes.")
+        if spool.error is not None:
+            raise AdminError("BadRequest", f"The request body could not be read: "
+                             f"{spool.error}")
+        await spool.digests_ready()
+        actual = spool.sha256_hex
+    if not claimed or actual is None or not payload_matches(claimed[0].decode("latin-1"),
+                                                             actual):
+        raise AdminError("BadRequest", "The body does not match its signed "
+                         "x-amz-content-sha256.")
+
+
+# -- the API ------------------------------------------------------------------------------
+
+
+class ClusterApi:
+    """The /cluster/v1 routes of one node."""
+
+    app = Klein()
+
+    def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
+                 figures: Callable[[], Awaitable[NodeFigures]],
+                 clock: Callable[[], float]) -> None:
+        self._cluster = cluster
+        self._node_id = node_id
+        self._secrets = ClusterSecrets.from_config(cluster)
+        self._fingerprint = config_fingerprint(cluster)
+        self._certificate_required = cluster.tls is not None
+        self._health = health
+        self._figures = figures
+        self._clock = clock
+
+    def resource(self) -> _ClusterResource:
+        return _ClusterResource(self.app.resource(), self)
+
+    def verified_peer(self, request: ObjstoreRequest) -> VerifiedPeer:
+        return verify_peer(self._secrets, request_line(request), signing_headers(request),
+                           now=self._clock(), own_node_id=self._node_id,
+                           certificate_required=self._certificate_required,
+                           certificate=peer_certificate(request))
+
+    # -- admission of a request with a body (the site's Gatekeeper, through the root) ----
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        try:
+            admission: Admitted = self._admission(request)
+        except AdminError as error:
+            return Deferred.fromCoroutine(_refuse(error))
+        done: Deferred[Admitted] = Deferred()
+        done.callback(admission)
+        return done
+
+    def _admission(self, request: ObjstoreRequest) -> ClusterAdmission:
+        endpoint = _endpoint(self.app, _path_below_v1(request),
+                             request.method.decode("ascii", "replace"))
+        caps = _CAPS.get(id(self.app.url_map), {})
+        if endpoint is None or endpoint not in caps:
+            return ClusterAdmission(None, None)  # public: the handler decides
+        refused = body_refusal(request.body_length, caps[endpoint])
+        if refused is not None:
+            raise refused
+        return ClusterAdmission(self.verified_peer(request), caps[endpoint])
+
+    # -- routes --------------------------------------------------------------------------
+    @app.route("/health", methods=["GET", "HEAD"])
+    def health(self, request: ObjstoreRequest) -> bytes:
+        status, word = self._health.status()
+        return json_body(request, status, {"status": word, "node_id": self._node_id})
+
+    @cluster_route(app, "/ping", methods=["GET"])
+    async def ping(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        nonce = _query_value(request, "nonce")
+        if nonce is None or not valid_nonce(nonce):
+            raise AdminError("BadRequest", "ping needs a query parameter nonce of 16-128 "
+                             "characters of [A-Za-z0-9_-].")
+        figures = await self._figures()
+        return json_body(request, 200, {
+            "node_id": self._node_id,
+            "config_fingerprint": self._fingerprint,
+            "disk_total": figures.disk_total,
+            "disk_available": figures.disk_available,
+            "max_seq": figures.max_seq,
+            "nonce_mac": nonce_mac(self._secrets.key(peer.slot), nonce),
+            "protocol": PROTOCOL_VERSION,
+            "time": self._clock(),
+        })
+
+    # -- errors: JSON, never HTML ----------------------------------------------------------
+    @app.handle_errors(AdminError)
+    def cluster_error(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        error = failure.value
+        assert isinstance(error, AdminError)
+        return json_body(request, error.status, {"error": error.code, "message": error.message})
+
+    @app.handle_errors(NotFound)
+    def not_found(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return json_body(request, 404, {"error": "NotFound", "message": _NO_ENDPOINT})
+
+    @app.handle_errors(MethodNotAllowed)
+    def not_allowed(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return json_body(request, 405, {"error": "MethodNotAllowed", "message": _NO_METHOD})
+
+    @app.handle_errors(Exception)
+    def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return admin_failure(request, failure)
+
+
+async def _refuse(error: AdminError) -> Admitted:
+    raise Refusal(admin_answer(error))
+
+
+class _ClusterResource(Resource):
+    """The Klein app's resource below /cluster (the root consumed "cluster"; "v1" is
+    consumed here), and the cluster API's `Gatekeeper`."""
+
+    isLeaf = True
+
+    def __init__(self, klein: Any, api: ClusterApi) -> None:
+        super().__init__()
+        self._klein = klein
+        self._api = api
+
+    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
+        return self._api.admit(request)
+
+    def render(self, request: ObjstoreRequest) -> Any:
+        assert request.prepath is not None and request.postpath is not None
+        if request.postpath[:1] == [b"v1"]:
+            request.prepath.append(request.postpath.pop(0))
+        return self._klein.render(request)
+
+
+def _path_below_v1(request: ObjstoreRequest) -> str:
+    segments = request.path.split(b"/")[3:]  # "", "cluster", "v1"
+    return "/" + "/".join(s.decode("latin-1") for s in segments)
+
+
+def _endpoint(app: Klein, path_info: str, method: str) -> str | None:
+    adapter = app.url_map.bind("cluster", path_info=path_info, default_method=method)
+    try:
+        rule, _ = adapter.match(return_rule=True)
+    except NotFound:
+        raise AdminError("NotFound", _NO_ENDPOINT) from None
+    except MethodNotAllowed:
+        raise AdminError("MethodNotAllowed", _NO_METHOD) from None
+    except HTTPException:
+        return None
+    return str(rule.endpoint)
+
+
+def _query_value(request: ObjstoreRequest, name: str) -> str | None:
+    values = (request.args or {}).get(name.encode())
+    if not values or len(values) != 1:
+        return None
+    return bytes(values[0]).decode("utf-8", "replace")

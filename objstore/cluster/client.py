@@ -1,0 +1,225 @@
+"""The cluster protocol's client side: every request this node sends a peer.
+
+`ClusterClient` holds its own HTTP client (treq on an `Agent` with its own
+`HTTPConnectionPool`, never treq's global pool), signs every request with
+`auth.sign_request` under [cluster] secret only, and bounds each exchange, answer body
+included, by [cluster] request_timeout_seconds on its clock. With [cluster.tls] the agent
+verifies peers against the cluster CA only and presents this node's certificate
+(`ClusterTlsPolicy`); without it only plain HTTP peers are reachable (start-up refuses
+https peers without [cluster.tls]).
+
+`ping` turns one probe into the `membership.ProbeResult` the membership rules classify:
+the nonce MAC checked under either of our secrets, the fingerprint compared, the peer's
+clock offset estimated; after a 403 or 404 the peer's identity is read from its public
+health. A probe never raises: no answer is `status=None`.
+
+This module decides nothing about membership; it only asks and reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+from urllib.parse import urlsplit
+
+import treq
+from twisted.internet import ssl
+from twisted.internet.defer import Deferred
+from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.iweb import IAgent, IPolicyForHTTPS, IResponse
+from zope.interface import implementer
+
+from objstore.cluster.auth import (
+    ClusterSecrets,
+    RequestLine,
+    fingerprint_matches,
+    sign_request,
+    verify_nonce_mac,
+)
+from objstore.cluster.membership import ProbeResult, clock_offset
+from objstore.config import Cluster, ClusterTLS
+from objstore.timers import ReactorClock
+
+PING_PATH = "/cluster/v1/ping"
+HEALTH_PATH = "/cluster/v1/health"
+# An answer of any cluster JSON route is read up to this size; past it, no answer.
+MAX_ANSWER_BYTES = 2 * 1024 * 1024
+PERSISTENT_PER_PEER = 4
+IDLE_CONNECTION_SECONDS = 60
+
+
+class HttpClient(Protocol):
+    """The part of treq's HTTPClient the cluster client uses (StubTreq in tests)."""
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Deferred[IResponse]: ...
+
+
+class AnswerTooLarge(Exception):
+    """A peer's answer passed MAX_ANSWER_BYTES."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    status: int
+    body: bytes
+
+
+@implementer(IPolicyForHTTPS)
+class ClusterTlsPolicy:
+    """Peers are verified against the cluster CA (nothing else is trusted), by the name or
+    address dialled; this node shows its own certificate to them."""
+
+    def __init__(self, ca: ssl.Certificate, own: ssl.PrivateCertificate) -> None:
+        self._ca = ca
+        self._own = own
+
+    @classmethod
+    def from_files(cls, tls: ClusterTLS) -> ClusterTlsPolicy:
+        """(Start-up: reads the files) the policy of [cluster.tls]."""
+        with open(tls.ca_file, "rb") as ca, open(tls.cert_file, "rb") as cert, \
+                open(tls.key_file, "rb") as key:
+            ca_pem, cert_pem, key_pem = ca.read(), cert.read(), key.read()
+        return cls(ssl.Certificate.loadPEM(ca_pem),
+                   ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem))
+
+    def creatorForNetloc(self, hostname: bytes, port: int) -> Any:  # noqa: N802
+        return ssl.optionsForClientTLS(hostname.decode("idna"), trustRoot=self._ca,
+                                       clientCertificate=self._own)
+
+
+def build_http_client(reactor: Any, cluster: Cluster) -> HttpClient:
+    """treq on an agent of its own: its pool, its connect timeout, its TLS policy."""
+    pool = HTTPConnectionPool(reactor, persistent=True)
+    pool.maxPersistentPerHost = PERSISTENT_PER_PEER
+    pool.cachedConnectionTimeout = IDLE_CONNECTION_SECONDS
+    kwargs: dict[str, Any] = {"pool": pool,
+                              "connectTimeout": cluster.request_timeout_seconds}
+    if cluster.tls is not None:
+        kwargs["contextFactory"] = ClusterTlsPolicy.from_files(cluster.tls)
+    agent = cast(IAgent, Agent(reactor, **kwargs))
+    return cast(HttpClient, treq.client.HTTPClient(agent))
+
+
+class ClusterClient:
+    """Signed requests to peers, each bounded by [cluster] request_timeout_seconds."""
+
+    def __init__(self, *, cluster: Cluster, node_id: str, http: HttpClient,
+                 clock: ReactorClock) -> None:
+        self._cluster = cluster
+        self._node_id = node_id
+        self._secrets = ClusterSecrets.from_config(cluster)
+        self._http = http
+        self._clock = clock
+
+    async def request(self, method: str, base_url: str, path: str, *, query: str = "",
+                      body: bytes = b"", signed: bool = True) -> Exchange:
+        """One exchange with a peer; raises on no answer (refused, timed out, TLS, an
+        answer over MAX_ANSWER_BYTES). `path` and `query` are sent as given (encoded)."""
+        url = base_url.rstrip("/") + path + (f"?{query}" if query else "")
+        headers: dict[str, str] = {}
+        if signed:
+            line = RequestLine(method, urlsplit(url).path, query)
+            headers = sign_request(self._secrets, line, now=self._clock.seconds(),
+                                   node_id=self._node_id,
+                                   content_sha256=hashlib.sha256(body).hexdigest())
+        if body:
+            headers["content-type"] = "application/json"
+        exchange = Deferred.fromCoroutine(self._exchange(method, url, headers, body))
+        exchange.addTimeout(self._cluster.request_timeout_seconds, cast(Any, self._clock))
+        return await exchange
+
+    async def _exchange(self, method: str, url: str, headers: Mapping[str, str],
+                        body: bytes) -> Exchange:
+        response = await self._http.request(
+            method, url, headers={k: [v] for k, v in headers.items()}, data=body or None)
+        return Exchange(response.code, await _bounded_body(response))
+
+    async def ping(self, base_url: str, nonce: str) -> ProbeResult:
+        """One probe of the peer at `base_url` with a fresh `nonce`."""
+        sent_at = self._clock.seconds()
+        try:
+            answer = await self.request("GET", base_url, PING_PATH, query=f"nonce={nonce}")
+        except Exception:  # noqa: BLE001 (any failure to get an answer is "no answer")
+            return ProbeResult(status=None)
+        received_at = self._clock.seconds()
+        if answer.status in (403, 404):
+            return ProbeResult(status=answer.status, node_id=await self.public_node_id(base_url))
+        return probe_result(answer, cluster=self._cluster, nonce=nonce, sent_at=sent_at,
+                            received_at=received_at)
+
+    async def public_node_id(self, base_url: str) -> str | None:
+        """The node id a peer's public health names; None when it names none."""
+        try:
+            answer = await self.request("GET", base_url, HEALTH_PATH, signed=False)
+        except Exception:  # noqa: BLE001
+            return None
+        document = _json_object(answer.body)
+        return _node_id(document.get("node_id")) if document is not None else None
+
+
+async def _bounded_body(response: IResponse) -> bytes:
+    chunks: list[bytes] = []
+    received = [0]
+
+    def collect(data: bytes) -> None:
+        received[0] += len(data)
+        if received[0] > MAX_ANSWER_BYTES:
+            raise AnswerTooLarge(f"a peer's answer passed {MAX_ANSWER_BYTES} bytes")
+        chunks.append(data)
+
+    await treq.collect(response, collect)
+    return b"".join(chunks)
+
+
+# -- the probe's answer, pure ---------------------------------------------------------------
+
+
+def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: float,
+                 received_at: float) -> ProbeResult:
+    """What a ping answer says, checked: a 200 that is not a JSON object is unauthenticated;
+    figures of the wrong type are left out."""
+    if answer.status != 200:
+        return ProbeResult(status=answer.status)
+    document = _json_object(answer.body)
+    if document is None:
+        return ProbeResult(status=200)
+    peer_time = _number(document.get("time"))
+    return ProbeResult(
+        status=200,
+        mac_ok=verify_nonce_mac(ClusterSecrets.from_config(cluster), nonce,
+                                document.get("nonce_mac")) is not None,
+        fingerprint_ok=fingerprint_matches(cluster, document.get("config_fingerprint")),
+        node_id=_node_id(document.get("node_id")),
+        disk_total=_count(document.get("disk_total")),
+        disk_available=_count(document.get("disk_available")),
+        max_seq=_count(document.get("max_seq")),
+        clock_offset_seconds=(clock_offset(sent_at, received_at, peer_time)
+                              if peer_time is not None else None),
+    )
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _node_id(value: object) -> str | None:
+    return value if isinstance(value, str) and 0 < len(value) <= 128 else None
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value and abs(value) != float("inf") else None
+

@@ -1,0 +1,109 @@
+"""GET /admin/cluster as data: the spec's per-node and cluster-level fields of the Cluster
+structures, computed from the `Membership` view and the config alone.
+
+Per node (this node first, then each known peer address): node_id, address, state
+("self", "alive", "dead", or "unknown" before any answer), alive, authenticated,
+config_ok (false: configuration drift), eligible (THE predicate), verdict (of the last
+answer), legacy, loop, last_seen, clock_offset_seconds, the figures of the last
+authenticated ping (disk_total, disk_available, max_seq) and the sync object (hwm, lag,
+last_reconcile, first_pass_done, skipped_entries), which stays empty until anti-entropy
+exists (part 2) and is filled from its cursors then.
+
+Cluster level: eligible_node_count, live_node_count, size_exceeded, tombstone_gc_blocked
+(rule 7: some known peer was not seen within the tombstone grace window), syncing (given:
+part 2), worker_leader; and, beyond the spec, node_id, consistency, cluster_size,
+write_quorum and the write gate's state.
+
+Pure: no I/O, no Twisted, no clock (callers pass `now`). Never a secret or fingerprint.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from objstore.cluster.gate import gate_state, size_exceeded
+from objstore.cluster.membership import Membership, PeerState, eligible
+from objstore.config import Cluster
+
+
+def iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+def empty_sync() -> dict[str, Any]:
+    """The sync object before anti-entropy has run toward a peer."""
+    return {"hwm": None, "lag": None, "last_reconcile": None, "first_pass_done": False,
+            "skipped_entries": 0}
+
+
+def peer_state_word(peer: PeerState) -> str:
+    if peer.is_self:
+        return "self"
+    if peer.alive:
+        return "alive"
+    return "dead" if peer.last_seen is not None or peer.consecutive_failures else "unknown"
+
+
+def peer_entry(peer: PeerState) -> dict[str, Any]:
+    return {
+        "node_id": peer.node_id,
+        "address": peer.address,
+        "state": peer_state_word(peer),
+        "alive": peer.alive,
+        "authenticated": peer.authenticated,
+        "config_ok": peer.config_ok,
+        "eligible": eligible(peer),
+        "verdict": peer.last_verdict.value if peer.last_verdict is not None else None,
+        "legacy": peer.legacy,
+        "loop": peer.is_self,
+        "last_seen": iso(peer.last_seen),
+        "consecutive_failures": peer.consecutive_failures,
+        "clock_offset_seconds": peer.clock_offset_seconds,
+        "disk_total": peer.disk_total,
+        "disk_available": peer.disk_available,
+        "max_seq": peer.max_seq,
+        "sync": empty_sync(),
+    }
+
+
+def self_entry(membership: Membership, cluster: Cluster, *, now: float) -> dict[str, Any]:
+    return {
+        "node_id": membership.self_id, "address": cluster.advertise_url or None,
+        "state": "self", "alive": True, "authenticated": True, "config_ok": True,
+        "eligible": True, "verdict": None, "legacy": False, "loop": False,
+        "last_seen": iso(now), "consecutive_failures": 0, "clock_offset_seconds": 0.0,
+        "disk_total": None, "disk_available": None, "max_seq": None, "sync": None,
+    }
+
+
+def tombstone_gc_blocked(membership: Membership, cluster: Cluster, *, now: float) -> bool:
+    """Rule 7: purging tombstones is safe only when every known peer (a loop entry is
+    this node, not a peer) was seen within the grace window."""
+    grace = cluster.tombstone_grace_total_seconds
+    return any(peer.last_seen is None or now - peer.last_seen > grace
+               for peer in membership.peers.values() if not peer.is_self)
+
+
+def cluster_view(membership: Membership, cluster: Cluster, *, now: float,
+                 syncing: bool = False) -> dict[str, Any]:
+    """The document of GET /admin/cluster."""
+    eligible_nodes = membership.eligible_node_count()
+    peers = [peer_entry(membership.peers[address]) for address in sorted(membership.peers)]
+    return {
+        "node_id": membership.self_id,
+        "consistency": cluster.consistency,
+        "cluster_size": cluster.cluster_size,
+        "write_quorum": cluster.write_quorum,
+        "gate": gate_state(eligible_nodes, cluster).value,
+        "eligible_node_count": eligible_nodes,
+        "live_node_count": membership.live_node_count(),
+        "size_exceeded": size_exceeded(eligible_nodes, cluster),
+        "tombstone_gc_blocked": tombstone_gc_blocked(membership, cluster, now=now),
+        "syncing": syncing,
+        "worker_leader": membership.worker_leader(),
+        "nodes": [self_entry(membership, cluster, now=now), *peers],
+    }
