@@ -78,7 +78,24 @@ class _Bucket:
     updated: float
 
 
-class TokenBucketLimiter:
+class _Rate:
+    """What both kinds of token buckets are given: a rate (0 disables them), a burst and a
+    clock, checked alike."""
+
+    def __init__(self, rate_per_second: float, burst: int, *, clock: Callable[[], float],
+                 max_keys: int) -> None:
+        if rate_per_second < 0 or burst < 0 or max_keys < 1:
+            raise ValueError("rate, burst and max_keys must be non-negative (max_keys >= 1)")
+        self.rate_per_second = rate_per_second
+        self.burst = effective_burst(rate_per_second, burst) if rate_per_second else 0
+        self._clock = clock
+
+    @property
+    def enabled(self) -> bool:
+        return self.rate_per_second > 0
+
+
+class TokenBucketLimiter(_Rate):
     """Per-key token buckets refilled at `rate_per_second` up to `burst` tokens.
 
     A rate of 0 disables the limiter: `allow` is always true and nothing is stored.
@@ -92,19 +109,11 @@ class TokenBucketLimiter:
         clock: Callable[[], float],
         max_keys: int = DEFAULT_MAX_KEYS,
     ) -> None:
-        if rate_per_second < 0 or burst < 0 or max_keys < 1:
-            raise ValueError("rate, burst and max_keys must be non-negative (max_keys >= 1)")
-        self.rate_per_second = rate_per_second
-        self.burst = effective_burst(rate_per_second, burst) if rate_per_second else 0
-        self._clock = clock
+        super().__init__(rate_per_second, burst, clock=clock, max_keys=max_keys)
         self._max_keys = max_keys
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         # After this many idle seconds any bucket is full again, hence forgettable.
         self._refill_seconds = self.burst / rate_per_second if rate_per_second else 0.0
-
-    @property
-    def enabled(self) -> bool:
-        return self.rate_per_second > 0
 
     def __len__(self) -> int:
         return len(self._buckets)
@@ -188,7 +197,7 @@ def _fingerprint(key: str) -> int:
     return int.from_bytes(digest, "little") or 1
 
 
-class SharedTokenBuckets:
+class SharedTokenBuckets(_Rate):
     """Token buckets refilled at `rate_per_second` up to `burst`, in a memory-mapped file
     that every worker process of the node opens: a token taken through one worker is gone
     for all of them.
@@ -211,11 +220,7 @@ class SharedTokenBuckets:
         clock: Callable[[], float],
         max_keys: int = DEFAULT_MAX_KEYS,
     ) -> None:
-        if rate_per_second < 0 or burst < 0 or max_keys < 1:
-            raise ValueError("rate, burst and max_keys must be non-negative (max_keys >= 1)")
-        self.rate_per_second = rate_per_second
-        self.burst = effective_burst(rate_per_second, burst) if rate_per_second else 0
-        self._clock = clock
+        super().__init__(rate_per_second, burst, clock=clock, max_keys=max_keys)
         self._sets = max(1, math.ceil(max_keys / _WAYS))
         # An flock belongs to the open file: it does not exclude this process's own threads.
         self._thread_lock = threading.Lock()
@@ -234,9 +239,6 @@ class SharedTokenBuckets:
             raise
         self._fd = fd
 
-    @property
-    def enabled(self) -> bool:
-        return self.rate_per_second > 0
 
     def allow(self, key: str) -> bool:
         """Take one token from `key`'s bucket; false when the bucket is empty."""
