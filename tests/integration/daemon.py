@@ -8,6 +8,7 @@ printed when a start fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -165,6 +166,20 @@ class Daemon:
     def kill(self) -> None:
         self.stop(signal.SIGKILL)
 
+    def kill_tree(self, timeout: float = 30.0) -> None:
+        """SIGKILL the daemon and every process it started at one instant, as the OOM
+        killer or a container stop does: all are frozen (SIGSTOP) first, so none sees
+        another die (a supervisor would replace a dead worker, an orphan would drain)."""
+        assert self.process is not None
+        pids = self.pids()
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        self.process.wait(timeout)
+        self.process = None
+        wait_processes_gone(pids, timeout)
+
     def cleanup(self) -> None:
         """Stop the daemon (SIGTERM, so it removes what it made; SIGKILL if it hangs) and
         drop its PostgreSQL database; fail when it logged a traceback."""
@@ -236,6 +251,22 @@ class Daemon:
         return self._status_total("VmHWM")
 
 
+def process_gone(pid: int) -> bool:
+    """True once `pid` has exited (a zombie nobody reaped yet counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def wait_processes_gone(pids: list[int], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(process_gone(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"processes still running: {pids}"
+        time.sleep(0.05)
+
+
 OBJSTORE = str(Path(sys.executable).with_name("objstore"))
 
 
@@ -257,3 +288,23 @@ def drop_database(daemon: Daemon) -> None:
         cur.execute(f'DROP DATABASE "{daemon.pg_database}" WITH (FORCE)')
         cur.execute(f'CREATE DATABASE "{daemon.pg_database}"')
     conn.close()
+
+
+ORPHANS = "orphans (reclaimable with --repair)"
+CHECK_SUMMARY = ("ok", "problems", "repaired")
+
+
+def check_findings(daemon: Daemon, *args: str
+                   ) -> tuple[subprocess.CompletedProcess[str], dict[str, list[str]]]:
+    """Run `objstore check` and read its report: each section it printed (e.g. "missing
+    blobs", ORPHANS) with the items it listed."""
+    report = objstore_cli(daemon, "check", *args)
+    findings: dict[str, list[str]] = {}
+    items: list[str] = []
+    for line in report.stdout.splitlines():
+        if line.startswith("  "):
+            items.append(line.strip())
+        elif line:
+            title = line.partition(":")[0]
+            items = [] if title in CHECK_SUMMARY else findings.setdefault(title, [])
+    return report, findings
