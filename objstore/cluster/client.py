@@ -194,8 +194,6 @@ class ClusterClient:
         `sha256`: their hex SHA-256, signed, which the peer checks before keeping them."""
         url, headers = self._signed("PUT", base_url, BLOB_PATH + blob_id, "", True, sha256,
                                     "application/octet-stream")
-        if isinstance(body, bytes):
-            headers["content-length"] = str(len(body))
         try:
             answer = await self._bounded(self._exchange("PUT", url, headers, body))
         except Exception as error:  # noqa: BLE001 (no answer is a failure, not a crash)
