@@ -57,6 +57,7 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
+from objstore.engine.replication_apply import ReplicationApply
 from objstore.engine.settings import SettingsService
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
@@ -290,7 +291,8 @@ def build_node(config: Config, reactor: Any = None, *,
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
-        cluster=cluster_api(config, node_id, health, meta, io_pool, clock),
+        cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
+                            locks=key_locks, changes=changes),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
@@ -617,9 +619,12 @@ def tls_options(config: Config) -> Any:
 
 
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
-                io_pool: Runner, clock: Callable[[], float]) -> Any | None:
+                io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
+                locks: KeyLocks, changes: ChangeHook) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled (refused at start until the node
-    replicates: startup._NOT_YET); None keeps the root's JSON 404."""
+    replicates: startup._NOT_YET); None keeps the root's JSON 404. Replicated rows and
+    blobs are applied through a `ReplicationApply` sharing the node's key locks and change
+    hook (whose sinks ignore Origin.PEER)."""
     if not config.cluster.enabled:
         return None
     data_dir = config.storage.data_dir
@@ -628,5 +633,6 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         usage = await io_pool.run(shutil.disk_usage, data_dir)
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
+    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
-                      figures=figures, clock=clock).resource()
+                      figures=figures, clock=clock, apply=apply, io=io_pool).resource()

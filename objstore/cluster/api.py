@@ -9,6 +9,18 @@ Routes today:
                             the authenticated ping response plus two additive fields,
                             `protocol` (PROTOCOL_VERSION) and `time` (this node's clock,
                             float seconds, for the caller's clock-offset estimate)
+    POST /cluster/v1/object         a replicated row (wire.py), applied by last-writer-wins;
+                                    answers ClusterObjectAck {applied, has_blob}
+    POST /cluster/v1/object/delete  a replicated deletion (wire.py); ClusterObjectAck
+    PUT /cluster/v1/blob/<blob_id>  a blob's bytes, streamed (no cap; the spool's SHA-256
+                                    is checked against the signed one before the handler);
+                                    sent BEFORE the row that references it, so the row's
+                                    ack says has_blob: true; answers {"stored", "has_blob"}
+    GET /cluster/v1/blob/<blob_id>  a blob's bytes as stored, streamed (repair); 404 when
+                                    not here
+
+Blob ids are path segments that must be canonical UUID strings (400 otherwise) and are
+used verbatim; they become paths only through `BlobStore`, which checks them again.
 
 Every other route is declared with `cluster_route`, which wraps Klein's `app.route` so a
 handler runs only for a verified peer and receives it (`VerifiedPeer`). The check, in
@@ -31,7 +43,7 @@ import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import wraps
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from klein import Klein
 from twisted.internet.defer import Deferred
@@ -40,6 +52,7 @@ from twisted.web.resource import Resource
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from objstore.admin.api import admin_answer, admin_failure, json_body
+from objstore.blobs.store import is_valid_blob_id
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
     SIGNED_HEADERS,
@@ -53,13 +66,28 @@ from objstore.cluster.auth import (
     valid_nonce,
     verify_request,
 )
+from objstore.cluster.wire import (
+    PROTOCOL_VERSION,
+    WireError,
+    decode_delete,
+    decode_row,
+    encode_ack,
+)
 from objstore.config import Cluster
-from objstore.errors import AdminError
+from objstore.engine.changes import Caller, Origin
+from objstore.errors import AdminError, S3Error
 from objstore.http.channel import Refusal
 from objstore.http.health import HealthState
+from objstore.http.producers import BlobProducer
+from objstore.http.ratelimit import peer_address
 from objstore.http.site import Admitted, ObjstoreRequest
+from objstore.iam.identity import Principal
+from objstore.threads import InlinePool, Runner
 
-PROTOCOL_VERSION = 1
+if TYPE_CHECKING:
+    from objstore.engine.replication_apply import ReplicationApply
+
+__all__ = ["PROTOCOL_VERSION", "ClusterApi", "NodeFigures", "VerifiedPeer", "cluster_route"]
 MAX_JSON_BODY_BYTES = 2 * 1024 * 1024
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NO_ENDPOINT = "No such cluster endpoint."
@@ -228,6 +256,8 @@ async def _check_body(request: ObjstoreRequest, max_body_bytes: int | None) -> N
         if max_body_bytes is not None and (spool.too_large or spool.length > max_body_bytes):
             raise AdminError("PayloadTooLarge",
                              f"A cluster JSON body is at most {max_body_bytes} bytes.")
+        if isinstance(spool.error, S3Error) and spool.error.status == 507:
+            raise AdminError("InsufficientStorage", spool.error.message)
         if spool.error is not None:
             raise AdminError("BadRequest", f"The request body could not be read: "
                              f"{spool.error}")
@@ -249,7 +279,10 @@ class ClusterApi:
 
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], apply: ReplicationApply | None = None,
+                 io: Runner | None = None) -> None:
+        """`apply`: the receive path of replicated rows and blobs (None: those routes
+        answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file."""
         self._cluster = cluster
         self._node_id = node_id
         self._secrets = ClusterSecrets.from_config(cluster)
@@ -258,6 +291,8 @@ class ClusterApi:
         self._health = health
         self._figures = figures
         self._clock = clock
+        self._apply = apply
+        self._io = io if io is not None else InlinePool()
 
     def resource(self) -> _ClusterResource:
         return _ClusterResource(self.app.resource(), self)
@@ -313,6 +348,60 @@ class ClusterApi:
             "time": self._clock(),
         })
 
+    @cluster_route(app, "/object", methods=["POST"])
+    async def object_row(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        record = _decoded(decode_row, await self._json_bytes(request))
+        ack = await _engine(self._receiver().apply_replicated(
+            peer_caller(request, peer, "Cluster::ApplyObject"), record))
+        return json_body(request, 200, encode_ack(ack))
+
+    @cluster_route(app, "/object/delete", methods=["POST"])
+    async def object_delete(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        delete = _decoded(decode_delete, await self._json_bytes(request))
+        ack = await _engine(self._receiver().apply_replicated_delete(
+            peer_caller(request, peer, "Cluster::ApplyDelete"), delete.bucket, delete.key,
+            delete.version_id, delete.deleted_at))
+        return json_body(request, 200, encode_ack(ack))
+
+    @cluster_route(app, "/blob/<blob_id>", methods=["PUT"], max_body_bytes=None)
+    async def put_blob(self, request: ObjstoreRequest, peer: VerifiedPeer,
+                       blob_id: str) -> bytes:
+        _check_blob_id(blob_id)
+        stored = await _engine(self._receiver().store_blob(
+            peer_caller(request, peer, "Cluster::PutBlob"), blob_id, request.spool))
+        return json_body(request, 200, {"stored": stored, "has_blob": True})
+
+    @cluster_route(app, "/blob/<blob_id>", methods=["GET"])
+    async def get_blob(self, request: ObjstoreRequest, peer: VerifiedPeer,
+                       blob_id: str) -> bytes:
+        _check_blob_id(blob_id)
+        stream = await _engine(self._receiver().blob_stream(blob_id))
+        if stream is None:
+            raise AdminError("NotFound", f"Blob {blob_id} is not on this node.")
+        request.setResponseCode(200)
+        request.setHeader("Content-Type", "application/octet-stream")
+        request.setHeader("Content-Length", str(stream.length))
+        await BlobProducer(request, stream).start()
+        return b""
+
+    def _receiver(self) -> ReplicationApply:
+        if self._apply is None:
+            raise AdminError("ServiceUnavailable", "This node does not apply replicated "
+                             "changes yet.")
+        return self._apply
+
+    async def _json_bytes(self, request: ObjstoreRequest) -> bytes:
+        """The body (at most MAX_JSON_BODY_BYTES, checked by cluster_route); one that
+        spilled to a file is read on the IO pool."""
+        spool = request.spool
+        if spool is None or spool.length == 0:
+            raise AdminError("BadRequest", "The request needs a JSON body.")
+        if spool.in_memory:
+            return spool.memory_bytes()
+        spool.seek(0)
+        data: bytes = await self._io.run(spool.read, spool.length)
+        return data
+
     # -- errors: JSON, never HTML ----------------------------------------------------------
     @app.handle_errors(AdminError)
     def cluster_error(self, request: ObjstoreRequest, failure: Failure) -> bytes:
@@ -331,6 +420,46 @@ class ClusterApi:
     @app.handle_errors(Exception)
     def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
         return admin_failure(request, failure)
+
+
+def peer_caller(request: ObjstoreRequest, peer: VerifiedPeer, operation: str) -> Caller:
+    """The caller of a replicated change: origin PEER, named after the verified peer (so
+    sinks that send changes on ignore it and the audit names the node)."""
+    principal = Principal(user_id=f"node:{peer.node_id}", username=peer.node_id,
+                          is_root=False, access_key="")
+    return Caller(principal, origin=Origin.PEER,
+                  request_id=str(getattr(request, "request_id", "")),
+                  source_address=peer_address(request),
+                  operation=operation, details={"peer_node_id": peer.node_id})
+
+
+def _check_blob_id(blob_id: str) -> None:
+    if not is_valid_blob_id(blob_id):
+        raise AdminError("BadRequest", "A blob id must be a canonical UUID string.")
+
+
+def _decoded(decode: Callable[[bytes], Any], body: bytes) -> Any:
+    try:
+        return decode(body)
+    except WireError as error:
+        raise AdminError("BadRequest", f"Not a replicated change: {error}") from None
+
+
+_ADMIN_CODE_OF_STATUS = {400: "BadRequest", 403: "AccessDenied", 404: "NotFound",
+                         409: "Conflict", 503: "ServiceUnavailable",
+                         507: "InsufficientStorage"}
+
+
+async def _engine(work: Awaitable[Any]) -> Any:
+    """The engine's answer; its S3 refusals (NoSuchBucket, InvalidArgument, ...) as the
+    admin JSON error of the same status, the S3 code kept in the message."""
+    try:
+        return await work
+    except S3Error as error:
+        code = _ADMIN_CODE_OF_STATUS.get(error.status)
+        if code is None:
+            raise
+        raise AdminError(code, f"{error.code}: {error.message}") from None
 
 
 async def _refuse(error: AdminError) -> Admitted:

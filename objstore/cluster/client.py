@@ -13,6 +13,12 @@ the nonce MAC checked under either of our secrets, the fingerprint compared, the
 clock offset estimated; after a 403 or 404 the peer's identity is read from its public
 health. A probe never raises: no answer is `status=None`.
 
+`send_object`, `send_delete` and `put_blob` carry replicated changes (wire.py) and answer
+the peer's `gate.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
+bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
+`SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
+has_blob: true.
+
 This module decides nothing about membership; it only asks and reports.
 """
 
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
@@ -29,7 +35,7 @@ import treq
 from twisted.internet import ssl
 from twisted.internet.defer import Deferred
 from twisted.web.client import Agent, HTTPConnectionPool
-from twisted.web.iweb import IAgent, IPolicyForHTTPS, IResponse
+from twisted.web.iweb import IAgent, IBodyProducer, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
 from objstore.cluster.auth import (
@@ -39,12 +45,18 @@ from objstore.cluster.auth import (
     sign_request,
     verify_nonce_mac,
 )
+from objstore.cluster.gate import Ack, ack_from_response
 from objstore.cluster.membership import ProbeResult, clock_offset
+from objstore.cluster.wire import ReplicatedDelete, encode_delete, encode_row
 from objstore.config import Cluster, ClusterTLS
+from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock
 
 PING_PATH = "/cluster/v1/ping"
 HEALTH_PATH = "/cluster/v1/health"
+OBJECT_PATH = "/cluster/v1/object"
+DELETE_PATH = "/cluster/v1/object/delete"
+BLOB_PATH = "/cluster/v1/blob/"  # + the blob id (a canonical UUID: nothing to encode)
 # An answer of any cluster JSON route is read up to this size; past it, no answer.
 MAX_ANSWER_BYTES = 2 * 1024 * 1024
 PERSISTENT_PER_PEER = 4
@@ -65,6 +77,23 @@ class AnswerTooLarge(Exception):
 class Exchange:
     status: int
     body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SendFailure:
+    """Why a peer did not acknowledge: no answer (`status` None), or its refusal."""
+
+    reason: str
+    status: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlobFetched:
+    """A blob received from a peer: how many bytes and their SHA-256 (to check against
+    the row's before keeping them)."""
+
+    length: int
+    sha256: str
 
 
 @implementer(IPolicyForHTTPS)
@@ -118,24 +147,94 @@ class ClusterClient:
                       body: bytes = b"", signed: bool = True) -> Exchange:
         """One exchange with a peer; raises on no answer (refused, timed out, TLS, an
         answer over MAX_ANSWER_BYTES). `path` and `query` are sent as given (encoded)."""
+        return await self._bounded(self._exchange(
+            method, *self._signed(method, base_url, path, query, signed,
+                                  hashlib.sha256(body).hexdigest(),
+                                  "application/json" if body else None), body))
+
+    def _signed(self, method: str, base_url: str, path: str, query: str, signed: bool,
+                content_sha256: str, content_type: str | None) -> tuple[str, dict[str, str]]:
+        """The URL and headers of a request whose body hashes to `content_sha256`."""
         url = base_url.rstrip("/") + path + (f"?{query}" if query else "")
         headers: dict[str, str] = {}
         if signed:
             line = RequestLine(method, urlsplit(url).path, query)
             headers = sign_request(self._secrets, line, now=self._clock.seconds(),
-                                   node_id=self._node_id,
-                                   content_sha256=hashlib.sha256(body).hexdigest())
-        if body:
-            headers["content-type"] = "application/json"
-        exchange = Deferred.fromCoroutine(self._exchange(method, url, headers, body))
+                                   node_id=self._node_id, content_sha256=content_sha256)
+        if content_type is not None:
+            headers["content-type"] = content_type
+        return url, headers
+
+    async def _bounded(self, work: Any) -> Any:
+        """`work` (a coroutine), cancelled after [cluster] request_timeout_seconds."""
+        exchange = Deferred.fromCoroutine(work)
         exchange.addTimeout(self._cluster.request_timeout_seconds, cast(Any, self._clock))
         return await exchange
 
     async def _exchange(self, method: str, url: str, headers: Mapping[str, str],
-                        body: bytes) -> Exchange:
+                        body: bytes | IBodyProducer) -> Exchange:
         response = await self._http.request(
             method, url, headers={k: [v] for k, v in headers.items()}, data=body or None)
         return Exchange(response.code, await _bounded_body(response))
+
+    # -- replicated changes ----------------------------------------------------------------
+    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure:
+        """A row to a peer (its bytes, if any, went first: `put_blob`)."""
+        return await self._acknowledged("POST", base_url, OBJECT_PATH, encode_row(record))
+
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete
+                          ) -> Ack | SendFailure:
+        """A deletion of one version (its tombstone's stamp) to a peer."""
+        return await self._acknowledged("POST", base_url, DELETE_PATH, encode_delete(delete))
+
+    async def put_blob(self, base_url: str, blob_id: str, body: bytes | IBodyProducer,
+                       sha256: str) -> Ack | SendFailure:
+        """A blob's bytes as stored, before the row that references them. `body`: the
+        bytes, or a producer of them that knows its length (a large blob, streamed);
+        `sha256`: their hex SHA-256, signed, which the peer checks before keeping them."""
+        url, headers = self._signed("PUT", base_url, BLOB_PATH + blob_id, "", True, sha256,
+                                    "application/octet-stream")
+        try:
+            answer = await self._bounded(self._exchange("PUT", url, headers, body))
+        except Exception as error:  # noqa: BLE001 (no answer is a failure, not a crash)
+            return SendFailure(f"no answer: {error!r}")
+        return _ack_or_failure(answer)
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        """A peer's blob, bytes as stored, each chunk handed to `sink` as it arrives (no
+        size cap: the caller's sink decides where they go)."""
+        url, headers = self._signed("GET", base_url, BLOB_PATH + blob_id, "", True,
+                                    _EMPTY_SHA256, None)
+        try:
+            return await self._bounded(self._fetch(url, headers, sink))  # type: ignore[no-any-return]
+        except Exception as error:  # noqa: BLE001
+            return SendFailure(f"no answer: {error!r}")
+
+    async def _fetch(self, url: str, headers: Mapping[str, str],
+                     sink: Callable[[bytes], object]) -> BlobFetched | SendFailure:
+        response = await self._http.request(
+            "GET", url, headers={k: [v] for k, v in headers.items()})
+        if response.code != 200:
+            return _failure(Exchange(response.code, await _bounded_body(response)))
+        digest = hashlib.sha256()
+        length = [0]
+
+        def collect(data: bytes) -> None:
+            digest.update(data)
+            length[0] += len(data)
+            sink(data)
+
+        await treq.collect(response, collect)
+        return BlobFetched(length[0], digest.hexdigest())
+
+    async def _acknowledged(self, method: str, base_url: str, path: str, body: bytes
+                            ) -> Ack | SendFailure:
+        try:
+            answer = await self.request(method, base_url, path, body=body)
+        except Exception as error:  # noqa: BLE001
+            return SendFailure(f"no answer: {error!r}")
+        return _ack_or_failure(answer)
 
     async def ping(self, base_url: str, nonce: str) -> ProbeResult:
         """One probe of the peer at `base_url` with a fresh `nonce`."""
@@ -158,6 +257,24 @@ class ClusterClient:
             return None
         document = _json_object(answer.body)
         return _node_id(document.get("node_id")) if document is not None else None
+
+
+_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+
+
+def _ack_or_failure(answer: Exchange) -> Ack | SendFailure:
+    ack = ack_from_response(answer.status, answer.body)
+    return ack if ack is not None else _failure(answer)
+
+
+def _failure(answer: Exchange) -> SendFailure:
+    """A refusal, named by the peer's JSON error when it sent one."""
+    document = _json_object(answer.body)
+    if document is not None and isinstance(document.get("message"), str):
+        return SendFailure(f"{document.get('error')}: {document['message']}", answer.status)
+    if answer.status == 200:
+        return SendFailure("the answer is not an acknowledgement", 200)
+    return SendFailure(f"HTTP {answer.status}", answer.status)
 
 
 async def _bounded_body(response: IResponse) -> bytes:

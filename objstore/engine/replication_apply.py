@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING
 
 from twisted.logger import Logger
 
+from objstore.blobs.reader import ChunkStream
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id
-from objstore.blobs.writer import UploadedBody
+from objstore.blobs.writer import BlobWriter, UploadedBody
 from objstore.cluster.gate import Ack
 from objstore.cluster.lww import has_finite_stamps, row_survives_tombstone
 from objstore.engine.buckets import require_bucket
@@ -54,6 +55,8 @@ if TYPE_CHECKING:
 
 log = Logger()
 
+# The sidecar of a blob that came before its row (`store_blob`): not an object's.
+PROVISIONAL_BLOB_KIND = "replica-in-progress"
 _LOCK_FIELDS = ("retention_mode", "retain_until_date", "legal_hold_status", "lock_updated_at")
 
 
@@ -107,6 +110,8 @@ class ReplicationApply:
             written = await self._store_files(record, body)
         elif verdict is ApplyVerdict.IDENTICAL and body is not None and local is not None:
             written = await self._fill_missing_bytes(local, body)
+        elif verdict is ApplyVerdict.IDENTICAL and local is not None:
+            await self._adopt_sent_bytes(local)
         try:
             result = await self._meta.apply_replicated_object(record)
         except BaseException as error:
@@ -157,6 +162,53 @@ class ReplicationApply:
             return _Written()
         await self._files.store(body, local.blob_id, record_to_sidecar(local))
         return _Written()  # the row references them: nothing to settle
+
+    async def _adopt_sent_bytes(self, local: ObjectRecord) -> None:
+        """An identical row sent again after its bytes came on their own (`store_blob`,
+        for a row held without them): the bytes' provisional sidecar becomes the row's."""
+        if local.blob_id is None or local.is_delete_marker or local.parts:
+            return
+        if not await self._blob_present(local.blob_id):
+            return
+        if await self._io.run(self._sidecar_kind, local.blob_id) != "object":
+            await self._files.store_sidecar(local.blob_id, record_to_sidecar(local))
+
+    def _sidecar_kind(self, blob_id: str) -> str | None:
+        """(IO thread) The kind of a blob's sidecar; None without one."""
+        try:
+            return str(self._blobs.read_sidecar(blob_id).get("kind", "object"))
+        except (OSError, ValueError):
+            return None
+
+    # -- blobs on their own (the cluster's blob route) ------------------------------------
+    async def store_blob(self, caller: Caller, blob_id: str,
+                         body: UploadedBody | None) -> bool:
+        """A peer's blob, sent before the row that references it (or a composite's part):
+        durable as `blob_id` under a provisional sidecar `recover` ignores, which the row's
+        own replaces when it is applied; unreferenced, it is an orphan `check --repair`
+        reclaims. Bytes never change under one id: a blob already here is kept (False).
+        `body` None: an empty blob."""
+        _require_peer(caller)
+        if not is_valid_blob_id(blob_id):
+            raise _invalid("blob_id", blob_id, "A blob id must be a UUID.")
+        if await self._blob_present(blob_id):
+            return False
+        if body is None:
+            body = BlobWriter(self._blobs.tmp_dir)
+        await self._files.store(body, blob_id, {"kind": PROVISIONAL_BLOB_KIND})
+        return True
+
+    async def blob_stream(self, blob_id: str) -> ChunkStream | None:
+        """A stored blob's bytes as stored, for a peer's repair; None when not here. Opened
+        now, so a delete after this point does not take the bytes away."""
+        if not is_valid_blob_id(blob_id):
+            raise _invalid("blob_id", blob_id, "A blob id must be a UUID.")
+        try:
+            reader = await self._io.run(self._blobs.blob_reader, blob_id)
+            await self._io.run(reader.open)
+        except FileNotFoundError:
+            return None
+        return ChunkStream(reader, self._io)
 
     async def _settle(self, record: ObjectRecord, winner: ObjectRecord | None,
                       written: _Written) -> None:

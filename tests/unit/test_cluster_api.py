@@ -279,6 +279,9 @@ def test_every_outcome_but_ok_is_403() -> None:
 def test_the_node_mounts_the_api_only_when_the_cluster_is_enabled(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
+    from objstore.blobs.store import BlobStore
+    from objstore.engine.changes import ChangeHook
+    from objstore.engine.versioning import KeyLocks
     from objstore.service import cluster_api
     from objstore.threads import InlinePool
 
@@ -292,10 +295,12 @@ def test_the_node_mounts_the_api_only_when_the_cluster_is_enabled(tmp_path: Path
 
     clock = Clock()
     clock.advance(NOW)
+    parts: Any = {"blobs": BlobStore(str(tmp_path / "data"), fsync=False),
+                  "locks": KeyLocks(), "changes": ChangeHook()}
     assert cluster_api(config(False), "node-a", HealthState(), Meta(),  # type: ignore[arg-type]
-                       InlinePool(), clock.seconds) is None
+                       InlinePool(), clock.seconds, **parts) is None
     api = cluster_api(config(True), "node-a", HealthState(), Meta(),  # type: ignore[arg-type]
-                      InlinePool(), clock.seconds)
+                      InlinePool(), clock.seconds, **parts)
     root = RootResource(s3=Resource(), admin=Resource(), limits=ServerLimits(), domains=(),
                         cluster=api)
     node = ClusterNode(tmp_path, "node-a")
