@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from klein import Klein
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
@@ -288,25 +288,6 @@ class AdminApi:
         request.postpath.insert(0, request.prepath.pop())
         return api.resource()
 
-    @app.handle_errors(AdminError)
-    def admin_error(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        error = failure.value
-        assert isinstance(error, AdminError)
-        return json_body(request, error.status, {"error": error.code, "message": error.message})
-
-    @app.handle_errors(NotFound)
-    def not_found(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 404, {"error": "NotFound", "message": _NO_ENDPOINT})
-
-    @app.handle_errors(MethodNotAllowed)
-    def not_allowed(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 405, {"error": "MethodNotAllowed", "message": _NO_METHOD})
-
-    @app.handle_errors(Exception)
-    def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return admin_failure(request, failure)
-
-
 def admin_failure(request: ObjstoreRequest, failure: Failure) -> bytes:
     """The answer to an exception no handler turned into an admin error: a state of the
     server (a full disk, the database out of reach) as its own code, logged in one line;
@@ -319,6 +300,34 @@ def admin_failure(request: ObjstoreRequest, failure: Failure) -> bytes:
         log.warn("{method} {uri} answered {status}: {exc}", method=request.method,
                  uri=request.uri, status=error.status, exc=failure.value)
     return json_body(request, error.status, {"error": error.code, "message": error.message})
+
+
+def install_json_errors(app: Klein, *, no_endpoint: str = _NO_ENDPOINT) -> None:
+    """Every error of an app of the admin (or cluster) API as JSON {error, message}, never
+    HTML: its own errors, Klein's 404 and 405, and anything else through `admin_failure`."""
+
+    @app.handle_errors(AdminError)
+    def admin_error(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
+        error = failure.value
+        assert isinstance(error, AdminError)
+        return json_body(request, error.status, {"error": error.code, "message": error.message})
+
+    @app.handle_errors(NotFound)
+    def not_found(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return json_body(request, 404, {"error": "NotFound", "message": no_endpoint})
+
+    @app.handle_errors(MethodNotAllowed)
+    def not_allowed(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
+        return json_body(request, 405, {"error": "MethodNotAllowed", "message": _NO_METHOD})
+
+    @app.handle_errors(Exception)
+    def unexpected(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
+        if failure.check(CancelledError):  # the client went away
+            return b""
+        return admin_failure(request, failure)
+
+
+install_json_errors(AdminApi.app)
 
 
 def _writes(request: ObjstoreRequest, action: str | None) -> bool:

@@ -21,8 +21,9 @@ from typing import Any, Protocol
 
 from klein import Klein
 
+from objstore.admin.api import install_json_errors
 from objstore.admin.gate import CREATE_ARCHIVE, AdminGate, authorized_route
-from objstore.admin.views import install_json_errors, read_json, required_str
+from objstore.admin.views import read_json, required_str
 from objstore.engine.archive import ArchiveService, check_keys
 from objstore.errors import AdminError
 from objstore.http.ratelimit import peer_address

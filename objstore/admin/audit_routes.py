@@ -20,9 +20,9 @@ from typing import Any
 
 from klein import Klein
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
-from objstore.admin.views import JsonObject, install_json_errors, iso, query_param
+from objstore.admin.views import JsonObject, iso, query_param
 from objstore.errors import AdminError
 from objstore.http.client_bytes import decimal
 from objstore.http.site import ObjstoreRequest

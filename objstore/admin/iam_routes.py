@@ -10,7 +10,7 @@ body for changes, 200 for reads.
 
 from __future__ import annotations
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import (
     AUTHENTICATED,
     MANAGE_CREDENTIALS,
@@ -27,7 +27,6 @@ from objstore.admin.views import (
     grant_ref_view,
     grant_view,
     identity_view,
-    install_json_errors,
     member_view,
     no_content,
     optional_bool,

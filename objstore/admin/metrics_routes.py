@@ -16,10 +16,10 @@ from typing import Any
 from klein import Klein
 from twisted.internet.defer import Deferred
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.audit_routes import check_node, parse_limit, parse_time
 from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
-from objstore.admin.views import JsonObject, install_json_errors, iso
+from objstore.admin.views import JsonObject, iso
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore

@@ -19,11 +19,10 @@ from urllib.parse import urlsplit
 
 from klein import Klein
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import CREATE_PRESIGNED_URL, VIEW_SERVER_INFO, AdminGate, authorized_route
 from objstore.admin.views import (
     JsonObject,
-    install_json_errors,
     iso,
     optional_int,
     optional_str,

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import ADMINISTRATOR, AdminGate, authorized_route
-from objstore.admin.views import JsonObject, install_json_errors, no_content, read_json
+from objstore.admin.views import JsonObject, no_content, read_json
 from objstore.engine.quota import BucketQuota, NoSuchBucket, QuotaService, UsageFigures
 from objstore.errors import AdminError
 from objstore.http.caller import client_caller

@@ -16,9 +16,9 @@ The table of settings and their rules, and how a change is stored and announced,
 
 from __future__ import annotations
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import ADMINISTRATOR, VIEW_SERVER_INFO, AdminGate, authorized_route
-from objstore.admin.views import JsonObject, install_json_errors, no_content, read_json
+from objstore.admin.views import JsonObject, no_content, read_json
 from objstore.engine.settings import SettingsService, SettingView, setting_spec
 from objstore.errors import AdminError
 from objstore.http.caller import client_caller

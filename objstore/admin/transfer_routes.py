@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from objstore.admin.api import json_body
+from objstore.admin.api import install_json_errors, json_body
 from objstore.admin.gate import (
     ADMINISTRATOR,
     MANAGE_CREDENTIALS,
@@ -29,7 +29,7 @@ from objstore.admin.gate import (
     AdminGate,
     authorized_route,
 )
-from objstore.admin.views import install_json_errors, query_param, read_json
+from objstore.admin.views import query_param, read_json
 from objstore.engine.transfer import SKIP, TransferService, parse_sections
 from objstore.errors import AdminError
 from objstore.http.caller import client_caller

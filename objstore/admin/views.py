@@ -14,12 +14,6 @@ import datetime
 import json
 from typing import Any
 
-from klein import Klein
-from twisted.internet.defer import CancelledError
-from twisted.python.failure import Failure
-from werkzeug.exceptions import MethodNotAllowed, NotFound
-
-from objstore.admin.api import admin_failure, json_body
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import compile_grants
@@ -223,27 +217,3 @@ def effective_view(entry: EffectiveGrant) -> JsonObject:
 # -- errors ------------------------------------------------------------------------------
 
 
-def install_json_errors(app: Klein) -> None:
-    """Every error of a mounted admin app as JSON {error, message}; never HTML."""
-
-    @app.handle_errors(AdminError)
-    def admin_error(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
-        error = failure.value
-        assert isinstance(error, AdminError)
-        return json_body(request, error.status, {"error": error.code, "message": error.message})
-
-    @app.handle_errors(NotFound)
-    def not_found(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 404, {"error": "NotFound", "message": "No such admin endpoint."})
-
-    @app.handle_errors(MethodNotAllowed)
-    def not_allowed(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(
-            request, 405, {"error": "MethodNotAllowed", "message": "Method not allowed here."}
-        )
-
-    @app.handle_errors(Exception)
-    def unexpected(self: object, request: ObjstoreRequest, failure: Failure) -> bytes:
-        if failure.check(CancelledError):  # the client went away
-            return b""
-        return admin_failure(request, failure)

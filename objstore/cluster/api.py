@@ -47,11 +47,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from klein import Klein
 from twisted.internet.defer import Deferred
-from twisted.python.failure import Failure
 from twisted.web.resource import Resource
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from objstore.admin.api import admin_answer, admin_failure, json_body
+from objstore.admin.api import admin_answer, install_json_errors, json_body
 from objstore.blobs.store import is_valid_blob_id
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
@@ -276,6 +275,7 @@ class ClusterApi:
     """The /cluster/v1 routes of one node."""
 
     app = Klein()
+    install_json_errors(app, no_endpoint=_NO_ENDPOINT)
 
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
@@ -402,24 +402,6 @@ class ClusterApi:
         data: bytes = await self._io.run(spool.read, spool.length)
         return data
 
-    # -- errors: JSON, never HTML ----------------------------------------------------------
-    @app.handle_errors(AdminError)
-    def cluster_error(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        error = failure.value
-        assert isinstance(error, AdminError)
-        return json_body(request, error.status, {"error": error.code, "message": error.message})
-
-    @app.handle_errors(NotFound)
-    def not_found(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 404, {"error": "NotFound", "message": _NO_ENDPOINT})
-
-    @app.handle_errors(MethodNotAllowed)
-    def not_allowed(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return json_body(request, 405, {"error": "MethodNotAllowed", "message": _NO_METHOD})
-
-    @app.handle_errors(Exception)
-    def unexpected(self, request: ObjstoreRequest, failure: Failure) -> bytes:
-        return admin_failure(request, failure)
 
 
 def peer_caller(request: ObjstoreRequest, peer: VerifiedPeer, operation: str) -> Caller:
