@@ -1,0 +1,58 @@
+"""The cluster node's `WriteGate` (engine/replicator.py): the write gate and the capacity
+guard of gate.py, asked of the live `Membership` view before every local write of an
+object data-plane change.
+
+Order: the gate first (503 ServiceUnavailable, closed or size exceeded; quorum mode only,
+available mode never closes it), then, for a write that brings bytes (`size_bytes` > 0),
+the capacity guard (507 InsufficientStorage when this node or an eligible peer would keep
+less than the reserve after storing them). A deletion (0 bytes) is never refused for
+capacity: it frees space. This node's free bytes come from its space guard
+(`SpaceGuard.available_bytes`), the peers' from their last authenticated ping.
+
+`state()` is the gate's current state, for /admin/health?writable=1, /admin/cluster and
+the metrics; `refusals` counts the writes refused, by reason, for the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from objstore.cluster.gate import (
+    DEFAULT_RESERVE_BYTES,
+    GateState,
+    capacity_error,
+    capacity_ok,
+    eligible_free_bytes,
+    gate_error,
+    gate_state,
+)
+from objstore.cluster.membership import Membership
+from objstore.config import Cluster
+
+
+@dataclass
+class ClusterWriteGate:
+    membership: Membership
+    cluster: Cluster
+    own_free_bytes: Callable[[], int]
+    reserve_bytes: int = DEFAULT_RESERVE_BYTES
+    refusals: dict[str, int] = field(default_factory=dict)  # reason -> count
+
+    def state(self) -> GateState:
+        return gate_state(self.membership.eligible_node_count(), self.cluster)
+
+    def check_write(self, size_bytes: int) -> None:
+        state = self.state()
+        refusal = gate_error(state)
+        if refusal is not None:
+            self._count(state.value)
+            raise refusal
+        if size_bytes > 0 and not capacity_ok(
+                eligible_free_bytes(self.own_free_bytes(), self.membership.eligible_peers()),
+                write_bytes=size_bytes, reserve_bytes=self.reserve_bytes):
+            self._count("capacity")
+            raise capacity_error()
+
+    def _count(self, reason: str) -> None:
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
