@@ -192,7 +192,14 @@ class FanOut:
     async def _replicate(self, change: Change) -> None:
         peers = self._membership.eligible_peers()
         self.stats.writes += 1
-        blobs = await self._payloads(change)
+        try:
+            blobs = await self._payloads(change)
+        except Exception:
+            # Bytes that can not be read here can not reach a quorum: the write is kept
+            # and counted short (a bug must not turn into an unreplicated 200).
+            log.failure("reading the blobs of {bucket}/{key} to fan them out",
+                        bucket=change.bucket, key=change.key)
+            blobs = []
         sends = [self._bounded(self._to_peer(peer.address, change, blobs)) for peer in peers]
         self.stats.peer_sends += len(sends)
         acks = await _gather(sends) if sends else []

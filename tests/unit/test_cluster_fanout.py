@@ -158,6 +158,18 @@ def test_a_missing_blob_still_sends_the_row() -> None:
     assert sender.calls == [("object", "http://a:9000", "k")]
 
 
+def test_a_blob_that_can_not_be_read_sends_the_row_alone() -> None:
+    class Broken:
+        async def payload(self, blob_id: str) -> BlobPayload | None:
+            raise OSError("EIO")
+
+    sender = FakeSender({"http://a:9000": Ack(True, False)})
+    result = outcome(fanout(sender, membership("a"), blobs=Broken(),  # type: ignore[arg-type]
+                            config=cluster(size=2)).committed(written()))
+    assert sender.calls == [("object", "http://a:9000", "k")]
+    assert isinstance(result, S3Error)  # 1 + 0 full acks < 2
+
+
 def test_a_deletion_is_stamped_no_older_than_the_row_it_removes() -> None:
     clock = Clock()
     clock.advance(50.0)  # behind the removed row (100.0)
