@@ -28,6 +28,8 @@ from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
 from objstore.admin.archive_routes import ArchiveRoutes
 from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
 from objstore.admin.audit_routes import AuditRoutes
+from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
+from objstore.admin.cluster_routes import ClusterRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
@@ -47,6 +49,8 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cluster.api import ClusterApi, NodeFigures
+from objstore.cluster.membership import Membership
+from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
@@ -58,6 +62,7 @@ from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
 from objstore.engine.replication_apply import ReplicationApply
+from objstore.engine.replicator import NO_GATE
 from objstore.engine.settings import SettingsService
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
@@ -91,7 +96,7 @@ from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
-from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
+from objstore.metrics.collectors import AuditCollector, ClusterCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
@@ -233,6 +238,8 @@ def build_node(config: Config, reactor: Any = None, *,
                                counters=counters)
     io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
     space = space_guard(config, io_pool, counters)
+    cluster = cluster_parts(config, node_id, space, clock)
+    write_gate = cluster.gate if cluster is not None else NO_GATE
     meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache,
                      retry=RetryPolicy(release_reserve=space.release_reserve))
     identities = IdentityResolver(
@@ -258,8 +265,9 @@ def build_node(config: Config, reactor: Any = None, *,
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
                               changes=changes),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
-                              locks=key_locks, changes=changes),
-        multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes),
+                              locks=key_locks, changes=changes, gate=write_gate),
+        multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
+                                   gate=write_gate),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
@@ -270,7 +278,7 @@ def build_node(config: Config, reactor: Any = None, *,
             cache_size=config.server.cache.size, counters=counters,
         ),
     )
-    health = HealthState()
+    health = HealthState(cluster=cluster.status if cluster is not None else None)
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
@@ -311,6 +319,12 @@ def build_node(config: Config, reactor: Any = None, *,
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
+    admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
+        gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
+    if cluster is not None:
+        observability.metrics.add(ClusterCollector(
+            peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
+            fanout=None))
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
     # setting changed through another worker reaches the leader within a second.
@@ -616,6 +630,35 @@ def tls_options(config: Config) -> Any:
             authority = ssl.Certificate.loadPEM(handle.read())
         return private.options(authority)
     return private.options()
+
+
+@dataclass
+class ClusterParts:
+    """A cluster node's membership view, write gate and health status (one per process
+    for now; one per node across workers is still to do: docs/CLUSTER.md)."""
+
+    membership: Membership
+    gate: ClusterWriteGate
+    status: ClusterStatus
+
+
+def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
+                  clock: Callable[[], float]) -> ClusterParts | None:
+    """The cluster's state when [cluster] enabled; None on a single node (NO_GATE, no
+    cluster in /admin/health). Its prober and fan-out are not started yet."""
+    if not config.cluster.enabled:
+        return None
+    membership = Membership(node_id)
+    gate = ClusterWriteGate(membership, config.cluster, space.available_bytes)
+    return ClusterParts(membership, gate, ClusterStatus(gate, clock))
+
+
+def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
+                     clock: Callable[[], float]) -> Callable[[], dict[str, Any]]:
+    """What GET /admin/cluster answers: the live view, or this node alone."""
+    if cluster is not None:
+        return cluster.status.snapshot
+    return lambda: single_node_view(config.cluster, node_id, now=clock())
 
 
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,

@@ -269,9 +269,9 @@ class AdminApi:
 
     @app.route("/health", methods=["GET", "HEAD"])
     def health(self, request: ObjstoreRequest) -> bytes:
-        status, word = self._health.status()
         if request.args.get(b"verbose") == [b"1"]:
-            return json_body(request, 200, {"status": word})
+            return json_body(request, 200, self._health.verbose())
+        status, word = self._health.status(writable=request.args.get(b"writable") == [b"1"])
         return json_body(request, status, {"status": word})
 
     @authorized_route(app, "/info", methods=["GET"], action=VIEW_SERVER_INFO)

@@ -57,6 +57,7 @@ from objstore.engine.multipart_rules import (
 )
 from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
 from objstore.engine.quota import quota_check
+from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.versioning import (
     check_lock_request,
     lock_configuration,
@@ -112,9 +113,11 @@ class MultipartService:
         clock: Callable[[], float],
         upload_ids: Callable[[], str] = new_upload_id,
         changes: ChangeHook | None = None,
+        gate: WriteGate = NO_GATE,
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
+        self._gate = gate  # asked before a completion (the cluster write gate)
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -301,6 +304,7 @@ class MultipartService:
         (a concurrent UploadPart may have replaced one) and retries if not."""
         bucket = await self._bucket(upload.bucket)
         check_part_order(requested)
+        self._gate.check_write(0)  # the parts' bytes were admitted when uploaded
         version_id = new_version_id(bucket)
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)

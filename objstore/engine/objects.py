@@ -36,6 +36,7 @@ from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.quota import QUOTA_RULE
+from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.versioning import (
     DISABLED,
     ActionAuthority,
@@ -178,9 +179,11 @@ class ObjectService:
         authority: ActionAuthority | None = None,
         locks: KeyLocks | None = None,
         changes: ChangeHook | None = None,
+        gate: WriteGate = NO_GATE,
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
+        self._gate = gate  # asked before every local write (the cluster write gate)
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -208,6 +211,7 @@ class ObjectService:
         Content-MD5 or an x-amz-checksum-* value (required when object lock applies)."""
         check_key(key)
         bucket = await self._bucket(bucket_name)
+        self._gate.check_write(body.length)
         checksums = dict(attrs.checksums)
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
@@ -293,6 +297,7 @@ class ObjectService:
         if source.size > MAX_COPY_SOURCE_BYTES:
             raise S3Error("InvalidRequest", "The specified copy source is larger than the "
                           f"maximum allowable size for a copy source: {MAX_COPY_SOURCE_BYTES}")
+        self._gate.check_write(source.size)
         checksums = {} if source.checksum_type == "COMPOSITE" else dict(source.checksums)
         etag = "" if source.parts else source.etag
         record = self._new_record(caller, bucket, key, source.size, etag, attrs, checksums)
@@ -407,6 +412,7 @@ class ObjectService:
         new delete marker (on a Suspended bucket the null marker replaces the null
         version). Lock refusals raise AccessDenied; a marker is always allowed."""
         bucket = await self._bucket(bucket_name)
+        self._gate.check_write(0)
         if version_id is not None:
             check_version_id(version_id)
             named = version_id

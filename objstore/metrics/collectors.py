@@ -5,11 +5,17 @@ Prometheus scrapes. None of them queries the database or touches a file.
   largest buckets, from the snapshot a timer refreshes (`metrics.storage`).
 * `PoolCollector`: busy and queued work of the DB writer/reader pools and the IO pool.
 * `AuditCollector`: depth, capacity, drops and failed writes of the audit queue.
+* `ClusterCollector`: each known peer (alive, authenticated, eligible, clock offset,
+  consecutive probe failures; from the Membership view), the write gate (state, eligible
+  nodes, write quorum, refusals by reason) and the fan-out's counts (writes, full acks,
+  missed acks, quorum shortfalls, blob failures, best-effort ops). Probe latency is not
+  measured yet (the prober keeps no timing beyond the clock offset).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -122,6 +128,139 @@ class AuditCollector(Collector):
                                      "Attempts to write a batch of audit records that failed.")
         failed.add_metric([], audit.failed_writes)
         yield failed
+
+
+class PeerFigures(Protocol):
+    """What the collector reads of a peer (`cluster.membership.PeerState`)."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def node_id(self) -> str | None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def authenticated(self) -> bool: ...
+
+    @property
+    def config_ok(self) -> bool | None: ...
+
+    @property
+    def consecutive_failures(self) -> int: ...
+
+    @property
+    def clock_offset_seconds(self) -> float | None: ...
+
+
+class FanOutFigures(Protocol):
+    """`cluster.fanout.FanOutStats`."""
+
+    writes: int
+    acks: int
+    missed_acks: int
+    shortfalls: int
+    blob_failures: int
+    ops_sent: int
+    ops_failed: int
+
+
+@dataclass(frozen=True)
+class GateFigures:
+    state: str  # open | closed | size_exceeded
+    eligible_nodes: int
+    write_quorum: int
+    refusals: Mapping[str, int]  # reason -> writes refused
+
+
+GATE_STATES = ("open", "closed", "size_exceeded")
+
+
+class ClusterCollector(Collector):
+    """Read at scrape time from the node's Membership, write gate and fan-out."""
+
+    def __init__(self, *, peers: Callable[[], Iterable[PeerFigures]],
+                 gate: Callable[[], GateFigures], fanout: FanOutFigures | None) -> None:
+        self._peers = peers
+        self._gate = gate
+        self._fanout = fanout
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._peer_families()
+        yield from self._gate_families()
+        if self._fanout is not None:
+            yield from self._fanout_families(self._fanout)
+
+    def _peer_families(self) -> Iterator[Metric]:
+        labels = ["peer", "node_id"]
+        families = {
+            "alive": GaugeMetricFamily("objstore_cluster_peer_alive",
+                                       "1 while a known peer answers probes.", labels=labels),
+            "authenticated": GaugeMetricFamily(
+                "objstore_cluster_peer_authenticated",
+                "1 while a peer's last probe proved the cluster secret.", labels=labels),
+            "eligible": GaugeMetricFamily(
+                "objstore_cluster_peer_eligible",
+                "1 while a peer is eligible (authenticated and config_ok): it receives "
+                "fan-out and counts toward quorum.", labels=labels),
+            "failures": GaugeMetricFamily(
+                "objstore_cluster_peer_consecutive_failures",
+                "Probes of a peer that failed in a row.", labels=labels),
+        }
+        offset = GaugeMetricFamily("objstore_cluster_peer_clock_offset_seconds",
+                                   "A peer's clock minus this node's, from its last ping.",
+                                   labels=labels)
+        for peer in self._peers():
+            names = [peer.address, peer.node_id or ""]
+            eligible = peer.authenticated and peer.config_ok is True
+            for key, value in (("alive", peer.alive), ("authenticated", peer.authenticated),
+                               ("eligible", eligible),
+                               ("failures", peer.consecutive_failures)):
+                families[key].add_metric(names, float(value))
+            if peer.clock_offset_seconds is not None:
+                offset.add_metric(names, peer.clock_offset_seconds)
+        yield from families.values()
+        yield offset
+
+    def _gate_families(self) -> Iterator[Metric]:
+        gate = self._gate()
+        state = GaugeMetricFamily("objstore_cluster_gate_state",
+                                  "1 for the write gate's current state.", labels=["state"])
+        for name in GATE_STATES:
+            state.add_metric([name], float(name == gate.state))
+        yield state
+        yield _gauge("objstore_cluster_eligible_nodes",
+                     "Eligible nodes, this one included.", gate.eligible_nodes)
+        yield _gauge("objstore_cluster_write_quorum", "Nodes a quorum write needs.",
+                     gate.write_quorum)
+        refusals = CounterMetricFamily("objstore_cluster_write_refusals",
+                                       "Writes refused before the local write, by reason.",
+                                       labels=["reason"])
+        for reason, count in sorted(gate.refusals.items()):
+            refusals.add_metric([reason], count)
+        yield refusals
+
+    def _fanout_families(self, stats: FanOutFigures) -> Iterator[Metric]:
+        for name, documentation, value in (
+            ("writes", "Object writes fanned out to the eligible peers.", stats.writes),
+            ("acks", "Full acknowledgements (applied and has_blob) from peers.", stats.acks),
+            ("missed_acks", "Peer exchanges of a write that gave no full acknowledgement.",
+             stats.missed_acks),
+            ("shortfalls", "Writes below write_quorum after fan-out (503 in quorum mode).",
+             stats.shortfalls),
+            ("blob_failures", "Blobs a peer did not take.", stats.blob_failures),
+        ):
+            family = CounterMetricFamily(f"objstore_cluster_fanout_{name}", documentation)
+            family.add_metric([], value)
+            yield family
+        ops = CounterMetricFamily("objstore_cluster_fanout_ops",
+                                  "Best-effort control-plane ops sent, by result.",
+                                  labels=["result"])
+        ops.add_metric(["accepted"], stats.ops_sent)
+        ops.add_metric(["failed"], stats.ops_failed)
+        yield ops
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

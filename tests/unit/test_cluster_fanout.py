@@ -1,0 +1,287 @@
+"""Cluster fan-out (rules 1-3): a fake PeerSender whose answers the test settles, a Clock
+for the request timeout, real Membership views. No sockets, no reactor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
+from twisted.python.failure import Failure
+
+from objstore.cluster.fanout import BlobPayload, ClusterOp, FanOut, StoredBlobs
+from objstore.cluster.gate import FULL_ACK, Ack
+from objstore.cluster.membership import Membership, ProbeResult
+from objstore.config import Cluster
+from objstore.engine.changes import Caller, Change, ChangeKind, Origin
+from objstore.errors import S3Error
+from objstore.iam.identity import Principal
+from objstore.meta.records import ObjectRecord, PartRef
+
+ALICE = Principal("u-1", "alice", False, "AKALICE")
+CLIENT = Caller(ALICE)
+PEER = Caller(ALICE, origin=Origin.PEER)
+BLOB = "0b7c5a52-3a43-4a6f-9d1e-2c3b4a5d6e7f"
+PART = "1c8d6b63-4b54-4b7a-8e2f-3d4c5b6e7f80"
+ROW = ObjectRecord("b", "k", "null", BLOB, 3, "etag", 100.0)
+
+
+def cluster(consistency: str = "quorum", size: int = 3) -> Cluster:
+    return Cluster(enabled=True, secret="s" * 16, cluster_size=size, consistency=consistency,
+                   request_timeout_seconds=2.0)
+
+
+def membership(*eligible: str, drifted: str = "") -> Membership:
+    view = Membership("self")
+    for node in eligible:
+        view.observe(f"http://{node}:9000", ProbeResult(status=200, mac_ok=True,
+                                                        fingerprint_ok=True, node_id=node),
+                     now=1.0)
+    if drifted:
+        view.observe(f"http://{drifted}:9000", ProbeResult(status=200, mac_ok=True,
+                                                           fingerprint_ok=False,
+                                                           node_id=drifted), now=1.0)
+    return view
+
+
+class FakeSender:
+    """Records every call; answers from `answers` (base_url -> Ack | None | Deferred)."""
+
+    def __init__(self, answers: dict[str, Any] | None = None, *,
+                 blob_ok: bool = True) -> None:
+        self.answers = answers or {}
+        self.blob_ok = blob_ok
+        self.calls: list[tuple[Any, ...]] = []
+        self.ops: dict[str, Deferred[bool]] = {}
+
+    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | None:
+        self.calls.append(("object", base_url, record.key))
+        return await self._answer(base_url)
+
+    async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
+                          deleted_at: float) -> Ack | None:
+        self.calls.append(("delete", base_url, key, version_id, deleted_at))
+        return await self._answer(base_url)
+
+    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload) -> bool:
+        self.calls.append(("blob", base_url, blob_id, blob.sha256))
+        return self.blob_ok
+
+    async def send_op(self, base_url: str, op: ClusterOp) -> bool:
+        self.calls.append(("op", base_url, op.kind, op.record is not None))
+        self.ops[base_url] = Deferred()
+        return await self.ops[base_url]
+
+    async def _answer(self, base_url: str) -> Ack | None:
+        answer = self.answers.get(base_url, FULL_ACK)
+        if isinstance(answer, Deferred):
+            return await answer
+        if isinstance(answer, Exception):
+            raise answer
+        return answer  # type: ignore[no-any-return]
+
+
+class Blobs:
+    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+        self.missing = missing
+
+    async def payload(self, blob_id: str) -> BlobPayload | None:
+        return None if blob_id in self.missing else BlobPayload(f"/d/{blob_id}", 3, "ab")
+
+
+def fanout(sender: FakeSender, view: Membership, config: Cluster | None = None,
+           clock: Clock | None = None, blobs: Blobs | None = None) -> FanOut:
+    return FanOut(cluster=config or cluster(), membership=view, sender=sender,
+                  blobs=blobs or Blobs(), clock=clock or Clock())
+
+
+def written(caller: Caller = CLIENT, record: ObjectRecord = ROW,
+            kind: ChangeKind = ChangeKind.OBJECT_WRITTEN) -> Change:
+    return Change(kind, caller, record.bucket, record.key, record.version_id, record)
+
+
+def outcome(waiting: Deferred[None] | None) -> Any:
+    """The settled result of the sink's awaitable: None, or the failure's exception."""
+    assert waiting is not None
+    results: list[Any] = []
+    waiting.addBoth(lambda r: results.append(r.value if isinstance(r, Failure) else r))
+    assert results, "the fan-out has not settled"
+    return results[0]
+
+
+def test_a_peer_change_is_never_sent_on() -> None:
+    sender = FakeSender()
+    sink = fanout(sender, membership("a", "b"))
+    for kind in ChangeKind:
+        assert sink.committed(written(PEER, kind=kind)) is None
+    assert sender.calls == []
+
+
+def test_a_write_goes_to_every_eligible_peer_blob_first() -> None:
+    sender = FakeSender()
+    sink = fanout(sender, membership("a", "b", drifted="x"))
+    assert outcome(sink.committed(written())) is None
+    for peer in ("http://a:9000", "http://b:9000"):
+        calls = [c for c in sender.calls if c[1] == peer]
+        assert calls == [("blob", peer, BLOB, "ab"), ("object", peer, "k")]
+    assert not [c for c in sender.calls if c[1] == "http://x:9000"]  # not eligible
+    assert (sink.stats.writes, sink.stats.acks, sink.stats.shortfalls) == (1, 2, 0)
+
+
+def test_sends_are_parallel() -> None:
+    slow: Deferred[Ack | None] = Deferred()
+    sender = FakeSender({"http://a:9000": slow})
+    waiting = fanout(sender, membership("a", "b")).committed(written())
+    assert ("object", "http://b:9000", "k") in sender.calls  # b was not held up by a
+    assert waiting is not None and not waiting.called
+    slow.callback(FULL_ACK)
+    assert outcome(waiting) is None
+
+
+def test_a_composite_sends_its_parts_and_a_marker_no_blob() -> None:
+    composite = ObjectRecord("b", "k", "v1", BLOB, 6, "e-2", 1.0,
+                             parts=(PartRef(1, PART, 6, "e"),))
+    sender = FakeSender()
+    outcome(fanout(sender, membership("a")).committed(written(record=composite)))
+    assert [c[2] for c in sender.calls if c[0] == "blob"] == [PART]
+    marker = ObjectRecord("b", "k", "v2", None, 0, "", 2.0, is_delete_marker=True)
+    sender = FakeSender()
+    outcome(fanout(sender, membership("a")).committed(
+        written(record=marker, kind=ChangeKind.DELETE_MARKER_WRITTEN)))
+    assert sender.calls == [("object", "http://a:9000", "k")]
+
+
+def test_a_missing_blob_still_sends_the_row() -> None:
+    sender = FakeSender()
+    outcome(fanout(sender, membership("a"), blobs=Blobs(missing=(BLOB,))).committed(written()))
+    assert sender.calls == [("object", "http://a:9000", "k")]
+
+
+def test_a_blob_that_can_not_be_read_sends_the_row_alone() -> None:
+    class Broken:
+        async def payload(self, blob_id: str) -> BlobPayload | None:
+            raise OSError("EIO")
+
+    sender = FakeSender({"http://a:9000": Ack(True, False)})
+    result = outcome(fanout(sender, membership("a"), blobs=Broken(),  # type: ignore[arg-type]
+                            config=cluster(size=2)).committed(written()))
+    assert sender.calls == [("object", "http://a:9000", "k")]
+    assert isinstance(result, S3Error)  # 1 + 0 full acks < 2
+
+
+def test_a_deletion_is_stamped_no_older_than_the_row_it_removes() -> None:
+    clock = Clock()
+    clock.advance(50.0)  # behind the removed row (100.0)
+    sender = FakeSender()
+    outcome(fanout(sender, membership("a"), clock=clock).committed(
+        written(kind=ChangeKind.VERSION_DELETED)))
+    assert sender.calls == [("delete", "http://a:9000", "k", "null", 100.0)]
+    clock.advance(100.0)
+    sender.calls.clear()
+    outcome(fanout(sender, membership("a"), clock=clock).committed(
+        written(kind=ChangeKind.VERSION_DELETED)))
+    assert sender.calls[0][4] == 150.0
+
+
+@pytest.mark.parametrize(("answers", "refused"), [
+    ({}, False),  # 1 + 2 >= 2
+    ({"http://a:9000": None}, False),  # 1 + 1 >= 2
+    ({"http://a:9000": None, "http://b:9000": Ack(True, False)}, True),  # no blob there
+    ({"http://a:9000": RuntimeError("down"), "http://b:9000": Ack(False, True)}, True),
+])
+def test_quorum_counts_full_acknowledgements_after_the_fanout(
+        answers: dict[str, Any], refused: bool) -> None:
+    sink = fanout(FakeSender(answers), membership("a", "b"))
+    result = outcome(sink.committed(written()))
+    if refused:
+        assert isinstance(result, S3Error) and result.code == "ServiceUnavailable"
+        assert "stored on this node" in result.message
+        assert sink.stats.shortfalls == 1
+    else:
+        assert result is None
+
+
+def test_membership_alone_is_not_a_quorum() -> None:
+    # Every peer eligible, none acknowledges: the write is refused (PITFALLS: count acks).
+    sink = fanout(FakeSender({"http://a:9000": None, "http://b:9000": None}),
+                  membership("a", "b"))
+    assert isinstance(outcome(sink.committed(written())), S3Error)
+    assert sink.stats.missed_acks == 2
+
+
+def test_available_mode_ignores_acknowledgements() -> None:
+    sender = FakeSender({"http://a:9000": None, "http://b:9000": None})
+    sink = fanout(sender, membership("a", "b"), config=cluster("available"))
+    assert outcome(sink.committed(written())) is None
+    assert len([c for c in sender.calls if c[0] == "object"]) == 2
+
+
+def test_a_peer_slower_than_the_request_timeout_is_no_ack() -> None:
+    clock = Clock()
+    never: Deferred[Ack | None] = Deferred()
+    sink = fanout(FakeSender({"http://a:9000": never, "http://b:9000": Deferred()}),
+                  membership("a", "b"), clock=clock)
+    waiting = sink.committed(written())
+    assert waiting is not None and not waiting.called
+    clock.advance(1.9)
+    assert not waiting.called
+    clock.advance(0.2)
+    assert isinstance(outcome(waiting), S3Error)
+
+
+def test_a_single_node_cluster_needs_no_peer() -> None:
+    sink = fanout(FakeSender(), membership(), config=cluster(size=1))
+    assert outcome(sink.committed(written())) is None
+
+
+@pytest.mark.parametrize("kind", [ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
+                                  ChangeKind.BUCKET_CREATED, ChangeKind.IAM_CHANGED,
+                                  ChangeKind.SETTING_CHANGED])
+def test_control_plane_changes_are_fire_and_forget(kind: ChangeKind) -> None:
+    clock = Clock()
+    sender = FakeSender()
+    sink = fanout(sender, membership("a", "b"), clock=clock)
+    assert sink.committed(written(kind=kind)) is None  # the client never waits
+    carries_row = kind in (ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED)
+    assert sorted(sender.calls) == [("op", "http://a:9000", kind.value, carries_row),
+                                    ("op", "http://b:9000", kind.value, carries_row)]
+    assert sink.in_flight == 2
+    sender.ops["http://a:9000"].callback(True)
+    sender.ops["http://b:9000"].errback(RuntimeError("refused"))
+    assert (sink.in_flight, sink.stats.ops_sent, sink.stats.ops_failed) == (0, 1, 1)
+
+
+def test_a_best_effort_op_times_out_quietly() -> None:
+    clock = Clock()
+    sink = fanout(FakeSender(), membership("a"), clock=clock)
+    sink.committed(written(kind=ChangeKind.BUCKET_CONFIGURED))
+    clock.advance(2.1)
+    assert (sink.in_flight, sink.stats.ops_failed) == (0, 1)
+
+
+def test_upload_changes_are_not_sent() -> None:
+    sender = FakeSender()
+    sink = fanout(sender, membership("a"))
+    for kind in (ChangeKind.UPLOAD_CREATED, ChangeKind.PART_WRITTEN,
+                 ChangeKind.UPLOAD_ABORTED):
+        assert sink.committed(written(kind=kind)) is None
+    assert sender.calls == []
+
+
+def test_stored_blobs_measure_and_hash_the_file(tmp_path: Any) -> None:
+    class Store:
+        def blob_path(self, blob_id: str) -> str:
+            return str(tmp_path / blob_id)
+
+    class Inline:
+        def run(self, fn: Any, *args: Any) -> Deferred[Any]:
+            from twisted.internet.defer import succeed
+            return succeed(fn(*args))
+
+    (tmp_path / BLOB).write_bytes(b"abc")
+    source = StoredBlobs(Store(), Inline())  # type: ignore[arg-type]
+    found = outcome(Deferred.fromCoroutine(source.payload(BLOB)))
+    assert found == BlobPayload(str(tmp_path / BLOB), 3, "ba7816bf8f01cfea414140de5dae2223"
+                                "b00361a396177a9cb410ff61f20015ad")
+    assert outcome(Deferred.fromCoroutine(source.payload(PART))) is None

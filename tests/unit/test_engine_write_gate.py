@@ -1,0 +1,116 @@
+"""The engine asks its WriteGate before every local object write (put, copy, delete,
+completion): a refusal changes nothing and reports no change; reads never ask. The engine
+of test_changes.py (SQLite in a temp dir, inline pools) with a gate the test closes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from objstore.blobs.control import ControlRecord
+from objstore.blobs.store import BlobStore
+from objstore.engine.buckets import BucketService
+from objstore.engine.changes import ChangeHook
+from objstore.engine.multipart import (
+    ChecksumMode,
+    CompletionClaims,
+    MultipartService,
+    RequestedPart,
+)
+from objstore.engine.objects import ObjectAttrs, ObjectService
+from objstore.errors import S3Error
+from objstore.meta.async_store import MetaStore
+from objstore.meta.dialect import create_db_engine
+from objstore.meta.pool import SyncDbPool
+from objstore.meta.store import SyncMetaStore
+from objstore.threads import InlinePool
+from tests.unit.test_changes import CALLER, Engine, Recording, run
+
+
+class Gate:
+    def __init__(self) -> None:
+        self.closed = False
+        self.asked: list[int] = []
+
+    def check_write(self, size_bytes: int) -> None:
+        self.asked.append(size_bytes)
+        if self.closed:
+            raise S3Error("ServiceUnavailable", "gate closed")
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[Engine, Gate]]:
+    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
+                        clock=lambda: 1000.0)
+    sql.migrate()
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    control = ControlRecord(str(tmp_path / "data"), fsync=False)
+    control.prepare()
+    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
+    sink, gate = Recording(), Gate()
+    hook = ChangeHook([sink])
+    buckets = BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook)
+    engine = Engine(sink, blobs, buckets, None,  # type: ignore[arg-type]
+                    ObjectService(meta, blobs, io, clock=clock, changes=hook, gate=gate),
+                    MultipartService(meta, blobs, io, clock=clock, changes=hook, gate=gate),
+                    None, None, None)  # type: ignore[arg-type]
+    run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    yield engine, gate
+    sql.close()
+
+
+def exists(engine: Engine, key: str) -> bool:
+    try:
+        run(engine.objects.lookup("bkt", key))
+    except S3Error as error:
+        assert error.code == "NoSuchKey"
+        return False
+    return True
+
+
+def refused(coroutine: object) -> S3Error:
+    with pytest.raises(S3Error) as raised:
+        run(coroutine)  # type: ignore[arg-type]
+    return raised.value
+
+
+def test_put_asks_with_its_size_and_a_refusal_writes_nothing(
+        gated: tuple[Engine, Gate]) -> None:
+    engine, gate = gated
+    run(engine.objects.put(CALLER, "bkt", "k", engine.body(b"data"), ObjectAttrs()))
+    assert gate.asked == [4]
+    gate.closed = True
+    before = len(engine.sink.changes)
+    assert refused(engine.objects.put(CALLER, "bkt", "k2", engine.body(b"x"),
+                                      ObjectAttrs())).code == "ServiceUnavailable"
+    assert not exists(engine, "k2")
+    assert len(engine.sink.changes) == before
+    assert not list(engine.blobs.iter_blobs())[1:]  # only k's blob
+
+
+def test_copy_and_delete_ask_and_reads_do_not(gated: tuple[Engine, Gate]) -> None:
+    engine, gate = gated
+    source = run(engine.objects.put(CALLER, "bkt", "k", engine.body(b"data"), ObjectAttrs()))
+    gate.closed = True
+    assert refused(engine.objects.copy(CALLER, source, "bkt", "k2", ObjectAttrs())).status == 503
+    assert refused(engine.objects.delete(CALLER, "bkt", "k")).status == 503
+    assert gate.asked == [4, 4, 0]
+    assert exists(engine, "k")  # reads keep working
+    assert gate.asked == [4, 4, 0]
+
+
+def test_a_completion_asks_before_committing(gated: tuple[Engine, Gate]) -> None:
+    engine, gate = gated
+    upload = run(engine.multipart.create(CALLER, "bkt", "big", ObjectAttrs(), ChecksumMode()))
+    part = run(engine.multipart.upload_part(CALLER, upload, 1, engine.body(b"part"), {}))
+    gate.closed = True
+    assert refused(engine.multipart.complete(
+        CALLER, upload, [RequestedPart(1, part.etag)], CompletionClaims())).status == 503
+    assert not exists(engine, "big")
+    gate.closed = False
+    run(engine.multipart.complete(CALLER, upload, [RequestedPart(1, part.etag)],
+                                  CompletionClaims()))
+    assert exists(engine, "big")
