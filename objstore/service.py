@@ -48,6 +48,7 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
+from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.membership import Membership
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
@@ -150,8 +151,9 @@ class OpenStorage:
 def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     """The blob store, control record and metadata store of the node. `prepare` (the
     first process of a node only) creates the layout (owner-only), refuses files holding
-    secrets that others can open, sweeps leftover spools, migrates the schema and makes
-    sure the root credential and built-in grants exist."""
+    secrets that others can open, sweeps leftover spools, migrates the schema, makes
+    sure the root credential and built-in grants exist and resolves the deletes a crash
+    left in doubt (before any worker serves, so none is in flight)."""
     storage = config.storage
     blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
@@ -166,6 +168,7 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
             sync_store.migrate()
             bootstrap = ensure_root(sync_store, control)
             ensure_builtin_grants(sync_store, control)
+            settle_deletes_in_doubt(sync_store, blobs)
         node_id = ensure_node_id(sync_store, config.cluster.node_id)
     except Exception as exc:
         if isinstance(exc, BootstrapError):
@@ -173,6 +176,16 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): "
                              f"{one_line(exc)}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def settle_deletes_in_doubt(sync_store: SyncMetaStore, blobs: BlobStore) -> None:
+    """Deletes a crash stopped between their sidecar's withdrawal and their end: the
+    version stays whole when its row does, else its files go (`BlobStore.settle_withdrawn`;
+    reads `deleting/` only)."""
+    settled = resolve_withdrawn(sync_store, blobs)
+    for blob_id in settled.unresolved:
+        warn_startup(f"a delete left in doubt could not be resolved (blob {blob_id}, "
+                     f"{blobs.withdrawn_path(blob_id)}): see `objstore check`")
 
 
 def check_private_storage(config: Config, control: ControlRecord) -> None:

@@ -6,6 +6,8 @@ Layout under `<data_dir>`:
   tmp/                                            spools of uploads in flight (swept at start)
   control/                                        control-plane records (see control.py)
   uploads/<upload_id>.json                        an open multipart upload (its row as JSON)
+  deleting/<blob_id>.meta.json                    the sidecar of a version whose permanent
+                                                  delete is in progress (withdrawn)
 
 Modes: directories 0700, blobs, sidecars and spools 0600, whatever the umask: they hold
 the users' objects and metadata, which only the daemon reads (objstore.private_files).
@@ -14,7 +16,14 @@ Durability order for a write (DESIGN invariant 1): blob fsync, rename into place
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
 metadata row. A permanent delete goes the other way: the sidecar is withdrawn durably
 (`withdraw_sidecar`) before the row goes, so that bytes a crash leaves behind are an orphan
-and never a version `recover` would bring back. An open upload's record is written the same
+and never a version `recover` would bring back (recover reads only `blobs/`). Withdrawing
+moves the sidecar into `deleting/` rather than unlinking it, because the delete may still
+not commit: the engine writes it back when the row stays (`reinstate_sidecar`), and removing
+the version's files after the commit also drops it (`delete_version`). What a crash leaves in
+`deleting/` is a delete in doubt, resolved by `settle_withdrawn` (at start-up and by `check
+--repair`): a row that still holds the blob gets its sidecar back, otherwise the removal is
+finished. That small directory is all start-up reads; it never scans the blobs. An open
+upload's record is written the same
 way before its row and withdrawn before an abort's; a completion removes it after its
 commit (recover knows a completed upload by its parts, which the object then references).
 
@@ -46,8 +55,8 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
@@ -79,6 +88,23 @@ def new_blob_id() -> str:
     return str(uuid.uuid4())
 
 
+@dataclass
+class SettledDeletes:
+    """What `settle_withdrawn` did with each delete left in doubt (blob ids)."""
+
+    put_back: list[str] = field(default_factory=list)  # the row stays: sidecar restored
+    finished: list[str] = field(default_factory=list)  # no row: the files went
+    unresolved: list[str] = field(default_factory=list)  # unreadable, or the row unknown
+
+
+def withdrawn_part_ids(sidecar: dict[str, Any]) -> list[str]:
+    """The part blobs of a withdrawn composite version (none for other versions)."""
+    found = (part.get("blob_id") for part in sidecar.get("parts") or ()
+             if isinstance(part, dict))
+    return [blob_id for blob_id in found if isinstance(blob_id, str)
+            and is_valid_blob_id(blob_id)]
+
+
 @dataclass(frozen=True)
 class BlobInfo:
     blob_id: str
@@ -92,6 +118,7 @@ class BlobStore:
         self.blob_root = os.path.join(self.data_dir, "blobs")
         self.tmp_dir = os.path.join(self.data_dir, "tmp")
         self.upload_root = os.path.join(self.data_dir, "uploads")
+        self.withdrawn_root = os.path.join(self.data_dir, "deleting")
         self._fsync = fsync
         self._known_dirs: set[str] = set()
         # Temporary names: unique per store object and process without a random draw
@@ -104,7 +131,7 @@ class BlobStore:
     def prepare(self) -> int:
         """Create the layout and sweep leftover spools of a previous run. Returns the number
         of leftovers removed."""
-        for path in (self.data_dir, self.blob_root, self.tmp_dir):
+        for path in (self.data_dir, self.blob_root, self.tmp_dir, self.withdrawn_root):
             make_private_dir(path)
         removed = 0
         for name in os.listdir(self.tmp_dir):
@@ -215,9 +242,9 @@ class BlobStore:
         unlink_quietly(self.sidecar_path(blob_id))
         unlink_quietly(self.blob_path(blob_id))
 
-    def withdraw_sidecar(self, blob_id: str) -> None:
-        """Remove a blob's sidecar durably and keep its bytes: from now on `recover` does
-        not rebuild the version, whatever happens to the bytes (see the module notes)."""
+    def remove_sidecar(self, blob_id: str) -> None:
+        """Remove a blob's sidecar durably for good and keep its bytes (a replicated row
+        that lost: no delete is in progress)."""
         path = self.sidecar_path(blob_id)
         try:
             os.unlink(path)
@@ -225,14 +252,103 @@ class BlobStore:
             return
         self._fsync_dir(os.path.dirname(path))
 
+    # -- deletes in progress ---------------------------------------------------------
+    def withdrawn_path(self, blob_id: str) -> str:
+        if not is_valid_blob_id(blob_id):
+            raise ValueError(f"invalid blob id {blob_id!r}")
+        return os.path.join(self.withdrawn_root, blob_id + SIDECAR_SUFFIX)
+
+    def withdraw_sidecar(self, blob_id: str) -> None:
+        """Before a permanent delete's commit: move the blob's sidecar into `deleting/`,
+        durably, and keep its bytes. From now on `recover` does not rebuild the version,
+        and until the delete is resolved its sidecar is kept (see the module notes)."""
+        path = self.sidecar_path(blob_id)
+        self._ensure_dir(self.withdrawn_root)
+        try:
+            os.rename(path, self.withdrawn_path(blob_id))
+        except FileNotFoundError:
+            return
+        self._fsync_dir(self.withdrawn_root)  # the sidecar is never lost...
+        self._fsync_dir(os.path.dirname(path))  # ...and is out of recover's sight
+
+    def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """A delete did not commit: the sidecar is written back (from the row, which is
+        the truth) and the withdrawn one dropped. Dropping it needs no fsync: should it come
+        back after a crash, `settle_withdrawn` finds the sidecar in place and drops it."""
+        self.write_sidecar(blob_id, sidecar)
+        unlink_quietly(self.withdrawn_path(blob_id))
+
+    def put_back_withdrawn(self, blob_id: str) -> None:
+        """A delete in doubt that did not commit: the withdrawn sidecar goes back in place,
+        unless a sidecar is there already (written back from the row: it wins)."""
+        marked, path = self.withdrawn_path(blob_id), self.sidecar_path(blob_id)
+        self._ensure_dir(os.path.dirname(path))
+        try:
+            os.link(marked, path)  # never over a sidecar in place
+        except FileExistsError:
+            pass
+        self._fsync_dir(os.path.dirname(path))
+        unlink_quietly(marked)
+
+    def withdrawn_ids(self) -> list[str]:
+        """The blob ids whose delete is in progress (or was left in doubt by a crash)."""
+        if not os.path.isdir(self.withdrawn_root):
+            return []
+        found = (name[: -len(SIDECAR_SUFFIX)] for name in os.listdir(self.withdrawn_root)
+                 if name.endswith(SIDECAR_SUFFIX))
+        return sorted(blob_id for blob_id in found if is_valid_blob_id(blob_id))
+
+    def read_withdrawn(self, blob_id: str) -> dict[str, Any]:
+        with open(self.withdrawn_path(blob_id), "rb") as handle:
+            data: dict[str, Any] = json.load(handle)
+        return data
+
+    def settle_withdrawn(self, holds: Callable[[str, dict[str, Any]], bool | None], *,
+                         older_than: float | None = None) -> SettledDeletes:
+        """Resolve the deletes left in doubt: `holds(blob_id, sidecar)` tells whether a row
+        still holds the blob (None: unknown, left as it is). Held: the sidecar goes back
+        (the delete never committed, the version stays whole); not held: the version's
+        files go (its own blob and its parts). `older_than` (a time): withdrawals since
+        then are left alone, they may belong to a delete in flight."""
+        settled = SettledDeletes()
+        for blob_id in self.withdrawn_ids():
+            try:
+                if older_than is not None and os.stat(
+                        self.withdrawn_path(blob_id)).st_mtime >= older_than:
+                    continue
+                sidecar = self.read_withdrawn(blob_id)
+            except FileNotFoundError:
+                continue  # resolved meanwhile
+            except (OSError, ValueError):
+                settled.unresolved.append(blob_id)
+                continue
+            held = holds(blob_id, sidecar)
+            try:
+                if held:
+                    self.put_back_withdrawn(blob_id)
+                    settled.put_back.append(blob_id)
+                elif held is not None:
+                    self.delete_version(blob_id, withdrawn_part_ids(sidecar))
+                    settled.finished.append(blob_id)
+            except OSError:
+                held = None
+            if held is None:
+                settled.unresolved.append(blob_id)
+        return settled
+
     def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
         """Remove the files of a version that no row references any more: its own blob,
         then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
-        last such reader removes them when it lets go."""
+        last such reader removes them when it lets go. Last, its withdrawn sidecar, if a
+        delete left one: until then a crash leaves the removal to `settle_withdrawn`."""
         if blob_id is not None:
             self.delete(blob_id)
-        if not part_ids:
-            return
+        if part_ids:
+            self._delete_pinned_parts(part_ids)
+        if blob_id is not None:
+            unlink_quietly(self.withdrawn_path(blob_id))  # the delete is done
+
+    def _delete_pinned_parts(self, part_ids: Sequence[str]) -> None:
         try:
             fd = os.open(self.blob_path(part_ids[0]), os.O_RDONLY)
         except FileNotFoundError:

@@ -2,10 +2,12 @@
 
 Reports rows whose blob is missing or has the wrong size (or, with --deep, the wrong MD5),
 rows whose sidecar is missing (and open uploads without their record in `uploads/`), and
-orphans (blobs or sidecars no row references, records of uploads that are not open).
+orphans (blobs or sidecars no row references, records of uploads that are not open), and
+deletes left in doubt (a sidecar withdrawn into `deleting/` by a delete a crash stopped).
 --repair removes orphans older than the grace period (younger ones may be uploads in
-flight) and rewrites missing sidecars and upload records from their rows; it never deletes
-a row. Exit 0 only when, after any repair, nothing is wrong.
+flight), resolves deletes left in doubt as the start-up does (`resolve_withdrawn`), and
+rewrites missing sidecars and upload records from their rows; it never deletes a row. Exit
+0 only when, after any repair, nothing is wrong.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
-from objstore.blobs.store import BlobStore
+from objstore.blobs.store import BlobStore, SettledDeletes
 from objstore.cli.progress import Progress
 from objstore.config import Config
 from objstore.meta.records import ObjectRecord, UploadRecord
@@ -33,11 +37,35 @@ class Report:
     hash_mismatches: list[str] = field(default_factory=list)
     missing_sidecars: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
+    deletes_in_doubt: list[str] = field(default_factory=list)
     repaired: int = 0
 
     def problems(self) -> int:
         return (len(self.missing_blobs) + len(self.size_mismatches) + len(self.hash_mismatches)
-                + len(self.missing_sidecars) + len(self.orphans))
+                + len(self.missing_sidecars) + len(self.orphans)
+                + len(self.deletes_in_doubt))
+
+
+def row_holds(store: SyncMetaStore) -> Callable[[str, dict[str, Any]], bool | None]:
+    """Whether the row a withdrawn sidecar describes still holds its blob (None: the
+    sidecar does not name an object version)."""
+    def holds(blob_id: str, sidecar: dict[str, Any]) -> bool | None:
+        try:
+            ident = (sidecar["bucket"], sidecar["key"], sidecar["version_id"])
+        except KeyError:
+            return None
+        if sidecar.get("kind", "object") != "object":
+            return None
+        row = store.get_object(*ident)
+        return row is not None and row.blob_id == blob_id
+    return holds
+
+
+def resolve_withdrawn(store: SyncMetaStore, blobs: BlobStore, *,
+                      older_than: float | None = None) -> SettledDeletes:
+    """Resolve the deletes a crash left in doubt (`BlobStore.settle_withdrawn`): at
+    start-up (the preparing process, before any worker serves) and by `check --repair`."""
+    return blobs.settle_withdrawn(row_holds(store), older_than=older_than)
 
 
 def run_check(config: Config, *, repair: bool, deep: bool, orphan_grace_seconds: float) -> int:
@@ -64,6 +92,7 @@ def run_check(config: Config, *, repair: bool, deep: bool, orphan_grace_seconds:
 def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
           orphan_grace_seconds: float) -> Report:
     report = Report()
+    in_doubt = _check_withdrawn(store, blobs, repair, orphan_grace_seconds, report)
     referenced: set[str] = set()
     progress = Progress("checking objects")
     for record in store.iter_objects():
@@ -73,7 +102,8 @@ def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
         for blob_id, size, etag in _blobs_of(record):
             referenced.add(blob_id)
             _check_blob(blobs, record, blob_id, size, etag, deep, report)
-        if record.blob_id and not os.path.exists(blobs.sidecar_path(record.blob_id)):
+        if (record.blob_id and record.blob_id not in in_doubt
+                and not os.path.exists(blobs.sidecar_path(record.blob_id))):
             if repair:
                 blobs.write_sidecar(record.blob_id, record_to_sidecar(record))
                 report.repaired += 1
@@ -99,6 +129,23 @@ def check(store: SyncMetaStore, blobs: BlobStore, *, repair: bool, deep: bool,
     _check_upload_records(blobs, {u.upload_id for u in open_uploads}, repair,
                           orphan_grace_seconds, report)
     return report
+
+
+def _check_withdrawn(store: SyncMetaStore, blobs: BlobStore, repair: bool,
+                     grace_seconds: float, report: Report) -> set[str]:
+    """Deletes left in doubt: resolved with --repair (those older than the grace period,
+    younger ones may be deletes in flight), else reported. Returns the blob ids whose
+    sidecar stays withdrawn (their rows are not reported again as missing a sidecar)."""
+    now = time.time()
+    if repair:
+        settled = resolve_withdrawn(store, blobs, older_than=now - grace_seconds)
+        report.repaired += len(settled.put_back) + len(settled.finished)
+        report.deletes_in_doubt.extend(settled.unresolved)
+    else:
+        report.deletes_in_doubt.extend(
+            blob_id for blob_id in blobs.withdrawn_ids()
+            if not _is_young(blobs.withdrawn_path(blob_id), now, grace_seconds))
+    return set(blobs.withdrawn_ids())
 
 
 def _is_young(path: str, now: float, grace_seconds: float) -> bool:
@@ -189,6 +236,8 @@ def _print(report: Report) -> None:
         ("hash mismatches", report.hash_mismatches),
         ("rows without a sidecar (or upload record)", report.missing_sidecars),
         ("orphans (reclaimable with --repair)", report.orphans),
+        ("deletes left in doubt (resolved at start-up or with --repair)",
+         report.deletes_in_doubt),
     ]
     for title, items in sections:
         if items:

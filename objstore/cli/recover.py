@@ -7,8 +7,11 @@ themselves: pass 1 decides, per (bucket, key, version_id), which sidecar wins (n
 last_modified; a crash between an overwrite and the removal of the old blob leaves two)
 and, per key, which version is latest (the newest, delete markers included: each has a
 sidecar of its own); pass 2 inserts rows in batches, lock state and tags as the sidecars
-hold them. A permanently deleted version has no sidecar from before its row went (its
-bytes may outlive a crash: an orphan, never a version again).
+hold them. A permanently deleted version has no sidecar in `blobs/` from before its row
+went (its bytes may outlive a crash: an orphan, never a version again). A delete a crash
+left in doubt has its sidecar in `deleting/`, which recover does not read: the version
+counts as deleted (either outcome is acceptable for it, a torn version never is), and the
+next start finishes its removal, as no row holds it.
 
 Then the open multipart uploads, from their records (`uploads/`, written before their row,
 withdrawn before an abort's) and the sidecars of their parts (per part number, the newest

@@ -93,17 +93,24 @@ class BlobFiles:
         await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
 
     async def withdraw(self, record: ObjectRecord) -> None:
-        """Before a permanent delete commits: the version's sidecar goes, durably, so that
-        `recover` never rebuilds it from bytes a crash leaves behind (blobs/store.py)."""
+        """Before a permanent delete commits: the version's sidecar moves aside, durably,
+        so that `recover` never rebuilds it from bytes a crash leaves behind, and is kept
+        until the delete is resolved (blobs/store.py)."""
         if record.blob_id is not None:
             await self._io.run(self._blobs.withdraw_sidecar, record.blob_id)
 
     async def reinstate(self, record: ObjectRecord) -> None:
         """The sidecar of a version whose delete did not commit, written back from its
-        row."""
+        row (and the withdrawn one dropped)."""
         if record.blob_id is not None:
-            await self._io.run(self._blobs.write_sidecar, record.blob_id,
+            await self._io.run(self._blobs.reinstate_sidecar, record.blob_id,
                                record_to_sidecar(record))
+
+    async def forget(self, record: ObjectRecord) -> None:
+        """Remove a version's sidecar for good and keep its bytes (no delete is in
+        progress: a replicated row that lost)."""
+        if record.blob_id is not None:
+            await self._io.run(self._blobs.remove_sidecar, record.blob_id)
 
     async def store_upload(self, upload: UploadRecord) -> None:
         """Make an open upload's record durable (before its row: see blobs/store.py)."""
@@ -433,7 +440,8 @@ class ObjectService:
         the seq that was checked, so a lock change committed in between is seen. The
         version's sidecar is withdrawn before the row goes (and written back when the row
         stays), so that a crash before its blob is removed never brings it back in
-        `recover`."""
+        `recover`; a crash between the withdrawal and the commit is resolved at the next
+        start (`BlobStore.settle_withdrawn`)."""
         for _ in range(GUARD_ATTEMPTS):
             record = await self._meta.get_object(bucket_name, key, version_id)
             if record is None:
@@ -449,23 +457,30 @@ class ObjectService:
                 if isinstance(error, RowChanged):
                     continue
                 raise
-            if result.removed is not None:
-                removed = result.removed
+            removed = result.removed
+            if removed is not None:
                 await self._files.delete_version(removed.blob_id,
                                                  [part.blob_id for part in removed.parts])
+            if removed is None or removed.blob_id != record.blob_id:
+                await self._reinstate_if_kept(record)
+            if removed is not None:
                 await self._report(ChangeKind.VERSION_DELETED, caller, removed)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
 
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
         """After a delete that did not commit (or whose outcome is unknown): the sidecar
-        comes back when the row still holds the same blob. Should even that read fail, the
-        row stays without a sidecar, which `objstore check --repair` rewrites."""
+        comes back when the row still holds the same blob; when no row holds it any more,
+        the version's files go. Should even that read fail, the withdrawn sidecar stays
+        for the next start (or `objstore check --repair`) to resolve."""
         try:
             current = await self._meta.get_object(record.bucket, record.key,
                                                   record.version_id)
             if current is not None and current.blob_id == record.blob_id:
                 await self._files.reinstate(current)
+            else:
+                await self._files.delete_version(record.blob_id,
+                                                 [part.blob_id for part in record.parts])
         except Exception:
             log.failure("could not write back the sidecar of {bucket}/{key} ({version_id})",
                         bucket=record.bucket, key=record.key, version_id=record.version_id)

@@ -224,7 +224,7 @@ class ReplicationApply:
         elif written.created_blob:
             await self._files.delete([blob_id])
         else:
-            await self._files.withdraw(record)
+            await self._files.forget(record)
 
     async def _settle_after_failure(self, record: ObjectRecord, written: _Written) -> None:
         if not written.sidecar:

@@ -362,7 +362,6 @@ def must(condition: bool, why: str) -> None:
         pytest.fail(why)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=SIDECAR_GAP)
 def test_a_delete_killed_before_its_commit_leaves_check_clean(
         withdrawal_crash_node: CrashingDaemon) -> None:
     node = withdrawal_crash_node
