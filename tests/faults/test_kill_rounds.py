@@ -17,11 +17,10 @@ the node is started again at once). After each restart:
   object);
 * `objstore check --deep` finds nothing but orphans (reclaimable with --repair).
 
-One gap is known (SIDECAR_GAP): a kill between a delete's sidecar withdrawal and its row
-commit leaves a row without a sidecar. A round that hits it (only a delete in doubt may)
-ends its test as an xfail; `test_a_delete_killed_before_its_commit_leaves_check_clean`
-injects that kill and is a strict xfail until the gap is closed. The writes themselves
-live in write_mix.py.
+A kill between a delete's sidecar withdrawal and its row commit (the sidecar waits in
+`deleting/` until the next start settles it) is the window a round may hit by chance;
+`test_a_delete_killed_before_its_commit_leaves_check_clean` injects that kill. The writes
+themselves live in write_mix.py.
 """
 
 from __future__ import annotations
@@ -76,11 +75,6 @@ LOAD_SECONDS = 2.0
 LOAD_DEADLINE_SECONDS = 30.0
 MIN_ACKS_PER_ROUND = 3  # per writer, before its round may end
 ROWS_WITHOUT_SIDECAR = "rows without a sidecar (or upload record)"
-SIDECAR_GAP = (
-    "a SIGKILL between a delete's sidecar withdrawal and its row commit leaves the version "
-    "(whose delete did not happen) without a sidecar: nothing writes it back at the next "
-    "start, so `objstore check` reports it until --repair, and `recover` after losing the "
-    "database would drop that version")
 class Halted(Exception):
     """A request not sent (nor retried by botocore): the node is being killed, and a
     request must not reach the node started after it."""
@@ -230,16 +224,13 @@ def verify(s3: Any, writers: list[Writer]) -> Counter[str]:
     return outcomes
 
 
-def check_after_restart(node: Daemon, gaps_allowed: set[str]) -> list[str]:
-    """`objstore check --deep` finds nothing but orphans, and rows without a sidecar only
-    among `gaps_allowed` (versions whose delete was in doubt; see SIDECAR_GAP). Returns
-    those rows."""
+def check_after_restart(node: Daemon) -> None:
+    """`objstore check --deep` finds nothing but orphans (no row without its sidecar: a
+    delete a kill left in doubt was settled by the start)."""
     report, findings = check_findings(node, "--deep", "--orphan-grace-seconds", "0")
-    gaps = findings.pop(ROWS_WITHOUT_SIDECAR, [])
+    assert ROWS_WITHOUT_SIDECAR not in findings, report.stdout
     assert set(findings) <= {ORPHANS}, report.stdout + report.stderr
-    assert set(gaps) <= gaps_allowed, report.stdout
-    assert report.returncode == (1 if findings or gaps else 0), report.stdout + report.stderr
-    return gaps
+    assert report.returncode == (1 if findings else 0), report.stdout + report.stderr
 
 
 # -- the kills -----------------------------------------------------------------------------
@@ -273,14 +264,11 @@ def kill_and_restart(node: Daemon, load: Load, how: str) -> list[int]:
     return orphans
 
 
-def run_rounds(node: Daemon) -> tuple[Counter[str], set[str]]:
+def run_rounds(node: Daemon) -> Counter[str]:
     """The rounds; counts the acknowledged writes by kind, the writes in doubt by outcome,
-    and the restarts that came up while an orphaned worker was still running. Returns the
-    counts and the rows `check` found without a sidecar (SIDECAR_GAP)."""
+    and the restarts that came up while an orphaned worker was still running."""
     planners = [Planner(SEED, writer) for writer in range(WRITERS)]
     counts: Counter[str] = Counter()
-    deletes_in_doubt: set[str] = set()
-    gaps: set[str] = set()
     for how in ROUNDS:
         held = hold_upload_open(node) if how == "supervisor" else None
         load = Load(planners, node.endpoint)
@@ -293,12 +281,10 @@ def run_rounds(node: Daemon) -> tuple[Counter[str], set[str]]:
         load.join()
         wait_processes_gone(orphans)
         counts += verify(make_client(node.endpoint), load.writers)
-        deletes_in_doubt.update(w.in_doubt.removes for w in load.writers
-                                if w.in_doubt is not None and w.in_doubt.removes)
-        gaps.update(check_after_restart(node, deletes_in_doubt))
+        check_after_restart(node)
         for writer in load.writers:
             counts += writer.acknowledged
-    return counts, gaps
+    return counts
 
 
 @pytest.fixture(params=BACKENDS)
@@ -314,11 +300,9 @@ def test_sigkill_rounds_under_mixed_writes_lose_and_tear_nothing(node: Daemon) -
     s3: Any = make_client(node.endpoint)
     s3.create_bucket(Bucket=PLAIN)
     s3.create_bucket(Bucket=LOCKED, ObjectLockEnabledForBucket=True)
-    counts, gaps = run_rounds(node)
+    counts = run_rounds(node)
     print(f"seed {SEED}: {dict(sorted(counts.items()))}")
     assert set(WEIGHTS) <= set(counts)  # every kind of write was acknowledged
-    if gaps:  # only when a kill hit that window: test_a_delete_killed_before_its_commit...
-        pytest.xfail(f"{SIDECAR_GAP} (here: {sorted(gaps)})")
 
 
 # -- the window a round may hit, made certain ------------------------------------------------
@@ -356,8 +340,7 @@ def withdrawal_crash_node(request: pytest.FixtureRequest, tmp_path: Path
 
 
 def must(condition: bool, why: str) -> None:
-    """A precondition: its failure is pytest.fail, which the xfail below
-    (raises=AssertionError) does not take for the known gap."""
+    """A precondition of the test below: a failure names what did not hold."""
     if not condition:
         pytest.fail(why)
 

@@ -18,8 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from objstore.meta.records import NULL_VERSION
-
 PLAIN, LOCKED = "kill-plain", "kill-locked"
 PLAIN_KEYS, LOCKED_KEYS, MAX_VERSIONS = 5, 3, 4
 KIB, MIB = 1024, 1024 * 1024
@@ -112,7 +110,6 @@ class Change:
     after: Callable[[Any, Answer], KeyState]
     etag: str | None = None  # what the acknowledgement must name
     prepare: Callable[[Any], None] | None = None  # requests that change nothing visible
-    removes: str | None = None  # the version a delete removes, as `objstore check` names it
 
 
 class Planner:
@@ -221,7 +218,7 @@ class Planner:
         key = self.rng.choice(keys)
         return Change("delete", (PLAIN, key),
                       lambda s3: s3.delete_object(Bucket=PLAIN, Key=key),
-                      lambda _s, _a: None, removes=f"{PLAIN}/{key}@{NULL_VERSION}")
+                      lambda _s, _a: None)
 
     def tag(self) -> Change | None:
         if not (keys := self._objects()):
@@ -268,8 +265,7 @@ class Planner:
                       lambda s3: s3.delete_object(Bucket=LOCKED, Key=key,
                                                   VersionId=version.version_id,
                                                   BypassGovernanceRetention=True),
-                      lambda state, _a: without(state, version.version_id),
-                      removes=f"{LOCKED}/{key}@{version.version_id}")
+                      lambda state, _a: without(state, version.version_id))
 
     def retention(self) -> Change | None:
         if not (found := self._versions(lambda v: v.obj is not None)):
