@@ -50,7 +50,11 @@ from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
+from objstore.cluster.client import ClusterClient, build_http_client
+from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.membership import Membership
+from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
+from objstore.cluster.sender import ClientSender
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -329,6 +333,9 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
+    prober = None
+    if cluster is not None:
+        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes)
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -337,7 +344,7 @@ def build_node(config: Config, reactor: Any = None, *,
     if cluster is not None:
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
-            fanout=None))
+            fanout=cluster.fanout.stats if cluster.fanout is not None else None))
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
     # setting changed through another worker reaches the leader within a second.
@@ -361,6 +368,8 @@ def build_node(config: Config, reactor: Any = None, *,
     hash_pool.setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
+    if prober is not None:  # peers are probed before this node serves
+        prober.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
@@ -647,23 +656,41 @@ def tls_options(config: Config) -> Any:
 
 @dataclass
 class ClusterParts:
-    """A cluster node's membership view, write gate and health status (one per process
-    for now; one per node across workers is still to do: docs/CLUSTER.md)."""
+    """A cluster node's membership view, write gate, health status and (once
+    `start_cluster` ran) fan-out. One per process: start-up refuses [cluster] enabled with
+    several workers until one membership per node is shared across them (docs/CLUSTER.md)."""
 
     membership: Membership
     gate: ClusterWriteGate
     status: ClusterStatus
+    fanout: FanOut | None = None
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
                   clock: Callable[[], float]) -> ClusterParts | None:
     """The cluster's state when [cluster] enabled; None on a single node (NO_GATE, no
-    cluster in /admin/health). Its prober and fan-out are not started yet."""
+    cluster in /admin/health). `start_cluster` adds its prober and fan-out."""
     if not config.cluster.enabled:
         return None
     membership = Membership(node_id)
     gate = ClusterWriteGate(membership, config.cluster, space.available_bytes)
     return ClusterParts(membership, gate, ClusterStatus(gate, clock))
+
+
+def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterProber:
+    """The client, the fan-out on the change hook (every committed local change goes to
+    the eligible peers; a quorum shortfall is the client's 503) and the prober on the
+    node's one membership (returned: a child service started before the listener)."""
+    client = ClusterClient(cluster=config.cluster, node_id=node_id,
+                           http=build_http_client(reactor, config.cluster), clock=reactor)
+    cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
+                            sender=ClientSender(client, io_pool),
+                            blobs=StoredBlobs(blobs, io_pool), clock=reactor)
+    changes.add(cluster.fanout)
+    return ClusterProber(membership=cluster.membership,
+                         discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
+                         probe=client.ping, cluster=config.cluster, clock=reactor)
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
@@ -677,8 +704,7 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook) -> Any | None:
-    """The /cluster/v1 resource when [cluster] enabled (refused at start until the node
-    replicates: startup._NOT_YET); None keeps the root's JSON 404. Replicated rows and
+    """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404. Replicated rows and
     blobs are applied through a `ReplicationApply` sharing the node's key locks and change
     hook (whose sinks ignore Origin.PEER)."""
     if not config.cluster.enabled:

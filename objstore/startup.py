@@ -14,7 +14,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from objstore import __version__
-from objstore.config import Config, ConfigError, config_from_data, read_config_file
+from objstore.config import (
+    Config,
+    ConfigError,
+    config_from_data,
+    default_workers,
+    read_config_file,
+)
 
 if TYPE_CHECKING:
     from objstore.iam.bootstrap import BootstrapResult
@@ -60,7 +66,8 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 # sees the parsed TOML before validation; a value that is not even valid is left to the
 # validation, which names it.
 _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
-    ("[cluster] enabled: clustering", lambda d: _table(d, "cluster").get("enabled") is True),
+    ("[cluster] enabled with [server] workers other than 1: a cluster node of several "
+     "worker processes (set [server] workers = 1)", lambda d: _multiworker_cluster(d)),
     ("[encryption] enabled: server-side encryption",
      lambda d: _table(d, "encryption").get("enabled") is True),
     ("[notifications]: bucket notifications", lambda d: "notifications" in d),
@@ -69,6 +76,16 @@ _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ('[logging] format = "json": JSON logs',
      lambda d: _table(d, "logging").get("format") == "json"),
 )
+
+
+def _multiworker_cluster(data: Mapping[str, Any]) -> bool:
+    """A cluster node keeps one membership view, gate and fan-out per process: with
+    several workers each would probe and count on its own, so it is refused until they
+    share one per node. An absent `workers` means one per CPU."""
+    if _table(data, "cluster").get("enabled") is not True:
+        return False
+    workers = _table(data, "server").get("workers", default_workers())
+    return isinstance(workers, int) and not isinstance(workers, bool) and workers != 1
 
 
 def unsupported_settings(data: Mapping[str, Any]) -> str | None:

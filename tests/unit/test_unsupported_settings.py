@@ -10,8 +10,9 @@ from objstore.startup import unsupported_settings
 
 
 @pytest.mark.parametrize(("data", "named"), [
-    ({"cluster": {"enabled": True}}, "[cluster] enabled"),
-    ({"cluster": {"enabled": True, "secret": "change-me"}}, "[cluster] enabled"),
+    ({"cluster": {"enabled": True}, "server": {"workers": 2}}, "[cluster] enabled"),
+    ({"cluster": {"enabled": True, "secret": "change-me"}, "server": {"workers": 4}},
+     "[cluster] enabled"),
     ({"encryption": {"enabled": True}}, "[encryption] enabled"),
     ({"notifications": {}}, "[notifications]"),
     ({"logging": {"format": "json"}}, '[logging] format = "json"'),
@@ -27,6 +28,19 @@ def test_refused(data: dict[str, Any], named: str) -> None:
     {"logging": {"level": "info", "format": "text"}},
     {"logging": {"level": "loud"}},  # invalid: the validation names it, not this check
     {"cluster": "not a table"},
+    {"cluster": {"enabled": True}, "server": {"workers": 1}},  # a one-process cluster node
 ])
 def test_accepted(data: dict[str, Any]) -> None:
+    assert unsupported_settings(data) is None
+
+
+def test_cluster_with_default_workers_follows_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An absent [server] workers means one per CPU: refused on a multi-CPU machine."""
+    import objstore.startup as startup
+
+    data: dict[str, Any] = {"cluster": {"enabled": True}}
+    monkeypatch.setattr(startup, "default_workers", lambda: 2)
+    message = unsupported_settings(data)
+    assert message is not None and "workers = 1" in message
+    monkeypatch.setattr(startup, "default_workers", lambda: 1)
     assert unsupported_settings(data) is None

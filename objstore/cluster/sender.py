@@ -1,0 +1,91 @@
+"""`ClientSender`: the fan-out's `PeerSender` on top of `ClusterClient`.
+
+The fan-out speaks in acks or None (no ack) and hands blobs as `BlobPayload` (a stored
+file, its size and SHA-256); the client speaks in `Ack | SendFailure` and takes bytes or a
+body producer. This module owns only that translation:
+
+- a blob is read on the IO pool when it is small (`INLINE_BLOB_BYTES`) and streamed from
+  its file by a `FileBodyProducer` of known length otherwise;
+- a `SendFailure` is logged at info and becomes None (False for a blob);
+- `send_op` answers False without a request: the receiving POST /cluster/v1/op route is
+  not built yet (docs/CLUSTER.md), so best-effort ops are counted as not sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from twisted.logger import Logger
+from twisted.web.client import FileBodyProducer
+
+from objstore.cluster.client import SendFailure
+from objstore.cluster.fanout import BlobPayload, ClusterOp
+from objstore.cluster.gate import Ack
+from objstore.cluster.wire import ReplicatedDelete
+from objstore.meta.records import ObjectRecord
+from objstore.threads import Runner
+
+log = Logger()
+
+# Blobs up to this size are read whole on the IO pool (no file read on the reactor).
+INLINE_BLOB_BYTES = 8 * 1024 * 1024
+
+
+class Client(Protocol):
+    """What this adapter needs of `ClusterClient`."""
+
+    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure: ...
+
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete
+                          ) -> Ack | SendFailure: ...
+
+    async def put_blob(self, base_url: str, blob_id: str, body: Any,
+                       sha256: str) -> Ack | SendFailure: ...
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+class ClientSender:
+    """The `PeerSender` the fan-out is given (see the module docstring)."""
+
+    def __init__(self, client: Client, io: Runner) -> None:
+        self._client = client
+        self._io = io
+
+    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | None:
+        return _ack(await self._client.send_object(base_url, record), base_url)
+
+    async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
+                          deleted_at: float) -> Ack | None:
+        delete = ReplicatedDelete(bucket=bucket, key=key, version_id=version_id,
+                                  deleted_at=deleted_at)
+        return _ack(await self._client.send_delete(base_url, delete), base_url)
+
+    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload) -> bool:
+        if blob.size <= INLINE_BLOB_BYTES:
+            body: Any = await self._io.run(_read, blob.path)
+            return await self._put(base_url, blob_id, body, blob.sha256)
+        handle = await self._io.run(open, blob.path, "rb")
+        try:
+            producer = FileBodyProducer(handle)
+            producer.length = blob.size
+            return await self._put(base_url, blob_id, producer, blob.sha256)
+        finally:
+            handle.close()
+
+    async def _put(self, base_url: str, blob_id: str, body: Any, sha256: str) -> bool:
+        answer = await self._client.put_blob(base_url, blob_id, body, sha256)
+        return _ack(answer, base_url) is not None
+
+    async def send_op(self, base_url: str, op: ClusterOp) -> bool:
+        return False  # no /cluster/v1/op route yet: reconciliation (issue 14) repairs it
+
+
+def _ack(answer: Ack | SendFailure, base_url: str) -> Ack | None:
+    if isinstance(answer, SendFailure):
+        log.info("peer {peer}: {why}", peer=base_url, why=answer)
+        return None
+    return answer
