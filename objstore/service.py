@@ -704,9 +704,9 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook) -> Any | None:
-    """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404. Replicated rows and
-    blobs are applied through a `ReplicationApply` sharing the node's key locks and change
-    hook (whose sinks ignore Origin.PEER)."""
+    """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
+    Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
+    key locks and change hook (whose sinks ignore Origin.PEER)."""
     if not config.cluster.enabled:
         return None
     data_dir = config.storage.data_dir

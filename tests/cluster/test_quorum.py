@@ -80,7 +80,7 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def peers_of(node: Node) -> list[dict[str, Any]]:
     reply = node.admin.get("/cluster")
     assert reply.status == 200, reply.data
-    document = reply.json()
+    document = reply.json
     assert document["enabled"] is True and document["node_id"] == node.node_id
     return [entry for entry in document["nodes"] if entry["state"] != "self"]
 
@@ -95,7 +95,7 @@ def test_nodes_authenticate_each_other(nodes: dict[str, Node]) -> None:
         wait_for(f"node {name} trusts both peers", lambda node=node: all_trusted(node))
         expected = {other.node_id for other in nodes.values() if other is not node}
         assert {peer["node_id"] for peer in peers_of(node)} == expected
-        assert node.admin.get("/cluster").json()["gate"] == "open"
+        assert node.admin.get("/cluster").json["gate"] == "open"
 
 
 def test_public_cluster_health_names_status_and_node_only(nodes: dict[str, Node]) -> None:
@@ -130,7 +130,7 @@ def test_without_a_quorum_writes_are_refused_and_reads_served(nodes: dict[str, N
     nodes["b"].daemon.stop()
     nodes["c"].daemon.stop()
     wait_for("node a sees the gate closed",
-             lambda: a.admin.get("/cluster").json()["gate"] != "open")
+             lambda: a.admin.get("/cluster").json["gate"] != "open")
     with pytest.raises(ClientError) as caught:
         a.s3.put_object(Bucket=BUCKET, Key="refused", Body=b"no quorum")
     answer = caught.value.response

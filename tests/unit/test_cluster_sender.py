@@ -1,0 +1,92 @@
+"""ClientSender: the fan-out's PeerSender over the cluster client (a fake client, the
+inline runner, no reactor)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.web.client import FileBodyProducer
+
+from objstore.cluster import sender as sender_module
+from objstore.cluster.client import SendFailure
+from objstore.cluster.fanout import BlobPayload, ClusterOp
+from objstore.cluster.gate import FULL_ACK, Ack
+from objstore.cluster.sender import ClientSender
+from objstore.cluster.wire import ReplicatedDelete
+from objstore.meta.records import ObjectRecord
+from objstore.threads import InlinePool
+
+ROW = ObjectRecord("b", "k", "null", None, 0, "etag", 100.0)
+PEER = "http://peer:9000"
+
+
+class FakeClient:
+    def __init__(self, answer: Ack | SendFailure) -> None:
+        self.answer = answer
+        self.calls: list[tuple[Any, ...]] = []
+
+    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure:
+        self.calls.append(("object", base_url, record))
+        return self.answer
+
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete
+                          ) -> Ack | SendFailure:
+        self.calls.append(("delete", base_url, delete))
+        return self.answer
+
+    async def put_blob(self, base_url: str, blob_id: str, body: Any,
+                       sha256: str) -> Ack | SendFailure:
+        self.calls.append(("blob", base_url, blob_id, body, sha256))
+        return self.answer
+
+
+def result(coroutine: Any) -> Any:
+    done = Deferred.fromCoroutine(coroutine)
+    outcome: list[Any] = []
+    done.addBoth(outcome.append)
+    assert outcome, "the fake client never waits"
+    return outcome[0]
+
+
+def test_an_ack_passes_and_a_failure_is_no_ack() -> None:
+    assert result(ClientSender(FakeClient(FULL_ACK), InlinePool()).send_object(PEER, ROW)) \
+        == FULL_ACK
+    refused = FakeClient(SendFailure("refused", 503))
+    assert result(ClientSender(refused, InlinePool()).send_object(PEER, ROW)) is None
+
+
+def test_a_deletion_goes_as_the_wire_deletion() -> None:
+    client = FakeClient(FULL_ACK)
+    assert result(ClientSender(client, InlinePool()).send_delete(PEER, "b", "k", "v1", 7.5)) \
+        == FULL_ACK
+    assert client.calls == [("delete", PEER, ReplicatedDelete("b", "k", "v1", 7.5))]
+
+
+def test_a_small_blob_is_sent_as_its_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(b"stored bytes")
+    client = FakeClient(Ack(applied=True, has_blob=True))
+    payload = BlobPayload(str(path), 12, "ab" * 32)
+    assert result(ClientSender(client, InlinePool()).put_blob(PEER, "id-1", payload)) is True
+    assert client.calls == [("blob", PEER, "id-1", b"stored bytes", "ab" * 32)]
+    failing = FakeClient(SendFailure("no answer"))
+    assert result(ClientSender(failing, InlinePool()).put_blob(PEER, "id-1", payload)) is False
+
+
+def test_a_large_blob_is_streamed_with_its_length(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(sender_module, "INLINE_BLOB_BYTES", 4)
+    path = tmp_path / "blob"
+    path.write_bytes(b"larger than four")
+    client = FakeClient(FULL_ACK)
+    payload = BlobPayload(str(path), 16, "cd" * 32)
+    assert result(ClientSender(client, InlinePool()).put_blob(PEER, "id-2", payload)) is True
+    body = client.calls[0][3]
+    assert isinstance(body, FileBodyProducer) and body.length == 16
+
+
+def test_ops_are_not_sent_until_the_op_route_exists() -> None:
+    client = FakeClient(FULL_ACK)
+    assert result(ClientSender(client, InlinePool()).send_op(PEER, ClusterOp("tags"))) is False
+    assert client.calls == []
