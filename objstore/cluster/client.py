@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import treq
 from twisted.internet import ssl
 from twisted.internet.defer import Deferred
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IAgent, IBodyProducer, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
@@ -119,9 +119,17 @@ class ClusterTlsPolicy:
                                        clientCertificate=self._own)
 
 
+class _QuietClientFactory(_HTTP11ClientFactory):
+    """Each peer connection without Twisted's "Starting/Stopping factory" log lines (a
+    probe every few seconds per peer would fill the log with them)."""
+
+    noisy = False
+
+
 def build_http_client(reactor: Any, cluster: Cluster) -> HttpClient:
     """treq on an agent of its own: its pool, its connect timeout, its TLS policy."""
     pool = HTTPConnectionPool(reactor, persistent=True)
+    pool._factory = _QuietClientFactory  # type: ignore[misc]
     pool.maxPersistentPerHost = PERSISTENT_PER_PEER
     pool.cachedConnectionTimeout = IDLE_CONNECTION_SECONDS
     kwargs: dict[str, Any] = {"pool": pool,
