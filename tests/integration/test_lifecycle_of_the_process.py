@@ -54,13 +54,14 @@ def test_bad_value_fails_with_one_line(tmp_path: Path) -> None:
 
 
 def test_cluster_is_refused_before_its_secret_is_checked(tmp_path: Path) -> None:
-    """No "generate a secret with objstore keygen" for a feature this version lacks (the
-    config layer's own placeholder check is tested in tests/unit/test_config.py)."""
+    """No "generate a secret with objstore keygen" for a cluster node of several workers,
+    which this version lacks (the config layer's own placeholder check is tested in
+    tests/unit/test_config.py)."""
     result = start_failure(
-        tmp_path,
+        tmp_path, '[server]\nworkers = 2\n'
         '[cluster]\nenabled = true\nsecret = "change-me-to-a-long-random-secret"\n',
     )
-    assert_one_clear_line(result, "[cluster] enabled", "not available")
+    assert_one_clear_line(result, "[cluster] enabled", "workers = 1", "not available")
     assert "keygen" not in result.stderr
 
 
@@ -321,13 +322,13 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("snippet", [
-    '[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
+    '[server]\nworkers = 2\n[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
     "[notifications]\nmax_retries = 8\n",
     "[notifications]\n",
     '[logging]\nformat = "json"\n',
     # Named before the secret checks: no "run objstore keygen" for a feature not there.
-    "[cluster]\nenabled = true\n",
+    "[server]\nworkers = 2\n[cluster]\nenabled = true\n",
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")
