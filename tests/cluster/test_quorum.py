@@ -16,6 +16,7 @@ import urllib3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
+from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
@@ -65,6 +66,15 @@ def wait_for(what: str, check: Callable[[], bool]) -> None:
 @pytest.fixture(scope="module")
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
+    # This version's partial cluster runs only when the environment opts in (startup.py);
+    # each daemon takes its environment from ours when it starts.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(EXPERIMENTAL_CLUSTER, "1")
+        yield from _three_nodes(request, tmp_path_factory)
+
+
+def _three_nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[dict[str, Node]]:
     ports = {name: free_port() for name in NAMES}
     daemons = {}
     for name in NAMES:

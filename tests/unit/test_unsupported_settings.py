@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from objstore.startup import unsupported_settings
+from objstore.startup import EXPERIMENTAL_CLUSTER, unsupported_settings
 
 
 @pytest.mark.parametrize(("data", "named"), [
@@ -28,10 +28,20 @@ def test_refused(data: dict[str, Any], named: str) -> None:
     {"logging": {"level": "info", "format": "text"}},
     {"logging": {"level": "loud"}},  # invalid: the validation names it, not this check
     {"cluster": "not a table"},
-    {"cluster": {"enabled": True}, "server": {"workers": 1}},  # a one-process cluster node
 ])
 def test_accepted(data: dict[str, Any]) -> None:
     assert unsupported_settings(data) is None
+
+
+def test_the_partial_cluster_runs_only_when_the_environment_opts_in(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data: dict[str, Any] = {"cluster": {"enabled": True}, "server": {"workers": 1}}
+    monkeypatch.delenv(EXPERIMENTAL_CLUSTER, raising=False)
+    message = unsupported_settings(data)
+    assert message is not None and message.startswith("[cluster] enabled")
+    assert EXPERIMENTAL_CLUSTER in message and "not available" in message
+    monkeypatch.setenv(EXPERIMENTAL_CLUSTER, "1")
+    assert unsupported_settings(data) is None  # a one-process cluster node
 
 
 def test_cluster_with_default_workers_follows_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,6 +49,7 @@ def test_cluster_with_default_workers_follows_the_cpus(monkeypatch: pytest.Monke
     import objstore.startup as startup
 
     data: dict[str, Any] = {"cluster": {"enabled": True}}
+    monkeypatch.setenv(EXPERIMENTAL_CLUSTER, "1")
     monkeypatch.setattr(startup, "default_workers", lambda: 2)
     message = unsupported_settings(data)
     assert message is not None and "workers = 1" in message
