@@ -34,7 +34,6 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
-from twisted.web.resource import Resource
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from objstore import __version__
@@ -59,7 +58,7 @@ from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import EarlyAnswer, Refusal
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits, peer_address
-from objstore.http.site import Admitted, ObjstoreRequest
+from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 
@@ -131,21 +130,8 @@ _NO_ENDPOINT = "No such admin endpoint."
 _NO_METHOD = "Method not allowed here."
 
 
-class _AdminResource(Resource):
+class _AdminResource(GatekeeperResource):
     """The Klein app's resource, and the admin API's `Gatekeeper`."""
-
-    isLeaf = True
-
-    def __init__(self, klein: Any, api: AdminApi) -> None:
-        super().__init__()
-        self._klein = klein
-        self._api = api
-
-    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
-        return self._api.admit(request)
-
-    def render(self, request: ObjstoreRequest) -> Any:
-        return self._klein.render(request)
 
 
 class AdminApi:

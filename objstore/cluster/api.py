@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from klein import Klein
 from twisted.internet.defer import Deferred
-from twisted.web.resource import Resource
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from objstore.admin.api import admin_answer, install_json_errors, json_body
@@ -79,7 +78,7 @@ from objstore.http.channel import Refusal
 from objstore.http.health import HealthState
 from objstore.http.producers import BlobProducer
 from objstore.http.ratelimit import peer_address
-from objstore.http.site import Admitted, ObjstoreRequest
+from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.identity import Principal
 from objstore.threads import InlinePool, Runner
 
@@ -448,19 +447,9 @@ async def _refuse(error: AdminError) -> Admitted:
     raise Refusal(admin_answer(error))
 
 
-class _ClusterResource(Resource):
+class _ClusterResource(GatekeeperResource):
     """The Klein app's resource below /cluster (the root consumed "cluster"; "v1" is
     consumed here), and the cluster API's `Gatekeeper`."""
-
-    isLeaf = True
-
-    def __init__(self, klein: Any, api: ClusterApi) -> None:
-        super().__init__()
-        self._klein = klein
-        self._api = api
-
-    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
-        return self._api.admit(request)
 
     def render(self, request: ObjstoreRequest) -> Any:
         assert request.prepath is not None and request.postpath is not None

@@ -111,6 +111,29 @@ class Gatekeeper(Protocol):
     def admit(self, request: ObjstoreRequest) -> defer.Deferred[Admitted] | None: ...
 
 
+class AdmittingApi(Protocol):
+    def admit(self, request: ObjstoreRequest) -> defer.Deferred[Admitted]: ...
+
+
+class GatekeeperResource(Resource):
+    """An API's Klein app as the leaf resource the root routes to, and that API's
+    `Gatekeeper` (its admission runs before the body is read). APIs that must adjust the
+    path before Klein routes override `render`."""
+
+    isLeaf = True
+
+    def __init__(self, klein: Any, api: AdmittingApi) -> None:
+        super().__init__()
+        self._klein = klein
+        self._api = api
+
+    def admit(self, request: ObjstoreRequest) -> defer.Deferred[Admitted]:
+        return self._api.admit(request)
+
+    def render(self, request: ObjstoreRequest) -> Any:
+        return self._klein.render(request)
+
+
 class ObjstoreRequest(server.Request):
     audit: RequestAudit
     request_id: str

@@ -23,7 +23,6 @@ from klein import Klein
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.resource import Resource
 
 from objstore.audit.context import note_error
 from objstore.engine.bucket_config import BucketConfigService
@@ -37,7 +36,7 @@ from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
-from objstore.http.site import Admitted, ObjstoreRequest
+from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
@@ -73,23 +72,13 @@ def request_line(request: ObjstoreRequest) -> RequestLine:
     return line
 
 
-class _RequestLineFirst(Resource):
+class _RequestLineFirst(GatekeeperResource):
     """Reads (and notes) the request line, then lets Klein run the one handler. The S3
     API routes by its own table (`routes.py`), never by Klein's URL map: Klein is given
     an empty path, because werkzeug refuses paths an S3 key may hold (a percent-encoded
     newline matches no rule, a path that is not UTF-8 gets a text/plain 400), and this
     way every path reaches `dispatch`, which answers S3 XML. The handler takes the line
     from the request instead of parsing it again. It is also the S3 API's `Gatekeeper`."""
-
-    isLeaf = True
-
-    def __init__(self, klein: Any, api: S3Api) -> None:
-        super().__init__()
-        self._klein = klein
-        self._api = api
-
-    def admit(self, request: ObjstoreRequest) -> Deferred[Admitted]:
-        return self._api.admit(request)
 
     def render(self, request: ObjstoreRequest) -> Any:
         request_line(request)
