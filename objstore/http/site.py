@@ -445,8 +445,9 @@ class ObjstoreSite(server.Site):
     # -- before the body -----------------------------------------------------------------
     def size_refusal(self, request: ObjstoreRequest, length: int | None) -> S3Error | None:
         """The refusal of a body before it is read: a header that says how to read it whose
-        bytes or number are not readable (InvalidArgument), or a declared body over
-        max_body_size (EntityTooLarge)."""
+        bytes or number are not readable (InvalidArgument), a declared body over
+        max_body_size (EntityTooLarge), or one the data volume has no room for
+        (InsufficientStorage, from the capacity guard's last sample)."""
         max_body = self.limits.max_body_size
         try:
             decoded_length = _decoded_length(request)
