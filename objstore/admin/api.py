@@ -204,13 +204,13 @@ class AdminApi:
             return None
         method = request.method.decode("ascii", "replace")
         app: Any = self.app
-        found = _match(app, path_info, method)
+        found = match_route(app, path_info, method)
         if found is not None and found[0] in ("mounted", "mounted_branch"):
             api = self._mounts.get(str(found[1].get("family")))
             if api is None:
                 raise AdminError("NotFound", _NO_ENDPOINT)
             app = getattr(api, "app", None)
-            found = _match(app, path_info, method) if isinstance(app, Klein) else None
+            found = match_route(app, path_info, method) if isinstance(app, Klein) else None
         if found is None:
             return None
         actions = declared_actions(app)
@@ -320,13 +320,15 @@ def _writes(request: ObjstoreRequest, action: str | None) -> bool:
     return request.method in (b"PUT", b"POST") and action not in _READ_ONLY_POSTS
 
 
-def _match(app: Klein, path_info: str, method: str) -> tuple[str, Mapping[str, Any]] | None:
-    """(endpoint, arguments) of the route of `app` a request goes to; None for a redirect."""
-    adapter = app.url_map.bind("admin", path_info=path_info, default_method=method)
+def match_route(app: Klein, path_info: str, method: str, *, no_endpoint: str = _NO_ENDPOINT
+                ) -> tuple[str, Mapping[str, Any]] | None:
+    """(endpoint, arguments) of the route of `app` a request goes to, before its body is
+    read (admission); None for a redirect. No route: 404; wrong method: 405 (JSON)."""
+    adapter = app.url_map.bind("objstore", path_info=path_info, default_method=method)
     try:
         rule, arguments = adapter.match(return_rule=True)
     except NotFound:
-        raise AdminError("NotFound", _NO_ENDPOINT) from None
+        raise AdminError("NotFound", no_endpoint) from None
     except MethodNotAllowed:
         raise AdminError("MethodNotAllowed", _NO_METHOD) from None
     except HTTPException:

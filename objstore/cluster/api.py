@@ -47,9 +47,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from klein import Klein
 from twisted.internet.defer import Deferred
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
-from objstore.admin.api import admin_answer, install_json_errors, json_body
+from objstore.admin.api import admin_answer, install_json_errors, json_body, match_route
 from objstore.blobs.store import is_valid_blob_id
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
@@ -89,7 +88,6 @@ __all__ = ["PROTOCOL_VERSION", "ClusterApi", "NodeFigures", "VerifiedPeer", "clu
 MAX_JSON_BODY_BYTES = 2 * 1024 * 1024
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 _NO_ENDPOINT = "No such cluster endpoint."
-_NO_METHOD = "Method not allowed here."
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,16 +462,8 @@ def _path_below_v1(request: ObjstoreRequest) -> str:
 
 
 def _endpoint(app: Klein, path_info: str, method: str) -> str | None:
-    adapter = app.url_map.bind("cluster", path_info=path_info, default_method=method)
-    try:
-        rule, _ = adapter.match(return_rule=True)
-    except NotFound:
-        raise AdminError("NotFound", _NO_ENDPOINT) from None
-    except MethodNotAllowed:
-        raise AdminError("MethodNotAllowed", _NO_METHOD) from None
-    except HTTPException:
-        return None
-    return str(rule.endpoint)
+    found = match_route(app, path_info, method, no_endpoint=_NO_ENDPOINT)
+    return None if found is None else found[0]
 
 
 def _query_value(request: ObjstoreRequest, name: str) -> str | None:
