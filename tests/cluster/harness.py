@@ -1,0 +1,114 @@
+"""The harness of tests/cluster: real daemons on 127.0.0.1 forming a cluster.
+
+`start_cluster(request, tmp_path_factory, names=("a", "b", "c"), ...)` is a context manager
+that starts one daemon per name (node id `node-<name>`, static peers = every other node,
+one shared secret, fast probes) and yields `{name: Node}`; each daemon is stopped at the
+end and its files removed unless a test failed. Per-node config (a drifted secret, a
+loop, TLS) goes through `extra_config={name: text}` appended to that node's [cluster]
+section's neighbours, or `cluster_overrides={name: {key: toml_value}}` replacing keys of
+its [cluster] section. The environment's cluster opt-in (startup.EXPERIMENTAL_CLUSTER)
+is set for the daemons by `start_cluster`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config as BotoConfig
+
+from objstore.startup import EXPERIMENTAL_CLUSTER
+from tests.integration.admin_client import AdminClient
+from tests.integration.conftest import running_daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
+
+SECRET = "cluster-test-secret-7f3a9c2e5b1d4f60"
+DEADLINE_SECONDS = 15.0
+
+
+@dataclass
+class Node:
+    daemon: Daemon
+    node_id: str
+
+    @property
+    def admin(self) -> AdminClient:
+        return AdminClient(self.daemon.endpoint)
+
+    @property
+    def s3(self) -> Any:
+        return boto3.client(
+            "s3", endpoint_url=self.daemon.endpoint, aws_access_key_id=ROOT_ACCESS_KEY,
+            aws_secret_access_key=ROOT_SECRET_KEY, region_name="us-east-1",
+            config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
+
+
+def cluster_section(node_id: str, peers: Sequence[str], *, size: int,
+                    overrides: Mapping[str, str] | None = None) -> str:
+    """The [cluster] section of one node; `overrides` maps keys to TOML values."""
+    listed = ", ".join(f'"{peer}"' for peer in peers)
+    keys = {
+        "enabled": "true",
+        "node_id": f'"{node_id}"',
+        "secret": f'"{SECRET}"',
+        "consistency": '"quorum"',
+        "cluster_size": str(size),
+        "discovery": '"static"',
+        "peers": f"[{listed}]",
+        "request_timeout_seconds": "2",
+        "probe_interval_seconds": "0.3",
+    }
+    keys.update(overrides or {})
+    return "[cluster]\n" + "".join(f"{key} = {value}\n" for key, value in keys.items())
+
+
+def wait_for(what: str, check: Callable[[], bool], deadline: float = DEADLINE_SECONDS) -> None:
+    """Poll `check` until it holds; fail after `deadline` seconds."""
+    until = time.monotonic() + deadline
+    while not check():
+        assert time.monotonic() < until, f"not within {deadline}s: {what}"
+        time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  names: Sequence[str] = ("a", "b", "c"), *, backend: str = "sqlite",
+                  scheme: str = "http",
+                  cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
+                  extra_config: Mapping[str, str] | None = None,
+                  ) -> Iterator[dict[str, Node]]:
+    ports = {name: free_port() for name in names}
+    daemons = {}
+    for name in names:
+        peers = [f"{scheme}://127.0.0.1:{ports[other]}" for other in names if other != name]
+        section = cluster_section(f"node-{name}", peers, size=len(names),
+                                  overrides=(cluster_overrides or {}).get(name))
+        daemons[name] = Daemon(tmp_path_factory.mktemp(f"cluster-{name}"), backend=backend,
+                               workers=1, port=ports[name],
+                               extra_config=section + (extra_config or {}).get(name, ""))
+    with pytest.MonkeyPatch.context() as env, contextlib.ExitStack() as stack:
+        # The partial cluster runs only when the environment opts in (startup.py); each
+        # daemon takes its environment from ours when it starts.
+        env.setenv(EXPERIMENTAL_CLUSTER, "1")
+        for name in names:
+            stack.enter_context(running_daemon(request, daemons[name]))
+        yield {name: Node(daemons[name], f"node-{name}") for name in names}
+
+
+def peers_of(node: Node) -> list[dict[str, Any]]:
+    """The peers in `node`'s GET /admin/cluster (itself left out)."""
+    reply = node.admin.get("/cluster")
+    assert reply.status == 200, reply.body
+    document = reply.json
+    assert document["enabled"] is True and document["node_id"] == node.node_id
+    return [entry for entry in document["nodes"] if entry["state"] != "self"]
+
+
+def all_trusted(node: Node, count: int) -> bool:
+    peers = peers_of(node)
+    return len(peers) == count and all(p["authenticated"] and p["eligible"] for p in peers)
