@@ -12,6 +12,8 @@ Routes today:
     POST /cluster/v1/object         a replicated row (wire.py), applied by last-writer-wins;
                                     answers ClusterObjectAck {applied, has_blob}
     POST /cluster/v1/object/delete  a replicated deletion (wire.py); ClusterObjectAck
+    POST /cluster/v1/manifest       a page of the changed-since manifest from a cursor
+                                    (manifest_routes.py, manifest_wire.py)
     PUT /cluster/v1/blob/<blob_id>  a blob's bytes, streamed (no cap; the spool's SHA-256
                                     is checked against the signed one before the handler);
                                     sent BEFORE the row that references it, so the row's
@@ -50,6 +52,7 @@ from twisted.internet.defer import Deferred
 
 from objstore.admin.api import admin_answer, install_json_errors, json_body, match_route
 from objstore.blobs.store import is_valid_blob_id
+from objstore.cluster import manifest_routes
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
     SIGNED_HEADERS,
@@ -63,6 +66,7 @@ from objstore.cluster.auth import (
     valid_nonce,
     verify_request,
 )
+from objstore.cluster.manifest_routes import ManifestSource
 from objstore.cluster.wire import (
     PROTOCOL_VERSION,
     WireError,
@@ -277,9 +281,10 @@ class ClusterApi:
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
-                 io: Runner | None = None) -> None:
+                 io: Runner | None = None, manifest: ManifestSource | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
-        answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file."""
+        answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file;
+        `manifest`: the changed-since manifest (`MetaStore.changed_since`; None: 503)."""
         self._cluster = cluster
         self._node_id = node_id
         self._secrets = ClusterSecrets.from_config(cluster)
@@ -290,6 +295,7 @@ class ClusterApi:
         self._clock = clock
         self._apply = apply
         self._io = io if io is not None else InlinePool()
+        self.manifest_source = manifest
 
     def resource(self) -> _ClusterResource:
         return _ClusterResource(self.app.resource(), self)
@@ -398,6 +404,9 @@ class ClusterApi:
         spool.seek(0)
         data: bytes = await self._io.run(spool.read, spool.length)
         return data
+
+    # POST /manifest: anti-entropy's changed-since manifest (cluster/manifest_routes.py)
+    manifest = cluster_route(app, "/manifest", methods=["POST"])(manifest_routes.manifest)
 
 
 
