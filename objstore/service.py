@@ -49,6 +49,7 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
+from objstore.cluster.anti_entropy import AntiEntropy
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
@@ -335,7 +336,8 @@ def build_node(config: Config, reactor: Any = None, *,
     changes.add(AuditChangeSink(observability.audit))
     prober = None
     if cluster is not None:
-        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes)
+        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
+                               meta=meta, locks=key_locks)
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -344,7 +346,8 @@ def build_node(config: Config, reactor: Any = None, *,
     if cluster is not None:
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
-            fanout=cluster.fanout.stats if cluster.fanout is not None else None))
+            fanout=cluster.fanout.stats if cluster.fanout is not None else None,
+            sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
     # setting changed through another worker reaches the leader within a second.
@@ -664,6 +667,7 @@ class ClusterParts:
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
+    anti_entropy: AntiEntropy | None = None
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -678,19 +682,30 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterProber:
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook, *,
+                  meta: MetaStore, locks: KeyLocks) -> ClusterProber:
     """The client, the fan-out on the change hook (every committed local change goes to
     the eligible peers; a quorum shortfall is the client's 503) and the prober on the
-    node's one membership (returned: a child service started before the listener)."""
+    node's one membership (returned: a child service started before the listener), with
+    anti-entropy as the prober's child (its syncing and sync objects go to the status)."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
     cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
-    return ClusterProber(membership=cluster.membership,
-                         discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
-                         probe=client.ping, cluster=config.cluster, clock=reactor)
+    prober = ClusterProber(membership=cluster.membership,
+                           discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
+                           probe=client.ping, cluster=config.cluster, clock=reactor)
+    apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
+                             changes=changes)
+    cluster.anti_entropy = AntiEntropy(
+        membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
+        io=io_pool, cluster=config.cluster, clock=reactor)
+    cluster.anti_entropy.setServiceParent(prober)
+    cluster.status.is_syncing = cluster.anti_entropy.is_syncing
+    cluster.status.peer_sync = cluster.anti_entropy.peer_sync
+    return prober
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
@@ -717,4 +732,5 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
-                      figures=figures, clock=clock, apply=apply, io=io_pool).resource()
+                      figures=figures, clock=clock, apply=apply, io=io_pool,
+                      manifest=meta.changed_since).resource()
