@@ -22,8 +22,10 @@ from objstore.cluster.manifest_wire import PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.cluster.sync_rules import SKIP_AFTER_PASSES, SyncCursor
 from objstore.cluster.wire import ReplicatedDelete
+from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
 from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
+from objstore.http.health import HealthState
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.threads import InlinePool
 
@@ -332,3 +334,19 @@ def test_the_sync_object_of_a_peer(world: World) -> None:
     assert sync is not None and sync["hwm"] == 3 and sync["lag"] == 0
     assert sync["first_pass_done"] and sync["last_reconcile"].startswith("2023-11-14T")
     assert [(f.node_id, f.lag) for f in world.service.figures()] == [("node-b", 0)]
+
+
+def test_health_answers_syncing_until_the_first_pass(world: World) -> None:
+    gate = ClusterWriteGate(world.membership, CLUSTER, lambda: 10**12)
+    status = ClusterStatus(gate, world.clock.seconds, is_syncing=world.service.is_syncing,
+                           peer_sync=world.service.peer_sync)
+    health = HealthState(cluster=status)
+    assert health.status() == (200, "ok")  # no eligible peer
+    world.join()
+    assert health.status() == (503, "syncing")
+    verbose = health.verbose()
+    assert verbose["status"] == "syncing" and verbose["cluster"]["syncing"] is True
+    world.tick()
+    assert health.status() == (200, "ok")
+    entry = [n for n in status.snapshot()["nodes"] if n["node_id"] == "node-b"][0]
+    assert entry["sync"]["first_pass_done"] and entry["sync"]["hwm"] == 0
