@@ -1,9 +1,10 @@
-"""Anti-entropy of object rows on a real three-node cluster (one worker each, SQLite,
-static peers, anti-entropy every 0.5 s): a node that was down while objects were written,
-overwritten and deleted (on a versioned bucket also a delete marker and a version delete)
-catches up when it returns: it serves exactly the listing, the version listing and the
-bytes of the node that took the writes, and nothing deleted comes back. Then the same the
-other way round: writes taken while another node was down reach it when it returns."""
+"""Anti-entropy of object rows on a real three-node cluster (one worker each, static
+peers, anti-entropy every 0.5 s; SQLite and PostgreSQL): a node that was down while objects
+were written, overwritten and deleted (on a versioned bucket also a delete marker and a
+version delete) catches up when it returns: it serves exactly the listing, the version
+listing and the bytes of the node that took the writes, and nothing deleted comes back.
+Then the same the other way round: writes taken while another node was down reach it when
+it returns."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import urllib3
 from botocore.exceptions import ClientError
 
 from tests.cluster.harness import Node, all_trusted, peers_of, start_cluster, wait_for
+from tests.integration.conftest import BACKENDS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,10 +26,10 @@ CATCH_UP_SECONDS = 60.0
 FAST = {"anti_entropy_interval_seconds": "0.5"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=BACKENDS)
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
-    with start_cluster(request, tmp_path_factory, NAMES,
+    with start_cluster(request, tmp_path_factory, NAMES, backend=request.param,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
         for name, node in started.items():
             wait_for(f"node {name} trusts both peers", lambda node=node: all_trusted(node, 2))
