@@ -15,8 +15,10 @@ one pass:
    through `apply_replicated`, after fetching from that peer the bytes it references and
    this node lacks (`get_blob` into a spool, checked against the row's size and plain
    MD5 ETag; a composite's parts through `store_blob` first, as the blob PUT route does).
-   A row that loses to the local row or tombstone costs no fetch. Identical rows are
-   no-ops (no new seq);
+   The apply path's verdict is read first (`decide`, reads only): a row that loses to the
+   local row or tombstone, a row already held with its bytes and a deletion already
+   recorded cost neither a fetch nor a write transaction (a first pass over a large store
+   is mostly those); the apply path decides again under the key's lock;
 3. persists the cursor (`sync_cursors`) after each page and where it stops; the pass stops
    at the first entry that fails, and the rules of `sync_rules.py` decide rewinds (rule 8)
    and skips (rule 9);
@@ -43,6 +45,7 @@ from twisted.logger import Logger
 from objstore.blobs.writer import BlobWriter
 from objstore.cluster.client import BlobFetched, SendFailure
 from objstore.cluster.gate import Ack
+from objstore.cluster.lww import row_survives_tombstone
 from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState
 from objstore.cluster.sync_rules import (
@@ -58,6 +61,7 @@ from objstore.cluster.sync_rules import (
     syncing,
 )
 from objstore.cluster.views import iso
+from objstore.cluster.wire import ReplicatedDelete
 from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
 from objstore.iam.identity import Principal
@@ -151,6 +155,7 @@ class AntiEntropy(MultiService):
         self._progress: dict[str, PeerProgress] = {}
         self._last_attempt: dict[str, float] = {}  # peer -> when its last pass ended
         self._loaded = False
+        self._stopping = False
         poll = min(self._interval, cluster.probe_interval_seconds)
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
@@ -183,6 +188,14 @@ class AntiEntropy(MultiService):
                 for node_id, cursor in sorted(self._cursors.items())]
 
     # -- the loop ------------------------------------------------------------------------
+    def startService(self) -> None:  # noqa: N802 (Twisted's name)
+        self._stopping = False
+        super().startService()
+
+    def stopService(self) -> Any:  # noqa: N802 (Twisted's name)
+        self._stopping = True  # a pass in progress stops at its next entry
+        return super().stopService()
+
     async def tick(self) -> None:
         if not self._loaded:
             for cursor in await self._meta.list_sync_cursors():
@@ -274,6 +287,8 @@ class AntiEntropy(MultiService):
         """Apply a page's entries in order: (the cursor now, whether the pass stops)."""
         since = cursor.cursor
         for entry in page.entries:
+            if self._stopping:
+                return cursor, True
             if entry.seq <= cursor.cursor:
                 continue
             try:
@@ -305,27 +320,37 @@ class AntiEntropy(MultiService):
         caller = self._caller(node_id)
         if entry.deletion is not None:
             gone = entry.deletion
+            if await self._deletion_known(gone):
+                return
             await self._apply.apply_replicated_delete(caller, gone.bucket, gone.key,
                                                       gone.version_id, gone.deleted_at)
             return
         record = entry.record
         assert record is not None, "a pulled entry is a row or a deletion"
-        if record.blob_id is None or record.is_delete_marker or \
-                not await self._needs_bytes(record):
-            await self._apply.apply_replicated(caller, record)
+        verdict = await self._verdict(record)
+        if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
+            return  # the local row or tombstone wins: nothing to write, nothing to fetch
+        needs_bytes = record.blob_id is not None and not record.is_delete_marker
+        if not needs_bytes:
+            if verdict is ApplyVerdict.APPLIED:
+                await self._apply.apply_replicated(caller, record)
             return
         if record.parts:
-            for part in record.parts:
-                if not await self._present(part.blob_id):
-                    body = await self._fetch(base_url, part.blob_id, None)
-                    try:
-                        await self._apply.store_blob(caller, part.blob_id, body)
-                    finally:
-                        body.close()
+            missing = [p.blob_id for p in record.parts if not await self._present(p.blob_id)]
+            if verdict is ApplyVerdict.IDENTICAL and not missing:
+                return
+            for blob_id in missing:
+                body = await self._fetch(base_url, blob_id, None)
+                try:
+                    await self._apply.store_blob(caller, blob_id, body)
+                finally:
+                    body.close()
             await self._apply.apply_replicated(caller, record)
             return
+        assert record.blob_id is not None
         if await self._present(record.blob_id):
-            await self._apply.apply_replicated(caller, record)
+            if verdict is ApplyVerdict.APPLIED:
+                await self._apply.apply_replicated(caller, record)
             return
         body = await self._fetch(base_url, record.blob_id, record)
         try:
@@ -335,15 +360,25 @@ class AntiEntropy(MultiService):
         if not ack.has_blob:
             raise EntryFailed(f"the bytes of {record.bucket}/{record.key} were not kept")
 
-    async def _needs_bytes(self, record: ObjectRecord) -> bool:
-        """Whether the row wins here (or is the one held): a row that loses to the local
-        row or tombstone needs no fetch."""
+    async def _verdict(self, record: ObjectRecord) -> ApplyVerdict:
+        """The apply path's verdict on the row, read first (reads only), so rows that
+        lose or are already held cost neither a fetch nor a write transaction."""
         local = await self._meta.get_object(record.bucket, record.key, record.version_id)
         found = await self._meta.get_tombstone(TOMBSTONE_OBJECT, object_tombstone_key(
             record.bucket, record.key, record.version_id))
         verdict, _ = decide(local, None if found is None else found[0], record,
                             self._clock.seconds())
-        return verdict in (ApplyVerdict.APPLIED, ApplyVerdict.IDENTICAL)
+        return verdict
+
+    async def _deletion_known(self, gone: ReplicatedDelete) -> bool:
+        """The deletion changes nothing here: a tombstone at least as new is recorded and
+        no row of the version remains that it beats."""
+        found = await self._meta.get_tombstone(TOMBSTONE_OBJECT, object_tombstone_key(
+            gone.bucket, gone.key, gone.version_id))
+        if found is None or found[0] < gone.deleted_at:
+            return False
+        local = await self._meta.get_object(gone.bucket, gone.key, gone.version_id)
+        return local is None or row_survives_tombstone(local, found[0])
 
     async def _present(self, blob_id: str) -> bool:
         return await self._io.run(self._blobs.blob_size, blob_id) is not None

@@ -124,6 +124,7 @@ class FakeApply:
 class FakeMeta:
     cursors: dict[str, SyncCursor] = field(default_factory=dict)
     rows: dict[str, ObjectRecord] = field(default_factory=dict)  # by key
+    tombstones: dict[str, float] = field(default_factory=dict)  # by key: deleted_at
     saves: int = 0
 
     def list_sync_cursors(self) -> Deferred[list[SyncCursor]]:
@@ -140,7 +141,8 @@ class FakeMeta:
 
     def get_tombstone(self, family: str, key: str
                       ) -> Deferred[tuple[float, int | None] | None]:
-        return succeed(None)
+        deleted_at = self.tombstones.get(key.split(":", 2)[2])
+        return succeed(None if deleted_at is None else (deleted_at, 1))
 
 
 @dataclass
@@ -236,13 +238,32 @@ def test_the_timer_polls_and_a_new_peer_is_pulled_at_once(world: World) -> None:
         world.service.stopService()
 
 
-def test_a_row_that_loses_locally_costs_no_fetch(world: World) -> None:
+def test_rows_that_lose_or_are_held_cost_no_fetch_nor_write(world: World) -> None:
     world.meta.rows["k"] = replace(row("k", b"newer", blob=BLOB_B), last_modified=99.0)
+    world.meta.rows["same"] = row("same")
+    world.blobs.present.add(BLOB_A)
+    world.meta.rows["gone"] = replace(row("gone"), last_modified=20.0)
+    world.meta.tombstones["gone"] = 30.0  # the local tombstone beats the incoming row
     world.peer.blobs[BLOB_A] = b"abc"
     world.peer.add(1, row("k"))
+    world.peer.add(2, row("same"))
+    world.peer.add(3, row("gone"))
     world.join()
     world.tick()
-    assert world.peer.fetched == [] and world.apply.applied == [("row", "k", None)]
+    assert world.peer.fetched == [] and world.apply.applied == []
+    assert world.cursor.cursor == 3 and world.cursor.first_pass_done
+
+
+def test_a_deletion_already_recorded_is_not_applied_again(world: World) -> None:
+    world.meta.tombstones["old"] = 9.0
+    world.meta.tombstones["beaten"] = 9.0
+    world.meta.rows["beaten"] = replace(row("beaten"), last_modified=5.0)
+    world.peer.add(1, deletion=ReplicatedDelete("b", "old", V1, 9.0))
+    world.peer.add(2, deletion=ReplicatedDelete("b", "newer", V1, 9.0))
+    world.peer.add(3, deletion=ReplicatedDelete("b", "beaten", V1, 8.0))
+    world.join()
+    world.tick()
+    assert world.apply.applied == [("delete", "newer", None), ("delete", "beaten", None)]
 
 
 def test_a_composite_fetches_its_missing_parts_first(world: World) -> None:
