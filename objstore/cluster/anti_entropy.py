@@ -263,6 +263,12 @@ class AntiEntropy(MultiService):
         cursor = self._cursor(node_id)
         while True:
             page = await self._client.manifest(base_url, cursor.cursor, self._page_entries)
+            if isinstance(page, SendFailure) and page.status == 404:
+                # A peer of an older version without the route (rule 14): nothing to
+                # pull from it, which must not hold this node in syncing.
+                log.info("anti-entropy: {node_id} serves no manifest (404): skipped",
+                         node_id=node_id)
+                return True
             if isinstance(page, SendFailure):
                 log.info("anti-entropy: no manifest from {node_id}: {reason}",
                          node_id=node_id, reason=page.reason)

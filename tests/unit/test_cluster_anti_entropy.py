@@ -65,6 +65,7 @@ class FakePeer:
     asked: list[int] = field(default_factory=list)  # the `since` of each manifest call
     fetched: list[str] = field(default_factory=list)
     down: bool = False
+    legacy: bool = False  # answers 404: no manifest route
 
     def add(self, seq: int, record: ObjectRecord | None = None,
             deletion: ReplicatedDelete | None = None) -> None:
@@ -77,6 +78,8 @@ class FakePeer:
         self.asked.append(since)
         if self.down:
             return SendFailure("no answer")
+        if self.legacy:
+            return SendFailure("NotFound: No such cluster endpoint.", 404)
         above = [e for e in self.entries if e.seq > since]
         return PulledPage(tuple(above[:limit]), self.max_seq, more=len(above) > limit)
 
@@ -320,6 +323,14 @@ def test_an_unreachable_peer_keeps_the_node_syncing(world: World) -> None:
     world.join()
     world.tick()
     assert world.service.is_syncing() and world.cursor.cursor == 5
+
+
+def test_a_peer_without_the_manifest_route_does_not_hold_syncing(world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=5, first_pass_done=True)
+    world.peer.legacy = True
+    world.join()
+    world.tick()
+    assert not world.service.is_syncing() and world.cursor.cursor == 5
 
 
 def test_steps_run_after_the_object_pass_and_gate_first_pass_done(tmp_path: Path) -> None:
