@@ -1,10 +1,10 @@
 """Anti-entropy of object rows on a real three-node cluster (one worker each, static
 peers, anti-entropy every 0.5 s; SQLite and PostgreSQL): a node that was down while objects
 were written, overwritten and deleted (on a versioned bucket also a delete marker and a
-version delete) catches up when it returns: it serves exactly the listing, the version
-listing and the bytes of the node that took the writes, and nothing deleted comes back.
-Then the same the other way round: writes taken while another node was down reach it when
-it returns."""
+version delete; a legal hold set) catches up when it returns: it serves exactly the
+listing, the version listing and the bytes of the node that took the writes, and the legal
+hold, and nothing deleted comes back. Then the same the other way round: writes taken
+while another node was down reach it when it returns."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.integration.conftest import BACKENDS
 pytestmark = pytest.mark.timeout(180)
 
 NAMES = ("a", "b", "c")
-PLAIN, VERSIONED = "plain", "versioned"
+PLAIN, VERSIONED, LOCKED = "plain", "versioned", "locked"
 CATCH_UP_SECONDS = 60.0
 FAST = {"anti_entropy_interval_seconds": "0.5"}
 
@@ -38,6 +38,7 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
             node.s3.create_bucket(Bucket=VERSIONED)
             node.s3.put_bucket_versioning(Bucket=VERSIONED,
                                           VersioningConfiguration={"Status": "Enabled"})
+            node.s3.create_bucket(Bucket=LOCKED, ObjectLockEnabledForBucket=True)
         yield started
 
 
@@ -73,6 +74,17 @@ def read(node: Node, bucket: str, key: str, version: str) -> bytes | None:
     return body
 
 
+def legal_hold(node: Node, version: str) -> str:
+    try:
+        answer = node.s3.get_object_legal_hold(Bucket=LOCKED, Key="held", VersionId=version)
+    except ClientError as error:
+        if error.response["Error"]["Code"] in ("NoSuchKey", "NoSuchVersion",
+                                               "NoSuchObjectLockConfiguration"):
+            return "OFF"
+        raise
+    return str(answer["LegalHold"]["Status"])
+
+
 def same_as(node: Node, reference: Node) -> bool:
     return contents(node) == contents(reference)
 
@@ -96,8 +108,10 @@ def test_a_returning_node_catches_up_without_resurrecting_deletions(
     a.s3.put_object(Bucket=PLAIN, Key="overwritten", Body=b"first bytes")
     a.s3.put_object(Bucket=PLAIN, Key="deleted", Body=b"doomed")
     first = a.s3.put_object(Bucket=VERSIONED, Key="doc", Body=b"doc v1")["VersionId"]
+    held = a.s3.put_object(Bucket=LOCKED, Key="held", Body=b"held")["VersionId"]
     wait_for("c holds the writes made before it stops", lambda: same_as(c, a),
              CATCH_UP_SECONDS)
+    assert legal_hold(c, held) == "OFF"
 
     c.daemon.stop()
     big = bytes(range(256)) * 8192 + b"tail"  # 2 MiB and a bit: spools to a file
@@ -110,6 +124,8 @@ def test_a_returning_node_catches_up_without_resurrecting_deletions(
     a.s3.put_object(Bucket=VERSIONED, Key="other", Body=b"other v2")
     a.s3.delete_object(Bucket=VERSIONED, Key="other", VersionId=old)  # a version delete
     a.s3.delete_object(Bucket=VERSIONED, Key="doc", VersionId=first)
+    a.s3.put_object_legal_hold(Bucket=LOCKED, Key="held", VersionId=held,
+                               LegalHold={"Status": "ON"})  # a lock change: a fresh seq
 
     c.daemon.start()
     wait_for("c serves what a serves", lambda: same_as(c, a), CATCH_UP_SECONDS)
@@ -122,6 +138,8 @@ def test_a_returning_node_catches_up_without_resurrecting_deletions(
     assert sorted((key, latest, etag == "marker") for key, _, latest, etag, _ in versions) \
         == [("doc", False, False), ("doc", True, True), ("other", True, False)]
     assert all(version != first and version != old for _, version, *_ in versions)
+    wait_for("c holds the legal hold set while it was away",
+             lambda: legal_hold(c, held) == "ON", CATCH_UP_SECONDS)
     wait_for("c completed a pass toward both peers", lambda: synced(c, 2), CATCH_UP_SECONDS)
     assert health(c) == 200
     # Nothing deleted comes back on a (c's rows went to a as well, through a's pulls).
