@@ -226,7 +226,7 @@ class AntiEntropy(MultiService):
     async def run_pass(self, node_id: str, base_url: str) -> bool:
         """One pass toward a peer; True when it completed (caught up, steps done)."""
         caught_up = await self._object_pass(node_id, base_url)
-        steps_ok = await self._run_steps(node_id, base_url)
+        steps_ok = not self._stopping and await self._run_steps(node_id, base_url)
         passed = caught_up and steps_ok
         if passed:
             await self._save(pass_completed(self._cursor(node_id), self._clock.seconds()))
@@ -261,7 +261,7 @@ class AntiEntropy(MultiService):
     async def _object_pass(self, node_id: str, base_url: str) -> bool:
         """Pull and apply pages until caught up (True) or stopped (False)."""
         cursor = self._cursor(node_id)
-        while True:
+        while not self._stopping:
             page = await self._client.manifest(base_url, cursor.cursor, self._page_entries)
             if isinstance(page, SendFailure) and page.status == 404:
                 # A peer of an older version without the route (rule 14): nothing to
@@ -287,6 +287,7 @@ class AntiEntropy(MultiService):
                 return False
             if not page.more:
                 return True
+        return False
 
     async def _apply_page(self, node_id: str, base_url: str, cursor: SyncCursor,
                           page: PulledPage) -> tuple[SyncCursor, bool]:

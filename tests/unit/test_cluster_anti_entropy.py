@@ -228,6 +228,29 @@ def test_the_next_pass_starts_from_the_cursor_after_the_interval(world: World) -
     assert [key for _, key, _ in world.apply.applied] == ["k", "k2"]
 
 
+def test_a_stopping_service_ends_its_pass_at_the_next_entry(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def step(node_id: str, base_url: str) -> None:
+        calls.append(node_id)
+
+    world = World(tmp_path, steps=[step])
+    original = world.apply.apply_replicated
+
+    async def then_stop(caller: Caller, record: ObjectRecord, body: Any = None) -> Ack:
+        world.service._stopping = True  # what stopService sets
+        return await original(caller, record, body)
+
+    world.apply.apply_replicated = then_stop  # type: ignore[method-assign]
+    for seq in (1, 2):
+        world.peer.add(seq, row(f"k{seq}", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert [key for _, key, _ in world.apply.applied] == ["k1"]
+    assert world.cursor.cursor == 1 and not world.cursor.first_pass_done
+    assert calls == [] and world.service.is_syncing()
+
+
 def test_the_timer_polls_and_a_new_peer_is_pulled_at_once(world: World) -> None:
     world.service.startService()
     try:
