@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
@@ -27,6 +28,7 @@ from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
 from objstore.http.health import HealthState
 from objstore.meta.records import ObjectRecord, PartRef
+from objstore.metrics.collectors import ClusterCollector
 from objstore.threads import InlinePool
 
 T = TypeVar("T")
@@ -405,3 +407,19 @@ def test_health_answers_syncing_until_the_first_pass(world: World) -> None:
     assert health.status() == (200, "ok")
     entry = [n for n in status.snapshot()["nodes"] if n["node_id"] == "node-b"][0]
     assert entry["sync"]["first_pass_done"] and entry["sync"]["hwm"] == 0
+
+
+def test_lag_and_skipped_entries_are_metrics(world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=4, peer_max_seq=4,
+                                              first_pass_done=True, skipped_entries=2)
+    world.peer.down = True
+    world.join(max_seq=10)
+    world.tick()
+    registry = CollectorRegistry()
+    gate = ClusterWriteGate(world.membership, CLUSTER, lambda: 10**12)
+    registry.register(ClusterCollector(peers=lambda: world.membership.peers.values(),
+                                       gate=gate.figures, fanout=None,
+                                       sync=world.service.figures))
+    text = generate_latest(registry).decode()
+    assert 'objstore_cluster_peer_sync_lag{node_id="node-b"} 6.0' in text
+    assert 'objstore_cluster_peer_sync_skipped_entries_total{node_id="node-b"} 2.0' in text
