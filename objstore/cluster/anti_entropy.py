@@ -333,7 +333,8 @@ class AntiEntropy(MultiService):
                                                       gone.version_id, gone.deleted_at)
             return
         record = entry.record
-        assert record is not None, "a pulled entry is a row or a deletion"
+        if record is None:
+            raise EntryFailed(f"the peer cannot send entry {entry.seq} within a page")
         verdict = await self._verdict(record)
         if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
             return  # the local row or tombstone wins: nothing to write, nothing to fetch

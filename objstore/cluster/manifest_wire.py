@@ -6,9 +6,10 @@ page of the changed-since manifest (meta/manifest_queries.py).
               "entries": [{"seq": n, "row": <wire.encode_row>} |
                           {"seq": n, "delete": <wire.encode_delete>}, ...]}
 
-Entries are in seq order. The answer stays well under the 2 MiB the client reads of an
-answer: entries are added while the page is under PAGE_BYTES (at least one: a single row
-is far smaller than 2 MiB, parts included), and a page cut short says `more`. Unknown
+Entries are in seq order. The answer stays under the 2 MiB the client reads of an answer:
+entries are added while the page stays under PAGE_BYTES (at least one), a page cut short
+says `more`, and a row whose JSON alone passes MAX_ENTRY_BYTES travels as
+`{"seq": n, "oversized": true}` (a failing entry for the puller). Unknown
 fields are ignored, absent optional ones defaulted (rule 14). Pure: no I/O, no Twisted.
 """
 
@@ -32,7 +33,11 @@ from objstore.meta.manifest_queries import MAX_MANIFEST_PAGE, ManifestEntry, Man
 from objstore.meta.records import ObjectRecord
 
 PAGE_ENTRIES = 500  # what a puller asks for
-PAGE_BYTES = 1024 * 1024  # an answer grows past this by one entry at most
+PAGE_BYTES = 1024 * 1024  # entries are added while the answer stays under this
+# A row whose JSON passes this (a composite of thousands of parts with checksums) is sent
+# as {"seq", "oversized": true}: the puller counts it as a failing entry (skipped after 5
+# passes, rule 9) instead of never getting a page under the 2 MiB it reads.
+MAX_ENTRY_BYTES = 1536 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,7 @@ class PulledEntry:
     seq: int
     record: ObjectRecord | None = None
     deletion: ReplicatedDelete | None = None
+    oversized: bool = False  # the peer could not send the row within a page
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +112,11 @@ def encode_page(page: ManifestPage, budget_bytes: int = PAGE_BYTES) -> bytes:
     encoded: list[bytes] = []
     size = 0
     for entry in page.entries:
-        if encoded and size >= budget_bytes:
-            break
         data = _entry_bytes(entry)
+        if len(data) > MAX_ENTRY_BYTES:
+            data = b'{"seq":%d,"oversized":true}' % entry.seq
+        if encoded and size + len(data) > budget_bytes:
+            break
         encoded.append(data)
         size += len(data) + 1
     more = page.more or len(encoded) < len(page.entries)
@@ -142,4 +150,6 @@ def _pulled(index: int, item: object) -> PulledEntry:
         return PulledEntry(seq, record=row_from_document(item["row"]))
     if "delete" in item:
         return PulledEntry(seq, deletion=decode_delete(json.dumps(item["delete"]).encode()))
+    if item.get("oversized") is True:
+        return PulledEntry(seq, oversized=True)
     raise WireError(f"entries[{index}] is neither a row nor a deletion")

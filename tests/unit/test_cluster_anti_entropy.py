@@ -332,6 +332,14 @@ def test_a_poison_entry_stops_the_pass_then_is_skipped_after_five(world: World) 
     assert world.service.figures()[0].skipped_entries == 1
 
 
+def test_an_oversized_entry_fails_like_a_poison_row(world: World) -> None:
+    world.peer.entries.append(PulledEntry(1, oversized=True))
+    world.peer.max_seq = 1
+    world.join()
+    world.tick()
+    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
+
+
 def test_a_rewound_peer_is_pulled_again_from_zero(world: World) -> None:
     world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=50, peer_max_seq=50,
                                               first_pass_done=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from objstore.cluster.wire import ReplicatedDelete, WireError
 from objstore.meta.async_store import MetaStore
 from objstore.meta.manifest_queries import ManifestDeletion, ManifestEntry, ManifestPage
 from objstore.meta.pool import SyncDbPool
-from objstore.meta.records import ObjectRecord
+from objstore.meta.records import ObjectRecord, PartRef
 from tests.unit.test_cluster_routes import BASE, Receiver, row, run
 
 V2 = "22222222-2222-4222-8222-222222222222"
@@ -100,6 +101,19 @@ def test_a_page_past_its_byte_budget_is_cut_and_says_more() -> None:
     assert [e.seq for e in whole.entries] == list(range(1, 11)) and not whole.more
     one = decode_page(encode_page(page, budget_bytes=1))
     assert len(one.entries) == 1 and one.more  # at least one entry goes
+
+
+def test_a_row_too_large_for_any_page_travels_as_oversized() -> None:
+    huge = replace(entry(2).record, parts=tuple(  # type: ignore[type-var]
+        PartRef(n, BLOB_2, 5 * 1024 * 1024, "e" * 32, {"sha256": "x" * 44})
+        for n in range(1, 10001)))
+    page = ManifestPage((entry(1), ManifestEntry(2, record=huge), entry(3)), 3, more=False)
+    body = encode_page(page)
+    assert len(body) < 2 * 1024 * 1024
+    decoded = decode_page(body)
+    assert [(e.seq, e.oversized) for e in decoded.entries] == [(1, False), (2, True),
+                                                                (3, False)]
+    assert decoded.entries[1].record is None
 
 
 def test_a_deletion_round_trips() -> None:
