@@ -5,8 +5,9 @@ as deletions and beat older rows).
 
 `AntiEntropy` is a service on `safe_timer`. Each poll (every min(anti_entropy_interval,
 probe_interval) seconds) a pass runs toward every eligible peer (membership's predicate)
-that is due: at once for a peer not attempted since this process started, then every
-[cluster] anti_entropy_interval_seconds. Passes toward different peers run in parallel;
+that is due: at once for a peer not attempted since this process started, at every poll
+while no pass toward it has completed since then, and every [cluster]
+anti_entropy_interval_seconds after that. Passes toward different peers run in parallel;
 one pass:
 
 1. pulls manifest pages (`ClusterClient.manifest`) from the stored cursor until the peer
@@ -156,7 +157,7 @@ class AntiEntropy(MultiService):
         self._last_attempt: dict[str, float] = {}  # peer -> when its last pass ended
         self._loaded = False
         self._stopping = False
-        poll = min(self._interval, cluster.probe_interval_seconds)
+        self._poll = poll = min(self._interval, cluster.probe_interval_seconds)
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
 
@@ -211,8 +212,14 @@ class AntiEntropy(MultiService):
                                  for peer in due])
 
     def _due(self, node_id: str, now: float) -> bool:
+        """At once for a peer not attempted yet; at every poll while no pass toward it
+        completed since start (this node may be syncing: out of rotation); then every
+        anti_entropy_interval_seconds."""
         last = self._last_attempt.get(node_id)
-        return last is None or now - last >= self._interval
+        if last is None:
+            return True
+        passed = self._progress.get(node_id, PeerProgress()).passed
+        return now - last >= (self._interval if passed else self._poll)
 
     async def _guarded(self, peer: PeerState) -> None:
         assert peer.node_id is not None

@@ -350,12 +350,17 @@ def test_a_rewound_peer_is_pulled_again_from_zero(world: World) -> None:
     assert world.cursor.cursor == 2 and world.apply.applied == [("row", "k", None)]
 
 
-def test_an_unreachable_peer_keeps_the_node_syncing(world: World) -> None:
+def test_an_unreachable_peer_keeps_the_node_syncing_and_is_retried_each_poll(
+        world: World) -> None:
     world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=5, first_pass_done=True)
     world.peer.down = True
     world.join()
     world.tick()
     assert world.service.is_syncing() and world.cursor.cursor == 5
+    world.peer.down = False
+    world.clock.advance(CLUSTER.probe_interval_seconds)  # a poll, not an interval
+    world.tick()
+    assert world.peer.asked == [5, 5] and not world.service.is_syncing()
 
 
 def test_a_peer_without_the_manifest_route_does_not_hold_syncing(world: World) -> None:
