@@ -354,6 +354,7 @@ def test_an_unreachable_peer_keeps_the_node_syncing_and_is_retried_each_poll(
         world: World) -> None:
     world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=5, first_pass_done=True)
     world.peer.down = True
+    world.peer.max_seq = 5
     world.join()
     world.tick()
     assert world.service.is_syncing() and world.cursor.cursor == 5
