@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
@@ -23,16 +24,20 @@ from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.cluster.blob_repair import (
     BlobRepairService,
+    BlobRepairStats,
     PeerBlobRepair,
     read_cursor,
 )
 from objstore.cluster.client import BlobFetched, SendFailure
-from objstore.cluster.membership import PeerState
+from objstore.cluster.membership import Membership, PeerState
+from objstore.cluster.write_gate import ClusterWriteGate
+from objstore.config import Cluster
 from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import SyncMetaStore
+from objstore.metrics.collectors import ClusterCollector
 from objstore.threads import InlinePool
 from tests.unit.test_changes import run
 
@@ -305,3 +310,21 @@ def test_bytes_stored_for_a_row_deleted_meanwhile_go_again(node: Node) -> None:
     assert not run(repair.repair_missing(record))
     assert node.content(IDS[0]) is None
     assert not os.path.exists(node.blobs.sidecar_path(IDS[0]))
+
+
+def test_the_collector_exposes_the_repair_counts() -> None:
+    membership = Membership("s")
+    gate = ClusterWriteGate(membership, Cluster(enabled=True, secret="s" * 16), lambda: 1)
+    stats = BlobRepairStats(repaired=3, failed=1, missing_found=2, corrupt_found=2,
+                            fetches=5, rejected=1)
+    registry = CollectorRegistry()
+    registry.register(ClusterCollector(peers=lambda: (), gate=gate.figures, fanout=None,
+                                       repair=stats))
+    text = generate_latest(registry).decode()
+    for line in ('objstore_cluster_blob_repairs_total{result="repaired"} 3.0',
+                 'objstore_cluster_blob_repairs_total{result="failed"} 1.0',
+                 'objstore_cluster_blob_repair_found_total{state="missing"} 2.0',
+                 'objstore_cluster_blob_repair_found_total{state="corrupt"} 2.0',
+                 "objstore_cluster_blob_repair_fetches_total 5.0",
+                 "objstore_cluster_blob_repair_rejected_total 1.0"):
+        assert line in text.splitlines()
