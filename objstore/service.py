@@ -52,6 +52,7 @@ from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
+from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.membership import Membership
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
@@ -333,9 +334,15 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
+    # The cluster-wide singletons (lifecycle) run where the worker leader's role is held:
+    # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
+    # leader only, taken and given up after each probe tick (cluster/leadership.py).
+    singletons = LeaderDuties(held=role.leader and cluster is None)
     prober = None
     if cluster is not None:
-        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes)
+        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
+                               leadership=worker_leadership(node_id, cluster, singletons,
+                                                            role))
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -345,12 +352,14 @@ def build_node(config: Config, reactor: Any = None, *,
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
             fanout=cluster.fanout.stats if cluster.fanout is not None else None))
-    # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
-    # while this process holds the worker leader's role: worker 0 takes it at start. A
-    # setting changed through another worker reaches the leader within a second.
+    # The node's own singletons (audit purge, storage figures, metrics history) run in
+    # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
+    # only while `singletons` is held. A setting changed through another worker reaches
+    # worker 0 within a second.
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
+    lifecycle.setServiceParent(singletons)
     duties = LeaderDuties(held=role.leader)
-    for work in (lifecycle, *observability.leader_work):
+    for work in (singletons, *observability.leader_work):
         work.setServiceParent(duties)
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
@@ -664,6 +673,7 @@ class ClusterParts:
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
+    client: ClusterClient | None = None  # set by start_cluster
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -678,19 +688,33 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterProber:
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook, *,
+                  leadership: WorkerLeadership | None = None) -> ClusterProber:
     """The client, the fan-out on the change hook (every committed local change goes to
     the eligible peers; a quorum shortfall is the client's 503) and the prober on the
-    node's one membership (returned: a child service started before the listener)."""
+    node's one membership (returned: a child service started before the listener), which
+    asks `leadership` after each tick."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
+    cluster.client = client
     cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
     return ClusterProber(membership=cluster.membership,
                          discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
-                         probe=client.ping, cluster=config.cluster, clock=reactor)
+                         probe=client.ping, cluster=config.cluster, clock=reactor,
+                         after_tick=leadership.after_tick if leadership is not None else None)
+
+
+def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDuties,
+                      role: WorkerRole) -> WorkerLeadership | None:
+    """The worker leader's rule over `singletons`, in worker 0 only (the others never
+    hold the role)."""
+    if not role.leader:
+        return None
+    return WorkerLeadership(self_id=node_id, named=cluster.membership.worker_leader,
+                            role=singletons)
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
