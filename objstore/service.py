@@ -27,13 +27,13 @@ from objstore.admin.api import AdminApi, server_info
 from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
 from objstore.admin.archive_routes import ArchiveRoutes
 from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
-from objstore.admin.audit_routes import AuditRoutes
+from objstore.admin.audit_routes import AuditRoutes, audit_page
 from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
-from objstore.admin.metrics_routes import MetricsRoutes
+from objstore.admin.metrics_routes import MetricsRoutes, history_page
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
@@ -54,6 +54,9 @@ from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.membership import Membership
+from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
+from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
+from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
@@ -318,7 +321,8 @@ def build_node(config: Config, reactor: Any = None, *,
         limits=config.server.limits,
         domains=config.server.domains,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
-                            locks=key_locks, changes=changes),
+                            locks=key_locks, changes=changes,
+                            views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
@@ -343,9 +347,15 @@ def build_node(config: Config, reactor: Any = None, *,
         prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
                                leadership=worker_leadership(node_id, cluster, singletons,
                                                             role))
-    admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
+    # GET /admin/audit and /admin/metrics/history: here, a peer's (node=<id>) or all (node=all).
+    views = NodeViews(node_id=node_id, local=node_view_sources(meta),
+                      membership=cluster.membership if cluster is not None else None,
+                      client=cluster.client if cluster is not None else None)
+    admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id,
+                                            views=views))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
-        gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
+        gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id,
+        views=views))
     admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
         gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
     if cluster is not None:
@@ -727,10 +737,12 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
-                locks: KeyLocks, changes: ChangeHook) -> Any | None:
+                locks: KeyLocks, changes: ChangeHook,
+                views: NodeViews | None = None) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
-    key locks and change hook (whose sinks ignore Origin.PEER)."""
+    key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
+    peers' per-node view queries."""
     if not config.cluster.enabled:
         return None
     data_dir = config.storage.data_dir
@@ -741,4 +753,13 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
-                      figures=figures, clock=clock, apply=apply, io=io_pool).resource()
+                      figures=figures, clock=clock, apply=apply, io=io_pool,
+                      node_views=views).resource()
+
+
+def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:
+    """This node's answer to each per-node view family (cluster/node_views.py FAMILIES)."""
+    return {
+        AUDIT_VIEW.name: lambda params: audit_page(meta, params),
+        METRICS_HISTORY_VIEW.name: lambda params: history_page(meta, params),
+    }

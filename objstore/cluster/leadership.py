@@ -4,19 +4,8 @@ membership tick, and the role taken or given up accordingly.
 The worker leader is the eligible node (this one included) with the lowest node_id
 (`membership.worker_leader`). The lifecycle worker (and, once it exists, the
 maintenance-job worker) runs only there; the node-local duties (audit purge, storage
-figures, metrics history) run on every node and are not decided here.
-
-`LeaderRule` is the decision, pure (no Twisted, no clock): fed the leader named at each
-tick, it says whether this node should hold the role now.
-
-- A node gives the role up at the first tick naming another node.
-- Failover is at the next tick: a node that has seen another node named since it started
-  takes the role at the first tick naming it (the leader it knew died or drifted).
-- A node that has seen no other leader since it started (it just started, or it came
-  back) takes the role only after `startup_ticks` consecutive ticks naming it. Its first
-  ticks may run before its peers have seen it (its listener starts after the prober); a
-  previous leader gives the role up at its first tick seeing this node eligible, so the
-  wait keeps the two from running the singletons at once.
+figures, metrics history) run on every node and are not decided here. When a node takes
+the role and when it gives it up over successive ticks is `leader_rule.LeaderRule`.
 
 Two nodes that cannot see each other (a partition) both lead, each on its side: nothing
 short of a consensus protocol avoids that; the lifecycle worker re-reads each object
@@ -30,38 +19,14 @@ other workers never hold the role.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.logger import Logger
 
+from objstore.cluster.leader_rule import LeaderRule
+
 log = Logger()
-
-STARTUP_TICKS = 3
-
-
-@dataclass
-class LeaderRule:
-    """Whether this node holds the worker leader's role, one tick after another."""
-
-    self_id: str
-    startup_ticks: int = STARTUP_TICKS
-    holding: bool = False
-    streak: int = 0  # consecutive ticks naming this node
-    seen_other: bool = False  # some other node was named since this node started
-
-    def tick(self, named: str) -> bool:
-        """The leader the membership names now -> whether this node holds the role."""
-        if named != self.self_id:
-            self.streak = 0
-            self.seen_other = True
-            self.holding = False
-            return False
-        self.streak += 1
-        if not self.holding and (self.seen_other or self.streak >= self.startup_ticks):
-            self.holding = True
-        return self.holding
 
 
 class Role(Protocol):

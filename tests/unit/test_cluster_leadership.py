@@ -10,7 +10,8 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.internet.task import Clock
 
-from objstore.cluster.leadership import STARTUP_TICKS, LeaderRule, WorkerLeadership
+from objstore.cluster.leader_rule import STARTUP_TICKS, LeaderRule
+from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.cluster.prober import ClusterProber, StaticDiscovery
 from objstore.config import Cluster
