@@ -102,7 +102,7 @@ def encode_sources_cursor(cursors: Mapping[str, str | None]) -> str:
 def decode_sources_cursor(text: str) -> dict[str, str | None]:
     """The per-source cursors of a node=all cursor; 400 for anything else."""
     try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
         document = json.loads(raw)
         sources = document["sources"]
         if not isinstance(sources, dict) or not all(
