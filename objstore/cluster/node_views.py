@@ -12,7 +12,9 @@ every eligible node at once, according to its `node` parameter.
 - "all": the same query to every eligible peer and to this node in parallel, merged by
   `view_merge.merge_sources` (newest first, each row labelled with its node, a `sources`
   array, pagination per source page with a composite cursor). A source that fails is an
-  error in `sources`; a malformed query (this node's own 400) fails the whole request.
+  error in `sources`; so is a known peer that is not eligible (dead, untrusted, drifted),
+  which is not asked: a node that is down shows in every node=all answer. A malformed
+  query (this node's own 400) fails the whole request.
 
 Every answer carries `node`, the node that answered: this node, or the peer a query was
 proxied to. On a single node (no membership) `node=all` is this node alone and any other
@@ -50,6 +52,8 @@ METRICS_HISTORY = ViewFamily("metrics-history", "samples", paged=False, default_
                              max_limit=MAX_SAMPLES)
 # One line per node-local family (the path segment of its proxy route is its name).
 FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (AUDIT, METRICS_HISTORY)}
+
+UNUSABLE = ""  # the address of a known peer that is not eligible: not asked
 
 # A family's answer on this node: {rows_key: [...], "next_cursor"?, "cursors"?} without
 # `node`; `cursors` (one per row, paged families) lets node=all resume a source mid-page.
@@ -117,6 +121,7 @@ class NodeViews:
         cursors = decode_sources_cursor(cursor) if cursor else None
         peers = self._membership.eligible_peers() if self._membership is not None else ()
         sources = [(self.node_id, None), *((p.node_id or "", p.address) for p in peers)]
+        sources += [(node_id, UNUSABLE) for node_id in self._ineligible_ids(sources)]
         if cursors is not None:
             sources = [source for source in sources if source[0] in cursors]
         asked = [Deferred.fromCoroutine(self._source(family, node_id, address, query,
@@ -129,6 +134,16 @@ class NodeViews:
         return {"node": self.node_id,
                 **merge_sources(answers, family, limit=limit, cursors=cursors)}
 
+    def _ineligible_ids(self, asked: Sequence[tuple[str, str | None]]) -> list[str]:
+        """Known peers that cannot be asked (dead, untrusted, drifted): reported as
+        sources with an error, so a node that is down shows in every node=all answer."""
+        if self._membership is None:
+            return []
+        seen = {node_id for node_id, _ in asked}
+        known = {p.node_id for p in self._membership.peers.values()
+                 if p.node_id is not None and not p.is_self}
+        return sorted(known - seen)
+
     async def _source(self, family: ViewFamily, node_id: str, address: str | None,
                       query: ViewParams, cursors: Mapping[str, str | None] | None
                       ) -> SourceAnswer:
@@ -140,6 +155,9 @@ class NodeViews:
                 return SourceAnswer(node_id, {family.rows_key: [], "next_cursor": None})
             if resume:
                 asked["cursor"] = resume
+        if address is UNUSABLE:
+            return SourceAnswer(node_id, error="ServiceUnavailable: the node is known but "
+                                "not eligible (see GET /admin/cluster)", status=503)
         if address is None:  # this node: a malformed query fails the whole request
             return SourceAnswer(node_id, await self.local(family.name, asked))
         try:

@@ -259,7 +259,11 @@ def test_all_asks_every_eligible_node_and_reports_each_source() -> None:
     assert body["sources"] == [
         {"node_id": "node-a", "total": 2}, {"node_id": "node-b", "total": 2},
         {"node_id": "node-c", "status": 502,
-         "error": "BadGateway: Node 'node-c' did not answer: ConnectionRefusedError."}]
+         "error": "BadGateway: Node 'node-c' did not answer: ConnectionRefusedError."},
+        {"node_id": "node-d", "status": 503,  # known, not eligible: reported, not asked
+         "error": "ServiceUnavailable: the node is known but not eligible (see GET "
+                  "/admin/cluster)"}]
+    assert [address for address, _, _ in client.asked] == [B, C]
 
 
 def test_all_fails_on_this_nodes_own_refusal() -> None:
