@@ -55,6 +55,7 @@ from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.membership import Membership
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
+from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -335,7 +336,8 @@ def build_node(config: Config, reactor: Any = None, *,
     changes.add(AuditChangeSink(observability.audit))
     prober = None
     if cluster is not None:
-        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes)
+        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
+                               role)
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -344,7 +346,8 @@ def build_node(config: Config, reactor: Any = None, *,
     if cluster is not None:
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
-            fanout=cluster.fanout.stats if cluster.fanout is not None else None))
+            fanout=cluster.fanout.stats if cluster.fanout is not None else None,
+            node_gauges=role.leader))  # gauges are summed over workers: the prober's only
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
     # setting changed through another worker reaches the leader within a second.
@@ -657,8 +660,9 @@ def tls_options(config: Config) -> Any:
 @dataclass
 class ClusterParts:
     """A cluster node's membership view, write gate, health status and (once
-    `start_cluster` ran) fan-out. One per process: start-up refuses [cluster] enabled with
-    several workers until one membership per node is shared across them (docs/CLUSTER.md)."""
+    `start_cluster` ran) fan-out, in each process. With several workers the membership is
+    the node's one view: worker 0 probes and publishes it, the others mirror it
+    (cluster/shared_view.py); each worker fans out the writes it serves."""
 
     membership: Membership
     gate: ClusterWriteGate
@@ -678,19 +682,31 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterProber:
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
+                  role: WorkerRole = SINGLE_PROCESS) -> service.MultiService:
     """The client, the fan-out on the change hook (every committed local change goes to
-    the eligible peers; a quorum shortfall is the client's 503) and the prober on the
-    node's one membership (returned: a child service started before the listener)."""
+    the eligible peers; a quorum shortfall is the client's 503) and the membership's
+    service (returned: a child service started before the listener): the prober in
+    worker 0 (publishing its view for the other workers when there are several), the
+    mirror of that view in every other worker."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
     cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
-    return ClusterProber(membership=cluster.membership,
-                         discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
-                         probe=client.ping, cluster=config.cluster, clock=reactor)
+    if not role.leader:
+        assert role.runtime_dir is not None
+        return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
+                                cluster=config.cluster, clock=reactor, runner=io_pool)
+    prober = ClusterProber(membership=cluster.membership,
+                           discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
+                           probe=client.ping, cluster=config.cluster, clock=reactor)
+    if role.runtime_dir is not None:
+        MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
+                            cluster=config.cluster, clock=reactor,
+                            runner=io_pool).setServiceParent(prober)
+    return prober
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
