@@ -52,6 +52,7 @@ from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
+from objstore.cluster.mdns import MdnsDiscovery
 from objstore.cluster.membership import Membership
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
@@ -699,8 +700,9 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         assert role.runtime_dir is not None
         return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
                                 cluster=config.cluster, clock=reactor, runner=io_pool)
-    prober = ClusterProber(membership=cluster.membership,
-                           discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
+    discovery = discovery_for(config.cluster, SystemResolver(io_pool),
+                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
+    prober = ClusterProber(membership=cluster.membership, discovery=discovery,
                            probe=client.ping, cluster=config.cluster, clock=reactor)
     if role.runtime_dir is not None:
         MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
