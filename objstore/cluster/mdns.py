@@ -25,6 +25,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -165,7 +166,7 @@ def this_host_address() -> str:
 
 
 class ZeroconfLike(Protocol):
-    def register_service(self, info: Any) -> None: ...
+    def register_service(self, info: Any, *, allow_name_change: bool = ...) -> None: ...
     def unregister_all_services(self) -> None: ...
     def close(self) -> None: ...
     def get_service_info(self, type_: str, name: str, timeout: int = ...) -> Any: ...
@@ -244,7 +245,11 @@ class MdnsDiscovery(Service):
             self._own = await self._runner.run(self._announcement)
             self._zc = await self._runner.run(self._new_zeroconf)
             assert self._own is not None and self._zc is not None
-            await self._runner.run(self._zc.register_service, self._service_info(self._own))
+            # Another cluster on the network may use the same node id: zeroconf then renames
+            # our instance (the TXT node_id stays), rather than refusing to announce.
+            await self._runner.run(partial(self._zc.register_service,
+                                           self._service_info(self._own),
+                                           allow_name_change=True))
             self._browser = self._new_browser(self._zc, self.on_change)
         except Exception:  # noqa: BLE001 (the static peers are still proposed)
             log.failure("mDNS discovery could not start: only the static peers are probed")

@@ -54,7 +54,8 @@ class FakeZeroconf:
     registered: list[Any] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
 
-    def register_service(self, info: Any) -> None:
+    def register_service(self, info: Any, *, allow_name_change: bool = False) -> None:
+        assert allow_name_change  # a name taken by another cluster's node is renamed
         self.registered.append(info)
 
     def unregister_all_services(self) -> None:
