@@ -50,6 +50,7 @@ from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
+from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlobRepair
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.mdns import MdnsDiscovery
@@ -60,6 +61,7 @@ from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, 
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
+from objstore.engine.blob_repair import NO_REPAIR
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
@@ -278,15 +280,20 @@ def build_node(config: Config, reactor: Any = None, *,
     key_locks = KeyLocks(node_key_locks(role, reactor))
     # Every committed change passes this hook; its sinks are added below (the audit log).
     changes = ChangeHook()
+    if cluster is not None:  # reads that find a blob missing ask the peers (start_cluster)
+        cluster.repair = PeerBlobRepair(peers=cluster.membership, rows=meta, blobs=blobs,
+                                        io=io_pool)
+    blob_repair = cluster.repair if cluster is not None and cluster.repair else NO_REPAIR
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
                               changes=changes),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
-                              locks=key_locks, changes=changes, gate=write_gate),
+                              locks=key_locks, changes=changes, gate=write_gate,
+                              repair=blob_repair),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
-                                   gate=write_gate),
+                                   gate=write_gate, repair=blob_repair),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
@@ -335,10 +342,12 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
-    prober = None
+    prober = repairer = None
     if cluster is not None:
         prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
                                role)
+        if role.leader:  # one proactive pass per node (its cursor file is the node's)
+            repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
     admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
@@ -348,6 +357,7 @@ def build_node(config: Config, reactor: Any = None, *,
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
             fanout=cluster.fanout.stats if cluster.fanout is not None else None,
+            repair=cluster.repair.stats if cluster.repair is not None else None,
             node_gauges=role.leader))  # gauges are summed over workers: the prober's only
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
@@ -374,6 +384,8 @@ def build_node(config: Config, reactor: Any = None, *,
     duties.setServiceParent(top)
     if prober is not None:  # peers are probed before this node serves
         prober.setServiceParent(top)
+    if repairer is not None:
+        repairer.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
@@ -669,6 +681,7 @@ class ClusterParts:
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
+    repair: PeerBlobRepair | None = None  # blob repair, built in build_node
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -696,6 +709,8 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
+    if cluster.repair is not None:  # blob repair fetches through the same client
+        cluster.repair.attach(client)
     if not role.leader:
         assert role.runtime_dir is not None
         return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
@@ -709,6 +724,20 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                             cluster=config.cluster, clock=reactor,
                             runner=io_pool).setServiceParent(prober)
     return prober
+
+
+def blob_repair_service(config: Config, reactor: Any, cluster: ClusterParts,
+                        meta: MetaStore, blobs: BlobStore,
+                        io_pool: NamedPool) -> BlobRepairService | None:
+    """The proactive blob repair pass (cluster/blob_repair.py), one tick per
+    anti_entropy_interval_seconds, its cursor in the data directory."""
+    if cluster.repair is None:
+        return None
+    return BlobRepairService(
+        repair=cluster.repair, peers=cluster.membership, rows=meta, blobs=blobs, io=io_pool,
+        budget=config.cluster.blob_repair_budget,
+        interval_seconds=config.cluster.anti_entropy_interval_seconds, clock=reactor,
+        cursor_path=os.path.join(config.storage.data_dir, CURSOR_FILE))
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
