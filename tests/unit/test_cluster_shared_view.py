@@ -15,16 +15,18 @@ from twisted.internet.task import Clock
 from objstore.cluster.gate import GateState
 from objstore.cluster.membership import Membership, ProbeResult, Verdict
 from objstore.cluster.shared_view import (
-    MIN_STALE_SECONDS,
     MembershipMirror,
     MembershipPublisher,
+    read_view,
+    view_path,
+    write_view,
+)
+from objstore.cluster.view_snapshot import (
+    MIN_STALE_SECONDS,
     document_of,
     mirrored,
     peers_of,
-    read_view,
     stale_after_seconds,
-    view_path,
-    write_view,
 )
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
 from objstore.config import Cluster
