@@ -54,12 +54,14 @@ from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlo
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.leadership import WorkerLeadership
+from objstore.cluster.mdns import MdnsDiscovery
 from objstore.cluster.membership import Membership
 from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
 from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
 from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
+from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -352,9 +354,10 @@ def build_node(config: Config, reactor: Any = None, *,
     prober = repairer = None
     if cluster is not None:
         prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
-                               leadership=worker_leadership(node_id, cluster, singletons,
-                                                            role))
-        repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
+                               role, leadership=worker_leadership(node_id, cluster,
+                                                                  singletons, role))
+        if role.leader:  # one proactive pass per node (its cursor file is the node's)
+            repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
     # GET /admin/audit and /admin/metrics/history: here, a peer's (node=<id>) or all (node=all).
     views = NodeViews(node_id=node_id, local=node_view_sources(meta),
                       membership=cluster.membership if cluster is not None else None,
@@ -370,7 +373,8 @@ def build_node(config: Config, reactor: Any = None, *,
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
             fanout=cluster.fanout.stats if cluster.fanout is not None else None,
-            repair=cluster.repair.stats if cluster.repair is not None else None))
+            repair=cluster.repair.stats if cluster.repair is not None else None,
+            node_gauges=role.leader))  # gauges are summed over workers: the prober's only
     # The node's own singletons (audit purge, storage figures, metrics history) run in
     # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
     # only while `singletons` is held. A setting changed through another worker reaches
@@ -687,8 +691,9 @@ def tls_options(config: Config) -> Any:
 @dataclass
 class ClusterParts:
     """A cluster node's membership view, write gate, health status and (once
-    `start_cluster` ran) fan-out. One per process: start-up refuses [cluster] enabled with
-    several workers until one membership per node is shared across them (docs/CLUSTER.md)."""
+    `start_cluster` ran) fan-out, in each process. With several workers the membership is
+    the node's one view: worker 0 probes and publishes it, the others mirror it
+    (cluster/shared_view.py); each worker fans out the writes it serves."""
 
     membership: Membership
     gate: ClusterWriteGate
@@ -710,12 +715,14 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook, *,
-                  leadership: WorkerLeadership | None = None) -> ClusterProber:
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
+                  role: WorkerRole = SINGLE_PROCESS, *,
+                  leadership: WorkerLeadership | None = None) -> service.MultiService:
     """The client, the fan-out on the change hook (every committed local change goes to
-    the eligible peers; a quorum shortfall is the client's 503) and the prober on the
-    node's one membership (returned: a child service started before the listener), which
-    asks `leadership` after each tick."""
+    the eligible peers; a quorum shortfall is the client's 503) and the membership's
+    service (returned: a child service started before the listener): the prober in
+    worker 0 (publishing its view for the other workers when there are several; it asks
+    `leadership` after each tick), the mirror of that view in every other worker."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
     cluster.client = client
@@ -725,10 +732,20 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
     changes.add(cluster.fanout)
     if cluster.repair is not None:  # blob repair fetches through the same client
         cluster.repair.attach(client)
-    return ClusterProber(membership=cluster.membership,
-                         discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
-                         probe=client.ping, cluster=config.cluster, clock=reactor,
-                         after_tick=leadership.after_tick if leadership is not None else None)
+    if not role.leader:
+        assert role.runtime_dir is not None
+        return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
+                                cluster=config.cluster, clock=reactor, runner=io_pool)
+    discovery = discovery_for(config.cluster, SystemResolver(io_pool),
+                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
+    prober = ClusterProber(membership=cluster.membership, discovery=discovery,
+                           probe=client.ping, cluster=config.cluster, clock=reactor,
+                           after_tick=leadership.after_tick if leadership is not None else None)
+    if role.runtime_dir is not None:
+        MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
+                            cluster=config.cluster, clock=reactor,
+                            runner=io_pool).setServiceParent(prober)
+    return prober
 
 
 def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDuties,

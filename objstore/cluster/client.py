@@ -261,7 +261,8 @@ class ClusterClient:
             return ProbeResult(status=None)
         received_at = self._clock.seconds()
         if answer.status in (403, 404):
-            return ProbeResult(status=answer.status, node_id=await self.public_node_id(base_url))
+            return ProbeResult(status=answer.status, node_id=await self.public_node_id(base_url),
+                           latency_seconds=received_at - sent_at)
         return probe_result(answer, cluster=self._cluster, nonce=nonce, sent_at=sent_at,
                             received_at=received_at)
 
@@ -314,11 +315,12 @@ def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: flo
                  received_at: float) -> ProbeResult:
     """What a ping answer says, checked: a 200 that is not a JSON object is unauthenticated;
     figures of the wrong type are left out."""
+    latency = max(received_at - sent_at, 0.0)
     if answer.status != 200:
-        return ProbeResult(status=answer.status)
+        return ProbeResult(status=answer.status, latency_seconds=latency)
     document = _json_object(answer.body)
     if document is None:
-        return ProbeResult(status=200)
+        return ProbeResult(status=200, latency_seconds=latency)
     peer_time = _number(document.get("time"))
     return ProbeResult(
         status=200,
@@ -331,6 +333,8 @@ def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: flo
         max_seq=_count(document.get("max_seq")),
         clock_offset_seconds=(clock_offset(sent_at, received_at, peer_time)
                               if peer_time is not None else None),
+        protocol=_count(document.get("protocol")),
+        latency_seconds=latency,
     )
 
 

@@ -6,7 +6,8 @@ one shared secret, fast probes) and yields `{name: Node}`; each daemon is stoppe
 end and its files removed unless a test failed. Per-node config (a drifted secret, a
 loop, TLS) goes through `extra_config={name: text}` appended to that node's [cluster]
 section's neighbours, or `cluster_overrides={name: {key: toml_value}}` replacing keys of
-its [cluster] section. The environment's cluster opt-in (startup.EXPERIMENTAL_CLUSTER)
+its [cluster] section; `workers` is every node's [server] workers (default 1). The
+environment's cluster opt-in (startup.EXPERIMENTAL_CLUSTER)
 is set for the daemons by `start_cluster`.
 """
 
@@ -80,7 +81,7 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                   names: Sequence[str] = ("a", "b", "c"), *, backend: str = "sqlite",
                   scheme: str = "http",
                   cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
-                  extra_config: Mapping[str, str] | None = None,
+                  extra_config: Mapping[str, str] | None = None, workers: int = 1,
                   ) -> Iterator[dict[str, Node]]:
     ports = {name: free_port() for name in names}
     daemons = {}
@@ -89,7 +90,7 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         section = cluster_section(f"node-{name}", peers, size=len(names),
                                   overrides=(cluster_overrides or {}).get(name))
         daemons[name] = Daemon(tmp_path_factory.mktemp(f"cluster-{name}"), backend=backend,
-                               workers=1, port=ports[name],
+                               workers=workers, port=ports[name],
                                extra_config=section + (extra_config or {}).get(name, ""))
     with pytest.MonkeyPatch.context() as env, contextlib.ExitStack() as stack:
         # The partial cluster runs only when the environment opts in (startup.py); each
