@@ -78,7 +78,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
-from objstore.http.tls_options import listener_options
+from objstore.http.tls_options import TlsSetupError, listener_options
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -588,6 +588,8 @@ class ListenerService(service.Service):
             ) from None
         except ssl.SSL.Error as exc:
             raise fail_startup(f"[server.tls]: cannot load the certificate or key: {exc}") from None
+        except TlsSetupError as exc:
+            raise fail_startup(str(exc)) from None
         super().privilegedStartService()
 
     def _adopt(self, fd: int) -> Any:

@@ -4,9 +4,9 @@
 `HTTPConnectionPool`, never treq's global pool), signs every request with
 `auth.sign_request` under [cluster] secret only, and bounds each exchange, answer body
 included, by [cluster] request_timeout_seconds on its clock. With [cluster.tls] the agent
-verifies peers against the cluster CA (added to the system roots) and presents this
-node's certificate (`ClusterTlsPolicy`); without it only plain HTTP peers are reachable
-(start-up refuses https peers without [cluster.tls]).
+verifies peers against the cluster CA only and presents this node's certificate
+(`ClusterTlsPolicy`); without it only plain HTTP peers are reachable (start-up refuses
+https peers without [cluster.tls]).
 
 `ping` turns one probe into the `membership.ProbeResult` the membership rules classify:
 the nonce MAC checked under either of our secrets, the fingerprint compared, the peer's
@@ -49,7 +49,6 @@ from objstore.cluster.gate import Ack, ack_from_response
 from objstore.cluster.membership import ProbeResult, clock_offset
 from objstore.cluster.wire import ReplicatedDelete, encode_delete, encode_row
 from objstore.config import Cluster, ClusterTLS
-from objstore.http.tls_options import ClusterTrust
 from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock
 
@@ -99,9 +98,8 @@ class BlobFetched:
 
 @implementer(IPolicyForHTTPS)
 class ClusterTlsPolicy:
-    """Peers are verified against the cluster CA added to the system roots
-    (`http/tls_options.ClusterTrust`), by the name or address dialled; this node shows
-    its own certificate to them."""
+    """Peers are verified against the cluster CA (nothing else is trusted), by the name or
+    address dialled; this node shows its own certificate to them."""
 
     def __init__(self, ca: ssl.Certificate, own: ssl.PrivateCertificate) -> None:
         self._ca = ca
@@ -117,8 +115,7 @@ class ClusterTlsPolicy:
                    ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem))
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:  # noqa: N802
-        return ssl.optionsForClientTLS(hostname.decode("idna"),
-                                       trustRoot=ClusterTrust.of(self._ca),
+        return ssl.optionsForClientTLS(hostname.decode("idna"), trustRoot=self._ca,
                                        clientCertificate=self._own)
 
 

@@ -2,7 +2,8 @@
 made by `objstore gen-certs`, one listener per node serving S3, admin and cluster traffic.
 Peers present their node certificates and authenticate; S3 clients without a certificate
 connect; a certificate from another CA fails the handshake; a cluster route without a
-client certificate answers 403 even to a request signed with the right secret."""
+client certificate answers 403 even to a request signed with the right secret. A node
+whose listener certificate is not issued by the cluster CA is refused at start."""
 
 from __future__ import annotations
 
@@ -16,7 +17,17 @@ import pytest
 import urllib3
 
 from objstore.cluster.auth import ClusterSecrets, RequestLine, sign_request
-from tests.cluster.harness import SECRET, Node, all_trusted, gen_certs, start_cluster, wait_for
+from objstore.startup import EXPERIMENTAL_CLUSTER
+from tests.cluster.harness import (
+    SECRET,
+    Node,
+    all_trusted,
+    cluster_section,
+    gen_certs,
+    start_cluster,
+    wait_for,
+)
+from tests.integration.daemon import Daemon
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -117,3 +128,23 @@ def test_a_certificate_from_a_foreign_ca_is_refused(
             ssl.SSLError, ConnectionError):
         return  # the handshake failed: unknown CA
     assert answer.status == 403, answer.data
+
+
+def test_a_listener_certificate_of_another_ca_is_refused_at_start(
+        nodes: dict[str, Node], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    certs = certs_dir(nodes["a"])
+    gen_certs(tmp_path, "ca")
+    gen_certs(tmp_path, "node", "stranger", "--ip", "127.0.0.1")
+    tls = (f'[server.tls]\ncert_file = "{tmp_path / "stranger.crt"}"\n'
+           f'key_file = "{tmp_path / "stranger.key"}"\n'
+           f'[cluster.tls]\nca_file = "{certs / "cluster-ca.crt"}"\n'
+           f'cert_file = "{certs / "node-c.crt"}"\nkey_file = "{certs / "node-c.key"}"\n')
+    section = cluster_section("node-x", [nodes["a"].daemon.endpoint], size=3)
+    daemon = Daemon(tmp_path / "node-x", workers=1, tls_ca=certs / "cluster-ca.crt",
+                    extra_config=section + tls)
+    monkeypatch.setenv(EXPERIMENTAL_CLUSTER, "1")
+    try:
+        with pytest.raises(RuntimeError, match="not issued by the cluster CA"):
+            daemon.start(timeout=30)
+    finally:
+        daemon.cleanup()
