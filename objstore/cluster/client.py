@@ -17,7 +17,7 @@ health. A probe never raises: no answer is `status=None`.
 the peer's `gate.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
 bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
 `SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
-has_blob: true.
+has_blob: true. `view_query` asks a peer for its part of a per-node view (node_views.py).
 
 This module decides nothing about membership; it only asks and reports.
 """
@@ -57,6 +57,7 @@ HEALTH_PATH = "/cluster/v1/health"
 OBJECT_PATH = "/cluster/v1/object"
 DELETE_PATH = "/cluster/v1/object/delete"
 BLOB_PATH = "/cluster/v1/blob/"  # + the blob id (a canonical UUID: nothing to encode)
+VIEW_PATH = "/cluster/v1/admin/"  # + a per-node view's family (node_views.FAMILIES)
 # An answer of any cluster JSON route is read up to this size; past it, no answer.
 MAX_ANSWER_BYTES = 2 * 1024 * 1024
 PERSISTENT_PER_PEER = 4
@@ -243,6 +244,13 @@ class ClusterClient:
         except Exception as error:  # noqa: BLE001
             return SendFailure(f"no answer: {error!r}")
         return _ack_or_failure(answer)
+
+    async def view_query(self, base_url: str, family: str, params: Mapping[str, str]
+                         ) -> Exchange:
+        """A peer's answer to a per-node view query (POST /cluster/v1/admin/<family>, the
+        filter as the JSON body); raises when there is none (node_views.py answers 502)."""
+        return await self.request("POST", base_url, VIEW_PATH + family,
+                                  body=json.dumps(dict(params)).encode())
 
     async def ping(self, base_url: str, nonce: str) -> ProbeResult:
         """One probe of the peer at `base_url` with a fresh `nonce`."""

@@ -147,7 +147,10 @@ class ClusterProber(MultiService):
 
     def __init__(self, *, membership: Membership, discovery: Discovery, probe: Probe,
                  cluster: Cluster, clock: ReactorClock, on_event: EventSink = log_event,
-                 nonce: Callable[[], str] = new_nonce) -> None:
+                 nonce: Callable[[], str] = new_nonce,
+                 after_tick: Callable[[], None] | None = None) -> None:
+        """`after_tick`: called once the membership took in a tick's answers (the worker
+        leader's rule, cluster/leadership.py)."""
         super().__init__()
         self.membership = membership
         self._discovery = discovery
@@ -156,6 +159,7 @@ class ClusterProber(MultiService):
         self._clock = clock
         self._on_event = on_event
         self._nonce = nonce
+        self._after_tick = after_tick
         safe_timer(cluster.probe_interval_seconds, self.tick, clock=clock,
                    what="cluster probe").setServiceParent(self)
 
@@ -173,6 +177,8 @@ class ClusterProber(MultiService):
             log.info("cluster peer {address} ({node_id}) pruned: unseen for "
                      "peer_prune_days", address=gone.address,
                      node_id=gone.node_id or "unknown")
+        if self._after_tick is not None:
+            self._after_tick()
 
     async def _discover(self) -> None:
         try:

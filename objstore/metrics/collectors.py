@@ -167,6 +167,17 @@ class FanOutFigures(Protocol):
     ops_failed: int
 
 
+class BlobRepairFigures(Protocol):
+    """`cluster.blob_repair.BlobRepairStats`."""
+
+    repaired: int
+    failed: int
+    missing_found: int
+    corrupt_found: int
+    fetches: int
+    rejected: int
+
+
 @dataclass(frozen=True)
 class GateFigures:
     state: str  # open | closed | size_exceeded
@@ -182,16 +193,20 @@ class ClusterCollector(Collector):
     """Read at scrape time from the node's Membership, write gate and fan-out."""
 
     def __init__(self, *, peers: Callable[[], Iterable[PeerFigures]],
-                 gate: Callable[[], GateFigures], fanout: FanOutFigures | None) -> None:
+                 gate: Callable[[], GateFigures], fanout: FanOutFigures | None,
+                 repair: BlobRepairFigures | None = None) -> None:
         self._peers = peers
         self._gate = gate
         self._fanout = fanout
+        self._repair = repair
 
     def collect(self) -> Iterator[Metric]:
         yield from self._peer_families()
         yield from self._gate_families()
         if self._fanout is not None:
             yield from self._fanout_families(self._fanout)
+        if self._repair is not None:
+            yield from _repair_families(self._repair)
 
     def _peer_families(self) -> Iterator[Metric]:
         labels = ["peer", "node_id"]
@@ -261,6 +276,29 @@ class ClusterCollector(Collector):
         ops.add_metric(["accepted"], stats.ops_sent)
         ops.add_metric(["failed"], stats.ops_failed)
         yield ops
+
+
+def _repair_families(stats: BlobRepairFigures) -> Iterator[Metric]:
+    repairs = CounterMetricFamily("objstore_cluster_blob_repairs",
+                                  "Blobs fetched from peers (on read and by the proactive "
+                                  "pass), by result.", labels=["result"])
+    repairs.add_metric(["repaired"], stats.repaired)
+    repairs.add_metric(["failed"], stats.failed)
+    yield repairs
+    found = CounterMetricFamily("objstore_cluster_blob_repair_found",
+                                "Local blobs found missing or corrupt (size or MD5).",
+                                labels=["state"])
+    found.add_metric(["missing"], stats.missing_found)
+    found.add_metric(["corrupt"], stats.corrupt_found)
+    yield found
+    for name, documentation, value in (
+        ("fetches", "Peer requests made for blob repair.", stats.fetches),
+        ("rejected", "Peer answers refused because they did not match the row.",
+         stats.rejected),
+    ):
+        family = CounterMetricFamily(f"objstore_cluster_blob_repair_{name}", documentation)
+        family.add_metric([], value)
+        yield family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
