@@ -86,6 +86,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
+from objstore.http.tls_options import TlsSetupError, listener_options
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -621,6 +622,8 @@ class ListenerService(service.Service):
             ) from None
         except ssl.SSL.Error as exc:
             raise fail_startup(f"[server.tls]: cannot load the certificate or key: {exc}") from None
+        except TlsSetupError as exc:
+            raise fail_startup(str(exc)) from None
         super().privilegedStartService()
 
     def _adopt(self, fd: int) -> Any:
@@ -674,18 +677,10 @@ class ListenerService(service.Service):
 
 
 def tls_options(config: Config) -> Any:
-    tls = config.server.tls
-    assert tls is not None
-    with open(tls.cert_file, "rb") as handle:
-        cert_pem = handle.read()
-    with open(tls.key_file, "rb") as handle:
-        key_pem = handle.read()
-    private = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-    if tls.ca_file:
-        with open(tls.ca_file, "rb") as handle:
-            authority = ssl.Certificate.loadPEM(handle.read())
-        return private.options(authority)
-    return private.options()
+    """The listener's TLS options (http/tls_options.py: with [cluster.tls] a client
+    certificate is asked for and verified against the cluster CA, not required)."""
+    assert config.server.tls is not None
+    return listener_options(config.server.tls, config.cluster.tls)
 
 
 @dataclass
