@@ -27,16 +27,18 @@ one pass:
    each `async (peer_node_id, base_url) -> None`, raising on failure.
 
 A peer's pass is complete when it caught up and every step succeeded: then its cursor
-records first_pass_done and last_reconcile. `is_syncing` (health's `syncing`) follows
-`sync_rules.syncing`; `peer_sync` fills the `sync` object of /admin/cluster; `figures`
-feeds the metrics. Applied changes are reported with a peer caller (`Origin.PEER`,
-operation Cluster::AntiEntropy): sinks that send changes on ignore them.
+records first_pass_done and last_reconcile. Its `state` (sync_state.py) answers
+`is_syncing` (health's `syncing`), `peer_sync` (the `sync` object of /admin/cluster) and
+`figures` (the metrics); with several workers it runs in worker 0 only, which publishes
+that state for the others (sync_view.py). Applied changes are reported with a peer
+caller (`Origin.PEER`, operation Cluster::AntiEntropy): sinks that send changes on ignore
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from twisted.application.service import MultiService
@@ -54,14 +56,13 @@ from objstore.cluster.sync_rules import (
     SyncCursor,
     advanced,
     entry_failed,
-    lag,
     page_end,
     pass_completed,
     reset_after_rewind,
     rewound,
-    syncing,
 )
-from objstore.cluster.views import iso
+from objstore.cluster.sync_state import PeerSyncFigures, SyncState
+from objstore.cluster.sync_view import poll_seconds
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
@@ -126,16 +127,6 @@ class EntryFailed(Exception):
     """An entry could not be applied on this pass."""
 
 
-@dataclass(frozen=True, slots=True)
-class PeerSyncFigures:
-    """One peer's sync state for the metrics."""
-
-    node_id: str
-    lag: int | None
-    skipped_entries: int
-    first_pass_done: bool
-
-
 class AntiEntropy(MultiService):
     def __init__(self, *, membership: Membership, meta: SyncMeta, client: ManifestClient,
                  apply: Applier, blobs: BlobPresence, io: Runner, cluster: Cluster,
@@ -152,41 +143,25 @@ class AntiEntropy(MultiService):
         self._clock = clock
         self.steps: list[PeerStep] = list(steps)  # the coordinator may add more
         self._page_entries = page_entries
-        self._cursors: dict[str, SyncCursor] = {}
-        self._progress: dict[str, PeerProgress] = {}
+        self.state = SyncState()  # cursors and progress (sync_state.py)
+        self._cursors = self.state.cursors
+        self._progress = self.state.progress
         self._last_attempt: dict[str, float] = {}  # peer -> when its last pass ended
-        self._loaded = False
         self._stopping = False
-        self._poll = poll = min(self._interval, cluster.probe_interval_seconds)
+        self._poll = poll = poll_seconds(cluster)
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
 
     # -- what health, /admin/cluster and the metrics read --------------------------------
     def is_syncing(self) -> bool:
-        ids = [peer.node_id for peer in self._membership.eligible_peers() if peer.node_id]
-        return syncing(ids, self._progress, loaded=self._loaded)
+        return self.state.is_syncing(self._membership)
 
     def peer_sync(self, peer: PeerState) -> dict[str, Any] | None:
-        """The `sync` object of a peer in /admin/cluster (None: nothing known yet)."""
-        if peer.node_id is None:
-            return None
-        cursor = self._cursors.get(peer.node_id)
-        progress = self._progress.get(peer.node_id, PeerProgress())
-        return {
-            "hwm": cursor.cursor if cursor is not None else None,
-            "lag": lag(cursor, peer.max_seq),
-            "last_reconcile": iso(cursor.last_reconcile) if cursor is not None else None,
-            "first_pass_done": progress.passed,
-            "skipped_entries": cursor.skipped_entries if cursor is not None else 0,
-        }
+        """The `sync` object of a peer in /admin/cluster."""
+        return self.state.peer_sync(peer)
 
     def figures(self) -> list[PeerSyncFigures]:
-        max_seqs = {peer.node_id: peer.max_seq for peer in self._membership.peers.values()
-                    if peer.node_id is not None}
-        return [PeerSyncFigures(node_id, lag(cursor, max_seqs.get(node_id)),
-                                cursor.skipped_entries,
-                                self._progress.get(node_id, PeerProgress()).passed)
-                for node_id, cursor in sorted(self._cursors.items())]
+        return self.state.figures(self._membership)
 
     # -- the loop ------------------------------------------------------------------------
     def startService(self) -> None:  # noqa: N802 (Twisted's name)
@@ -198,12 +173,12 @@ class AntiEntropy(MultiService):
         return super().stopService()
 
     async def tick(self) -> None:
-        if not self._loaded:
+        if not self.state.loaded:
             for cursor in await self._meta.list_sync_cursors():
                 self._cursors[cursor.peer_node_id] = cursor
                 self._progress[cursor.peer_node_id] = PeerProgress(
                     known_before=cursor.first_pass_done)
-            self._loaded = True
+            self.state.loaded = True
         now = self._clock.seconds()
         due = [peer for peer in self._membership.eligible_peers()
                if peer.node_id is not None and self._due(peer.node_id, now)]

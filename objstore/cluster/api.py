@@ -20,6 +20,8 @@ Routes today:
                                     ack says has_blob: true; answers {"stored", "has_blob"}
     GET /cluster/v1/blob/<blob_id>  a blob's bytes as stored, streamed (repair); 404 when
                                     not here
+    POST /cluster/v1/admin/<family> this node's part of a per-node view (audit,
+                                    metrics-history): cluster/admin_proxy_routes.py
 
 Blob ids are path segments that must be canonical UUID strings (400 otherwise) and are
 used verbatim; they become paths only through `BlobStore`, which checks them again.
@@ -53,6 +55,7 @@ from twisted.internet.defer import Deferred
 from objstore.admin.api import admin_answer, install_json_errors, json_body, match_route
 from objstore.blobs.store import is_valid_blob_id
 from objstore.cluster import manifest_routes
+from objstore.cluster.admin_proxy_routes import register_admin_proxy_routes
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
     SIGNED_HEADERS,
@@ -86,6 +89,7 @@ from objstore.iam.identity import Principal
 from objstore.threads import InlinePool, Runner
 
 if TYPE_CHECKING:
+    from objstore.cluster.node_views import NodeViews
     from objstore.engine.replication_apply import ReplicationApply
 
 __all__ = ["PROTOCOL_VERSION", "ClusterApi", "NodeFigures", "VerifiedPeer", "cluster_route"]
@@ -281,9 +285,11 @@ class ClusterApi:
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
-                 io: Runner | None = None, manifest: ManifestSource | None = None) -> None:
+                 io: Runner | None = None, node_views: NodeViews | None = None,
+                 manifest: ManifestSource | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
         answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file;
+        `node_views`: this node's per-node views (None: POST /admin/<family> answers 503);
         `manifest`: the changed-since manifest (`MetaStore.changed_since`; None: 503)."""
         self._cluster = cluster
         self._node_id = node_id
@@ -295,6 +301,7 @@ class ClusterApi:
         self._clock = clock
         self._apply = apply
         self._io = io if io is not None else InlinePool()
+        self.node_views = node_views
         self.manifest_source = manifest
 
     def resource(self) -> _ClusterResource:
@@ -405,6 +412,8 @@ class ClusterApi:
         data: bytes = await self._io.run(spool.read, spool.length)
         return data
 
+    # POST /admin/<family>: the per-node views' proxied queries (admin_proxy_routes.py).
+    register_admin_proxy_routes(app, cluster_route)
     # POST /manifest: anti-entropy's changed-since manifest (cluster/manifest_routes.py)
     manifest = cluster_route(app, "/manifest", methods=["POST"])(manifest_routes.manifest)
 
