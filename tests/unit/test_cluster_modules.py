@@ -13,7 +13,7 @@ PURE = ["objstore.cluster.lww", "objstore.cluster.auth", "objstore.cluster.membe
         "objstore.cli.gen_certs", "objstore.cluster.blob_repair_rules",
         "objstore.cluster.leader_rule", "objstore.cluster.view_merge",
         "objstore.cluster.view_snapshot", "objstore.cluster.sync_rules",
-        "objstore.cluster.manifest_wire"]
+        "objstore.cluster.manifest_wire", "objstore.cluster.sync_state"]
 
 
 def imported_after(module: str) -> set[str]:
