@@ -51,6 +51,8 @@ from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, build_http_client
+from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
+from objstore.cluster.control_routes import ControlRoutes, TagWriter
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.membership import Membership
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
@@ -68,7 +70,7 @@ from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
 from objstore.engine.replication_apply import ReplicationApply
 from objstore.engine.replicator import NO_GATE
-from objstore.engine.settings import SettingsService
+from objstore.engine.settings import SettingsService, replicated_setting
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
@@ -296,6 +298,15 @@ def build_node(config: Config, reactor: Any = None, *,
         ),
     )
     health = HealthState(cluster=cluster.status if cluster is not None else None)
+    if cluster is not None:  # a peer's control plane merged here: the caches forget
+        def iam_merged() -> None:
+            identities.invalidate()
+            authorizer.invalidate()
+
+        cluster.control = ControlReconciler(
+            node_id=node_id, meta=meta, io=io_pool, replicated_setting=replicated_setting,
+            peers=cluster.membership.eligible_peers, changes=changes,
+            listeners=ControlListeners(iam=iam_merged, buckets=bucket_cache.invalidate))
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
@@ -317,7 +328,9 @@ def build_node(config: Config, reactor: Any = None, *,
         limits=config.server.limits,
         domains=config.server.domains,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
-                            locks=key_locks, changes=changes),
+                            locks=key_locks, changes=changes,
+                            control=cluster.control if cluster is not None else None,
+                            tags=services.versions),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
@@ -355,8 +368,10 @@ def build_node(config: Config, reactor: Any = None, *,
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
-    settings = SettingsService(meta, control, io_pool, changes=changes,
-                               on_change=settings_listener(lifecycle, duties, counters))
+    on_setting = settings_listener(lifecycle, duties, counters)
+    settings = SettingsService(meta, control, io_pool, changes=changes, on_change=on_setting)
+    if cluster is not None and cluster.control is not None:
+        cluster.control.listeners.setting = on_setting
     mount_settings_and_quotas(admin, services, meta, settings)
     mount_data_apis(admin, services, iam, meta, settings, io_pool, clock,
                     audit=observability.audit)
@@ -664,6 +679,7 @@ class ClusterParts:
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
+    control: ControlReconciler | None = None  # pulls and merges peers' control planes
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -688,6 +704,8 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
+    if cluster.control is not None:
+        cluster.control.client = client
     return ClusterProber(membership=cluster.membership,
                          discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
                          probe=client.ping, cluster=config.cluster, clock=reactor)
@@ -703,7 +721,8 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
-                locks: KeyLocks, changes: ChangeHook) -> Any | None:
+                locks: KeyLocks, changes: ChangeHook, control: ControlReconciler | None = None,
+                tags: TagWriter | None = None) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
     key locks and change hook (whose sinks ignore Origin.PEER)."""
@@ -716,5 +735,8 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
+    routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
+              if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
-                      figures=figures, clock=clock, apply=apply, io=io_pool).resource()
+                      figures=figures, clock=clock, apply=apply, io=io_pool,
+                      control=routes).resource()

@@ -18,6 +18,8 @@ Routes today:
                                     ack says has_blob: true; answers {"stored", "has_blob"}
     GET /cluster/v1/blob/<blob_id>  a blob's bytes as stored, streamed (repair); 404 when
                                     not here
+    POST /cluster/v1/op, /cluster/v1/control-snapshot  the control plane: handled by
+                                    `control_routes.ControlRoutes` (503 without one)
 
 Blob ids are path segments that must be canonical UUID strings (400 otherwise) and are
 used verbatim; they become paths only through `BlobStore`, which checks them again.
@@ -82,6 +84,7 @@ from objstore.iam.identity import Principal
 from objstore.threads import InlinePool, Runner
 
 if TYPE_CHECKING:
+    from objstore.cluster.control_routes import ControlRoutes
     from objstore.engine.replication_apply import ReplicationApply
 
 __all__ = ["PROTOCOL_VERSION", "ClusterApi", "NodeFigures", "VerifiedPeer", "cluster_route"]
@@ -277,7 +280,7 @@ class ClusterApi:
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
-                 io: Runner | None = None) -> None:
+                 io: Runner | None = None, control: ControlRoutes | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
         answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file."""
         self._cluster = cluster
@@ -290,6 +293,7 @@ class ClusterApi:
         self._clock = clock
         self._apply = apply
         self._io = io if io is not None else InlinePool()
+        self._control = control  # POST /op and /control-snapshot (None: 503)
 
     def resource(self) -> _ClusterResource:
         return _ClusterResource(self.app.resource(), self)
@@ -399,6 +403,22 @@ class ClusterApi:
         data: bytes = await self._io.run(spool.read, spool.length)
         return data
 
+    # -- the control plane (cluster/control_routes.py) -----------------------------------
+    @cluster_route(app, "/op", methods=["POST"])
+    async def op(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        return await self._control_routes().op(
+            request, peer_caller(request, peer, "Cluster::ApplyOp"), peer,
+            await self._json_bytes(request))
+
+    @cluster_route(app, "/control-snapshot", methods=["POST"])
+    async def control_snapshot(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        return await self._control_routes().snapshot(request)
+
+    def _control_routes(self) -> ControlRoutes:
+        if self._control is None:
+            raise AdminError("ServiceUnavailable", "This node does not reconcile the "
+                             "control plane.")
+        return self._control
 
 
 def peer_caller(request: ObjstoreRequest, peer: VerifiedPeer, operation: str) -> Caller:
