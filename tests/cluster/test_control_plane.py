@@ -127,3 +127,11 @@ def test_bucket_versioning_enabled_on_a_is_seen_on_c(nodes: dict[str, Node]) -> 
                                         VersioningConfiguration={"Status": "Enabled"})
     wait_for("versioning on c", lambda: nodes["c"].s3.get_bucket_versioning(
         Bucket=bucket).get("Status") == "Enabled", DEADLINE)
+
+
+def test_a_bucket_deleted_on_one_node_is_gone_everywhere(nodes: dict[str, Node]) -> None:
+    bucket = fresh_bucket(nodes, "c")
+    nodes["a"].s3.delete_bucket(Bucket=bucket)
+    for name in NAMES:
+        wait_for(f"bucket {bucket} gone on {name}",
+                 lambda name=name: not has_bucket(nodes[name], bucket), DEADLINE)
