@@ -63,6 +63,7 @@ def fresh_bucket(nodes: dict[str, Node], through: str = "a") -> str:
 
 def test_a_bucket_created_on_one_node_appears_on_the_others(nodes: dict[str, Node]) -> None:
     bucket = fresh_bucket(nodes, "a")
+    nodes["b"].s3.create_bucket(Bucket=bucket)  # one root on every node: idempotent
     nodes["b"].s3.put_object(Bucket=bucket, Key="through-b", Body=b"written on b")
     for name in ("a", "c"):
         got = nodes[name].s3.get_object(Bucket=bucket, Key="through-b")
