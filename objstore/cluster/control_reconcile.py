@@ -11,7 +11,9 @@
   read on the DB reader pool, encoded on the IO pool. It holds credential secrets: never
   logged.
 
-After a merge that changed something, the node's caches forget what changed, as the admin
+After a merge that changed something, the control record (what `objstore recover`
+rebuilds from) is brought in line on the IO pool (`control_mirror.py`), then the node's
+caches forget what changed, as the admin
 routes make them do: the IAM caches (`ControlListeners.iam`), the bucket caches
 (`.buckets`: bucket records and every cache of the buckets scope, lifecycle
 configurations included), each changed setting key (`.setting`: the lifecycle interval);
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from twisted.internet.defer import Deferred, DeferredLock
 from twisted.logger import Logger
 
+from objstore.cluster.control_mirror import ControlFiles, mirror
 from objstore.cluster.control_wire import decode_snapshot, encode_snapshot
 from objstore.cluster.membership import PeerState
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
@@ -96,7 +99,8 @@ class ControlReconciler:
                  peers: Callable[[], Iterable[PeerState]],
                  changes: ChangeHook | None = None,
                  listeners: ControlListeners | None = None,
-                 client: SnapshotFetcher | None = None) -> None:
+                 client: SnapshotFetcher | None = None,
+                 control: ControlFiles | None = None) -> None:
         self._node_id = node_id
         self._meta = meta
         self._io = io
@@ -105,6 +109,7 @@ class ControlReconciler:
         self._changes = changes or ChangeHook()
         self.listeners = listeners or ControlListeners()
         self.client = client  # set when the cluster client exists (service.start_cluster)
+        self._control = control  # the control record, kept in line with each merge
         self._locks: dict[str, DeferredLock] = {}
         self._pulls: dict[str, _Pulls] = {}
         self.stats = ControlStats()
@@ -145,6 +150,8 @@ class ControlReconciler:
             log.debug("control merge from {peer}: {n} rows skipped (a name another entity "
                       "holds here)", peer=peer_node_id, n=outcome.conflicts)
         if outcome.changed:
+            if self._control is not None:
+                await self._io.run(mirror, self._control, outcome)
             self.stats.merges_changed += 1
             log.info("control merge from {peer}: {families}", peer=peer_node_id,
                      families=outcome.families)

@@ -61,6 +61,9 @@ class MergeOutcome:
     settings: set[str] = field(default_factory=set)  # setting keys changed
     skipped: int = 0
     conflicts: int = 0
+    written: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # rows upserted
+    removed: dict[str, list[str]] = field(default_factory=dict)  # keys of rows deleted
+    bucket_created_at: dict[str, float] = field(default_factory=dict)  # of buckets written to
 
     @property
     def changed(self) -> bool:
@@ -190,12 +193,22 @@ def _outcome(decided: ControlPlan, local: Mapping[str, FamilyState],
         outcome.families[name] = (len(family_plan.tombstones) + len(family_plan.upserts)
                                   + len(family_plan.deletes))
         keys = set(family_plan.upserts) | set(family_plan.deletes)
+        if family_plan.upserts:
+            outcome.written[name] = [dict(row) for row in family_plan.upserts.values()]
+        if family_plan.deletes:
+            outcome.removed[name] = list(family_plan.deletes)
         if name == "setting":
             outcome.settings |= keys | set(family_plan.tombstones)
         elif name == BUCKET:
             outcome.buckets |= keys
         elif name == "bucket_config":
             outcome.buckets |= {key.split(":", 1)[0] for key in keys}
+    for row in outcome.written.get("bucket_config", []):
+        name = str(row["bucket"])
+        held = (incoming.get(BUCKET, FamilyState()).rows.get(name)
+                or local.get(BUCKET, FamilyState()).rows.get(name))
+        if held is not None:
+            outcome.bucket_created_at[name] = float(held["created_at"])
     return outcome
 
 
