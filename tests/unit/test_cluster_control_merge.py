@@ -203,10 +203,17 @@ def states(draw: st.DrawFn) -> dict[str, FamilyState]:
     def tombstones(keys: Any) -> dict[str, float]:
         return {k: draw(_STAMPS) for k in draw(st.sets(keys))}
 
+    users = {k: user(k, draw(_STAMPS)) for k in draw(st.sets(_KEYS))}
+    credentials = {}
+    for access_key in draw(st.sets(st.sampled_from(["AK1", "AK2"]))):
+        credentials[access_key] = credential(access_key, draw(_KEYS), draw(_STAMPS),
+                                             draw(st.booleans()))
     return {
         BUCKET: fam(buckets, tombstones(_KEYS)),
         BUCKET_CONFIG: fam(configs, tombstones(st.sampled_from(list(configs) or ["k1:q"]))),
         SETTING: fam(settings_rows, tombstones(_KEYS)),
+        USER: fam(users, tombstones(_KEYS)),
+        CREDENTIAL: fam(credentials, tombstones(st.sampled_from(["AK1", "AK2"]))),
     }
 
 
