@@ -16,7 +16,9 @@ family, in `FAMILIES` order (parents before children):
 - **Last-writer-wins per entity.** Of the two rows of one key, the strictly newer stamp
   wins; on a tie the larger canonical JSON of the row, so every node keeps the same row
   whatever order snapshots arrive in. A tombstone beats a row unless the row is strictly
-  newer.
+  newer. The kept row is the newest that can live here: one whose parent is dead (or,
+  incoming, whose unique name another entity holds) gives way to the other row of its
+  key, if that one can.
 - **Children of dead parents are skipped**: an incoming row whose parent is dead here is
   not applied (the local row of its key, if any, stays as it is); a local row whose
   parent dies in this merge is removed. Credentials
@@ -224,32 +226,48 @@ def plan(local: ControlState, incoming: ControlState,
         for key in sorted(keys):
             local_row = mine.rows.get(key)
             incoming_row = theirs.rows.get(key) if theirs is not None else None
-            tombstone = tombstones.get(key)
-            winner = newer_row(spec, local_row, incoming_row)
-            if incoming_row is not None and winner is incoming_row \
-                    and incoming_row != local_row and row_survives(spec, incoming_row, tombstone):
-                if not _parents_live(spec, incoming_row, present, buried):
-                    family_plan.skipped += 1  # the local row (if any) stays as it is
-                elif _name_taken(spec, names, incoming_row, key):
-                    family_plan.conflicts += 1
-                else:
-                    family_plan.upserts[key] = incoming_row
-                    _rename(spec, names, local_row, incoming_row, key)
-                    alive.add(key)
+            if incoming_row is not None and incoming_row == local_row:
+                incoming_row = None  # the same row: nothing to choose
+            chosen = self_chosen = None
+            for candidate in _newest_first(spec, local_row, incoming_row):
+                is_local = candidate is local_row
+                if not row_survives(spec, candidate, tombstones.get(key)):
                     continue
-            if local_row is None:
+                if not _parents_live(spec, candidate, present, buried) \
+                        and not (is_local and key in pinned.get(spec.name, ())):
+                    family_plan.skipped += 0 if is_local else 1
+                    continue
+                if not is_local and _name_taken(spec, names, candidate, key):
+                    family_plan.conflicts += 1
+                    continue
+                chosen, self_chosen = candidate, is_local
+                break
+            if chosen is None and local_row is not None \
+                    and key in pinned.get(spec.name, ()):
+                chosen, self_chosen = local_row, True
+            if chosen is None:
+                if local_row is not None:
+                    family_plan.deletes.append(key)
+                    _rename(spec, names, local_row, None, key)
                 continue
-            if (row_survives(spec, local_row, tombstone)
-                    and _parents_live(spec, local_row, present, buried)) \
-                    or key in pinned.get(spec.name, ()):
-                alive.add(key)
-            else:
-                family_plan.deletes.append(key)
-                _rename(spec, names, local_row, None, key)
+            if not self_chosen:
+                family_plan.upserts[key] = chosen
+                _rename(spec, names, local_row, chosen, key)
+            alive.add(key)
         present[spec.name] = alive
         if theirs is not None or family_plan.changed:
             result[spec.name] = family_plan
     return result
+
+
+def _newest_first(spec: FamilySpec, local: Row | None, incoming: Row | None
+                  ) -> list[Row]:
+    """The rows of one key, the last writer first."""
+    winner = newer_row(spec, local, incoming)
+    if winner is None:
+        return []
+    other = incoming if winner is local else local
+    return [winner] if other is None else [winner, other]
 
 
 def _name_taken(spec: FamilySpec, names: Mapping[Any, str], row: Row, key: str) -> bool:
