@@ -51,6 +51,7 @@ from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, build_http_client
+from objstore.cluster.control_metrics import ControlCollector
 from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
 from objstore.cluster.control_routes import ControlRoutes, TagWriter
 from objstore.cluster.fanout import FanOut, StoredBlobs
@@ -358,6 +359,8 @@ def build_node(config: Config, reactor: Any = None, *,
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
             fanout=cluster.fanout.stats if cluster.fanout is not None else None))
+        if cluster.control is not None:
+            observability.metrics.add(ControlCollector(cluster.control.stats))
     # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
     # while this process holds the worker leader's role: worker 0 takes it at start. A
     # setting changed through another worker reaches the leader within a second.

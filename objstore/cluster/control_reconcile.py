@@ -128,6 +128,9 @@ class ControlReconciler:
         await lock.acquire()
         try:
             await self._reconcile(peer_node_id, base_url)
+        except Exception:
+            self.stats.failures += 1
+            raise
         finally:
             lock.release()
 
@@ -197,7 +200,6 @@ class ControlReconciler:
                 try:
                     await self.reconcile_control(peer_node_id, base_url)
                 except Exception as error:  # noqa: BLE001 (best effort: the next tick repairs)
-                    self.stats.failures += 1
                     log.info("control pull from {peer} failed: {why!r}", peer=peer_node_id,
                              why=error)
                 if not pulls.again:

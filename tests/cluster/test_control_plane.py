@@ -128,6 +128,10 @@ def test_bucket_versioning_enabled_on_a_is_seen_on_c(nodes: dict[str, Node]) -> 
                                         VersioningConfiguration={"Status": "Enabled"})
     wait_for("versioning on c", lambda: nodes["c"].s3.get_bucket_versioning(
         Bucket=bucket).get("Status") == "Enabled", DEADLINE)
+    metrics = nodes["c"].admin.get("/metrics").body.decode()
+    pulls = [line for line in metrics.splitlines()
+             if line.startswith("objstore_cluster_control_pulls_total ")]
+    assert pulls and float(pulls[0].split()[1]) > 0
 
 
 def test_a_bucket_deleted_on_one_node_is_gone_everywhere(nodes: dict[str, Node]) -> None:

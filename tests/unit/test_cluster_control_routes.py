@@ -311,3 +311,20 @@ def test_reconcile_control_raises_and_refuses_a_snapshot_of_another_node() -> No
     failures: list[Any] = []
     pulled.addErrback(failures.append)
     assert failures and "node-a" in str(failures[0].value)
+
+
+def test_the_collector_exports_the_reconcilers_counts() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from objstore.cluster.control_metrics import ControlCollector
+
+    reconciler, fetcher, _store = scheduler()
+    reconciler.notice("node-a")
+    fetcher.waiting[0].callback(SNAPSHOT)
+    reconciler.notice("node-a")
+    fetcher.waiting[1].errback(ConnectionError("gone"))
+    registry = CollectorRegistry()
+    registry.register(ControlCollector(reconciler.stats))
+    text = generate_latest(registry).decode()
+    assert "objstore_cluster_control_pulls_total 2.0" in text
+    assert "objstore_cluster_control_pull_failures_total 1.0" in text
