@@ -307,6 +307,7 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster.control = ControlReconciler(
             node_id=node_id, meta=meta, io=io_pool, replicated_setting=replicated_setting,
             peers=cluster.membership.eligible_peers, changes=changes, control=control,
+            uploads=blobs,
             listeners=ControlListeners(iam=iam_merged, buckets=bucket_cache.invalidate))
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)

@@ -12,8 +12,10 @@
   logged.
 
 After a merge that changed something, the control record (what `objstore recover`
-rebuilds from) is brought in line on the IO pool (`control_mirror.py`), then the node's
-caches forget what changed, as the admin
+rebuilds from) is brought in line on the IO pool (`control_mirror.py`), an upload the
+merge removed loses its upload record (so `recover` does not reopen it; its parts' blobs
+stay: a completed upload's object may reference them, `check --repair` reclaims the
+others), then the node's caches forget what changed, as the admin
 routes make them do: the IAM caches (`ControlListeners.iam`), the bucket caches
 (`.buckets`: bucket records and every cache of the buckets scope, lifecycle
 configurations included), each changed setting key (`.setting`: the lifecycle interval);
@@ -54,6 +56,12 @@ class ControlStore(Protocol):
     def merge_control_snapshot(self, incoming: dict[str, FamilyState],
                                replicated_setting: Callable[[str], bool]
                                ) -> Deferred[MergeOutcome]: ...
+
+
+class UploadRecords(Protocol):
+    """`BlobStore`'s upload records (what `recover` reopens uploads from)."""
+
+    def remove_upload_record(self, upload_id: str) -> None: ...
 
 
 class SnapshotFetcher(Protocol):
@@ -100,7 +108,8 @@ class ControlReconciler:
                  changes: ChangeHook | None = None,
                  listeners: ControlListeners | None = None,
                  client: SnapshotFetcher | None = None,
-                 control: ControlFiles | None = None) -> None:
+                 control: ControlFiles | None = None,
+                 uploads: UploadRecords | None = None) -> None:
         self._node_id = node_id
         self._meta = meta
         self._io = io
@@ -110,6 +119,7 @@ class ControlReconciler:
         self.listeners = listeners or ControlListeners()
         self.client = client  # set when the cluster client exists (service.start_cluster)
         self._control = control  # the control record, kept in line with each merge
+        self._uploads = uploads  # an upload the merge removed loses its upload record
         self._locks: dict[str, DeferredLock] = {}
         self._pulls: dict[str, _Pulls] = {}
         self.stats = ControlStats()
@@ -155,6 +165,9 @@ class ControlReconciler:
         if outcome.changed:
             if self._control is not None:
                 await self._io.run(mirror, self._control, outcome)
+            if self._uploads is not None:
+                for upload_id in outcome.removed.get("upload", []):
+                    await self._io.run(self._uploads.remove_upload_record, upload_id)
             self.stats.merges_changed += 1
             log.info("control merge from {peer}: {families}", peer=peer_node_id,
                      families=outcome.families)

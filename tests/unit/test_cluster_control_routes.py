@@ -78,7 +78,7 @@ class Node:
         self.peers: list[PeerState] = []
         self.reconciler = ControlReconciler(
             node_id=node_id, meta=self.meta, io=InlinePool(), replicated_setting=travels,
-            peers=lambda: self.peers, changes=ChangeHook([self.seen]),
+            peers=lambda: self.peers, changes=ChangeHook([self.seen]), uploads=self.blobs,
             listeners=ControlListeners(iam=lambda: self.told.append("iam"),
                                        buckets=lambda: self.told.append("buckets"),
                                        setting=lambda key: self.told.append(f"setting:{key}")))
@@ -170,6 +170,22 @@ def test_a_notice_makes_the_receiver_pull_and_merge_the_senders_snapshot(
                                                 ChangeKind.BUCKET_CONFIGURED,
                                                 ChangeKind.SETTING_CHANGED}
     assert all(c.caller.origin is Origin.PEER for c in b.seen.changes)
+
+
+def test_an_upload_removed_by_a_merge_loses_its_upload_record(a: Node, b: Node) -> None:
+    from objstore.meta.records import UploadRecord
+
+    for node in (a, b):
+        node.store.create_bucket(BucketRecord("bk", "u", "us-east-1", 5.0))
+    b.store.create_upload(UploadRecord("up-1", "bk", "key", 6.0))
+    b.blobs.write_upload_record("up-1", {"upload_id": "up-1"})
+    a.store.create_upload(UploadRecord("up-1", "bk", "key", 6.0))
+    a.store.delete_upload("up-1")  # aborted (or completed) on a: its tombstone
+    b.knows(a)
+    op = ClusterOp(kind=ChangeKind.BUCKET_CONFIGURED.value, bucket="bk")
+    assert run(a.client_to(b).send_op(b.base, op)) is True
+    assert b.store.get_upload("up-1") is None
+    assert "up-1" not in b.blobs.upload_record_ids()
 
 
 def test_a_notice_from_a_peer_that_is_not_eligible_pulls_nothing(a: Node, b: Node) -> None:
