@@ -352,16 +352,17 @@ class ClusterApi:
     @cluster_route(app, "/object", methods=["POST"])
     async def object_row(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
         record = _decoded(decode_row, await self._json_bytes(request))
-        ack = await _engine(self._receiver().apply_replicated(
-            peer_caller(request, peer, "Cluster::ApplyObject"), record))
+        ack = await _engine(self._bucket_pulled(peer, lambda: self._receiver().apply_replicated(
+            peer_caller(request, peer, "Cluster::ApplyObject"), record)))
         return json_body(request, 200, encode_ack(ack))
 
     @cluster_route(app, "/object/delete", methods=["POST"])
     async def object_delete(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
         delete = _decoded(decode_delete, await self._json_bytes(request))
-        ack = await _engine(self._receiver().apply_replicated_delete(
-            peer_caller(request, peer, "Cluster::ApplyDelete"), delete.bucket, delete.key,
-            delete.version_id, delete.deleted_at))
+        ack = await _engine(self._bucket_pulled(
+            peer, lambda: self._receiver().apply_replicated_delete(
+                peer_caller(request, peer, "Cluster::ApplyDelete"), delete.bucket,
+                delete.key, delete.version_id, delete.deleted_at)))
         return json_body(request, 200, encode_ack(ack))
 
     @cluster_route(app, "/blob/<blob_id>", methods=["PUT"], max_body_bytes=None)
@@ -413,6 +414,14 @@ class ClusterApi:
     @cluster_route(app, "/control-snapshot", methods=["POST"])
     async def control_snapshot(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
         return await self._control_routes().snapshot(request)
+
+    async def _bucket_pulled(self, peer: VerifiedPeer, work: Callable[[], Awaitable[Any]]
+                             ) -> Any:
+        """`work`, once more after pulling the sender's control plane when it found no
+        bucket (`ControlRoutes.with_bucket`); as is without control routes."""
+        if self._control is None:
+            return await work()
+        return await self._control.with_bucket(peer, work)
 
     def _control_routes(self) -> ControlRoutes:
         if self._control is None:

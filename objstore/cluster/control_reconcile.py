@@ -191,6 +191,16 @@ class ControlReconciler:
         for change in changes:
             await self._changes.committed(change)
 
+    async def pull_now(self, peer_node_id: str) -> bool:
+        """Pull and merge the peer's snapshot now (a replicated row named a bucket this
+        node does not hold yet); False when the peer is not eligible. Raises as
+        `reconcile_control`."""
+        base_url = self._address_of(peer_node_id)
+        if base_url is None:
+            return False
+        await self.reconcile_control(peer_node_id, base_url)
+        return True
+
     # -- op notices ------------------------------------------------------------------------
     def notice(self, peer_node_id: str) -> None:
         """Schedule a pull from the peer (coalesced; see the module docstring)."""

@@ -12,6 +12,9 @@ handlers call):
                                        secrets included: only on this authenticated route,
                                        never logged). The request body is ignored ({} today)
 
+`with_bucket` serves the object routes: a row or deletion for a bucket this node does
+not hold yet makes it pull the sender's snapshot, then apply once more.
+
 Tags: rule 5 orders object rows by last_modified and lock_updated_at, which a tag change
 keeps, so the content tie-break decides between two tag sets of one version. A
 tags_changed op means "the sender's newest tags": after the LWW apply, when this node
@@ -23,7 +26,8 @@ Known gaps: `tags_updated_at`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from objstore.admin.api import json_body
 from objstore.cluster.control_wire import decode_op
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
     from objstore.cluster.gate import Ack
     from objstore.engine.replication_apply import ReplicationApply
     from objstore.http.site import ObjstoreRequest
+
+
+T = TypeVar("T")
 
 
 class TagWriter(Protocol):
@@ -100,6 +107,24 @@ class ControlRoutes:
                     error.status], f"{error.code}: {error.message}") from None
             raise
         return ack
+
+    async def with_bucket(self, peer: VerifiedPeer, work: Callable[[], Awaitable[T]]) -> T:
+        """`work` (applying a peer's row or deletion); when it finds no bucket, the
+        sender's control snapshot is pulled and merged first and `work` runs once more
+        (a bucket created and written to at once reaches this node with its first row,
+        not only with the notice)."""
+        try:
+            return await work()
+        except S3Error as error:
+            if error.code != "NoSuchBucket":
+                raise
+            try:
+                pulled = await self._reconciler.pull_now(peer.node_id)
+            except Exception:  # noqa: BLE001 (the row's refusal is the answer)
+                pulled = False
+            if not pulled:
+                raise error from None
+        return await work()
 
     async def snapshot(self, request: ObjstoreRequest) -> bytes:
         body = await self._reconciler.snapshot()

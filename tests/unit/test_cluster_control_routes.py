@@ -344,3 +344,15 @@ def test_the_collector_exports_the_reconcilers_counts() -> None:
     text = generate_latest(registry).decode()
     assert "objstore_cluster_control_pulls_total 2.0" in text
     assert "objstore_cluster_control_pull_failures_total 1.0" in text
+
+
+def test_a_row_for_a_bucket_not_here_yet_pulls_the_senders_control_plane(
+        a: Node, b: Node) -> None:
+    a.store.create_bucket(BucketRecord("fresh", "u", "us-east-1", 5.0))
+    row = ObjectRecord("fresh", "k", V1, None, 0, "e", 10.0, is_delete_marker=True)
+    refused = run(a.client_to(b).send_object(b.base, row))
+    assert isinstance(refused, SendFailure) and refused.status == 404  # a not eligible
+    b.knows(a)
+    assert run(a.client_to(b).send_object(b.base, row)).applied
+    assert b.store.get_bucket("fresh") is not None
+    assert b.store.get_object("fresh", "k", V1) is not None
