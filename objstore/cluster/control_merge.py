@@ -228,29 +228,15 @@ def plan(local: ControlState, incoming: ControlState,
             incoming_row = theirs.rows.get(key) if theirs is not None else None
             if incoming_row is not None and incoming_row == local_row:
                 incoming_row = None  # the same row: nothing to choose
-            chosen = self_chosen = None
-            for candidate in _newest_first(spec, local_row, incoming_row):
-                is_local = candidate is local_row
-                if not row_survives(spec, candidate, tombstones.get(key)):
-                    continue
-                if not _parents_live(spec, candidate, present, buried) \
-                        and not (is_local and key in pinned.get(spec.name, ())):
-                    family_plan.skipped += 0 if is_local else 1
-                    continue
-                if not is_local and _name_taken(spec, names, candidate, key):
-                    family_plan.conflicts += 1
-                    continue
-                chosen, self_chosen = candidate, is_local
-                break
-            if chosen is None and local_row is not None \
-                    and key in pinned.get(spec.name, ()):
-                chosen, self_chosen = local_row, True
+            chosen = _choose(spec, key, local_row, incoming_row, tombstones.get(key),
+                             present, buried, names, key in pinned.get(spec.name, ()),
+                             family_plan)
             if chosen is None:
                 if local_row is not None:
                     family_plan.deletes.append(key)
                     _rename(spec, names, local_row, None, key)
                 continue
-            if not self_chosen:
+            if chosen is not local_row:
                 family_plan.upserts[key] = chosen
                 _rename(spec, names, local_row, chosen, key)
             alive.add(key)
@@ -258,6 +244,27 @@ def plan(local: ControlState, incoming: ControlState,
         if theirs is not None or family_plan.changed:
             result[spec.name] = family_plan
     return result
+
+
+def _choose(spec: FamilySpec, key: str, local_row: Row | None, incoming_row: Row | None,
+            tombstone: float | None, present: Mapping[str, set[str]],
+            buried: Mapping[str, Mapping[str, float]], names: Mapping[Any, str],
+            pinned: bool, family_plan: FamilyPlan) -> Row | None:
+    """The row of `key` this node keeps (None: none): the newest that survives the
+    tombstone, whose parents live and (incoming) whose unique name is free here; a pinned
+    local row stays whatever. Counts what it passes over in `family_plan`."""
+    for candidate in _newest_first(spec, local_row, incoming_row):
+        is_local = candidate is local_row
+        if not row_survives(spec, candidate, tombstone):
+            continue
+        if not _parents_live(spec, candidate, present, buried) and not (is_local and pinned):
+            family_plan.skipped += 0 if is_local else 1
+            continue
+        if not is_local and _name_taken(spec, names, candidate, key):
+            family_plan.conflicts += 1
+            continue
+        return candidate
+    return local_row if pinned and local_row is not None else None
 
 
 def _newest_first(spec: FamilySpec, local: Row | None, incoming: Row | None
