@@ -19,28 +19,27 @@ family, in `FAMILIES` order (parents before children):
   newer. The kept row is the newest that can live here: one whose parent is dead (or,
   incoming, whose unique name another entity holds) gives way to the other row of its
   key, if that one can.
-- **Children of dead parents are skipped**: an incoming row whose parent is dead here is
-  not applied (the local row of its key, if any, stays as it is); a local row whose
-  parent dies in this merge is removed. Credentials
-  of a dead user, memberships and attachments of a dead team/user/grant, bucket
-  configuration and uploads of a dead bucket, parts of a dead upload. A parent is dead
-  when it will not exist here after the merge (beaten by a tombstone, unknown on both
-  sides, or skipped itself). A child row not newer than its parent's tombstone belonged
-  to a previous incarnation of the parent (a bucket deleted and created again) and is
-  dead too.
+- **Children of dead parents are skipped**: credentials of a dead user, memberships and
+  attachments of a dead team/user/grant, bucket configuration and uploads of a dead
+  bucket, parts of a dead upload. An incoming row whose parent is dead here is not
+  applied (the local row of its key, if it can live, stays); a local row whose parent
+  dies in this merge is removed. A parent is dead when it will not exist here after the
+  merge (beaten by a tombstone, unknown on both sides, or skipped itself). A child row
+  not newer than its parent's tombstone belonged to a previous incarnation of the parent
+  (a bucket deleted and created again) and is dead too.
 - **No information is not deletion.** Only a tombstone deletes: a family (or a row)
   missing from a snapshot changes nothing here, so a peer of an older version that lacks
   a family is "no information" for it.
 - **Unique names.** Users, teams and grants have a unique name besides their id: an
   incoming row whose name another entity holds here (two nodes created "alice" apart) is
-  skipped and counted in `conflicts`; each node keeps its own (its root user, typically).
+  skipped and counted in `conflicts`; each node keeps its own.
 - **Node-local settings** (rule 13): the caller's `replicated_setting(key)` says which
   setting keys travel; the others are left out of both sides (never applied, never
   deleted, their tombstones ignored).
 
-The merged state is order-independent (`merged(a, b) == merged(b, a)`, associative:
-property-tested), and `apply_plan(local, plan)` equals the merged state minus skipped
-children.
+Nodes that merge each other's states in any order end equal, and merging again changes
+nothing (property-tested); `apply_plan(local, plan)` is the state the database holds
+after the plan is written.
 """
 
 from __future__ import annotations
