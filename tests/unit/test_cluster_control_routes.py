@@ -356,3 +356,14 @@ def test_a_row_for_a_bucket_not_here_yet_pulls_the_senders_control_plane(
     assert run(a.client_to(b).send_object(b.base, row)).applied
     assert b.store.get_bucket("fresh") is not None
     assert b.store.get_object("fresh", "k", V1) is not None
+
+
+def test_a_snapshot_over_the_usual_answer_cap_is_read_whole(a: Node, b: Node) -> None:
+    from objstore.cluster.client import MAX_ANSWER_BYTES
+
+    b.store.create_bucket(BucketRecord("big", "u", "us-east-1", 5.0))
+    b.store.put_bucket_config("big", "document", "x" * (MAX_ANSWER_BYTES + 1024))
+    body = run(a.client_to(b).control_snapshot(b.base))
+    assert len(body) > MAX_ANSWER_BYTES
+    assert decode_snapshot(body).families["bucket_config"].rows["big:document"]["value"] \
+        .startswith("xxx")
