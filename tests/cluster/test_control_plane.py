@@ -152,3 +152,24 @@ def test_a_bucket_deleted_on_one_node_is_gone_everywhere(nodes: dict[str, Node])
     for name in NAMES:
         wait_for(f"bucket {bucket} gone on {name}",
                  lambda name=name: not has_bucket(nodes[name], bucket), DEADLINE)
+
+
+def test_a_legal_hold_set_on_a_is_read_on_c(nodes: dict[str, Node]) -> None:
+    bucket = f"ctl-{uuid.uuid4().hex[:12]}"
+    nodes["a"].s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    put = nodes["a"].s3.put_object(Bucket=bucket, Key="held", Body=b"keep me")
+    version = put["VersionId"]
+    nodes["a"].s3.put_object_legal_hold(Bucket=bucket, Key="held", VersionId=version,
+                                        LegalHold={"Status": "ON"})
+
+    def held() -> bool:
+        try:
+            got = nodes["c"].s3.get_object_legal_hold(Bucket=bucket, Key="held",
+                                                       VersionId=version)
+        except ClientError:
+            return False
+        return bool(got["LegalHold"]["Status"] == "ON")
+
+    wait_for("the legal hold on c", held, DEADLINE)
+    with pytest.raises(ClientError):
+        nodes["c"].s3.delete_object(Bucket=bucket, Key="held", VersionId=version)
