@@ -127,6 +127,7 @@ ADMIN_ERRORS: dict[str, int] = {
     "Conflict": 409,
     "PayloadTooLarge": 413,
     "InternalError": 500,
+    "BadGateway": 502,  # a peer did not answer a proxied per-node view (node=<peer>)
     "ServiceUnavailable": 503,
     "SlowDown": 503,  # rate limit ([server.limits] rate_limit_*)
     "InsufficientStorage": 507,  # the data volume is full ([storage] min_free_bytes)

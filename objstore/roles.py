@@ -1,10 +1,12 @@
-"""Roles a running process can take on and give up: today the worker leader's duties.
+"""Roles a running process can take on and give up: the worker leader's duties.
 
-A node has work that must run in exactly one place: the lifecycle worker, the audit purge,
-the storage figures and the metrics history (and, with a cluster, the maintenance jobs).
-Which process does it is a role, not a fact fixed at build time: worker 0 of a node takes
-it at start today; with a cluster, the node that wins the worker-leader rule takes it and
-gives it up while running (failover at the next membership tick).
+A node has work that must run in exactly one of its processes (worker 0): the audit
+purge, the storage figures and the metrics history, node-local on every node. Within them,
+a cluster has work that must run on exactly one node: the lifecycle worker (and, once it
+exists, the maintenance-job worker). Each set is a `LeaderDuties`; the cluster-wide one is
+a child of the node's, held always on a single node, and on a cluster node only while the
+worker-leader rule names this node (cluster/leadership.py: taken and given up after each
+membership tick). Worker 0 of a node holds the node's duties from its start.
 
 `LeaderDuties` holds those services. Its children start only while the role is held, in
 the order they were added, and stop in reverse order, each stop finished before the next

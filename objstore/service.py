@@ -27,13 +27,13 @@ from objstore.admin.api import AdminApi, server_info
 from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
 from objstore.admin.archive_routes import ArchiveRoutes
 from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
-from objstore.admin.audit_routes import AuditRoutes
+from objstore.admin.audit_routes import AuditRoutes, audit_page
 from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
-from objstore.admin.metrics_routes import MetricsRoutes
+from objstore.admin.metrics_routes import MetricsRoutes, history_page
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
@@ -50,17 +50,25 @@ from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
 from objstore.cluster.api import ClusterApi, NodeFigures
+from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlobRepair
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.control_metrics import ControlCollector
 from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
 from objstore.cluster.control_routes import ControlRoutes, TagWriter
 from objstore.cluster.fanout import FanOut, StoredBlobs
+from objstore.cluster.leadership import WorkerLeadership
+from objstore.cluster.mdns import MdnsDiscovery
 from objstore.cluster.membership import Membership
+from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
+from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
+from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
+from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
+from objstore.engine.blob_repair import NO_REPAIR
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
@@ -81,6 +89,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
+from objstore.http.tls_options import TlsSetupError, listener_options
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -279,15 +288,20 @@ def build_node(config: Config, reactor: Any = None, *,
     key_locks = KeyLocks(node_key_locks(role, reactor))
     # Every committed change passes this hook; its sinks are added below (the audit log).
     changes = ChangeHook()
+    if cluster is not None:  # reads that find a blob missing ask the peers (start_cluster)
+        cluster.repair = PeerBlobRepair(peers=cluster.membership, rows=meta, blobs=blobs,
+                                        io=io_pool)
+    blob_repair = cluster.repair if cluster is not None and cluster.repair else NO_REPAIR
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
                               changes=changes),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
-                              locks=key_locks, changes=changes, gate=write_gate),
+                              locks=key_locks, changes=changes, gate=write_gate,
+                              repair=blob_repair),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
-                                   gate=write_gate),
+                                   gate=write_gate, repair=blob_repair),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
@@ -332,7 +346,8 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
-                            tags=services.versions),
+                            tags=services.versions,
+                            views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(
@@ -348,26 +363,44 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
-    prober = None
+    # The cluster-wide singletons (lifecycle) run where the worker leader's role is held:
+    # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
+    # leader only, taken and given up after each probe tick (cluster/leadership.py).
+    singletons = LeaderDuties(held=role.leader and cluster is None)
+    prober = repairer = None
     if cluster is not None:
-        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes)
-    admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id))
+        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
+                               role, leadership=worker_leadership(node_id, cluster,
+                                                                  singletons, role))
+        if role.leader:  # one proactive pass per node (its cursor file is the node's)
+            repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
+    # GET /admin/audit and /admin/metrics/history: here, a peer's (node=<id>) or all (node=all).
+    views = NodeViews(node_id=node_id, local=node_view_sources(meta),
+                      membership=cluster.membership if cluster is not None else None,
+                      client=cluster.client if cluster is not None else None)
+    admin.mount(AUDIT_FAMILIES, AuditRoutes(gate=admin.authorize, meta=meta, node_id=node_id,
+                                            views=views))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
-        gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id))
+        gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id,
+        views=views))
     admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
         gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
     if cluster is not None:
         observability.metrics.add(ClusterCollector(
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
-            fanout=cluster.fanout.stats if cluster.fanout is not None else None))
+            fanout=cluster.fanout.stats if cluster.fanout is not None else None,
+            repair=cluster.repair.stats if cluster.repair is not None else None,
+            node_gauges=role.leader))  # gauges are summed over workers: the prober's only
         if cluster.control is not None:
             observability.metrics.add(ControlCollector(cluster.control.stats))
-    # The node's singletons (lifecycle, audit purge, storage figures, metrics history) run
-    # while this process holds the worker leader's role: worker 0 takes it at start. A
-    # setting changed through another worker reaches the leader within a second.
+    # The node's own singletons (audit purge, storage figures, metrics history) run in
+    # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
+    # only while `singletons` is held. A setting changed through another worker reaches
+    # worker 0 within a second.
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
+    lifecycle.setServiceParent(singletons)
     duties = LeaderDuties(held=role.leader)
-    for work in (lifecycle, *observability.leader_work):
+    for work in (singletons, *observability.leader_work):
         work.setServiceParent(duties)
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
@@ -389,6 +422,8 @@ def build_node(config: Config, reactor: Any = None, *,
     duties.setServiceParent(top)
     if prober is not None:  # peers are probed before this node serves
         prober.setServiceParent(top)
+    if repairer is not None:
+        repairer.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
@@ -606,6 +641,8 @@ class ListenerService(service.Service):
             ) from None
         except ssl.SSL.Error as exc:
             raise fail_startup(f"[server.tls]: cannot load the certificate or key: {exc}") from None
+        except TlsSetupError as exc:
+            raise fail_startup(str(exc)) from None
         super().privilegedStartService()
 
     def _adopt(self, fd: int) -> Any:
@@ -659,31 +696,26 @@ class ListenerService(service.Service):
 
 
 def tls_options(config: Config) -> Any:
-    tls = config.server.tls
-    assert tls is not None
-    with open(tls.cert_file, "rb") as handle:
-        cert_pem = handle.read()
-    with open(tls.key_file, "rb") as handle:
-        key_pem = handle.read()
-    private = ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem)
-    if tls.ca_file:
-        with open(tls.ca_file, "rb") as handle:
-            authority = ssl.Certificate.loadPEM(handle.read())
-        return private.options(authority)
-    return private.options()
+    """The listener's TLS options (http/tls_options.py: with [cluster.tls] a client
+    certificate is asked for and verified against the cluster CA, not required)."""
+    assert config.server.tls is not None
+    return listener_options(config.server.tls, config.cluster.tls)
 
 
 @dataclass
 class ClusterParts:
     """A cluster node's membership view, write gate, health status and (once
-    `start_cluster` ran) fan-out. One per process: start-up refuses [cluster] enabled with
-    several workers until one membership per node is shared across them (docs/CLUSTER.md)."""
+    `start_cluster` ran) fan-out, in each process. With several workers the membership is
+    the node's one view: worker 0 probes and publishes it, the others mirror it
+    (cluster/shared_view.py); each worker fans out the writes it serves."""
 
     membership: Membership
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
     control: ControlReconciler | None = None  # pulls and merges peers' control planes
+    repair: PeerBlobRepair | None = None  # blob repair, built in build_node
+    client: ClusterClient | None = None  # set by start_cluster
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -698,21 +730,63 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterProber:
+                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
+                  role: WorkerRole = SINGLE_PROCESS, *,
+                  leadership: WorkerLeadership | None = None) -> service.MultiService:
     """The client, the fan-out on the change hook (every committed local change goes to
-    the eligible peers; a quorum shortfall is the client's 503) and the prober on the
-    node's one membership (returned: a child service started before the listener)."""
+    the eligible peers; a quorum shortfall is the client's 503) and the membership's
+    service (returned: a child service started before the listener): the prober in
+    worker 0 (publishing its view for the other workers when there are several; it asks
+    `leadership` after each tick), the mirror of that view in every other worker."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
+    cluster.client = client
     cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
                             sender=ClientSender(client, io_pool),
                             blobs=StoredBlobs(blobs, io_pool), clock=reactor)
     changes.add(cluster.fanout)
-    if cluster.control is not None:
+    if cluster.repair is not None:  # blob repair fetches through the same client
+        cluster.repair.attach(client)
+    if cluster.control is not None:  # control-plane pulls go through it too
         cluster.control.client = client
-    return ClusterProber(membership=cluster.membership,
-                         discovery=discovery_for(config.cluster, SystemResolver(io_pool)),
-                         probe=client.ping, cluster=config.cluster, clock=reactor)
+    if not role.leader:
+        assert role.runtime_dir is not None
+        return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
+                                cluster=config.cluster, clock=reactor, runner=io_pool)
+    discovery = discovery_for(config.cluster, SystemResolver(io_pool),
+                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
+    prober = ClusterProber(membership=cluster.membership, discovery=discovery,
+                           probe=client.ping, cluster=config.cluster, clock=reactor,
+                           after_tick=leadership.after_tick if leadership is not None else None)
+    if role.runtime_dir is not None:
+        MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
+                            cluster=config.cluster, clock=reactor,
+                            runner=io_pool).setServiceParent(prober)
+    return prober
+
+
+def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDuties,
+                      role: WorkerRole) -> WorkerLeadership | None:
+    """The worker leader's rule over `singletons`, in worker 0 only (the others never
+    hold the role)."""
+    if not role.leader:
+        return None
+    return WorkerLeadership(self_id=node_id, named=cluster.membership.worker_leader,
+                            role=singletons)
+
+
+def blob_repair_service(config: Config, reactor: Any, cluster: ClusterParts,
+                        meta: MetaStore, blobs: BlobStore,
+                        io_pool: NamedPool) -> BlobRepairService | None:
+    """The proactive blob repair pass (cluster/blob_repair.py), one tick per
+    anti_entropy_interval_seconds, its cursor in the data directory."""
+    if cluster.repair is None:
+        return None
+    return BlobRepairService(
+        repair=cluster.repair, peers=cluster.membership, rows=meta, blobs=blobs, io=io_pool,
+        budget=config.cluster.blob_repair_budget,
+        interval_seconds=config.cluster.anti_entropy_interval_seconds, clock=reactor,
+        cursor_path=os.path.join(config.storage.data_dir, CURSOR_FILE))
 
 
 def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
@@ -725,11 +799,13 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
-                locks: KeyLocks, changes: ChangeHook, control: ControlReconciler | None = None,
+                locks: KeyLocks, changes: ChangeHook,
+                views: NodeViews | None = None, control: ControlReconciler | None = None,
                 tags: TagWriter | None = None) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
-    key locks and change hook (whose sinks ignore Origin.PEER)."""
+    key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
+    peers' per-node view queries."""
     if not config.cluster.enabled:
         return None
     data_dir = config.storage.data_dir
@@ -743,4 +819,12 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
                       figures=figures, clock=clock, apply=apply, io=io_pool,
-                      control=routes).resource()
+                      node_views=views, control=routes).resource()
+
+
+def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:
+    """This node's answer to each per-node view family (cluster/node_views.py FAMILIES)."""
+    return {
+        AUDIT_VIEW.name: lambda params: audit_page(meta, params),
+        METRICS_HISTORY_VIEW.name: lambda params: history_page(meta, params),
+    }

@@ -19,7 +19,6 @@ from objstore.config import (
     Config,
     ConfigError,
     config_from_data,
-    default_workers,
     read_config_file,
 )
 
@@ -71,8 +70,6 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 # sees the parsed TOML before validation; a value that is not even valid is left to the
 # validation, which names it.
 _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
-    ("[cluster] enabled with [server] workers other than 1: a cluster node of several "
-     "worker processes (set [server] workers = 1)", lambda d: _multiworker_cluster(d)),
     ("[cluster] enabled: a complete replicated cluster (this version replicates object "
      "writes and deletes only: a node that was down does not catch up, and buckets, IAM "
      f"and settings are not replicated; {EXPERIMENTAL_CLUSTER}=1 runs this partial cluster "
@@ -93,16 +90,6 @@ def _cluster_without_opt_in(data: Mapping[str, Any]) -> bool:
     if _table(data, "cluster").get("enabled") is not True:
         return False
     return os.environ.get(EXPERIMENTAL_CLUSTER) != "1"
-
-
-def _multiworker_cluster(data: Mapping[str, Any]) -> bool:
-    """A cluster node keeps one membership view, gate and fan-out per process: with
-    several workers each would probe and count on its own, so it is refused until they
-    share one per node. An absent `workers` means one per CPU."""
-    if _table(data, "cluster").get("enabled") is not True:
-        return False
-    workers = _table(data, "server").get("workers", default_workers())
-    return isinstance(workers, int) and not isinstance(workers, bool) and workers != 1
 
 
 def unsupported_settings(data: Mapping[str, Any]) -> str | None:

@@ -5,7 +5,9 @@ never passes the admin gate), text exposition format 0.0.4 rendered from the nod
 registry. `render` may return the bytes or a Deferred of them: with several worker
 processes (`NodeMetrics.scrape`) the workers' metric files are read on a thread pool.
 /metrics/history needs svc:ViewServerInfo and answers {node, samples} newest
-first, filtered by since/until (ISO 8601) and limit (default 1000, at most 10000).
+first, filtered by since/until (ISO 8601) and limit (default 1000, at most 10000); node
+(absent or this node, a peer's node id, or "all" with `sources`: cluster/node_views.py).
+`history_page` is this node's own answer, wherever it was asked.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from klein import Klein
 from twisted.internet.defer import Deferred
 
 from objstore.admin.api import install_json_errors, json_body
-from objstore.admin.audit_routes import check_node, parse_limit, parse_time
 from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
+from objstore.admin.view_params import ViewParams, parse_limit, parse_time, query_params
 from objstore.admin.views import JsonObject, iso
+from objstore.cluster.node_views import METRICS_HISTORY, NodeViews
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -27,7 +30,7 @@ from objstore.meta.metrics_queries import MAX_SAMPLES, MetricsSample
 from objstore.metrics.registry import CONTENT_TYPE
 
 FAMILIES = ("metrics",)
-DEFAULT_SAMPLES = 1000
+DEFAULT_SAMPLES = METRICS_HISTORY.default_limit
 
 
 def sample_view(sample: MetricsSample) -> JsonObject:
@@ -46,6 +49,14 @@ def sample_view(sample: MetricsSample) -> JsonObject:
     }
 
 
+async def history_page(meta: MetaStore, params: ViewParams) -> dict[str, Any]:
+    """This node's metrics history for a filter: {samples}, newest first."""
+    samples = await meta.query_metrics_history(
+        parse_time(params, "since"), parse_time(params, "until"),
+        parse_limit(params, DEFAULT_SAMPLES, MAX_SAMPLES))
+    return {"samples": [sample_view(s) for s in samples]}
+
+
 class MetricsRoutes:
     app = Klein()
     install_json_errors(app)
@@ -57,11 +68,14 @@ class MetricsRoutes:
         meta: MetaStore,
         render: Callable[[], bytes | Deferred[bytes]],
         node_id: str,
+        views: NodeViews | None = None,
     ) -> None:
+        """`views`: the node's per-node views; by default this node alone."""
         self._gate = gate
-        self._meta = meta
         self._render = render
-        self._node_id = node_id
+        self._views = views if views is not None else NodeViews(
+            node_id=node_id,
+            local={METRICS_HISTORY.name: lambda params: history_page(meta, params)})
 
     def resource(self) -> object:
         return self.app.resource()
@@ -76,13 +90,5 @@ class MetricsRoutes:
 
     @authorized_route(app, "/metrics/history", methods=["GET"], action=VIEW_SERVER_INFO)
     async def history(self, request: ObjstoreRequest, _caller: Principal) -> bytes:
-        everywhere = check_node(request, self._node_id)
-        samples = await self._meta.query_metrics_history(
-            parse_time(request, "since"), parse_time(request, "until"),
-            parse_limit(request, DEFAULT_SAMPLES, MAX_SAMPLES),
-        )
-        body: dict[str, Any] = {"node": self._node_id,
-                                "samples": [sample_view(s) for s in samples]}
-        if everywhere:
-            body["sources"] = [{"node_id": self._node_id, "total": len(samples)}]
-        return json_body(request, 200, body)
+        return json_body(request, 200, await self._views.answer(METRICS_HISTORY.name,
+                                                                query_params(request)))

@@ -20,6 +20,8 @@ Routes today:
                                     not here
     POST /cluster/v1/op, /cluster/v1/control-snapshot  the control plane: handled by
                                     `control_routes.ControlRoutes` (503 without one)
+    POST /cluster/v1/admin/<family> this node's part of a per-node view (audit,
+                                    metrics-history): cluster/admin_proxy_routes.py
 
 Blob ids are path segments that must be canonical UUID strings (400 otherwise) and are
 used verbatim; they become paths only through `BlobStore`, which checks them again.
@@ -52,6 +54,7 @@ from twisted.internet.defer import Deferred
 
 from objstore.admin.api import admin_answer, install_json_errors, json_body, match_route
 from objstore.blobs.store import is_valid_blob_id
+from objstore.cluster.admin_proxy_routes import register_admin_proxy_routes
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
     SIGNED_HEADERS,
@@ -85,6 +88,7 @@ from objstore.threads import InlinePool, Runner
 
 if TYPE_CHECKING:
     from objstore.cluster.control_routes import ControlRoutes
+    from objstore.cluster.node_views import NodeViews
     from objstore.engine.replication_apply import ReplicationApply
 
 __all__ = ["PROTOCOL_VERSION", "ClusterApi", "NodeFigures", "VerifiedPeer", "cluster_route"]
@@ -280,9 +284,11 @@ class ClusterApi:
     def __init__(self, *, cluster: Cluster, node_id: str, health: HealthState,
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
-                 io: Runner | None = None, control: ControlRoutes | None = None) -> None:
+                 io: Runner | None = None, node_views: NodeViews | None = None,
+                 control: ControlRoutes | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
-        answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file."""
+        answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file;
+        `node_views`: this node's per-node views (None: POST /admin/<family> answers 503)."""
         self._cluster = cluster
         self._node_id = node_id
         self._secrets = ClusterSecrets.from_config(cluster)
@@ -294,6 +300,7 @@ class ClusterApi:
         self._apply = apply
         self._io = io if io is not None else InlinePool()
         self._control = control  # POST /op and /control-snapshot (None: 503)
+        self.node_views = node_views
 
     def resource(self) -> _ClusterResource:
         return _ClusterResource(self.app.resource(), self)
@@ -428,6 +435,9 @@ class ClusterApi:
             raise AdminError("ServiceUnavailable", "This node does not reconcile the "
                              "control plane.")
         return self._control
+
+    # POST /admin/<family>: the per-node views' proxied queries (admin_proxy_routes.py).
+    register_admin_proxy_routes(app, cluster_route)
 
 
 def peer_caller(request: ObjstoreRequest, peer: VerifiedPeer, operation: str) -> Caller:

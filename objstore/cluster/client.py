@@ -17,7 +17,7 @@ health. A probe never raises: no answer is `status=None`.
 the peer's `gate.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
 bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
 `SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
-has_blob: true.
+has_blob: true. `view_query` asks a peer for its part of a per-node view (node_views.py).
 
 `send_op` posts a best-effort control-plane notice (True when the peer took it);
 `control_snapshot` fetches a peer's control-plane snapshot, the one answer read beyond
@@ -65,6 +65,7 @@ DELETE_PATH = "/cluster/v1/object/delete"
 BLOB_PATH = "/cluster/v1/blob/"  # + the blob id (a canonical UUID: nothing to encode)
 OP_PATH = "/cluster/v1/op"
 CONTROL_SNAPSHOT_PATH = "/cluster/v1/control-snapshot"
+VIEW_PATH = "/cluster/v1/admin/"  # + a per-node view's family (node_views.FAMILIES)
 # An answer of any cluster JSON route is read up to this size; past it, no answer.
 MAX_ANSWER_BYTES = 2 * 1024 * 1024
 # ... but the control-plane snapshot (every user, credential, bucket, upload and part):
@@ -284,6 +285,13 @@ class ClusterClient:
             raise SnapshotRefused(str(_failure(answer)))
         return answer.body
 
+    async def view_query(self, base_url: str, family: str, params: Mapping[str, str]
+                         ) -> Exchange:
+        """A peer's answer to a per-node view query (POST /cluster/v1/admin/<family>, the
+        filter as the JSON body); raises when there is none (node_views.py answers 502)."""
+        return await self.request("POST", base_url, VIEW_PATH + family,
+                                  body=json.dumps(dict(params)).encode())
+
     async def ping(self, base_url: str, nonce: str) -> ProbeResult:
         """One probe of the peer at `base_url` with a fresh `nonce`."""
         sent_at = self._clock.seconds()
@@ -293,7 +301,8 @@ class ClusterClient:
             return ProbeResult(status=None)
         received_at = self._clock.seconds()
         if answer.status in (403, 404):
-            return ProbeResult(status=answer.status, node_id=await self.public_node_id(base_url))
+            return ProbeResult(status=answer.status, node_id=await self.public_node_id(base_url),
+                           latency_seconds=received_at - sent_at)
         return probe_result(answer, cluster=self._cluster, nonce=nonce, sent_at=sent_at,
                             received_at=received_at)
 
@@ -346,11 +355,12 @@ def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: flo
                  received_at: float) -> ProbeResult:
     """What a ping answer says, checked: a 200 that is not a JSON object is unauthenticated;
     figures of the wrong type are left out."""
+    latency = max(received_at - sent_at, 0.0)
     if answer.status != 200:
-        return ProbeResult(status=answer.status)
+        return ProbeResult(status=answer.status, latency_seconds=latency)
     document = _json_object(answer.body)
     if document is None:
-        return ProbeResult(status=200)
+        return ProbeResult(status=200, latency_seconds=latency)
     peer_time = _number(document.get("time"))
     return ProbeResult(
         status=200,
@@ -363,6 +373,8 @@ def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: flo
         max_seq=_count(document.get("max_seq")),
         clock_offset_seconds=(clock_offset(sent_at, received_at, peer_time)
                               if peer_time is not None else None),
+        protocol=_count(document.get("protocol")),
+        latency_seconds=latency,
     )
 
 

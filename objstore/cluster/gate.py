@@ -9,7 +9,13 @@ Three questions a quorum write asks, each from plain numbers (the eligible node 
        size exceeded  eligible nodes > cluster_size: 503 with its own message; fail closed,
                       no override (more nodes than configured could form two disjoint
                       majorities, and two sides of a partition would both accept writes)
-   Size is checked first: past cluster_size the quorum is met anyway.
+       upgrade pending  quorum met, but this node's protocol version is newer than that of
+                      every other eligible node (rule 14, rolling upgrade): 503 with its
+                      own message until a second eligible node speaks our version (or a
+                      newer one). A peer that reports no version speaks LEGACY_PROTOCOL.
+   Size is checked first: past cluster_size the quorum is met anyway; then the quorum;
+   then the upgrade rule (`upgrade_pending`, only with at least one other eligible node:
+   a node alone is nobody's first upgraded node).
    In available mode the gate never closes, for quorum or size: writes are accepted
    locally and reconciled later, no majority is ever relied on (so no split majority to
    fear), and the spec has `?writable=1` answer 200 in available mode. `size_exceeded` is
@@ -48,10 +54,19 @@ QUORUM_MESSAGE = ("Too few nodes acknowledged the write. It is stored on this no
 CAPACITY_MESSAGE = "The smallest node of the cluster does not have room for this write."
 
 
+UPGRADE_MESSAGE = ("This node runs a newer cluster protocol than every other eligible node: "
+                   "quorum writes are refused until a second node of this version is up "
+                   "(rolling upgrade). Reads still work.")
+
+# The protocol version of a peer whose ping reports none (every version reports it).
+LEGACY_PROTOCOL = 1
+
+
 class GateState(enum.Enum):
     OPEN = "open"
     CLOSED = "closed"  # no quorum
     SIZE_EXCEEDED = "size_exceeded"
+    UPGRADE_PENDING = "upgrade_pending"  # rule 14: the first upgraded node
 
 
 def size_exceeded(eligible_nodes: int, cluster: Cluster) -> bool:
@@ -59,13 +74,25 @@ def size_exceeded(eligible_nodes: int, cluster: Cluster) -> bool:
     return eligible_nodes > cluster.cluster_size
 
 
-def gate_state(eligible_nodes: int, cluster: Cluster) -> GateState:
+def upgrade_pending(own_protocol: int, peer_protocols: Iterable[int | None]) -> bool:
+    """Rule 14: this node's protocol is newer than every other eligible node's (their
+    versions given; none given: no other eligible node, so no upgrade to wait for)."""
+    versions = [LEGACY_PROTOCOL if v is None else v for v in peer_protocols]
+    return bool(versions) and all(own_protocol > version for version in versions)
+
+
+def gate_state(eligible_nodes: int, cluster: Cluster, *, own_protocol: int | None = None,
+               peer_protocols: Iterable[int | None] = ()) -> GateState:
+    """The gate; the upgrade rule is asked only when `own_protocol` is given, with the
+    protocol versions of the eligible peers."""
     if cluster.consistency != "quorum":
         return GateState.OPEN
     if size_exceeded(eligible_nodes, cluster):
         return GateState.SIZE_EXCEEDED
     if eligible_nodes < cluster.write_quorum:
         return GateState.CLOSED
+    if own_protocol is not None and upgrade_pending(own_protocol, peer_protocols):
+        return GateState.UPGRADE_PENDING
     return GateState.OPEN
 
 
@@ -75,6 +102,8 @@ def gate_error(state: GateState) -> S3Error | None:
         return S3Error("ServiceUnavailable", CLOSED_MESSAGE)
     if state is GateState.SIZE_EXCEEDED:
         return S3Error("ServiceUnavailable", SIZE_EXCEEDED_MESSAGE)
+    if state is GateState.UPGRADE_PENDING:
+        return S3Error("ServiceUnavailable", UPGRADE_MESSAGE)
     return None
 
 

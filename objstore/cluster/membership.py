@@ -17,9 +17,10 @@ A peer is dead after 2 consecutive failures and alive again at the first success
 the two its last live view is kept. "authenticated" means authenticated by the current live
 view: it is cleared when the peer dies and set again only by a successful probe, so a
 returning peer is re-authenticated before it is trusted. last_seen is the last answer of
-any verdict but a failure; a peer not seen for [cluster] peer_prune_days (`Cluster
-.peer_prune_seconds`) is pruned. Discovery only proposes addresses; trust comes from
-authentication, never from being found.
+any verdict but a failure (and the probe latency is that answer's round trip); the
+protocol version is that of the last authenticated ping (rule 14, gate.py). A peer not
+seen for [cluster] peer_prune_days (`Cluster.peer_prune_seconds`) is pruned. Discovery
+only proposes addresses; trust comes from authentication, never from being found.
 
 `eligible` is THE predicate (authenticated AND config_ok): fan-out, quorum, the size gate,
 the capacity guard, anti-entropy and proxied admin queries all ask it, through
@@ -72,6 +73,8 @@ class ProbeResult:
     disk_available: int | None = None
     max_seq: int | None = None
     clock_offset_seconds: float | None = None  # see `clock_offset`
+    protocol: int | None = None  # the ping's `protocol` (None: not reported)
+    latency_seconds: float | None = None  # from sending the ping to its answer
 
 
 def clock_offset(sent_at: float, received_at: float, peer_time: float) -> float:
@@ -109,6 +112,8 @@ class PeerState:
     disk_available: int | None = None
     max_seq: int | None = None
     clock_offset_seconds: float | None = None
+    protocol: int | None = None  # of the last authenticated ping (rule 14)
+    probe_latency_seconds: float | None = None  # of the last answered probe
 
     @property
     def legacy(self) -> bool:
@@ -153,7 +158,11 @@ def _answered(peer: PeerState, result: ProbeResult, verdict: Verdict,
         disk_available=_fresh(result.disk_available, peer.disk_available, authenticated),
         max_seq=_fresh(result.max_seq, peer.max_seq, authenticated),
         clock_offset_seconds=_fresh(result.clock_offset_seconds, peer.clock_offset_seconds,
-                                    authenticated))
+                                    authenticated),
+        protocol=_fresh(result.protocol, peer.protocol, authenticated),
+        # Measured here, not reported: any answer's timing is this node's own figure.
+        probe_latency_seconds=(result.latency_seconds if result.latency_seconds is not None
+                               else peer.probe_latency_seconds))
 
 
 def _fresh(reported: T | None, known: T | None, trusted: bool) -> T | None:

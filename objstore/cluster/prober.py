@@ -11,10 +11,10 @@ being found. Kinds ([cluster] discovery):
             starting with "_" is an SRV name (_objstore._tcp.example.com: each target and
             port), any other name is resolved to its A/AAAA addresses, reached on the
             scheme and port of [cluster] advertise_url (default http and 9000)
-    mdns    not built yet: only the static peers are proposed and a warning says so. An
-            `MdnsDiscovery` (python-zeroconf's browser bridged to the reactor, its
-            registration off the reactor thread) is one more `Discovery` for
-            `discovery_for` to return.
+    mdns    `cluster/mdns.py` MdnsDiscovery (python-zeroconf bridged to the reactor): the
+            nodes heard on the local network, plus the static peers; it announces this
+            node too. A discovery that is also a service (mdns) is a child of the
+            prober: it runs in the probing worker only.
 
 A tick never dies (objstore/timers.py safe_timer) and never stops on one peer: a
 discovery that fails leaves the known peers probed; a probe that raises is a failure.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from twisted.application.service import MultiService
+from twisted.application.service import IService, MultiService
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
@@ -119,16 +119,19 @@ class SystemResolver:
                 for record in answers if hasattr(record.payload, "port")]
 
 
-def discovery_for(cluster: Cluster, resolver: Resolver) -> Discovery:
-    """The discovery [cluster] discovery names."""
+def discovery_for(cluster: Cluster, resolver: Resolver, *,
+                  mdns: Callable[[], Discovery] | None = None) -> Discovery:
+    """The discovery [cluster] discovery names (`mdns` builds the mDNS one)."""
     if cluster.discovery == "dns":
         advertised = urlsplit(cluster.advertise_url) if cluster.advertise_url else None
         scheme = advertised.scheme if advertised and advertised.scheme else "http"
         port = (advertised.port if advertised and advertised.port else DEFAULT_PORT)
         return DnsDiscovery(cluster.dns_name, resolver, scheme, port, cluster.peers)
     if cluster.discovery == "mdns":
-        log.warn("[cluster] discovery = mdns is not built yet: only the static peers are "
-                 "probed")
+        if mdns is not None:
+            return mdns()
+        log.warn("[cluster] discovery = mdns without an mDNS discovery: only the static "
+                 "peers are probed")
     return StaticDiscovery(cluster.peers)
 
 
@@ -147,7 +150,10 @@ class ClusterProber(MultiService):
 
     def __init__(self, *, membership: Membership, discovery: Discovery, probe: Probe,
                  cluster: Cluster, clock: ReactorClock, on_event: EventSink = log_event,
-                 nonce: Callable[[], str] = new_nonce) -> None:
+                 nonce: Callable[[], str] = new_nonce,
+                 after_tick: Callable[[], None] | None = None) -> None:
+        """`after_tick`: called once the membership took in a tick's answers (the worker
+        leader's rule, cluster/leadership.py)."""
         super().__init__()
         self.membership = membership
         self._discovery = discovery
@@ -156,6 +162,9 @@ class ClusterProber(MultiService):
         self._clock = clock
         self._on_event = on_event
         self._nonce = nonce
+        self._after_tick = after_tick
+        if IService.providedBy(discovery):  # registers and browses while probing
+            discovery.setServiceParent(self)  # type: ignore[attr-defined]
         safe_timer(cluster.probe_interval_seconds, self.tick, clock=clock,
                    what="cluster probe").setServiceParent(self)
 
@@ -173,6 +182,8 @@ class ClusterProber(MultiService):
             log.info("cluster peer {address} ({node_id}) pruned: unseen for "
                      "peer_prune_days", address=gone.address,
                      node_id=gone.node_id or "unknown")
+        if self._after_tick is not None:
+            self._after_tick()
 
     async def _discover(self) -> None:
         try:

@@ -4,15 +4,16 @@ structures, computed from the `Membership` view and the config alone.
 Per node (this node first, then each known peer address): node_id, address, state
 ("self", "alive", "dead", or "unknown" before any answer), alive, authenticated,
 config_ok (false: configuration drift), eligible (THE predicate), verdict (of the last
-answer), legacy, loop, last_seen, clock_offset_seconds, the figures of the last
-authenticated ping (disk_total, disk_available, max_seq) and the sync object (hwm, lag,
-last_reconcile, first_pass_done, skipped_entries), which stays empty until anti-entropy
-exists (part 2) and is filled from its cursors then.
+answer), legacy, loop, last_seen, clock_offset_seconds, probe_latency_seconds (of the
+last answered probe), the figures of the last authenticated ping (disk_total,
+disk_available, max_seq, protocol: its cluster protocol version, rule 14) and the sync
+object (hwm, lag, last_reconcile, first_pass_done, skipped_entries), which stays empty
+until anti-entropy exists (part 2) and is filled from its cursors then.
 
 Cluster level: eligible_node_count, live_node_count, size_exceeded, tombstone_gc_blocked
 (rule 7: some known peer was not seen within the tombstone grace window), syncing (given:
 part 2), worker_leader; and, beyond the spec, node_id, consistency, cluster_size,
-write_quorum and the write gate's state.
+write_quorum, protocol (this node's) and the write gate's state (with the upgrade rule).
 
 Pure: no I/O, no Twisted, no clock (callers pass `now`). Never a secret or fingerprint.
 """
@@ -24,6 +25,7 @@ from typing import Any
 
 from objstore.cluster.gate import gate_state, size_exceeded
 from objstore.cluster.membership import Membership, PeerState, eligible
+from objstore.cluster.wire import PROTOCOL_VERSION
 from objstore.config import Cluster
 
 
@@ -63,6 +65,8 @@ def peer_entry(peer: PeerState) -> dict[str, Any]:
         "last_seen": iso(peer.last_seen),
         "consecutive_failures": peer.consecutive_failures,
         "clock_offset_seconds": peer.clock_offset_seconds,
+        "probe_latency_seconds": peer.probe_latency_seconds,
+        "protocol": peer.protocol,
         "disk_total": peer.disk_total,
         "disk_available": peer.disk_available,
         "max_seq": peer.max_seq,
@@ -70,13 +74,15 @@ def peer_entry(peer: PeerState) -> dict[str, Any]:
     }
 
 
-def self_entry(membership: Membership, cluster: Cluster, *, now: float) -> dict[str, Any]:
+def self_entry(membership: Membership, cluster: Cluster, *, now: float,
+               protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
     return {
         "node_id": membership.self_id, "address": cluster.advertise_url or None,
         "state": "self", "alive": True, "authenticated": True, "config_ok": True,
         "eligible": True, "verdict": None, "legacy": False, "loop": False,
         "last_seen": iso(now), "consecutive_failures": 0, "clock_offset_seconds": 0.0,
-        "disk_total": None, "disk_available": None, "max_seq": None, "sync": None,
+        "probe_latency_seconds": None, "protocol": protocol, "disk_total": None,
+        "disk_available": None, "max_seq": None, "sync": None,
     }
 
 
@@ -89,21 +95,24 @@ def tombstone_gc_blocked(membership: Membership, cluster: Cluster, *, now: float
 
 
 def cluster_view(membership: Membership, cluster: Cluster, *, now: float,
-                 syncing: bool = False) -> dict[str, Any]:
-    """The document of GET /admin/cluster."""
+                 syncing: bool = False, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
+    """The document of GET /admin/cluster; `protocol` is this node's version."""
     eligible_nodes = membership.eligible_node_count()
+    protocols = [peer.protocol for peer in membership.eligible_peers()]
     peers = [peer_entry(membership.peers[address]) for address in sorted(membership.peers)]
     return {
         "node_id": membership.self_id,
         "consistency": cluster.consistency,
         "cluster_size": cluster.cluster_size,
         "write_quorum": cluster.write_quorum,
-        "gate": gate_state(eligible_nodes, cluster).value,
+        "protocol": protocol,
+        "gate": gate_state(eligible_nodes, cluster, own_protocol=protocol,
+                           peer_protocols=protocols).value,
         "eligible_node_count": eligible_nodes,
         "live_node_count": membership.live_node_count(),
         "size_exceeded": size_exceeded(eligible_nodes, cluster),
         "tombstone_gc_blocked": tombstone_gc_blocked(membership, cluster, now=now),
         "syncing": syncing,
         "worker_leader": membership.worker_leader(),
-        "nodes": [self_entry(membership, cluster, now=now), *peers],
+        "nodes": [self_entry(membership, cluster, now=now, protocol=protocol), *peers],
     }

@@ -2,7 +2,8 @@
 guard of gate.py, asked of the live `Membership` view before every local write of an
 object data-plane change.
 
-Order: the gate first (503 ServiceUnavailable, closed or size exceeded; quorum mode only,
+Order: the gate first (503 ServiceUnavailable, closed, size exceeded or, rule 14, this
+node the only eligible one of the newest protocol version `protocol`; quorum mode only,
 available mode never closes it), then, for a write that brings bytes (`size_bytes` > 0),
 the capacity guard (507 InsufficientStorage when this node or an eligible peer would keep
 less than the reserve after storing them). A deletion (0 bytes) is never refused for
@@ -32,6 +33,7 @@ from objstore.cluster.gate import (
 )
 from objstore.cluster.membership import Membership
 from objstore.cluster.views import cluster_view
+from objstore.cluster.wire import PROTOCOL_VERSION
 from objstore.config import Cluster
 from objstore.metrics.collectors import GateFigures
 
@@ -43,9 +45,12 @@ class ClusterWriteGate:
     own_free_bytes: Callable[[], int]
     reserve_bytes: int = DEFAULT_RESERVE_BYTES
     refusals: dict[str, int] = field(default_factory=dict)  # reason -> count
+    protocol: int = PROTOCOL_VERSION  # this node's (rule 14: the upgrade rule)
 
     def state(self) -> GateState:
-        return gate_state(self.membership.eligible_node_count(), self.cluster)
+        peers = self.membership.eligible_peers()
+        return gate_state(1 + len(peers), self.cluster, own_protocol=self.protocol,
+                          peer_protocols=[peer.protocol for peer in peers])
 
     def check_write(self, size_bytes: int) -> None:
         state = self.state()
@@ -86,7 +91,8 @@ class ClusterStatus:
 
     def snapshot(self) -> dict[str, Any]:
         return {"enabled": True, **cluster_view(self.gate.membership, self.gate.cluster,
-                                                now=self.clock(), syncing=self.syncing())}
+                                                now=self.clock(), syncing=self.syncing(),
+                                                protocol=self.gate.protocol)}
 
 
 def single_node_view(cluster: Cluster, node_id: str, *, now: float) -> dict[str, Any]:

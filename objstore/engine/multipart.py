@@ -34,6 +34,7 @@ from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import UploadedBody
 from objstore.engine import lock_rules
+from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.multipart_rules import (
@@ -114,10 +115,12 @@ class MultipartService:
         upload_ids: Callable[[], str] = new_upload_id,
         changes: ChangeHook | None = None,
         gate: WriteGate = NO_GATE,
+        repair: BlobRepair = NO_REPAIR,
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before a completion (the cluster write gate)
+        self._repair = repair  # asked when a copied source's blob is missing
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -246,8 +249,12 @@ class MultipartService:
         try:
             part = await self._io.run(self._copy_part_blob, segments, upload, part)
         except FileNotFoundError:
-            raise S3Error("NoSuchKey", "The copy source changed while it was copied.",
-                          Key=source.key) from None
+            if not await repair_after_missing(self._meta, self._repair, source):
+                raise _source_changed(source) from None
+            try:
+                part = await self._io.run(self._copy_part_blob, segments, upload, part)
+            except FileNotFoundError:
+                raise _source_changed(source) from None
         return await self._commit_part(caller, upload, part)
 
     def _copy_part_blob(
@@ -467,6 +474,11 @@ def _add_uploads(
             listing.next_upload_id_marker = ""
         return (group + _AFTER_ALL, ""), True
     return cursor, False
+
+
+def _source_changed(source: ObjectRecord) -> S3Error:
+    return S3Error("NoSuchKey", "The copy source changed while it was copied.",
+                   Key=source.key)
 
 
 def _refuse_other_algorithm(mode: ChecksumMode, claimed: dict[str, str]) -> None:

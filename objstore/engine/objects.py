@@ -31,6 +31,7 @@ from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
 from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
 from objstore.blobs.writer import UploadedBody
+from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockRequest
@@ -187,10 +188,12 @@ class ObjectService:
         locks: KeyLocks | None = None,
         changes: ChangeHook | None = None,
         gate: WriteGate = NO_GATE,
+        repair: BlobRepair = NO_REPAIR,
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before every local write (the cluster write gate)
+        self._repair = repair  # asked when a read finds a blob missing (cluster peers)
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -313,7 +316,12 @@ class ObjectService:
         try:
             record = await self._io.run(self._copy_blob, segments, record)
         except FileNotFoundError:
-            raise SourceChanged(source) from None
+            if not await self.repaired(source):
+                raise SourceChanged(source) from None
+            try:
+                record = await self._io.run(self._copy_blob, segments, record)
+            except FileNotFoundError:
+                raise SourceChanged(source) from None
         return await self._commit(caller, record, precondition)
 
     def _copy_blob(self, segments: list[Segment], record: ObjectRecord) -> ObjectRecord:
@@ -369,13 +377,22 @@ class ObjectService:
         the page cache, and a pool round trip would cost more than the read itself. Larger
         slices are read on the IO pool. Raises VersionVanished when a write replaced or
         removed the version since it was looked up."""
-        reader = self.reader(record, start, length)
         try:
-            if length <= INLINE_READ_BYTES:
-                return reader.read_all()
-            return await self._io.run(reader.read_all)
+            return await self._read_all(record, start, length)
+        except FileNotFoundError:
+            pass
+        if not await self.repaired(record):
+            raise await self._vanished(record)
+        try:
+            return await self._read_all(record, start, length)
         except FileNotFoundError:
             raise await self._vanished(record) from None
+
+    async def _read_all(self, record: ObjectRecord, start: int, length: int) -> bytes:
+        reader = self.reader(record, start, length)
+        if length <= INLINE_READ_BYTES:
+            return reader.read_all()
+        return await self._io.run(reader.read_all)
 
     async def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
         """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
@@ -384,17 +401,46 @@ class ObjectService:
         the calling thread (one open call), and a range over several parts pins them all
         (`BlobStore.pin_parts`). Raises VersionVanished as `read_bytes`."""
         segments = plan_segments(record, start, length)
+        several = bool(segments) and segments[0].blob_id != segments[-1].blob_id
+        if several and self._repair.enabled:
+            # A part missing further on would break the answer half-way: on a cluster
+            # node every part of the range is looked for (and repaired) first.
+            ids = list(dict.fromkeys(segment.blob_id for segment in segments))
+            if not await self._io.run(self._all_present, ids):
+                await self.repaired(record)
+        try:
+            return await self._open_stream(record, segments, several)
+        except FileNotFoundError:
+            pass
+        if not await self.repaired(record):
+            raise await self._vanished(record)
+        try:
+            return await self._open_stream(record, segments, several)
+        except FileNotFoundError:
+            raise await self._vanished(record) from None
+
+    async def _open_stream(self, record: ObjectRecord, segments: list[Segment],
+                           several: bool) -> ChunkStream:
         reader = self._blobs.reader(segments)
         pin: PartsPin | None = None
         try:
-            if segments and segments[0].blob_id != segments[-1].blob_id:
+            if several:
                 pin = self._blobs.pin_parts([part.blob_id for part in record.parts])
             reader.open()
-        except FileNotFoundError:
+        except BaseException:
             if pin is not None:
                 await self._io.run(pin.release)
-            raise await self._vanished(record) from None
+            raise
         return ChunkStream(reader, self._io, release=pin.release if pin else None)
+
+    def _all_present(self, blob_ids: Sequence[str]) -> bool:
+        """(IO thread) Whether every one of `blob_ids` has its file here."""
+        return all(self._blobs.blob_size(blob_id) is not None for blob_id in blob_ids)
+
+    async def repaired(self, record: ObjectRecord) -> bool:
+        """A blob of `record` was found missing: whether the cluster brought it back, so
+        the read may start again (`blob_repair.repair_after_missing`)."""
+        return await repair_after_missing(self._meta, self._repair, record)
 
     async def _vanished(self, record: ObjectRecord) -> Exception:
         """The answer to a blob found missing: the version's row changed or went (a write

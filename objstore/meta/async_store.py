@@ -179,6 +179,7 @@ class MetaStore:
     bucket_usage = _on_reader(SyncMetaStore.bucket_usage)
     storage_totals = _on_reader(SyncMetaStore.storage_totals)
     objects_batch = _on_reader(SyncMetaStore.objects_batch)
+    objects_by_blob_id = _on_reader(SyncMetaStore.objects_by_blob_id)
     max_seq = _on_reader(SyncMetaStore.max_seq)
     list_latest_entries = _on_reader(SyncMetaStore.list_latest_entries)
     list_version_entries = _on_reader(SyncMetaStore.list_version_entries)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from objstore.meta import (
     audit_queries,
+    blob_walk_queries,
     bucket_queries,
     control_snapshot_queries,
     grant_queries,
@@ -91,6 +92,7 @@ class SyncMetaStore(Database):
     storage_totals = object_queries.storage_totals
     objects_batch = object_queries.objects_batch
     iter_objects = object_queries.iter_objects
+    objects_by_blob_id = blob_walk_queries.objects_by_blob_id
     max_seq = object_queries.max_seq
     list_latest_entries = listing_queries.list_latest_entries
     list_version_entries = listing_queries.list_version_entries

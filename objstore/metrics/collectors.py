@@ -154,6 +154,9 @@ class PeerFigures(Protocol):
     @property
     def clock_offset_seconds(self) -> float | None: ...
 
+    @property
+    def probe_latency_seconds(self) -> float | None: ...
+
 
 class FanOutFigures(Protocol):
     """`cluster.fanout.FanOutStats`."""
@@ -167,31 +170,53 @@ class FanOutFigures(Protocol):
     ops_failed: int
 
 
+class BlobRepairFigures(Protocol):
+    """`cluster.blob_repair.BlobRepairStats`."""
+
+    repaired: int
+    failed: int
+    missing_found: int
+    corrupt_found: int
+    fetches: int
+    rejected: int
+
+
 @dataclass(frozen=True)
 class GateFigures:
-    state: str  # open | closed | size_exceeded
+    state: str  # open | closed | size_exceeded | upgrade_pending
     eligible_nodes: int
     write_quorum: int
     refusals: Mapping[str, int]  # reason -> writes refused
 
 
-GATE_STATES = ("open", "closed", "size_exceeded")
+GATE_STATES = ("open", "closed", "size_exceeded", "upgrade_pending")
 
 
 class ClusterCollector(Collector):
-    """Read at scrape time from the node's Membership, write gate and fan-out."""
+    """Read at scrape time from the node's Membership, write gate and fan-out.
+
+    With several workers every worker reads the same membership view, and multiprocess
+    gauges are summed over the workers: only the worker that probes (`node_gauges`) shows
+    the peer and gate gauges; every worker counts its own refusals and fan-out."""
 
     def __init__(self, *, peers: Callable[[], Iterable[PeerFigures]],
-                 gate: Callable[[], GateFigures], fanout: FanOutFigures | None) -> None:
+                 gate: Callable[[], GateFigures], fanout: FanOutFigures | None,
+                 repair: BlobRepairFigures | None = None,
+                 node_gauges: bool = True) -> None:
         self._peers = peers
         self._gate = gate
         self._fanout = fanout
+        self._repair = repair
+        self._node_gauges = node_gauges
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._peer_families()
+        if self._node_gauges:
+            yield from self._peer_families()
         yield from self._gate_families()
         if self._fanout is not None:
             yield from self._fanout_families(self._fanout)
+        if self._repair is not None:
+            yield from _repair_families(self._repair)
 
     def _peer_families(self) -> Iterator[Metric]:
         labels = ["peer", "node_id"]
@@ -212,6 +237,9 @@ class ClusterCollector(Collector):
         offset = GaugeMetricFamily("objstore_cluster_peer_clock_offset_seconds",
                                    "A peer's clock minus this node's, from its last ping.",
                                    labels=labels)
+        latency = GaugeMetricFamily("objstore_cluster_peer_probe_latency_seconds",
+                                    "The round trip of the last answered probe of a peer.",
+                                    labels=labels)
         for peer in self._peers():
             names = [peer.address, peer.node_id or ""]
             eligible = peer.authenticated and peer.config_ok is True
@@ -221,20 +249,25 @@ class ClusterCollector(Collector):
                 families[key].add_metric(names, float(value))
             if peer.clock_offset_seconds is not None:
                 offset.add_metric(names, peer.clock_offset_seconds)
+            if peer.probe_latency_seconds is not None:
+                latency.add_metric(names, peer.probe_latency_seconds)
         yield from families.values()
         yield offset
+        yield latency
 
     def _gate_families(self) -> Iterator[Metric]:
         gate = self._gate()
-        state = GaugeMetricFamily("objstore_cluster_gate_state",
-                                  "1 for the write gate's current state.", labels=["state"])
-        for name in GATE_STATES:
-            state.add_metric([name], float(name == gate.state))
-        yield state
-        yield _gauge("objstore_cluster_eligible_nodes",
-                     "Eligible nodes, this one included.", gate.eligible_nodes)
-        yield _gauge("objstore_cluster_write_quorum", "Nodes a quorum write needs.",
-                     gate.write_quorum)
+        if self._node_gauges:
+            state = GaugeMetricFamily("objstore_cluster_gate_state",
+                                      "1 for the write gate's current state.",
+                                      labels=["state"])
+            for name in GATE_STATES:
+                state.add_metric([name], float(name == gate.state))
+            yield state
+            yield _gauge("objstore_cluster_eligible_nodes",
+                         "Eligible nodes, this one included.", gate.eligible_nodes)
+            yield _gauge("objstore_cluster_write_quorum", "Nodes a quorum write needs.",
+                         gate.write_quorum)
         refusals = CounterMetricFamily("objstore_cluster_write_refusals",
                                        "Writes refused before the local write, by reason.",
                                        labels=["reason"])
@@ -261,6 +294,29 @@ class ClusterCollector(Collector):
         ops.add_metric(["accepted"], stats.ops_sent)
         ops.add_metric(["failed"], stats.ops_failed)
         yield ops
+
+
+def _repair_families(stats: BlobRepairFigures) -> Iterator[Metric]:
+    repairs = CounterMetricFamily("objstore_cluster_blob_repairs",
+                                  "Blobs fetched from peers (on read and by the proactive "
+                                  "pass), by result.", labels=["result"])
+    repairs.add_metric(["repaired"], stats.repaired)
+    repairs.add_metric(["failed"], stats.failed)
+    yield repairs
+    found = CounterMetricFamily("objstore_cluster_blob_repair_found",
+                                "Local blobs found missing or corrupt (size or MD5).",
+                                labels=["state"])
+    found.add_metric(["missing"], stats.missing_found)
+    found.add_metric(["corrupt"], stats.corrupt_found)
+    yield found
+    for name, documentation, value in (
+        ("fetches", "Peer requests made for blob repair.", stats.fetches),
+        ("rejected", "Peer answers refused because they did not match the row.",
+         stats.rejected),
+    ):
+        family = CounterMetricFamily(f"objstore_cluster_blob_repair_{name}", documentation)
+        family.add_metric([], value)
+        yield family
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

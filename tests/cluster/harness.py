@@ -6,26 +6,39 @@ one shared secret, fast probes) and yields `{name: Node}`; each daemon is stoppe
 end and its files removed unless a test failed. Per-node config (a drifted secret, a
 loop, TLS) goes through `extra_config={name: text}` appended to that node's [cluster]
 section's neighbours, or `cluster_overrides={name: {key: toml_value}}` replacing keys of
-its [cluster] section. The environment's cluster opt-in (startup.EXPERIMENTAL_CLUSTER)
-is set for the daemons by `start_cluster`.
+its [cluster] section; `workers` is every node's [server] workers (default 1);
+`list_self=(name, ...)` adds each such node's own address to its peers (a loop).
+`scheme="https"` makes a cluster CA and one certificate per node with `objstore gen-certs`
+(node-<name>, IP 127.0.0.1) and gives every node [server.tls] and [cluster.tls] with them;
+clients then verify against that CA (`Node.ca`). The environment's cluster opt-in
+(startup.EXPERIMENTAL_CLUSTER) is set for the daemons by `start_cluster`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+import urllib3
 from botocore.config import Config as BotoConfig
 
 from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import running_daemon
-from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
+from tests.integration.daemon import (
+    OBJSTORE,
+    ROOT_ACCESS_KEY,
+    ROOT_SECRET_KEY,
+    Daemon,
+    free_port,
+)
 
 SECRET = "cluster-test-secret-7f3a9c2e5b1d4f60"
 DEADLINE_SECONDS = 15.0
@@ -37,14 +50,24 @@ class Node:
     node_id: str
 
     @property
+    def ca(self) -> Path | None:
+        """The CA of the node's certificate under https (None: plain HTTP)."""
+        return self.daemon.tls_ca
+
+    @property
     def admin(self) -> AdminClient:
-        return AdminClient(self.daemon.endpoint)
+        if self.ca is None:
+            return AdminClient(self.daemon.endpoint)
+        pool = urllib3.HTTPSConnectionPool("127.0.0.1", self.daemon.port, retries=False,
+                                           timeout=30.0, ca_certs=str(self.ca))
+        return AdminClient(self.daemon.endpoint, http=pool)
 
     @property
     def s3(self) -> Any:
         return boto3.client(
             "s3", endpoint_url=self.daemon.endpoint, aws_access_key_id=ROOT_ACCESS_KEY,
             aws_secret_access_key=ROOT_SECRET_KEY, region_name="us-east-1",
+            verify=str(self.ca) if self.ca is not None else None,
             config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
 
 
@@ -75,21 +98,49 @@ def wait_for(what: str, check: Callable[[], bool], deadline: float = DEADLINE_SE
         time.sleep(0.1)
 
 
+def gen_certs(directory: Path, *args: str) -> None:
+    """`objstore gen-certs ARGS --dir DIRECTORY`, which must succeed."""
+    done = subprocess.run([OBJSTORE, "gen-certs", *args, "--dir", str(directory)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def tls_sections(certs: Path, name: str) -> str:
+    """[server.tls] and [cluster.tls] of node `name`: its node certificate for both (the
+    listener presents it to S3 clients and peers alike), the cluster CA for peers."""
+    cert, key = certs / f"node-{name}.crt", certs / f"node-{name}.key"
+    return (f'[server.tls]\ncert_file = "{cert}"\nkey_file = "{key}"\n'
+            f'[cluster.tls]\nca_file = "{certs / "cluster-ca.crt"}"\n'
+            f'cert_file = "{cert}"\nkey_file = "{key}"\n')
+
+
 @contextlib.contextmanager
 def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                   names: Sequence[str] = ("a", "b", "c"), *, backend: str = "sqlite",
                   scheme: str = "http",
                   cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
-                  extra_config: Mapping[str, str] | None = None,
+                  extra_config: Mapping[str, str] | None = None, workers: int = 1,
+                  list_self: Sequence[str] = (),
                   ) -> Iterator[dict[str, Node]]:
     ports = {name: free_port() for name in names}
+    certs: Path | None = None
+    if scheme == "https":
+        certs = tmp_path_factory.mktemp("cluster-certs")
+        gen_certs(certs, "ca")
+        for name in names:
+            gen_certs(certs, "node", f"node-{name}", "--dns", f"node-{name}",
+                      "--ip", "127.0.0.1")
     daemons = {}
     for name in names:
-        peers = [f"{scheme}://127.0.0.1:{ports[other]}" for other in names if other != name]
+        peers = [f"{scheme}://127.0.0.1:{ports[other]}" for other in names
+                 if other != name or name in list_self]
         section = cluster_section(f"node-{name}", peers, size=len(names),
                                   overrides=(cluster_overrides or {}).get(name))
+        if certs is not None:
+            section += tls_sections(certs, name)
         daemons[name] = Daemon(tmp_path_factory.mktemp(f"cluster-{name}"), backend=backend,
-                               workers=1, port=ports[name],
+                               workers=workers, port=ports[name],
+                               tls_ca=None if certs is None else certs / "cluster-ca.crt",
                                extra_config=section + (extra_config or {}).get(name, ""))
     with pytest.MonkeyPatch.context() as env, contextlib.ExitStack() as stack:
         # The partial cluster runs only when the environment opts in (startup.py); each

@@ -64,6 +64,9 @@ class Daemon:
                                                                      "1")))
     port: int = field(default_factory=free_port)
     drain_timeout_seconds: float = 0.2
+    # The CA of the daemon's [server.tls] certificate (the section itself goes in
+    # extra_config): the endpoint is then https:// and readiness checks verify against it.
+    tls_ca: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
     _log_start: int = 0
@@ -78,7 +81,8 @@ class Daemon:
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "http" if self.tls_ca is None else "https"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -126,7 +130,8 @@ class Daemon:
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
-        http = urllib3.PoolManager(retries=False, timeout=2.0)
+        http = urllib3.PoolManager(retries=False, timeout=2.0,
+                                   ca_certs=None if self.tls_ca is None else str(self.tls_ca))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.process is not None

@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from objstore.http import sigv4
+from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.integration.conftest import make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, TWISTD, Daemon
 
@@ -54,14 +55,14 @@ def test_bad_value_fails_with_one_line(tmp_path: Path) -> None:
 
 
 def test_cluster_is_refused_before_its_secret_is_checked(tmp_path: Path) -> None:
-    """No "generate a secret with objstore keygen" for a cluster node of several workers,
-    which this version lacks (the config layer's own placeholder check is tested in
-    tests/unit/test_config.py)."""
+    """No "generate a secret with objstore keygen" for a cluster node without the
+    environment's opt-in to the partial cluster (the config layer's own placeholder check
+    is tested in tests/unit/test_config.py)."""
     result = start_failure(
         tmp_path, '[server]\nworkers = 2\n'
         '[cluster]\nenabled = true\nsecret = "change-me-to-a-long-random-secret"\n',
     )
-    assert_one_clear_line(result, "[cluster] enabled", "workers = 1", "not available")
+    assert_one_clear_line(result, "[cluster] enabled", EXPERIMENTAL_CLUSTER, "not available")
     assert "keygen" not in result.stderr
 
 

@@ -219,7 +219,7 @@ def test_a_mac_for_another_nonce_is_not_trusted() -> None:
 def test_a_200_that_is_no_document_is_untrusted(body: bytes) -> None:
     found = probe_result(Exchange(200, body), cluster=CLUSTER, nonce=new_nonce(),
                          sent_at=NOW, received_at=NOW)
-    assert found == found.__class__(status=200)
+    assert found == found.__class__(status=200, latency_seconds=0.0)
 
 
 def test_figures_of_the_wrong_type_are_left_out() -> None:

@@ -10,7 +10,9 @@ import pytest
 
 PURE = ["objstore.cluster.lww", "objstore.cluster.auth", "objstore.cluster.membership",
         "objstore.cluster.gate", "objstore.cluster.secrets", "objstore.cluster.certs",
-        "objstore.cli.gen_certs"]
+        "objstore.cli.gen_certs", "objstore.cluster.blob_repair_rules",
+        "objstore.cluster.leader_rule", "objstore.cluster.view_merge",
+        "objstore.cluster.view_snapshot"]
 
 
 def imported_after(module: str) -> set[str]:

@@ -173,7 +173,9 @@ def test_discovery_follows_the_config() -> None:
     static = discovery_for(CLUSTER, resolver)
     assert result_of(static.propose()) == [A, B]
     mdns = discovery_for(replace(CLUSTER, discovery="mdns"), resolver)
-    assert result_of(mdns.propose()) == [A, B]  # not built: the static peers only
+    assert result_of(mdns.propose()) == [A, B]  # without an mDNS discovery: static only
+    built = StaticDiscovery(("http://m.test:9000",))
+    assert discovery_for(replace(CLUSTER, discovery="mdns"), resolver, mdns=lambda: built) is built
 
 
 def test_the_system_resolver_resolves_literals_on_its_runner() -> None:

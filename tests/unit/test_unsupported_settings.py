@@ -44,14 +44,10 @@ def test_the_partial_cluster_runs_only_when_the_environment_opts_in(
     assert unsupported_settings(data) is None  # a one-process cluster node
 
 
-def test_cluster_with_default_workers_follows_the_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An absent [server] workers means one per CPU: refused on a multi-CPU machine."""
-    import objstore.startup as startup
-
-    data: dict[str, Any] = {"cluster": {"enabled": True}}
+@pytest.mark.parametrize("server", [{"workers": 1}, {"workers": 4}, {}])
+def test_a_cluster_node_may_have_several_workers(monkeypatch: pytest.MonkeyPatch,
+                                                 server: dict[str, Any]) -> None:
+    """One membership view per node is shared across the workers (cluster/shared_view.py):
+    any [server] workers, absent (one per CPU) included, runs with the opt-in."""
     monkeypatch.setenv(EXPERIMENTAL_CLUSTER, "1")
-    monkeypatch.setattr(startup, "default_workers", lambda: 2)
-    message = unsupported_settings(data)
-    assert message is not None and "workers = 1" in message
-    monkeypatch.setattr(startup, "default_workers", lambda: 1)
-    assert unsupported_settings(data) is None
+    assert unsupported_settings({"cluster": {"enabled": True}, "server": server}) is None

@@ -1,0 +1,76 @@
+"""The TLS options of the listener (spec: Authentication 7; TWISTED-NOTES f).
+
+The listener ([server.tls]) always presents [server.tls] cert_file. What it asks of the
+client depends on the other settings:
+
+* [server.tls] ca_file: every client must present a certificate signed by that CA (the
+  handshake fails otherwise);
+* [cluster.tls] (which start-up refuses together with [server.tls] ca_file): the
+  listener ASKS for a client certificate and verifies one that is sent against the
+  cluster CA only (a certificate from any other issuer fails the handshake), but does not
+  require one, so S3 and admin clients without certificates still connect; cluster routes
+  refuse requests that arrived without one (`cluster/api.py` `certificate_refusal`: 403);
+* neither: no client certificate is asked for.
+
+Peers verify this listener against the cluster CA only (`cluster/client.py`
+`ClusterTlsPolicy`), so under [cluster.tls] the [server.tls] certificate must be issued
+by the cluster CA (usually it is the node certificate itself: the same cert_file and
+key_file in both sections). Start-up refuses one that is not (`TlsSetupError`): its peers
+would fail every handshake with it and the node would never be trusted.
+
+Start-up only: these functions read files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from twisted.internet import ssl
+
+from objstore.config import ClusterTLS, ServerTLS
+
+
+class TlsSetupError(Exception):
+    """A TLS configuration that can not work; one line, for the start-up error."""
+
+
+def read_certificate(path: str) -> ssl.Certificate:
+    with open(path, "rb") as handle:
+        return ssl.Certificate.loadPEM(handle.read())
+
+
+def read_private(cert_file: str, key_file: str) -> ssl.PrivateCertificate:
+    with open(cert_file, "rb") as cert, open(key_file, "rb") as key:
+        return ssl.PrivateCertificate.loadPEM(cert.read() + b"\n" + key.read())
+
+
+def issued_by(certificate: x509.Certificate, ca: x509.Certificate) -> bool:
+    """`certificate` is signed directly by `ca` (node certificates of `objstore gen-certs`
+    always are: the cluster CA has path length 0)."""
+    try:
+        certificate.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def listener_options(server: ServerTLS, cluster: ClusterTLS | None) -> Any:
+    """The `CertificateOptions` of the listener (see the module docstring)."""
+    private = read_private(server.cert_file, server.key_file)
+    if server.ca_file:
+        return private.options(read_certificate(server.ca_file))
+    if cluster is not None:
+        ca = read_certificate(cluster.ca_file)
+        if not issued_by(private.original.to_cryptography(), ca.original.to_cryptography()):
+            raise TlsSetupError(
+                f"[server.tls] cert_file: {server.cert_file} is not issued by the cluster CA "
+                f"([cluster.tls] ca_file {cluster.ca_file}), so peers would refuse it; use "
+                f"the node certificate ([cluster.tls] cert_file) for both")
+        # `trustRoot` forces requireCertificate=True (TWISTED-NOTES f): the older form
+        # sets VERIFY_PEER without FAIL_IF_NO_PEER_CERT.
+        return ssl.CertificateOptions(privateKey=private.privateKey.original,
+                                      certificate=private.original, verify=True,
+                                      caCerts=[ca.original], requireCertificate=False)
+    return private.options()
