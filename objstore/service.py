@@ -53,6 +53,9 @@ from objstore.cluster.anti_entropy import AntiEntropy
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlobRepair
 from objstore.cluster.client import ClusterClient, build_http_client
+from objstore.cluster.control_metrics import ControlCollector
+from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
+from objstore.cluster.control_routes import ControlRoutes, TagWriter
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.mdns import MdnsDiscovery
@@ -78,7 +81,7 @@ from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
 from objstore.engine.replication_apply import ReplicationApply
 from objstore.engine.replicator import NO_GATE
-from objstore.engine.settings import SettingsService
+from objstore.engine.settings import SettingsService, replicated_setting
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
@@ -312,6 +315,16 @@ def build_node(config: Config, reactor: Any = None, *,
         ),
     )
     health = HealthState(cluster=cluster.status if cluster is not None else None)
+    if cluster is not None:  # a peer's control plane merged here: the caches forget
+        def iam_merged() -> None:
+            identities.invalidate()
+            authorizer.invalidate()
+
+        cluster.control = ControlReconciler(
+            node_id=node_id, meta=meta, io=io_pool, replicated_setting=replicated_setting,
+            peers=cluster.membership.eligible_peers, changes=changes, control=control,
+            uploads=blobs,
+            listeners=ControlListeners(iam=iam_merged, buckets=bucket_cache.invalidate))
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
@@ -334,6 +347,8 @@ def build_node(config: Config, reactor: Any = None, *,
         domains=config.server.domains,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
+                            control=cluster.control if cluster is not None else None,
+                            tags=services.versions,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
@@ -380,6 +395,8 @@ def build_node(config: Config, reactor: Any = None, *,
             repair=cluster.repair.stats if cluster.repair is not None else None,
             node_gauges=role.leader,  # gauges are summed over workers: the prober's only
             sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
+        if cluster.control is not None:
+            observability.metrics.add(ControlCollector(cluster.control.stats))
     # The node's own singletons (audit purge, storage figures, metrics history) run in
     # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
     # only while `singletons` is held. A setting changed through another worker reaches
@@ -392,8 +409,10 @@ def build_node(config: Config, reactor: Any = None, *,
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
-    settings = SettingsService(meta, control, io_pool, changes=changes,
-                               on_change=settings_listener(lifecycle, duties, counters))
+    on_setting = settings_listener(lifecycle, duties, counters)
+    settings = SettingsService(meta, control, io_pool, changes=changes, on_change=on_setting)
+    if cluster is not None and cluster.control is not None:
+        cluster.control.listeners.setting = on_setting
     mount_settings_and_quotas(admin, services, meta, settings)
     mount_data_apis(admin, services, iam, meta, settings, io_pool, clock,
                     audit=observability.audit)
@@ -698,6 +717,7 @@ class ClusterParts:
     gate: ClusterWriteGate
     status: ClusterStatus
     fanout: FanOut | None = None
+    control: ControlReconciler | None = None  # pulls and merges peers' control planes
     repair: PeerBlobRepair | None = None  # blob repair, built in build_node
     client: ClusterClient | None = None  # set by start_cluster
     anti_entropy: AntiEntropy | None = None  # set by start_cluster, in worker 0
@@ -735,6 +755,8 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
     changes.add(cluster.fanout)
     if cluster.repair is not None:  # blob repair fetches through the same client
         cluster.repair.attach(client)
+    if cluster.control is not None:  # control-plane pulls go through it too
+        cluster.control.client = client
     if not role.leader:
         assert role.runtime_dir is not None
         mirror = MembershipMirror(cluster.membership, view_path(role.runtime_dir),
@@ -755,9 +777,11 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                             runner=io_pool).setServiceParent(prober)
     apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
                              changes=changes)
+    # Per eligible peer each tick: object rows, then its control plane (rule 6).
+    steps = [cluster.control.reconcile_control] if cluster.control is not None else []
     ae = cluster.anti_entropy = AntiEntropy(
         membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
-        io=io_pool, cluster=config.cluster, clock=reactor)
+        io=io_pool, cluster=config.cluster, clock=reactor, steps=steps)
     ae.setServiceParent(prober)
     if role.runtime_dir is not None:
         SyncPublisher(ae.state, sync_path(role.runtime_dir), cluster=config.cluster,
@@ -801,7 +825,8 @@ def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
 def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook,
-                views: NodeViews | None = None) -> Any | None:
+                views: NodeViews | None = None, control: ControlReconciler | None = None,
+                tags: TagWriter | None = None) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
     key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
@@ -815,9 +840,12 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
+    routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
+              if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
                       figures=figures, clock=clock, apply=apply, io=io_pool,
-                      node_views=views, manifest=meta.changed_since).resource()
+                      node_views=views, control=routes,
+                      manifest=meta.changed_since).resource()
 
 
 def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:

@@ -20,6 +20,8 @@ Routes today:
                                     ack says has_blob: true; answers {"stored", "has_blob"}
     GET /cluster/v1/blob/<blob_id>  a blob's bytes as stored, streamed (repair); 404 when
                                     not here
+    POST /cluster/v1/op, /cluster/v1/control-snapshot  the control plane: handled by
+                                    `control_routes.ControlRoutes` (503 without one)
     POST /cluster/v1/admin/<family> this node's part of a per-node view (audit,
                                     metrics-history): cluster/admin_proxy_routes.py
 
@@ -89,6 +91,7 @@ from objstore.iam.identity import Principal
 from objstore.threads import InlinePool, Runner
 
 if TYPE_CHECKING:
+    from objstore.cluster.control_routes import ControlRoutes
     from objstore.cluster.node_views import NodeViews
     from objstore.engine.replication_apply import ReplicationApply
 
@@ -286,6 +289,7 @@ class ClusterApi:
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
                  io: Runner | None = None, node_views: NodeViews | None = None,
+                 control: ControlRoutes | None = None,
                  manifest: ManifestSource | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
         answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file;
@@ -301,6 +305,7 @@ class ClusterApi:
         self._clock = clock
         self._apply = apply
         self._io = io if io is not None else InlinePool()
+        self._control = control  # POST /op and /control-snapshot (None: 503)
         self.node_views = node_views
         self.manifest_source = manifest
 
@@ -361,16 +366,17 @@ class ClusterApi:
     @cluster_route(app, "/object", methods=["POST"])
     async def object_row(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
         record = _decoded(decode_row, await self._json_bytes(request))
-        ack = await _engine(self._receiver().apply_replicated(
-            peer_caller(request, peer, "Cluster::ApplyObject"), record))
+        ack = await _engine(self._bucket_pulled(peer, lambda: self._receiver().apply_replicated(
+            peer_caller(request, peer, "Cluster::ApplyObject"), record)))
         return json_body(request, 200, encode_ack(ack))
 
     @cluster_route(app, "/object/delete", methods=["POST"])
     async def object_delete(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
         delete = _decoded(decode_delete, await self._json_bytes(request))
-        ack = await _engine(self._receiver().apply_replicated_delete(
-            peer_caller(request, peer, "Cluster::ApplyDelete"), delete.bucket, delete.key,
-            delete.version_id, delete.deleted_at))
+        ack = await _engine(self._bucket_pulled(
+            peer, lambda: self._receiver().apply_replicated_delete(
+                peer_caller(request, peer, "Cluster::ApplyDelete"), delete.bucket,
+                delete.key, delete.version_id, delete.deleted_at)))
         return json_body(request, 200, encode_ack(ack))
 
     @cluster_route(app, "/blob/<blob_id>", methods=["PUT"], max_body_bytes=None)
@@ -411,6 +417,31 @@ class ClusterApi:
         spool.seek(0)
         data: bytes = await self._io.run(spool.read, spool.length)
         return data
+
+    # -- the control plane (cluster/control_routes.py) -----------------------------------
+    @cluster_route(app, "/op", methods=["POST"])
+    async def op(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        return await self._control_routes().op(
+            request, peer_caller(request, peer, "Cluster::ApplyOp"), peer,
+            await self._json_bytes(request))
+
+    @cluster_route(app, "/control-snapshot", methods=["POST"])
+    async def control_snapshot(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
+        return await self._control_routes().snapshot(request)
+
+    async def _bucket_pulled(self, peer: VerifiedPeer, work: Callable[[], Awaitable[Any]]
+                             ) -> Any:
+        """`work`, once more after pulling the sender's control plane when it found no
+        bucket (`ControlRoutes.with_bucket`); as is without control routes."""
+        if self._control is None:
+            return await work()
+        return await self._control.with_bucket(peer, work)
+
+    def _control_routes(self) -> ControlRoutes:
+        if self._control is None:
+            raise AdminError("ServiceUnavailable", "This node does not reconcile the "
+                             "control plane.")
+        return self._control
 
     # POST /admin/<family>: the per-node views' proxied queries (admin_proxy_routes.py).
     register_admin_proxy_routes(app, cluster_route)

@@ -20,6 +20,10 @@ bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256)
 `SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
 has_blob: true. `view_query` asks a peer for its part of a per-node view (node_views.py).
 
+`send_op` posts a best-effort control-plane notice (True when the peer took it);
+`control_snapshot` fetches a peer's control-plane snapshot, the one answer read beyond
+MAX_ANSWER_BYTES (up to MAX_CONTROL_SNAPSHOT_BYTES: the snapshot is not paged).
+
 This module decides nothing about membership; it only asks and reports.
 """
 
@@ -46,6 +50,8 @@ from objstore.cluster.auth import (
     sign_request,
     verify_nonce_mac,
 )
+from objstore.cluster.control_wire import encode_op
+from objstore.cluster.fanout import ClusterOp
 from objstore.cluster.gate import Ack, ack_from_response
 from objstore.cluster.manifest_wire import PulledPage, decode_page, encode_request
 from objstore.cluster.membership import ProbeResult, clock_offset
@@ -60,9 +66,14 @@ OBJECT_PATH = "/cluster/v1/object"
 DELETE_PATH = "/cluster/v1/object/delete"
 MANIFEST_PATH = "/cluster/v1/manifest"
 BLOB_PATH = "/cluster/v1/blob/"  # + the blob id (a canonical UUID: nothing to encode)
+OP_PATH = "/cluster/v1/op"
+CONTROL_SNAPSHOT_PATH = "/cluster/v1/control-snapshot"
 VIEW_PATH = "/cluster/v1/admin/"  # + a per-node view's family (node_views.FAMILIES)
 # An answer of any cluster JSON route is read up to this size; past it, no answer.
 MAX_ANSWER_BYTES = 2 * 1024 * 1024
+# ... but the control-plane snapshot (every user, credential, bucket, upload and part):
+# one answer, not paged, read up to this size.
+MAX_CONTROL_SNAPSHOT_BYTES = 256 * 1024 * 1024
 PERSISTENT_PER_PEER = 4
 IDLE_CONNECTION_SECONDS = 60
 
@@ -75,6 +86,10 @@ class HttpClient(Protocol):
 
 class AnswerTooLarge(Exception):
     """A peer's answer passed MAX_ANSWER_BYTES."""
+
+
+class SnapshotRefused(Exception):
+    """A peer answered the control-snapshot request with an error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,13 +171,15 @@ class ClusterClient:
         self._clock = clock
 
     async def request(self, method: str, base_url: str, path: str, *, query: str = "",
-                      body: bytes = b"", signed: bool = True) -> Exchange:
+                      body: bytes = b"", signed: bool = True,
+                      max_answer_bytes: int = MAX_ANSWER_BYTES) -> Exchange:
         """One exchange with a peer; raises on no answer (refused, timed out, TLS, an
-        answer over MAX_ANSWER_BYTES). `path` and `query` are sent as given (encoded)."""
+        answer over `max_answer_bytes`). `path` and `query` are sent as given (encoded)."""
         return await self._bounded(self._exchange(
             method, *self._signed(method, base_url, path, query, signed,
                                   hashlib.sha256(body).hexdigest(),
-                                  "application/json" if body else None), body))
+                                  "application/json" if body else None), body,
+            max_answer_bytes))
 
     def _signed(self, method: str, base_url: str, path: str, query: str, signed: bool,
                 content_sha256: str, content_type: str | None) -> tuple[str, dict[str, str]]:
@@ -184,10 +201,11 @@ class ClusterClient:
         return await exchange
 
     async def _exchange(self, method: str, url: str, headers: Mapping[str, str],
-                        body: bytes | IBodyProducer) -> Exchange:
+                        body: bytes | IBodyProducer,
+                        max_answer_bytes: int = MAX_ANSWER_BYTES) -> Exchange:
         response = await self._http.request(
             method, url, headers={k: [v] for k, v in headers.items()}, data=body or None)
-        return Exchange(response.code, await _bounded_body(response))
+        return Exchange(response.code, await _bounded_body(response, max_answer_bytes))
 
     # -- replicated changes ----------------------------------------------------------------
     async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure:
@@ -247,6 +265,28 @@ class ClusterClient:
         except Exception as error:  # noqa: BLE001
             return SendFailure(f"no answer: {error!r}")
         return _ack_or_failure(answer)
+
+    # -- the control plane -----------------------------------------------------------------
+    async def send_op(self, base_url: str, op: ClusterOp) -> bool | SendFailure:
+        """A best-effort notice (control_wire.encode_op); True when the peer took it (2xx:
+        a row op's ack, or 202 for a notice)."""
+        try:
+            answer = await self.request("POST", base_url, OP_PATH, body=encode_op(op))
+        except Exception as error:  # noqa: BLE001
+            return SendFailure(f"no answer: {error!r}")
+        if 200 <= answer.status < 300:
+            return True
+        return _failure(answer)
+
+    async def control_snapshot(self, base_url: str) -> bytes:
+        """The peer's control-plane snapshot (JSON, credential secrets included: never
+        log it), read up to MAX_CONTROL_SNAPSHOT_BYTES; raises on no answer or a
+        refusal."""
+        answer = await self.request("POST", base_url, CONTROL_SNAPSHOT_PATH, body=b"{}",
+                                    max_answer_bytes=MAX_CONTROL_SNAPSHOT_BYTES)
+        if answer.status != 200:
+            raise SnapshotRefused(str(_failure(answer)))
+        return answer.body
 
     async def view_query(self, base_url: str, family: str, params: Mapping[str, str]
                          ) -> Exchange:
@@ -311,14 +351,14 @@ def _failure(answer: Exchange) -> SendFailure:
     return SendFailure(f"HTTP {answer.status}", answer.status)
 
 
-async def _bounded_body(response: IResponse) -> bytes:
+async def _bounded_body(response: IResponse, limit: int = MAX_ANSWER_BYTES) -> bytes:
     chunks: list[bytes] = []
     received = [0]
 
     def collect(data: bytes) -> None:
         received[0] += len(data)
-        if received[0] > MAX_ANSWER_BYTES:
-            raise AnswerTooLarge(f"a peer's answer passed {MAX_ANSWER_BYTES} bytes")
+        if received[0] > limit:
+            raise AnswerTooLarge(f"a peer's answer passed {limit} bytes")
         chunks.append(data)
 
     await treq.collect(response, collect)

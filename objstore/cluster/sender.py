@@ -7,8 +7,7 @@ body producer. This module owns only that translation:
 - a blob is read on the IO pool when it is small (`INLINE_BLOB_BYTES`) and streamed from
   its file by a `FileBodyProducer` of known length otherwise;
 - a `SendFailure` is logged at info and becomes None (False for a blob);
-- `send_op` answers False without a request: the receiving POST /cluster/v1/op route is
-  not built yet (docs/CLUSTER.md), so best-effort ops are counted as not sent.
+- `send_op` posts the op (POST /cluster/v1/op); a `SendFailure` is False.
 """
 
 from __future__ import annotations
@@ -41,6 +40,8 @@ class Client(Protocol):
 
     async def put_blob(self, base_url: str, blob_id: str, body: Any,
                        sha256: str) -> Ack | SendFailure: ...
+
+    async def send_op(self, base_url: str, op: ClusterOp) -> bool | SendFailure: ...
 
 
 def _read(path: str) -> bytes:
@@ -81,7 +82,11 @@ class ClientSender:
         return _ack(answer, base_url) is not None
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool:
-        return False  # no /cluster/v1/op route yet: reconciliation (issue 14) repairs it
+        answer = await self._client.send_op(base_url, op)
+        if isinstance(answer, SendFailure):
+            log.info("peer {peer}: op {kind}: {why}", peer=base_url, kind=op.kind, why=answer)
+            return False
+        return answer
 
 
 def _ack(answer: Ack | SendFailure, base_url: str) -> Ack | None:

@@ -89,6 +89,13 @@ def exportable_settings() -> tuple[str, ...]:
     return tuple(key for key, spec in SETTINGS.items() if not spec.node_local)
 
 
+def replicated_setting(key: str) -> bool:
+    """Whether a cluster peer's value of `key` travels (rule 13): known keys that are not
+    node-local (a key this version does not know stays where it is)."""
+    spec = SETTINGS.get(key)
+    return spec is not None and not spec.node_local
+
+
 def setting_spec(key: str) -> SettingSpec:
     spec = SETTINGS.get(key)
     if spec is None:
@@ -181,4 +188,4 @@ class SettingsService:
 
 
 __all__ = ["SETTINGS", "SettingSpec", "SettingView", "SettingsService", "exportable_settings",
-           "parse_value", "setting_spec"]
+           "parse_value", "replicated_setting", "setting_spec"]

@@ -86,7 +86,7 @@ def _find_or_create_root_user(
         if user.is_root:
             return user
     user = UserRecord(
-        user_id=str(uuid.uuid4()),
+        user_id=ROOT_USER_ID,
         username=ROOT_USERNAME,
         created_at=now,
         description="built-in administrator",
@@ -128,6 +128,11 @@ def _pin_credential(
 # Built-in grants have the same id on every node and after every recovery: a name-based
 # UUID in a namespace of our own.
 BUILTIN_GRANT_NAMESPACE = uuid.UUID("0b1e5c7a-6f62-4a73-8e2d-6f626a73746f")
+# The root user made at first start has the same id on every node (as built-in grants
+# do), so the nodes of a cluster share one root: a bucket created by root through one
+# node is root's on the others, and the control-plane merge sees one entity, not two
+# users named "root". A root made earlier keeps its (random) id.
+ROOT_USER_ID = str(uuid.uuid5(BUILTIN_GRANT_NAMESPACE, "root-user"))
 
 
 def builtin_grant_id(name: str) -> str:

@@ -17,6 +17,7 @@ from objstore.meta import (
     audit_queries,
     blob_walk_queries,
     bucket_queries,
+    control_snapshot_queries,
     cursor_queries,
     grant_queries,
     iam_queries,
@@ -167,6 +168,9 @@ class SyncMetaStore(Database):
     delete_setting = settings_queries.delete_setting
     list_settings = settings_queries.list_settings
     get_tombstone = tombstones.get_tombstone
+    # the control-plane snapshot of the cluster (build, merge a peer's)
+    control_state = control_snapshot_queries.control_state
+    merge_control_snapshot = control_snapshot_queries.merge_control_snapshot
     # audit log and metrics history
     insert_audit_records = audit_queries.insert_audit_records
     query_audit = audit_queries.query_audit

@@ -47,9 +47,11 @@ def test_public_cluster_health_names_status_and_node_only(nodes: dict[str, Node]
 
 
 def test_writes_and_deletes_reach_every_node(nodes: dict[str, Node]) -> None:
-    for name in NAMES:  # buckets are not replicated yet (control plane: issue 14)
+    for name in NAMES:
         wait_for(f"node {name} trusts both peers", lambda name=name: all_trusted(nodes[name], 2))
-        nodes[name].s3.create_bucket(Bucket=BUCKET)
+    nodes["a"].s3.create_bucket(Bucket=BUCKET)  # the control plane brings it to b and c
+    for name in NAMES:
+        wait_for(f"the bucket on {name}", lambda name=name: _has_bucket(nodes[name]))
     body = bytes(range(256)) * 4096 + b"tail"
     nodes["a"].s3.put_object(Bucket=BUCKET, Key="dir/object", Body=body,
                              Metadata={"origin": "a"})
@@ -62,6 +64,14 @@ def test_writes_and_deletes_reach_every_node(nodes: dict[str, Node]) -> None:
         with pytest.raises(ClientError) as caught:
             nodes[name].s3.head_object(Bucket=BUCKET, Key="dir/object")
         assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def _has_bucket(node: Node) -> bool:
+    try:
+        node.s3.head_bucket(Bucket=BUCKET)
+    except ClientError:
+        return False
+    return True
 
 
 def test_without_a_quorum_writes_are_refused_and_reads_served(nodes: dict[str, Node]) -> None:

@@ -41,6 +41,10 @@ class FakeClient:
         self.calls.append(("blob", base_url, blob_id, body, sha256))
         return self.answer
 
+    async def send_op(self, base_url: str, op: ClusterOp) -> bool | SendFailure:
+        self.calls.append(("op", base_url, op))
+        return self.answer if isinstance(self.answer, SendFailure) else True
+
 
 def result(coroutine: Any) -> Any:
     done = Deferred.fromCoroutine(coroutine)
@@ -86,7 +90,10 @@ def test_a_large_blob_is_streamed_with_its_length(tmp_path: Path, monkeypatch: A
     assert isinstance(body, FileBodyProducer) and body.length == 16
 
 
-def test_ops_are_not_sent_until_the_op_route_exists() -> None:
+def test_an_op_is_posted_and_a_failure_is_false() -> None:
     client = FakeClient(FULL_ACK)
-    assert result(ClientSender(client, InlinePool()).send_op(PEER, ClusterOp("tags"))) is False
-    assert client.calls == []
+    op = ClusterOp("iam_changed", subject="user/u1")
+    assert result(ClientSender(client, InlinePool()).send_op(PEER, op)) is True
+    assert client.calls == [("op", PEER, op)]
+    refused = FakeClient(SendFailure("refused", 503))
+    assert result(ClientSender(refused, InlinePool()).send_op(PEER, op)) is False

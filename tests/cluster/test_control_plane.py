@@ -1,0 +1,175 @@
+"""The control plane of a real three-node cluster (Cluster rules 3, 6, 13): buckets, IAM,
+settings, bucket configuration and object tags changed through one node reach the others
+(an op notice makes each peer pull and merge the sender's control snapshot; tags travel
+as rows), and a deleted credential stays deleted everywhere."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
+
+from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+NAMES = ("a", "b", "c")
+DEADLINE = 30.0
+S3_FULL_ACCESS = "S3FullAccess"
+
+
+@pytest.fixture(scope="module")
+def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[dict[str, Node]]:
+    with start_cluster(request, tmp_path_factory, NAMES) as started:
+        for name in NAMES:
+            wait_for(f"node {name} trusts both peers",
+                     lambda name=name: all_trusted(started[name], 2), DEADLINE)
+        yield started
+
+
+def s3_as(node: Node, access_key: str, secret_key: str) -> Any:
+    return boto3.client(
+        "s3", endpoint_url=node.daemon.endpoint, aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key, region_name="us-east-1",
+        config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
+
+
+def error_code(call: Callable[[], Any]) -> str | None:
+    try:
+        call()
+    except ClientError as error:
+        return str(error.response["Error"]["Code"])
+    return None
+
+
+def has_bucket(node: Node, bucket: str) -> bool:
+    return error_code(lambda: node.s3.head_bucket(Bucket=bucket)) is None
+
+
+def fresh_bucket(nodes: dict[str, Node], through: str = "a") -> str:
+    bucket = f"ctl-{uuid.uuid4().hex[:12]}"
+    nodes[through].s3.create_bucket(Bucket=bucket)
+    for name in NAMES:
+        wait_for(f"bucket {bucket} on {name}",
+                 lambda name=name: has_bucket(nodes[name], bucket), DEADLINE)
+    return bucket
+
+
+def test_a_bucket_created_on_one_node_appears_on_the_others(nodes: dict[str, Node]) -> None:
+    bucket = fresh_bucket(nodes, "a")
+    nodes["b"].s3.create_bucket(Bucket=bucket)  # one root on every node: idempotent
+    nodes["b"].s3.put_object(Bucket=bucket, Key="through-b", Body=b"written on b")
+    for name in ("a", "c"):
+        got = nodes[name].s3.get_object(Bucket=bucket, Key="through-b")
+        assert got["Body"].read() == b"written on b"
+
+
+def test_an_object_put_right_after_its_bucket_reaches_every_node(
+        nodes: dict[str, Node]) -> None:
+    """The first replicated row of a bucket a peer does not hold yet makes the peer pull
+    the control plane first: the quorum write succeeds without waiting for the notice."""
+    bucket = f"ctl-{uuid.uuid4().hex[:12]}"
+    nodes["a"].s3.create_bucket(Bucket=bucket)
+    nodes["a"].s3.put_object(Bucket=bucket, Key="at-once", Body=b"no wait")
+    for name in ("b", "c"):
+        got = nodes[name].s3.get_object(Bucket=bucket, Key="at-once")
+        assert got["Body"].read() == b"no wait"
+
+
+def test_a_credential_made_on_a_signs_on_b_until_deleted(nodes: dict[str, Node]) -> None:
+    a, b = nodes["a"], nodes["b"]
+    bucket = fresh_bucket(nodes, "c")
+    user = a.admin.ok("POST", "/users", {"username": f"u-{uuid.uuid4().hex[:8]}"}, 201)
+    grants = {g["name"]: g["grant_id"] for g in a.admin.ok("GET", "/grants")}
+    a.admin.ok("PUT", f"/users/{user['user_id']}/grants/{grants[S3_FULL_ACCESS]}", None, 204)
+    key = a.admin.ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    on_b = s3_as(b, key["access_key_id"], key["secret_access_key"])
+    wait_for("the new credential works on b", lambda: error_code(
+        lambda: on_b.put_object(Bucket=bucket, Key="by-user", Body=b"x")) is None, DEADLINE)
+    assert nodes["c"].s3.get_object(Bucket=bucket, Key="by-user")["Body"].read() == b"x"
+
+    reply = a.admin.delete(f"/credentials/{key['access_key_id']}")
+    assert reply.status == 204, (reply.status, reply.body)
+    wait_for("b refuses the deleted credential", lambda: error_code(
+        lambda: on_b.list_objects_v2(Bucket=bucket)) == "InvalidAccessKeyId", DEADLINE)
+    # More changes make every node pull again: the credential is not resurrected.
+    for name in NAMES:
+        fresh_bucket(nodes, name)
+    for name in NAMES:
+        node_client = s3_as(nodes[name], key["access_key_id"], key["secret_access_key"])
+        assert error_code(lambda c=node_client: c.list_objects_v2(Bucket=bucket)) \
+            == "InvalidAccessKeyId"
+    assert all(c["access_key_id"] != key["access_key_id"]
+               for c in b.admin.ok("GET", f"/users/{user['user_id']}/credentials"))
+
+
+def test_a_setting_changed_on_a_is_seen_on_b(nodes: dict[str, Node]) -> None:
+    nodes["a"].admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 42})
+
+    def seen() -> bool:
+        reply = nodes["b"].admin.get("/settings/lifecycle_evaluation_interval")
+        return reply.status == 200 and reply.json.get("value") == 42
+
+    wait_for("the setting on b", seen, DEADLINE)
+    # node_id is node-local: never replicated
+    assert nodes["b"].admin.ok("GET", "/settings/node_id")["value"] == "node-b"
+
+
+def test_object_tags_set_on_a_are_read_on_b(nodes: dict[str, Node]) -> None:
+    bucket = fresh_bucket(nodes, "a")
+    nodes["a"].s3.put_object(Bucket=bucket, Key="tagged", Body=b"tag me")
+    tags = [{"Key": "colour", "Value": "blue"}, {"Key": "size", "Value": "small"}]
+    nodes["a"].s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": tags})
+
+    def tagged() -> bool:
+        got = nodes["b"].s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"]
+        return sorted(got, key=lambda t: t["Key"]) == tags
+
+    wait_for("the tags on b", tagged, DEADLINE)
+
+
+def test_bucket_versioning_enabled_on_a_is_seen_on_c(nodes: dict[str, Node]) -> None:
+    bucket = fresh_bucket(nodes, "b")
+    nodes["a"].s3.put_bucket_versioning(Bucket=bucket,
+                                        VersioningConfiguration={"Status": "Enabled"})
+    wait_for("versioning on c", lambda: nodes["c"].s3.get_bucket_versioning(
+        Bucket=bucket).get("Status") == "Enabled", DEADLINE)
+    metrics = nodes["c"].admin.get("/metrics").body.decode()
+    pulls = [line for line in metrics.splitlines()
+             if line.startswith("objstore_cluster_control_pulls_total ")]
+    assert pulls and float(pulls[0].split()[1]) > 0
+
+
+def test_a_bucket_deleted_on_one_node_is_gone_everywhere(nodes: dict[str, Node]) -> None:
+    bucket = fresh_bucket(nodes, "c")
+    nodes["a"].s3.delete_bucket(Bucket=bucket)
+    for name in NAMES:
+        wait_for(f"bucket {bucket} gone on {name}",
+                 lambda name=name: not has_bucket(nodes[name], bucket), DEADLINE)
+
+
+def test_a_legal_hold_set_on_a_is_read_on_c(nodes: dict[str, Node]) -> None:
+    bucket = f"ctl-{uuid.uuid4().hex[:12]}"
+    nodes["a"].s3.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    put = nodes["a"].s3.put_object(Bucket=bucket, Key="held", Body=b"keep me")
+    version = put["VersionId"]
+    nodes["a"].s3.put_object_legal_hold(Bucket=bucket, Key="held", VersionId=version,
+                                        LegalHold={"Status": "ON"})
+
+    def held() -> bool:
+        try:
+            got = nodes["c"].s3.get_object_legal_hold(Bucket=bucket, Key="held",
+                                                       VersionId=version)
+        except ClientError:
+            return False
+        return bool(got["LegalHold"]["Status"] == "ON")
+
+    wait_for("the legal hold on c", held, DEADLINE)
+    with pytest.raises(ClientError):
+        nodes["c"].s3.delete_object(Bucket=bucket, Key="held", VersionId=version)
