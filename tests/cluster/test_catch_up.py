@@ -1,10 +1,11 @@
 """Anti-entropy of object rows on a real three-node cluster (one worker each, static
 peers, anti-entropy every 0.5 s; SQLite and PostgreSQL): a node that was down while objects
 were written, overwritten and deleted (on a versioned bucket also a delete marker and a
-version delete; a legal hold set) catches up when it returns: it serves exactly the
-listing, the version listing and the bytes of the node that took the writes, and the legal
-hold, and nothing deleted comes back. Then the same the other way round: writes taken
-while another node was down reach it when it returns."""
+version delete; a legal hold set; a bucket created with an object) catches up when it
+returns: it serves exactly the listing, the version listing and the bytes of the node that
+took the writes, the legal hold and the new bucket's object, and nothing deleted comes
+back. Then the same the other way round: writes taken while another node was down reach
+it when it returns."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tests.integration.conftest import BACKENDS
 pytestmark = pytest.mark.timeout(180)
 
 NAMES = ("a", "b", "c")
-PLAIN, VERSIONED, LOCKED = "plain", "versioned", "locked"
+PLAIN, VERSIONED, LOCKED, BORN = "plain", "versioned", "locked", "born-while-away"
 CATCH_UP_SECONDS = 60.0
 FAST = {"anti_entropy_interval_seconds": "0.5"}
 
@@ -126,6 +127,8 @@ def test_a_returning_node_catches_up_without_resurrecting_deletions(
     a.s3.delete_object(Bucket=VERSIONED, Key="doc", VersionId=first)
     a.s3.put_object_legal_hold(Bucket=LOCKED, Key="held", VersionId=held,
                                LegalHold={"Status": "ON"})  # a lock change: a fresh seq
+    a.s3.create_bucket(Bucket=BORN)  # the pass's control-plane step brings it to c
+    a.s3.put_object(Bucket=BORN, Key="first", Body=b"in a bucket c never saw")
 
     c.daemon.start()
     wait_for("c serves what a serves", lambda: same_as(c, a), CATCH_UP_SECONDS)
@@ -138,6 +141,9 @@ def test_a_returning_node_catches_up_without_resurrecting_deletions(
     assert sorted((key, latest, etag == "marker") for key, _, latest, etag, _ in versions) \
         == [("doc", False, False), ("doc", True, True), ("other", True, False)]
     assert all(version != first and version != old for _, version, *_ in versions)
+    wait_for("c holds the bucket made while it was away, and its object",
+             lambda: read(c, BORN, "first", "null") == b"in a bucket c never saw",
+             CATCH_UP_SECONDS)
     wait_for("c holds the legal hold set while it was away",
              lambda: legal_hold(c, held) == "ON", CATCH_UP_SECONDS)
     wait_for("c completed a pass toward both peers", lambda: synced(c, 2), CATCH_UP_SECONDS)
