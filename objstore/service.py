@@ -833,7 +833,8 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         usage = await io_pool.run(shutil.disk_usage, data_dir)
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
-    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
+    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
     routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,

@@ -109,3 +109,28 @@ def test_a_replicated_delete_after_the_purge_is_recorded_again(
     assert outcome.recorded
     found = meta_store.get_tombstone(TOMBSTONE_OBJECT, key)
     assert found is not None and found[0] == NOW - 100
+
+
+def test_an_expired_deletion_of_nothing_held_is_not_recorded_again(
+        meta_store: SyncMetaStore) -> None:  # noqa: F811
+    """After a purge, a peer's copy of the same old deletion (a new node's full pull)
+    is not recorded again under a fresh seq; a fresh one, or one that beats a row held
+    here, or one newer than a tombstone held here, still is."""
+    meta_store.create_bucket(BucketRecord(name="b", owner_id="u", region="r", created_at=NOW))
+    expired_before = NOW - 50
+
+    outcome = meta_store.apply_replicated_delete("b", "k", "v1", NOW - 100, expired_before)
+    assert not outcome.recorded
+    assert meta_store.get_tombstone(TOMBSTONE_OBJECT, object_tombstone_key("b", "k", "v1")) is None
+
+    assert meta_store.apply_replicated_delete("b", "k", "v2", NOW - 10, expired_before).recorded
+
+    meta_store.put_object(ObjectRecord(bucket="b", key="k", version_id="v3", blob_id=BLOB,
+                                       size=1, etag="e", last_modified=NOW - 200))
+    beaten = meta_store.apply_replicated_delete("b", "k", "v3", NOW - 100, expired_before)
+    assert beaten.recorded and beaten.removed is not None
+    assert meta_store.get_object("b", "k", "v3") is None
+
+    stamp(meta_store, TOMBSTONE_OBJECT, object_tombstone_key("b", "k", "v4"), NOW - 300, seq=99)
+    moved = meta_store.apply_replicated_delete("b", "k", "v4", NOW - 100, expired_before)
+    assert moved.recorded and moved.deleted_at == NOW - 100
