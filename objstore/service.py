@@ -67,6 +67,9 @@ from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
+from objstore.cluster.tombstone_purge import TombstonePurge
+from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
+from objstore.cluster.tombstone_purge_rules import purge_blocked, unseen_peers
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -406,6 +409,11 @@ def build_node(config: Config, reactor: Any = None, *,
     duties = LeaderDuties(held=role.leader)
     for work in (singletons, *observability.leader_work):
         work.setServiceParent(duties)
+    # Tombstones past their grace go on every node (rule 7 on a cluster node).
+    tombstone_gc = tombstone_purge(config, reactor, meta, cluster)
+    tombstone_gc.setServiceParent(duties)
+    if role.leader:
+        observability.metrics.add(TombstonePurgeCollector(tombstone_gc.stats))
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
@@ -776,7 +784,8 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                             cluster=config.cluster, clock=reactor,
                             runner=io_pool).setServiceParent(prober)
     apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
-                             changes=changes)
+                             changes=changes,
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
     # Per eligible peer each tick: object rows, then its control plane (rule 6).
     steps = [cluster.control.reconcile_control] if cluster.control is not None else []
     ae = cluster.anti_entropy = AntiEntropy(
@@ -788,6 +797,17 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
                       clock=reactor, runner=io_pool).setServiceParent(prober)
     cluster.status.is_syncing, cluster.status.peer_sync = ae.is_syncing, ae.peer_sync
     return prober
+
+
+def tombstone_purge(config: Config, reactor: Any, meta: MetaStore,
+                    cluster: ClusterParts | None) -> TombstonePurge:
+    """The node's tombstone purge (cluster/tombstone_purge.py): rule 7 over the live
+    membership on a cluster node (worker 0 holds the prober's own), never blocked alone."""
+    membership = cluster.membership if cluster is not None else None
+    return TombstonePurge(
+        rows=meta, grace_seconds=config.cluster.tombstone_grace_total_seconds, clock=reactor,
+        blocked=lambda now: purge_blocked(membership, config.cluster, now=now),
+        unseen=lambda now: unseen_peers(membership, config.cluster, now=now))
 
 
 def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDuties,
@@ -839,7 +859,8 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         usage = await io_pool.run(shutil.disk_usage, data_dir)
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
-    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes)
+    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
     routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,

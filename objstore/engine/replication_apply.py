@@ -78,8 +78,12 @@ class ReplicationApply:
         clock: Callable[[], float],
         locks: KeyLocks | None = None,
         changes: ChangeHook | None = None,
+        tombstone_grace_seconds: float | None = None,
     ) -> None:
         self._meta = meta
+        # A deletion older than this, of a version this node holds neither as a row nor as
+        # a tombstone, is not recorded (meta/object_apply_queries.apply_replicated_delete).
+        self._grace = tombstone_grace_seconds
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -272,8 +276,9 @@ class ReplicationApply:
         if doomed is not None:
             await self._files.withdraw(doomed)
         try:
+            expired_before = None if self._grace is None else self._clock() - self._grace
             result = await self._meta.apply_replicated_delete(bucket, key, version_id,
-                                                              deleted_at)
+                                                              deleted_at, expired_before)
         except BaseException as error:
             if doomed is not None:
                 await self._reinstate_if_kept(doomed)

@@ -249,6 +249,7 @@ class MetaStore:
     delete_setting = _on_writer(SyncMetaStore.delete_setting)
     list_settings = _on_reader(SyncMetaStore.list_settings)
     get_tombstone = _on_reader(SyncMetaStore.get_tombstone)
+    purge_tombstones = _on_writer(SyncMetaStore.purge_tombstones)
     control_state = _on_reader(SyncMetaStore.control_state)
     merge_control_snapshot = _on_writer(SyncMetaStore.merge_control_snapshot)
 

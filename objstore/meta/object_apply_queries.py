@@ -142,14 +142,18 @@ def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
 
 @changes_objects
 def apply_replicated_delete(
-    db: Database, bucket: str, key: str, version_id: str, deleted_at: float
+    db: Database, bucket: str, key: str, version_id: str, deleted_at: float,
+    expired_before: float | None = None,
 ) -> TombstoneResult:
     """Apply a peer's deletion of (bucket, key, version_id) stamped `deleted_at`: the
     register's tombstone takes the later of its stamp and this one (with a fresh seq), and
     the local row goes unless it is strictly newer than the tombstone (a newest remaining
     version becomes latest). Nothing changes, and no seq is taken, when the tombstone is
-    already as new and no row loses to it. Raises RecordNotFound when the bucket does not
-    exist."""
+    already as new and no row loses to it, and when the deletion is stamped before
+    `expired_before` (past the tombstone grace) while this node holds neither the row nor
+    a tombstone: it has nothing to delete, and recording it would only hand, under a fresh
+    seq, a tombstone this node may have purged to peers that may have purged it too
+    (cluster/tombstone_purge.py). Raises RecordNotFound when the bucket does not exist."""
     if not math.isfinite(deleted_at):
         raise ValueError("a replicated delete with a non-finite stamp")
     tombstone_key = object_tombstone_key(bucket, key, version_id)
@@ -165,6 +169,9 @@ def apply_replicated_delete(
             beaten = local is not None and not lww.row_survives_tombstone(local, stamp)
             if not beaten and known is not None and known >= deleted_at:
                 raise _Unchanged(TombstoneResult(False, known, future_stamped=future))
+            if (known is None and local is None and expired_before is not None
+                    and deleted_at < expired_before):
+                raise _Unchanged(TombstoneResult(False, deleted_at))
             removed = new_latest = None
             if beaten:
                 removed = _remove_row(conn, bucket, key, version_id)

@@ -29,6 +29,7 @@ from objstore.meta import (
     object_queries,
     object_write_queries,
     settings_queries,
+    tombstone_purge_queries,
     tombstones,
     upload_queries,
 )
@@ -168,6 +169,7 @@ class SyncMetaStore(Database):
     delete_setting = settings_queries.delete_setting
     list_settings = settings_queries.list_settings
     get_tombstone = tombstones.get_tombstone
+    purge_tombstones = tombstone_purge_queries.purge_tombstones
     # the control-plane snapshot of the cluster (build, merge a peer's)
     control_state = control_snapshot_queries.control_state
     merge_control_snapshot = control_snapshot_queries.merge_control_snapshot

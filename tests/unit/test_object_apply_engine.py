@@ -245,3 +245,21 @@ def test_only_a_peer_caller_applies(node: Node) -> None:
     client = Caller(PEER.principal)
     with pytest.raises(ValueError):
         run(node.service.apply_replicated(client, row(), None))
+
+
+def test_an_expired_delete_of_nothing_held_is_not_recorded(node: Node) -> None:
+    """Past the tombstone grace (clock 1000, grace 100), a deletion of a version held
+    neither as a row nor as a tombstone records nothing and tells no one; one of a row
+    held here still removes it."""
+    graced = ReplicationApply(MetaStore(node.store, SyncDbPool()), node.blobs, InlinePool(),
+                              clock=lambda: 1000.0, changes=ChangeHook([node.seen]),
+                              tombstone_grace_seconds=100.0)
+    assert run(graced.apply_replicated_delete(PEER, "b", "k", V2, 10.0)) == Ack(
+        applied=True, has_blob=True)
+    assert node.store.get_tombstone("object", f"b:{V2}:k") is None
+    assert node.seen.changes == []
+    node.apply(row(), DATA)
+    run(graced.apply_replicated_delete(PEER, "b", "k", V1, 10.0))
+    assert node.store.get_object("b", "k", V1) is None
+    assert node.store.get_tombstone("object", f"b:{V1}:k") is not None
+    assert node.seen.changes[-1].kind is ChangeKind.VERSION_DELETED
