@@ -49,6 +49,7 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
+from objstore.cluster.anti_entropy import AntiEntropy
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlobRepair
 from objstore.cluster.client import ClusterClient, build_http_client
@@ -65,6 +66,7 @@ from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
+from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
 from objstore.cluster.tombstone_purge import TombstonePurge
 from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
 from objstore.cluster.tombstone_purge_rules import purge_blocked, unseen_peers
@@ -374,7 +376,8 @@ def build_node(config: Config, reactor: Any = None, *,
     if cluster is not None:
         prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
                                role, leadership=worker_leadership(node_id, cluster,
-                                                                  singletons, role))
+                                                                  singletons, role),
+                               meta=meta, locks=key_locks)
         if role.leader:  # one proactive pass per node (its cursor file is the node's)
             repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
     # GET /admin/audit and /admin/metrics/history: here, a peer's (node=<id>) or all (node=all).
@@ -393,7 +396,8 @@ def build_node(config: Config, reactor: Any = None, *,
             peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
             fanout=cluster.fanout.stats if cluster.fanout is not None else None,
             repair=cluster.repair.stats if cluster.repair is not None else None,
-            node_gauges=role.leader))  # gauges are summed over workers: the prober's only
+            node_gauges=role.leader,  # gauges are summed over workers: the prober's only
+            sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
         if cluster.control is not None:
             observability.metrics.add(ControlCollector(cluster.control.stats))
     # The node's own singletons (audit purge, storage figures, metrics history) run in
@@ -724,6 +728,7 @@ class ClusterParts:
     control: ControlReconciler | None = None  # pulls and merges peers' control planes
     repair: PeerBlobRepair | None = None  # blob repair, built in build_node
     client: ClusterClient | None = None  # set by start_cluster
+    anti_entropy: AntiEntropy | None = None  # set by start_cluster, in worker 0
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -740,12 +745,15 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
                   io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
                   role: WorkerRole = SINGLE_PROCESS, *,
-                  leadership: WorkerLeadership | None = None) -> service.MultiService:
+                  leadership: WorkerLeadership | None = None,
+                  meta: MetaStore, locks: KeyLocks) -> service.MultiService:
     """The client, the fan-out on the change hook (every committed local change goes to
     the eligible peers; a quorum shortfall is the client's 503) and the membership's
     service (returned: a child service started before the listener): the prober in
     worker 0 (publishing its view for the other workers when there are several; it asks
-    `leadership` after each tick), the mirror of that view in every other worker."""
+    `leadership` after each tick), the mirror of that view in every other worker.
+    Anti-entropy runs in worker 0 (a child of the prober; its state published for the
+    other workers, which mirror it): `cluster.status` reads its syncing and sync objects."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
                            http=build_http_client(reactor, config.cluster), clock=reactor)
     cluster.client = client
@@ -759,8 +767,13 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         cluster.control.client = client
     if not role.leader:
         assert role.runtime_dir is not None
-        return MembershipMirror(cluster.membership, view_path(role.runtime_dir),
-                                cluster=config.cluster, clock=reactor, runner=io_pool)
+        mirror = MembershipMirror(cluster.membership, view_path(role.runtime_dir),
+                                  cluster=config.cluster, clock=reactor, runner=io_pool)
+        sync = SyncMirror(cluster.membership, sync_path(role.runtime_dir),
+                          cluster=config.cluster, clock=reactor, runner=io_pool)
+        sync.setServiceParent(mirror)
+        cluster.status.is_syncing, cluster.status.peer_sync = sync.is_syncing, sync.peer_sync
+        return mirror
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
                               mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
@@ -770,6 +783,19 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
                             cluster=config.cluster, clock=reactor,
                             runner=io_pool).setServiceParent(prober)
+    apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
+                             changes=changes,
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
+    # Per eligible peer each tick: object rows, then its control plane (rule 6).
+    steps = [cluster.control.reconcile_control] if cluster.control is not None else []
+    ae = cluster.anti_entropy = AntiEntropy(
+        membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
+        io=io_pool, cluster=config.cluster, clock=reactor, steps=steps)
+    ae.setServiceParent(prober)
+    if role.runtime_dir is not None:
+        SyncPublisher(ae.state, sync_path(role.runtime_dir), cluster=config.cluster,
+                      clock=reactor, runner=io_pool).setServiceParent(prober)
+    cluster.status.is_syncing, cluster.status.peer_sync = ae.is_syncing, ae.peer_sync
     return prober
 
 
@@ -839,7 +865,8 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
                       figures=figures, clock=clock, apply=apply, io=io_pool,
-                      node_views=views, control=routes).resource()
+                      node_views=views, control=routes,
+                      manifest=meta.changed_since).resource()
 
 
 def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:

@@ -12,6 +12,8 @@ Routes today:
     POST /cluster/v1/object         a replicated row (wire.py), applied by last-writer-wins;
                                     answers ClusterObjectAck {applied, has_blob}
     POST /cluster/v1/object/delete  a replicated deletion (wire.py); ClusterObjectAck
+    POST /cluster/v1/manifest       a page of the changed-since manifest from a cursor
+                                    (manifest_routes.py, manifest_wire.py)
     PUT /cluster/v1/blob/<blob_id>  a blob's bytes, streamed (no cap; the spool's SHA-256
                                     is checked against the signed one before the handler);
                                     sent BEFORE the row that references it, so the row's
@@ -54,6 +56,7 @@ from twisted.internet.defer import Deferred
 
 from objstore.admin.api import admin_answer, install_json_errors, json_body, match_route
 from objstore.blobs.store import is_valid_blob_id
+from objstore.cluster import manifest_routes
 from objstore.cluster.admin_proxy_routes import register_admin_proxy_routes
 from objstore.cluster.auth import (
     HEADER_CONTENT_SHA256,
@@ -68,6 +71,7 @@ from objstore.cluster.auth import (
     valid_nonce,
     verify_request,
 )
+from objstore.cluster.manifest_routes import ManifestSource
 from objstore.cluster.wire import (
     PROTOCOL_VERSION,
     WireError,
@@ -285,10 +289,12 @@ class ClusterApi:
                  figures: Callable[[], Awaitable[NodeFigures]],
                  clock: Callable[[], float], apply: ReplicationApply | None = None,
                  io: Runner | None = None, node_views: NodeViews | None = None,
-                 control: ControlRoutes | None = None) -> None:
+                 control: ControlRoutes | None = None,
+                 manifest: ManifestSource | None = None) -> None:
         """`apply`: the receive path of replicated rows and blobs (None: those routes
         answer 503); `io`: the IO pool, which reads a JSON body that spilled to a file;
-        `node_views`: this node's per-node views (None: POST /admin/<family> answers 503)."""
+        `node_views`: this node's per-node views (None: POST /admin/<family> answers 503);
+        `manifest`: the changed-since manifest (`MetaStore.changed_since`; None: 503)."""
         self._cluster = cluster
         self._node_id = node_id
         self._secrets = ClusterSecrets.from_config(cluster)
@@ -301,6 +307,7 @@ class ClusterApi:
         self._io = io if io is not None else InlinePool()
         self._control = control  # POST /op and /control-snapshot (None: 503)
         self.node_views = node_views
+        self.manifest_source = manifest
 
     def resource(self) -> _ClusterResource:
         return _ClusterResource(self.app.resource(), self)
@@ -438,6 +445,9 @@ class ClusterApi:
 
     # POST /admin/<family>: the per-node views' proxied queries (admin_proxy_routes.py).
     register_admin_proxy_routes(app, cluster_route)
+    # POST /manifest: anti-entropy's changed-since manifest (cluster/manifest_routes.py)
+    manifest = cluster_route(app, "/manifest", methods=["POST"])(manifest_routes.manifest)
+
 
 
 def peer_caller(request: ObjstoreRequest, peer: VerifiedPeer, operation: str) -> Caller:

@@ -13,6 +13,7 @@ the nonce MAC checked under either of our secrets, the fingerprint compared, the
 clock offset estimated; after a 403 or 404 the peer's identity is read from its public
 health. A probe never raises: no answer is `status=None`.
 
+`manifest` pulls a page of a peer's changed-since manifest (anti-entropy).
 `send_object`, `send_delete` and `put_blob` carry replicated changes (wire.py) and answer
 the peer's `gate.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
 bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
@@ -52,8 +53,9 @@ from objstore.cluster.auth import (
 from objstore.cluster.control_wire import encode_op
 from objstore.cluster.fanout import ClusterOp
 from objstore.cluster.gate import Ack, ack_from_response
+from objstore.cluster.manifest_wire import PulledPage, decode_page, encode_request
 from objstore.cluster.membership import ProbeResult, clock_offset
-from objstore.cluster.wire import ReplicatedDelete, encode_delete, encode_row
+from objstore.cluster.wire import ReplicatedDelete, WireError, encode_delete, encode_row
 from objstore.config import Cluster, ClusterTLS
 from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock
@@ -62,6 +64,7 @@ PING_PATH = "/cluster/v1/ping"
 HEALTH_PATH = "/cluster/v1/health"
 OBJECT_PATH = "/cluster/v1/object"
 DELETE_PATH = "/cluster/v1/object/delete"
+MANIFEST_PATH = "/cluster/v1/manifest"
 BLOB_PATH = "/cluster/v1/blob/"  # + the blob id (a canonical UUID: nothing to encode)
 OP_PATH = "/cluster/v1/op"
 CONTROL_SNAPSHOT_PATH = "/cluster/v1/control-snapshot"
@@ -291,6 +294,20 @@ class ClusterClient:
         filter as the JSON body); raises when there is none (node_views.py answers 502)."""
         return await self.request("POST", base_url, VIEW_PATH + family,
                                   body=json.dumps(dict(params)).encode())
+
+    async def manifest(self, base_url: str, since: int, limit: int) -> PulledPage | SendFailure:
+        """A page of the peer's changed-since manifest above `since` (anti-entropy)."""
+        try:
+            answer = await self.request("POST", base_url, MANIFEST_PATH,
+                                        body=encode_request(since, limit))
+        except Exception as error:  # noqa: BLE001
+            return SendFailure(f"no answer: {error!r}")
+        if answer.status != 200:
+            return _failure(answer)
+        try:
+            return decode_page(answer.body)
+        except WireError as error:
+            return SendFailure(f"not a manifest page: {error}", 200)
 
     async def ping(self, base_url: str, nonce: str) -> ProbeResult:
         """One probe of the peer at `base_url` with a fresh `nonce`."""

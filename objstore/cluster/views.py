@@ -7,8 +7,9 @@ config_ok (false: configuration drift), eligible (THE predicate), verdict (of th
 answer), legacy, loop, last_seen, clock_offset_seconds, probe_latency_seconds (of the
 last answered probe), the figures of the last authenticated ping (disk_total,
 disk_available, max_seq, protocol: its cluster protocol version, rule 14) and the sync
-object (hwm, lag, last_reconcile, first_pass_done, skipped_entries), which stays empty
-until anti-entropy exists (part 2) and is filled from its cursors then.
+object (hwm, lag, last_reconcile, first_pass_done, skipped_entries), filled from
+anti-entropy's cursors (`cluster/anti_entropy.py` `peer_sync`, given as `peer_sync`;
+empty before its first pass).
 
 Cluster level: eligible_node_count, live_node_count, size_exceeded, tombstone_gc_blocked
 (rule 7: some known peer was not seen within the tombstone grace window), syncing (given:
@@ -21,6 +22,7 @@ Pure: no I/O, no Twisted, no clock (callers pass `now`). Never a secret or finge
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from objstore.cluster.gate import gate_state, size_exceeded
@@ -50,7 +52,11 @@ def peer_state_word(peer: PeerState) -> str:
     return "dead" if peer.last_seen is not None or peer.consecutive_failures else "unknown"
 
 
-def peer_entry(peer: PeerState) -> dict[str, Any]:
+PeerSync = Callable[[PeerState], dict[str, Any] | None]
+
+
+def peer_entry(peer: PeerState, peer_sync: PeerSync | None = None) -> dict[str, Any]:
+    sync = peer_sync(peer) if peer_sync is not None else None
     return {
         "node_id": peer.node_id,
         "address": peer.address,
@@ -70,7 +76,7 @@ def peer_entry(peer: PeerState) -> dict[str, Any]:
         "disk_total": peer.disk_total,
         "disk_available": peer.disk_available,
         "max_seq": peer.max_seq,
-        "sync": empty_sync(),
+        "sync": sync if sync is not None else empty_sync(),
     }
 
 
@@ -95,11 +101,13 @@ def tombstone_gc_blocked(membership: Membership, cluster: Cluster, *, now: float
 
 
 def cluster_view(membership: Membership, cluster: Cluster, *, now: float,
-                 syncing: bool = False, protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
+                 syncing: bool = False, protocol: int = PROTOCOL_VERSION,
+                 peer_sync: PeerSync | None = None) -> dict[str, Any]:
     """The document of GET /admin/cluster; `protocol` is this node's version."""
     eligible_nodes = membership.eligible_node_count()
     protocols = [peer.protocol for peer in membership.eligible_peers()]
-    peers = [peer_entry(membership.peers[address]) for address in sorted(membership.peers)]
+    peers = [peer_entry(membership.peers[address], peer_sync)
+             for address in sorted(membership.peers)]
     return {
         "node_id": membership.self_id,
         "consistency": cluster.consistency,

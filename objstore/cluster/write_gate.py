@@ -32,7 +32,7 @@ from objstore.cluster.gate import (
     gate_state,
 )
 from objstore.cluster.membership import Membership
-from objstore.cluster.views import cluster_view
+from objstore.cluster.views import PeerSync, cluster_view
 from objstore.cluster.wire import PROTOCOL_VERSION
 from objstore.config import Cluster
 from objstore.metrics.collectors import GateFigures
@@ -76,12 +76,13 @@ class ClusterWriteGate:
 @dataclass
 class ClusterStatus:
     """What /admin/health and /admin/cluster read of a cluster node (`http.health
-    .ClusterHealth`): the gate, syncing (anti-entropy's, part 2: never until it exists) and
-    the snapshot of `cluster_view` at `clock()`."""
+    .ClusterHealth`): the gate, syncing and each peer's sync object (anti-entropy's:
+    `start_cluster` sets both) and the snapshot of `cluster_view` at `clock()`."""
 
     gate: ClusterWriteGate
     clock: Callable[[], float]
     is_syncing: Callable[[], bool] = lambda: False
+    peer_sync: PeerSync | None = None
 
     def writable(self) -> bool:
         return self.gate.state() is GateState.OPEN
@@ -92,7 +93,8 @@ class ClusterStatus:
     def snapshot(self) -> dict[str, Any]:
         return {"enabled": True, **cluster_view(self.gate.membership, self.gate.cluster,
                                                 now=self.clock(), syncing=self.syncing(),
-                                                protocol=self.gate.protocol)}
+                                                protocol=self.gate.protocol,
+                                                peer_sync=self.peer_sync)}
 
 
 def single_node_view(cluster: Cluster, node_id: str, *, now: float) -> dict[str, Any]:

@@ -65,10 +65,16 @@ def _add_completed_uploads(conn: Connection) -> None:
     schema.completed_uploads.create(conn, checkfirst=True)
 
 
+def _add_sync_cursors(conn: Connection) -> None:
+    """Version 4: the sync_cursors table (anti-entropy's cursor toward each peer)."""
+    schema.sync_cursors.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
     Migration(3, "completed multipart uploads", _add_completed_uploads),
+    Migration(4, "anti-entropy sync cursors", _add_sync_cursors),
 )
 
 

@@ -324,6 +324,25 @@ tombstones = sa.Table(
     sa.Column("seq", sa.BigInteger, nullable=True, unique=True),
 )
 
+# Anti-entropy's cursor toward each peer (cluster/anti_entropy.py): how far this node has
+# pulled the peer's changed-since manifest. Node-local: never replicated, never exported.
+# `cursor` is the peer's seq up to which every entry was applied (or skipped);
+# `peer_max_seq` the peer's max_seq reported at the last advance (rule 8's rewind check);
+# `failing_seq` / `failed_passes` the entry that failed and on how many passes in a row
+# (rule 9: skipped after 5, counted in `skipped_entries`).
+sync_cursors = sa.Table(
+    "sync_cursors",
+    metadata,
+    sa.Column("peer_node_id", sa.Text, primary_key=True),
+    sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("peer_max_seq", sa.BigInteger, nullable=True),
+    sa.Column("first_pass_done", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("last_reconcile", Timestamp, nullable=True),
+    sa.Column("failing_seq", sa.BigInteger, nullable=True),
+    sa.Column("failed_passes", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("skipped_entries", sa.BigInteger, nullable=False, server_default="0"),
+)
+
 audit_log = sa.Table(
     "audit_log",
     metadata,

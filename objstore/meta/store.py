@@ -18,9 +18,11 @@ from objstore.meta import (
     blob_walk_queries,
     bucket_queries,
     control_snapshot_queries,
+    cursor_queries,
     grant_queries,
     iam_queries,
     listing_queries,
+    manifest_queries,
     metrics_queries,
     migrations,
     object_apply_queries,
@@ -104,6 +106,12 @@ class SyncMetaStore(Database):
     # object rows and deletes replicated from cluster peers
     apply_replicated_object = object_apply_queries.apply_replicated_object
     apply_replicated_delete = object_apply_queries.apply_replicated_delete
+    # anti-entropy: the changed-since manifest and the cursors toward peers (node-local)
+    changed_since = manifest_queries.changed_since
+    get_sync_cursor = cursor_queries.get_sync_cursor
+    list_sync_cursors = cursor_queries.list_sync_cursors
+    put_sync_cursor = cursor_queries.put_sync_cursor
+    delete_sync_cursor = cursor_queries.delete_sync_cursor
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload

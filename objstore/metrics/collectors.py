@@ -8,8 +8,9 @@ Prometheus scrapes. None of them queries the database or touches a file.
 * `ClusterCollector`: each known peer (alive, authenticated, eligible, clock offset,
   consecutive probe failures; from the Membership view), the write gate (state, eligible
   nodes, write quorum, refusals by reason) and the fan-out's counts (writes, full acks,
-  missed acks, quorum shortfalls, blob failures, best-effort ops). Probe latency is not
-  measured yet (the prober keeps no timing beyond the clock offset).
+  missed acks, quorum shortfalls, blob failures, best-effort ops) and anti-entropy's per
+  peer (lag, skipped manifest entries). Probe latency is not measured yet (the prober
+  keeps no timing beyond the clock offset).
 """
 
 from __future__ import annotations
@@ -192,6 +193,19 @@ class GateFigures:
 GATE_STATES = ("open", "closed", "size_exceeded", "upgrade_pending")
 
 
+class PeerSyncFigures(Protocol):
+    """`cluster.anti_entropy.PeerSyncFigures`: anti-entropy toward one peer."""
+
+    @property
+    def node_id(self) -> str: ...
+
+    @property
+    def lag(self) -> int | None: ...
+
+    @property
+    def skipped_entries(self) -> int: ...
+
+
 class ClusterCollector(Collector):
     """Read at scrape time from the node's Membership, write gate and fan-out.
 
@@ -202,12 +216,14 @@ class ClusterCollector(Collector):
     def __init__(self, *, peers: Callable[[], Iterable[PeerFigures]],
                  gate: Callable[[], GateFigures], fanout: FanOutFigures | None,
                  repair: BlobRepairFigures | None = None,
-                 node_gauges: bool = True) -> None:
+                 node_gauges: bool = True,
+                 sync: Callable[[], Iterable[PeerSyncFigures]] | None = None) -> None:
         self._peers = peers
         self._gate = gate
         self._fanout = fanout
         self._repair = repair
         self._node_gauges = node_gauges
+        self._sync = sync
 
     def collect(self) -> Iterator[Metric]:
         if self._node_gauges:
@@ -217,6 +233,23 @@ class ClusterCollector(Collector):
             yield from self._fanout_families(self._fanout)
         if self._repair is not None:
             yield from _repair_families(self._repair)
+        if self._sync is not None:
+            yield from self._sync_families(self._sync())
+
+    def _sync_families(self, peers: Iterable[PeerSyncFigures]) -> Iterator[Metric]:
+        lag = GaugeMetricFamily("objstore_cluster_peer_sync_lag",
+                                "A peer's seqs beyond this node's anti-entropy cursor.",
+                                labels=["node_id"])
+        skipped = CounterMetricFamily(
+            "objstore_cluster_peer_sync_skipped_entries",
+            "Manifest entries of a peer skipped after failing 5 passes in a row.",
+            labels=["node_id"])
+        for peer in peers:
+            if peer.lag is not None:
+                lag.add_metric([peer.node_id], float(peer.lag))
+            skipped.add_metric([peer.node_id], peer.skipped_entries)
+        yield lag
+        yield skipped
 
     def _peer_families(self) -> Iterator[Metric]:
         labels = ["peer", "node_id"]

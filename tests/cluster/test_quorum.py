@@ -37,7 +37,11 @@ def test_nodes_authenticate_each_other(nodes: dict[str, Node]) -> None:
 def test_public_cluster_health_names_status_and_node_only(nodes: dict[str, Node]) -> None:
     http = urllib3.PoolManager(retries=False, timeout=5.0)
     for node in nodes.values():
-        response = http.request("GET", node.daemon.endpoint + "/cluster/v1/health")
+        url = node.daemon.endpoint + "/cluster/v1/health"
+        # syncing (503) until its first anti-entropy pass toward the peers it just trusted
+        wait_for(f"{node.node_id} is not syncing",
+                 lambda url=url: http.request("GET", url).status == 200)
+        response = http.request("GET", url)
         assert response.status == 200
         assert response.json() == {"status": "ok", "node_id": node.node_id}
 

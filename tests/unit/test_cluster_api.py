@@ -289,6 +289,9 @@ def test_the_node_mounts_the_api_only_when_the_cluster_is_enabled(tmp_path: Path
         async def max_seq(self) -> int:
             return 9
 
+        async def changed_since(self, since: int, limit: int) -> Any:
+            raise AssertionError("not asked")
+
     def config(enabled: bool) -> Any:
         return SimpleNamespace(cluster=replace(CLUSTER, enabled=enabled),
                                storage=SimpleNamespace(data_dir=str(tmp_path)))

@@ -12,7 +12,9 @@ PURE = ["objstore.cluster.lww", "objstore.cluster.auth", "objstore.cluster.membe
         "objstore.cluster.gate", "objstore.cluster.secrets", "objstore.cluster.certs",
         "objstore.cli.gen_certs", "objstore.cluster.blob_repair_rules",
         "objstore.cluster.leader_rule", "objstore.cluster.view_merge",
-        "objstore.cluster.view_snapshot", "objstore.cluster.tombstone_purge_rules"]
+        "objstore.cluster.view_snapshot", "objstore.cluster.tombstone_purge_rules",
+        "objstore.cluster.sync_rules", "objstore.cluster.manifest_wire",
+        "objstore.cluster.sync_state"]
 
 
 def imported_after(module: str) -> set[str]:

@@ -160,8 +160,8 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
         migrations.migrate(engine, migrations.MIGRATIONS[:1])
         _make_version_1(engine)
         store = SyncMetaStore(engine, clock=FakeClock())
-        assert migrations.migrate(engine) == [2, 3]
-        assert migrations.applied_versions(engine) == [1, 2, 3]
+        assert migrations.migrate(engine) == [2, 3, 4]
+        assert migrations.applied_versions(engine) == [1, 2, 3, 4]
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}
         assert "details" in columns
         store.insert_audit_records([entry(NOW, details={"a": 1})])
@@ -181,17 +181,32 @@ def test_upgrade_from_version_2_adds_completed_uploads(
             schema.completed_uploads.drop(conn)
             conn.execute(sa.delete(schema.schema_version)
                          .where(schema.schema_version.c.version > 2))
-        assert migrations.migrate(engine) == [3]
+        assert migrations.migrate(engine) == [3, 4]
         assert "completed_uploads" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).get_completion("nothing") is None
     finally:
         engine.dispose()
 
 
+def test_upgrade_from_version_3_adds_sync_cursors(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:3])
+        with engine.begin() as conn:
+            schema.sync_cursors.drop(conn)
+        assert migrations.migrate(engine) == [4]
+        assert "sync_cursors" in sa.inspect(engine).get_table_names()
+        assert SyncMetaStore(engine).list_sync_cursors() == []
+    finally:
+        engine.dispose()
+
+
 def _make_version_1(engine: sa.Engine) -> None:
-    """A new database is built from today's metadata; take away what versions 2 and 3
+    """A new database is built from today's metadata; take away what versions 2 to 4
     add."""
     with engine.begin() as conn:
+        schema.sync_cursors.drop(conn)
         schema.completed_uploads.drop(conn)
         schema.metrics_history.drop(conn)
         conn.execute(sa.text("ALTER TABLE audit_log DROP COLUMN details"))

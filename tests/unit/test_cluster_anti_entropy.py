@@ -1,0 +1,439 @@
+"""The anti-entropy service (cluster/anti_entropy.py) with fakes on a Clock: pages pulled
+from the cursor and applied in order, missing bytes fetched first (and checked), rows that
+lose locally cost no fetch, the cursor persisted, rule 9's skip, rule 8's rewind, the extra
+per-peer steps, syncing, the sync object and the metrics' figures. No socket, no thread."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.task import Clock
+
+from objstore.cluster.anti_entropy import OPERATION, AntiEntropy
+from objstore.cluster.client import BlobFetched, SendFailure
+from objstore.cluster.gate import Ack
+from objstore.cluster.manifest_wire import PulledEntry, PulledPage
+from objstore.cluster.membership import Membership, ProbeResult
+from objstore.cluster.sync_rules import SKIP_AFTER_PASSES, SyncCursor
+from objstore.cluster.wire import ReplicatedDelete
+from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
+from objstore.config import Cluster
+from objstore.engine.changes import Caller, Origin
+from objstore.http.health import HealthState
+from objstore.meta.records import ObjectRecord, PartRef
+from objstore.metrics.collectors import ClusterCollector
+from objstore.threads import InlinePool
+
+T = TypeVar("T")
+NOW = 1_700_000_000.0
+PEER_URL = "http://b.test:9000"
+CLUSTER = Cluster(enabled=True, secret="s" * 16, cluster_size=3, peers=(PEER_URL,),
+                  probe_interval_seconds=1.0, anti_entropy_interval_seconds=10.0)
+BLOB_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+BLOB_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
+PART = "cccccccc-cccc-4ccc-8ccc-cccccccccccc"
+V1 = "11111111-1111-4111-8111-111111111111"
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    results: list[Any] = []
+    Deferred.fromCoroutine(coroutine).addBoth(results.append)
+    assert results, "the coroutine waited on something that never fired"
+    if hasattr(results[0], "raiseException"):
+        results[0].raiseException()
+    return results[0]  # type: ignore[no-any-return]
+
+
+def row(key: str, data: bytes = b"abc", blob: str | None = BLOB_A, **fields: Any
+        ) -> ObjectRecord:
+    return ObjectRecord("b", key, V1, blob, size=len(data),
+                        etag=hashlib.md5(data).hexdigest(), last_modified=10.0, **fields)
+
+
+@dataclass
+class FakePeer:
+    """The peer's side: its manifest (entries by seq, max_seq) and its blobs."""
+
+    entries: list[PulledEntry] = field(default_factory=list)
+    max_seq: int = 0
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    asked: list[int] = field(default_factory=list)  # the `since` of each manifest call
+    fetched: list[str] = field(default_factory=list)
+    down: bool = False
+    legacy: bool = False  # answers 404: no manifest route
+
+    def add(self, seq: int, record: ObjectRecord | None = None,
+            deletion: ReplicatedDelete | None = None) -> None:
+        self.entries.append(PulledEntry(seq, record, deletion))
+        self.max_seq = max(self.max_seq, seq)
+
+    async def manifest(self, base_url: str, since: int, limit: int
+                       ) -> PulledPage | SendFailure:
+        assert base_url == PEER_URL
+        self.asked.append(since)
+        if self.down:
+            return SendFailure("no answer")
+        if self.legacy:
+            return SendFailure("NotFound: No such cluster endpoint.", 404)
+        above = [e for e in self.entries if e.seq > since]
+        return PulledPage(tuple(above[:limit]), self.max_seq, more=len(above) > limit)
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        self.fetched.append(blob_id)
+        data = self.blobs.get(blob_id)
+        if data is None:
+            return SendFailure("HTTP 404", 404)
+        sink(data)
+        return BlobFetched(len(data), hashlib.sha256(data).hexdigest())
+
+
+@dataclass
+class FakeApply:
+    """The apply path: records what it was given; raises for keys in `failing`."""
+
+    applied: list[tuple[str, str, bytes | None]] = field(default_factory=list)
+    stored_blobs: list[tuple[str, bytes]] = field(default_factory=list)
+    failing: set[str] = field(default_factory=set)
+    callers: list[Caller] = field(default_factory=list)
+
+    async def apply_replicated(self, caller: Caller, record: ObjectRecord,
+                               body: Any = None) -> Ack:
+        self.callers.append(caller)
+        if record.key in self.failing:
+            raise RuntimeError(f"poison {record.key}")
+        data = b"".join(body.read_back()) if body is not None else None
+        self.applied.append(("row", record.key, data))
+        return Ack(True, True)
+
+    async def apply_replicated_delete(self, caller: Caller, bucket: str, key: str,
+                                      version_id: str, deleted_at: float) -> Ack:
+        if key in self.failing:
+            raise RuntimeError(f"poison {key}")
+        self.applied.append(("delete", key, None))
+        return Ack(True, True)
+
+    async def store_blob(self, caller: Caller, blob_id: str, body: Any) -> bool:
+        self.stored_blobs.append((blob_id, b"".join(body.read_back())))
+        return True
+
+
+@dataclass
+class FakeMeta:
+    cursors: dict[str, SyncCursor] = field(default_factory=dict)
+    rows: dict[str, ObjectRecord] = field(default_factory=dict)  # by key
+    tombstones: dict[str, float] = field(default_factory=dict)  # by key: deleted_at
+    saves: int = 0
+
+    def list_sync_cursors(self) -> Deferred[list[SyncCursor]]:
+        return succeed(sorted(self.cursors.values(), key=lambda c: c.peer_node_id))
+
+    def put_sync_cursor(self, cursor: SyncCursor) -> Deferred[None]:
+        self.cursors[cursor.peer_node_id] = cursor
+        self.saves += 1
+        return succeed(None)
+
+    def get_object(self, bucket: str, key: str, version_id: str | None = None
+                   ) -> Deferred[ObjectRecord | None]:
+        return succeed(self.rows.get(key))
+
+    def get_tombstone(self, family: str, key: str
+                      ) -> Deferred[tuple[float, int | None] | None]:
+        deleted_at = self.tombstones.get(key.split(":", 2)[2])
+        return succeed(None if deleted_at is None else (deleted_at, 1))
+
+
+@dataclass
+class FakeBlobs:
+    tmp_dir: str
+    present: set[str] = field(default_factory=set)
+
+    def blob_size(self, blob_id: str) -> int | None:
+        return 1 if blob_id in self.present else None
+
+
+class World:
+    def __init__(self, tmp_path: Path, *, steps: Any = ()) -> None:
+        self.clock = Clock()
+        self.clock.advance(NOW)
+        self.membership = Membership("node-a")
+        self.peer = FakePeer()
+        self.apply = FakeApply()
+        self.meta = FakeMeta()
+        self.blobs = FakeBlobs(str(tmp_path))
+        self.service = AntiEntropy(
+            membership=self.membership, meta=self.meta, client=self.peer, apply=self.apply,
+            blobs=self.blobs, io=InlinePool(), cluster=CLUSTER, clock=self.clock,
+            steps=steps, page_entries=2)
+
+    def join(self, node_id: str = "node-b", url: str = PEER_URL, max_seq: int = 0) -> None:
+        self.membership.propose([url], now=self.clock.seconds())
+        self.membership.observe(url, ProbeResult(status=200, mac_ok=True, fingerprint_ok=True,
+                                                 node_id=node_id, max_seq=max_seq),
+                                now=self.clock.seconds())
+
+    def tick(self) -> None:
+        run(self.service.tick())
+
+    @property
+    def cursor(self) -> SyncCursor:
+        return self.meta.cursors["node-b"]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def test_a_pass_applies_every_page_in_seq_order_and_fetches_missing_bytes(world: World
+                                                                          ) -> None:
+    world.peer.blobs[BLOB_A] = b"abc"
+    world.blobs.present.add(BLOB_B)
+    world.peer.add(2, row("new"))
+    world.peer.add(4, row("held", b"xyz", blob=BLOB_B))
+    world.peer.add(5, deletion=ReplicatedDelete("b", "gone", V1, 9.0))
+    world.peer.add(7, row("marker", b"", blob=None, is_delete_marker=True))
+    world.peer.max_seq = 9
+    world.join()
+    assert world.service.is_syncing()
+    world.tick()
+    assert world.apply.applied == [("row", "new", b"abc"), ("row", "held", None),
+                                   ("delete", "gone", None), ("row", "marker", None)]
+    assert world.peer.fetched == [BLOB_A]  # BLOB_B is here
+    assert world.peer.asked == [0, 4]  # pages of 2 from the cursor
+    assert world.cursor.cursor == 9 and world.cursor.peer_max_seq == 9  # gaps scanned
+    assert world.cursor.first_pass_done and world.cursor.last_reconcile == NOW
+    assert not world.service.is_syncing()
+    caller = world.apply.callers[0]
+    assert caller.origin is Origin.PEER and caller.operation == OPERATION
+    assert caller.details == {"peer_node_id": "node-b"}
+
+
+def test_the_next_pass_starts_from_the_cursor_after_the_interval(world: World) -> None:
+    world.peer.add(1, row("k", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    world.peer.add(3, row("k2", b"", blob=None, is_delete_marker=True))
+    world.clock.advance(CLUSTER.anti_entropy_interval_seconds / 2)
+    world.tick()
+    assert world.peer.asked == [0]  # not due yet
+    world.clock.advance(CLUSTER.anti_entropy_interval_seconds)
+    world.tick()
+    assert world.peer.asked == [0, 1] and world.cursor.cursor == 3
+    assert [key for _, key, _ in world.apply.applied] == ["k", "k2"]
+
+
+def test_a_stopping_service_ends_its_pass_at_the_next_entry(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    async def step(node_id: str, base_url: str) -> None:
+        calls.append(node_id)
+
+    world = World(tmp_path, steps=[step])
+    original = world.apply.apply_replicated
+
+    async def then_stop(caller: Caller, record: ObjectRecord, body: Any = None) -> Ack:
+        world.service._stopping = True  # what stopService sets
+        return await original(caller, record, body)
+
+    world.apply.apply_replicated = then_stop  # type: ignore[method-assign]
+    for seq in (1, 2):
+        world.peer.add(seq, row(f"k{seq}", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert [key for _, key, _ in world.apply.applied] == ["k1"]
+    assert world.cursor.cursor == 1 and not world.cursor.first_pass_done
+    assert calls == [] and world.service.is_syncing()
+
+
+def test_the_timer_polls_and_a_new_peer_is_pulled_at_once(world: World) -> None:
+    world.service.startService()
+    try:
+        assert world.peer.asked == []  # no eligible peer at the first tick
+        assert not world.service.is_syncing()
+        world.join()
+        assert world.service.is_syncing()
+        world.clock.advance(CLUSTER.probe_interval_seconds)
+        assert world.peer.asked == [0] and not world.service.is_syncing()
+    finally:
+        world.service.stopService()
+
+
+def test_rows_that_lose_or_are_held_cost_no_fetch_nor_write(world: World) -> None:
+    world.meta.rows["k"] = replace(row("k", b"newer", blob=BLOB_B), last_modified=99.0)
+    world.meta.rows["same"] = row("same")
+    world.blobs.present.add(BLOB_A)
+    world.meta.rows["gone"] = replace(row("gone"), last_modified=20.0)
+    world.meta.tombstones["gone"] = 30.0  # the local tombstone beats the incoming row
+    world.peer.blobs[BLOB_A] = b"abc"
+    world.peer.add(1, row("k"))
+    world.peer.add(2, row("same"))
+    world.peer.add(3, row("gone"))
+    world.join()
+    world.tick()
+    assert world.peer.fetched == [] and world.apply.applied == []
+    assert world.cursor.cursor == 3 and world.cursor.first_pass_done
+
+
+def test_a_deletion_already_recorded_is_not_applied_again(world: World) -> None:
+    world.meta.tombstones["old"] = 9.0
+    world.meta.tombstones["beaten"] = 9.0
+    world.meta.rows["beaten"] = replace(row("beaten"), last_modified=5.0)
+    world.peer.add(1, deletion=ReplicatedDelete("b", "old", V1, 9.0))
+    world.peer.add(2, deletion=ReplicatedDelete("b", "newer", V1, 9.0))
+    world.peer.add(3, deletion=ReplicatedDelete("b", "beaten", V1, 8.0))
+    world.join()
+    world.tick()
+    assert world.apply.applied == [("delete", "newer", None), ("delete", "beaten", None)]
+
+
+def test_a_composite_fetches_its_missing_parts_first(world: World) -> None:
+    world.peer.blobs[PART] = b"part"
+    composite = replace(row("multi", blob=BLOB_B), etag="x-2",
+                        parts=(PartRef(1, PART, 4, "e"),))
+    world.peer.add(1, composite)
+    world.join()
+    world.tick()
+    assert world.apply.stored_blobs == [(PART, b"part")]
+    assert world.apply.applied == [("row", "multi", None)]
+
+
+def test_bytes_that_do_not_match_the_etag_fail_the_entry(world: World) -> None:
+    world.peer.blobs[BLOB_A] = b"abd"
+    world.peer.add(1, row("k"))
+    world.join()
+    world.tick()
+    assert world.apply.applied == []
+    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
+    assert world.service.is_syncing()
+
+
+def test_a_poison_entry_stops_the_pass_then_is_skipped_after_five(world: World) -> None:
+    world.apply.failing.add("poison")
+    for seq, key in ((1, "ok"), (2, "poison"), (3, "after")):
+        world.peer.add(seq, row(key, b"", blob=None, is_delete_marker=True))
+    world.join()
+    for passes in range(1, SKIP_AFTER_PASSES):
+        world.tick()
+        assert world.cursor.cursor == 1 and world.cursor.failed_passes == passes
+        assert world.service.is_syncing()
+        world.clock.advance(CLUSTER.anti_entropy_interval_seconds)
+    world.tick()
+    assert world.cursor.cursor == 3 and world.cursor.skipped_entries == 1
+    assert [key for _, key, _ in world.apply.applied] == ["ok", "after"]
+    assert not world.service.is_syncing()
+    assert world.service.figures()[0].skipped_entries == 1
+
+
+def test_an_oversized_entry_fails_like_a_poison_row(world: World) -> None:
+    world.peer.entries.append(PulledEntry(1, oversized=True))
+    world.peer.max_seq = 1
+    world.join()
+    world.tick()
+    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
+
+
+def test_a_rewound_peer_is_pulled_again_from_zero(world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=50, peer_max_seq=50,
+                                              first_pass_done=True)
+    world.peer.add(2, row("k", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert world.peer.asked == [50, 0]
+    assert world.cursor.cursor == 2 and world.apply.applied == [("row", "k", None)]
+
+
+def test_an_unreachable_peer_keeps_the_node_syncing_and_is_retried_each_poll(
+        world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=5, first_pass_done=True)
+    world.peer.down = True
+    world.peer.max_seq = 5
+    world.join()
+    world.tick()
+    assert world.service.is_syncing() and world.cursor.cursor == 5
+    world.peer.down = False
+    world.clock.advance(CLUSTER.probe_interval_seconds)  # a poll, not an interval
+    world.tick()
+    assert world.peer.asked == [5, 5] and not world.service.is_syncing()
+
+
+def test_a_peer_without_the_manifest_route_does_not_hold_syncing(world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=5, first_pass_done=True)
+    world.peer.legacy = True
+    world.join()
+    world.tick()
+    assert not world.service.is_syncing() and world.cursor.cursor == 5
+
+
+def test_steps_run_after_the_object_pass_and_gate_first_pass_done(tmp_path: Path) -> None:
+    calls: list[tuple[str, str]] = []
+    outcome = {"fail": True}
+
+    async def step(node_id: str, base_url: str) -> None:
+        calls.append((node_id, base_url))
+        if outcome["fail"]:
+            raise RuntimeError("snapshot refused")
+
+    world = World(tmp_path, steps=[step])
+    world.join()
+    world.tick()
+    assert calls == [("node-b", PEER_URL)] and world.service.is_syncing()
+    assert "node-b" not in world.meta.cursors or not world.cursor.first_pass_done
+    outcome["fail"] = False
+    world.clock.advance(CLUSTER.anti_entropy_interval_seconds)
+    world.tick()
+    assert len(calls) == 2 and world.cursor.first_pass_done
+    assert not world.service.is_syncing()
+
+
+def test_the_sync_object_of_a_peer(world: World) -> None:
+    world.peer.add(3, row("k", b"", blob=None, is_delete_marker=True))
+    world.join(max_seq=3)
+    peer = world.membership.eligible_peers()[0]
+    assert world.service.peer_sync(peer) == {
+        "hwm": None, "lag": 3, "last_reconcile": None, "first_pass_done": False,
+        "skipped_entries": 0}
+    world.tick()
+    sync = world.service.peer_sync(peer)
+    assert sync is not None and sync["hwm"] == 3 and sync["lag"] == 0
+    assert sync["first_pass_done"] and sync["last_reconcile"].startswith("2023-11-14T")
+    assert [(f.node_id, f.lag) for f in world.service.figures()] == [("node-b", 0)]
+
+
+def test_health_answers_syncing_until_the_first_pass(world: World) -> None:
+    gate = ClusterWriteGate(world.membership, CLUSTER, lambda: 10**12)
+    status = ClusterStatus(gate, world.clock.seconds, is_syncing=world.service.is_syncing,
+                           peer_sync=world.service.peer_sync)
+    health = HealthState(cluster=status)
+    assert health.status() == (200, "ok")  # no eligible peer
+    world.join()
+    assert health.status() == (503, "syncing")
+    verbose = health.verbose()
+    assert verbose["status"] == "syncing" and verbose["cluster"]["syncing"] is True
+    world.tick()
+    assert health.status() == (200, "ok")
+    entry = [n for n in status.snapshot()["nodes"] if n["node_id"] == "node-b"][0]
+    assert entry["sync"]["first_pass_done"] and entry["sync"]["hwm"] == 0
+
+
+def test_lag_and_skipped_entries_are_metrics(world: World) -> None:
+    world.meta.cursors["node-b"] = SyncCursor("node-b", cursor=4, peer_max_seq=4,
+                                              first_pass_done=True, skipped_entries=2)
+    world.peer.down = True
+    world.join(max_seq=10)
+    world.tick()
+    registry = CollectorRegistry()
+    gate = ClusterWriteGate(world.membership, CLUSTER, lambda: 10**12)
+    registry.register(ClusterCollector(peers=lambda: world.membership.peers.values(),
+                                       gate=gate.figures, fanout=None,
+                                       sync=world.service.figures))
+    text = generate_latest(registry).decode()
+    assert 'objstore_cluster_peer_sync_lag{node_id="node-b"} 6.0' in text
+    assert 'objstore_cluster_peer_sync_skipped_entries_total{node_id="node-b"} 2.0' in text
