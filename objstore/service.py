@@ -55,7 +55,7 @@ from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlo
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.control_metrics import ControlCollector
 from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
-from objstore.cluster.control_routes import ControlRoutes, TagWriter
+from objstore.cluster.control_routes import ControlRoutes
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.mdns import MdnsDiscovery
@@ -351,7 +351,6 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
-                            tags=services.versions,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
@@ -846,7 +845,7 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook,
                 views: NodeViews | None = None, control: ControlReconciler | None = None,
-                tags: TagWriter | None = None) -> Any | None:
+                ) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
     key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
@@ -861,7 +860,7 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
                              tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
-    routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
+    routes = (ControlRoutes(reconciler=control, apply=apply)
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
                       figures=figures, clock=clock, apply=apply, io=io_pool,
