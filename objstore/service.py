@@ -94,7 +94,11 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
-from objstore.http.tls_options import TlsSetupError, listener_options
+from objstore.http.tls_options import (
+    TlsSetupError,
+    listener_options,
+    unbound_node_certificate,
+)
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -773,6 +777,10 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         sync.setServiceParent(mirror)
         cluster.status.is_syncing, cluster.status.peer_sync = sync.is_syncing, sync.peer_sync
         return mirror
+    if config.cluster.tls is not None:  # once per node: worker 0
+        unbound = unbound_node_certificate(config.cluster.tls, node_id)
+        if unbound is not None:
+            log.warn("{problem}", problem=unbound)
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
                               mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
