@@ -799,6 +799,7 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
         io=io_pool, cluster=config.cluster, clock=reactor, steps=steps)
     ae.setServiceParent(prober)
+    prober.prune_listeners.append(ae.peer_pruned)
     if role.runtime_dir is not None:
         SyncPublisher(ae.state, sync_path(role.runtime_dir), cluster=config.cluster,
                       clock=reactor, runner=io_pool).setServiceParent(prober)
