@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import urllib3
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
@@ -61,6 +62,15 @@ def body_of(node: Node, bucket: str, key: str) -> bytes | None:
         return None
 
 
+def repaired_blobs(node: Node) -> float:
+    """objstore_cluster_blob_repairs_total{result="repaired"} of `node`."""
+    http = urllib3.PoolManager(retries=False, timeout=5.0)
+    text = http.request("GET", node.daemon.endpoint + "/admin/metrics").data.decode()
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("objstore_cluster_blob_repairs_total")
+               and 'result="repaired"' in line)
+
+
 def open_uploads(node: Node, bucket: str) -> list[str]:
     answer = node.s3.list_multipart_uploads(Bucket=bucket)
     return [upload["UploadId"] for upload in answer.get("Uploads", [])]
@@ -82,11 +92,13 @@ def test_an_upload_made_through_three_nodes_completes(nodes: dict[str, Node]) ->
     assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in listed["Parts"]] == [
         (1, one["ETag"], len(first)), (2, two["ETag"], len(second))]
 
+    fetched_before = repaired_blobs(a)
     a.s3.complete_multipart_upload(
         Bucket=bucket, Key="big", UploadId=upload_id,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": one["ETag"]},
                                    {"PartNumber": 2, "ETag": two["ETag"]}]})
     whole = first + second
+    assert repaired_blobs(a) - fetched_before == 2  # both parts' bytes came from b and c
     assert body_of(a, bucket, "big") == whole
     for node in (b, c):
         wait_for(f"the completed object on {node.node_id}",
