@@ -18,7 +18,7 @@ eligible peers, and counts the acknowledgements of object writes (Cluster rules 
   way and ignores the acks (the client still waits for the sends: the fan-out is what
   brings the write to the others quickly).
 * Everything else (TAGS_CHANGED, LOCK_CHANGED, BUCKET_*, IAM_CHANGED, SETTING_CHANGED,
-  UPLOAD_CREATED, PART_WRITTEN, UPLOAD_ABORTED):
+  UPLOAD_CREATED, PART_WRITTEN, UPLOAD_ABORTED, UPLOAD_COMPLETED):
   best effort (rule 3), fire and forget: `committed` returns at once, a `ClusterOp` goes
   to each eligible peer in the background through `send_op`, failures are logged and
   counted, never reported to the client; reconciliation (part 2) repairs what is lost.
@@ -74,7 +74,8 @@ BEST_EFFORT = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
                          ChangeKind.BUCKET_CREATED, ChangeKind.BUCKET_DELETED,
                          ChangeKind.BUCKET_CONFIGURED, ChangeKind.IAM_CHANGED,
                          ChangeKind.SETTING_CHANGED, ChangeKind.UPLOAD_CREATED,
-                         ChangeKind.PART_WRITTEN, ChangeKind.UPLOAD_ABORTED})
+                         ChangeKind.PART_WRITTEN, ChangeKind.UPLOAD_ABORTED,
+                         ChangeKind.UPLOAD_COMPLETED})
 _ROW_OPS = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED})
 _HASH_CHUNK = 1024 * 1024
 

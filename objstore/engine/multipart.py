@@ -339,6 +339,10 @@ class MultipartService:
                 except PartsChanged:
                     continue
                 await self._completed(upload, result)
+                # The upload's end first: a quorum shortfall of the object's fan-out
+                # raises, and the peers must still learn that the upload is closed.
+                await self._report(ChangeKind.UPLOAD_COMPLETED, caller, upload.bucket,
+                                   upload.key, subject=upload.upload_id)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, result.record)
                 return result.record
