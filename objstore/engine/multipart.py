@@ -77,6 +77,7 @@ from objstore.meta.records import (
     WritePrecondition,
 )
 from objstore.meta.store import PartsChanged, PreconditionNotMet, RecordNotFound
+from objstore.meta.upload_queries import COMPLETED_UPLOAD_KEPT_SECONDS
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -438,10 +439,26 @@ class MultipartService:
             if error.code != "NoSuchUpload":
                 raise
             done = await self.completed(bucket_name, key, upload_id, requested)
+            if done is None and self._peers.enabled:
+                done = await self._completed_elsewhere(bucket_name, key, requested)
             if done is None:
                 raise
             return done
         return await self.complete(caller, upload, requested, claims, precondition)
+
+    async def _completed_elsewhere(
+        self, bucket_name: str, key: str, requested: Sequence[RequestedPart]
+    ) -> ObjectRecord | None:
+        """(Cluster) A retry, through this node, of a completion another node made (the
+        record `completed` reads is node-local): the key's latest version, when it is a
+        composite of exactly the requested parts made at most COMPLETED_UPLOAD_KEPT_SECONDS
+        ago. The parts' ETags are the MD5s of their bytes, so another upload with the same
+        parts would have made the same object."""
+        record = await self._meta.get_object(bucket_name, key)
+        if (record is None or record.is_delete_marker or not record.parts
+                or self._clock() - record.last_modified > COMPLETED_UPLOAD_KEPT_SECONDS):
+            return None
+        return record if same_parts(requested, record) else None
 
     async def completed(
         self, bucket_name: str, key: str, upload_id: str, requested: Sequence[RequestedPart]

@@ -3,8 +3,9 @@ behind a load balancer (spec Cluster rules 6): an upload created through a takes
 through b and part 2 through c, lists both parts through a and completes through a (which
 merges its peers' control planes for the upload and parts it lacks, and fetches the
 parts' bytes from them); b and c then serve exactly the bytes. An upload created through
-a is aborted through c and is gone everywhere. boto3's managed upload through one node is
-a sanity check. Anti-entropy ticks at its default 30 s: what is tested is the pull on a
+a is aborted through c and is gone everywhere. A retried completion through another node
+answers the object made. boto3's managed upload through one node is a sanity check.
+Anti-entropy ticks at its default 30 s: what is tested is the pull on a
 miss and the op notices, not the periodic pass."""
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def test_an_upload_made_through_three_nodes_completes(nodes: dict[str, Node]) ->
     for node in (a, b, c):  # the upload is closed everywhere
         wait_for(f"no open upload on {node.node_id}",
                  lambda node=node: open_uploads(node, bucket) == [], DEADLINE)
+    # A client's retry of the completion, through another node, gets the same object.
+    retried = c.s3.complete_multipart_upload(
+        Bucket=bucket, Key="big", UploadId=upload_id,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": one["ETag"]},
+                                   {"PartNumber": 2, "ETag": two["ETag"]}]})
+    assert retried["ETag"] == a.s3.head_object(Bucket=bucket, Key="big")["ETag"]
 
 
 def test_a_part_of_an_upload_unknown_here_is_refused_as_before(

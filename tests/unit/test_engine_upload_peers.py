@@ -236,3 +236,41 @@ def test_a_single_node_is_unchanged(tmp_path: Path) -> None:
         assert run(NO_UPLOAD_PEERS.fetch_parts(upload, [part])) is True
     finally:
         node.sql.close()
+
+
+def test_a_retried_completion_of_one_made_on_the_peer_answers_its_object(
+        pair: tuple[Node, Node, FakePeers]) -> None:
+    a, b, fake = pair
+    upload = run(b.multipart.create(CALLER, "bkt", "k", ObjectAttrs(), ChecksumMode()))
+    part = run(b.multipart.upload_part(CALLER, upload, 1, b.body(b"made on b"), {}))
+    requested = [RequestedPart(1, part.etag)]
+    made = run(b.multipart.complete(CALLER, upload, requested, CompletionClaims()))
+    a.sql.put_object(made)  # the completed object reached a; the upload never did
+    again = run(a.multipart.complete_by_id(CALLER, "bkt", "k", upload.upload_id, requested,
+                                           CompletionClaims()))
+    assert (again.version_id, again.etag, fake.refreshed) == (made.version_id, made.etag, 1)
+    with pytest.raises(S3Error) as refused:  # another part list is not that completion
+        run(a.multipart.complete_by_id(CALLER, "bkt", "k", upload.upload_id,
+                                       [RequestedPart(1, "0" * 32)], CompletionClaims()))
+    assert code_of(refused) == "NoSuchUpload"
+
+
+def test_a_single_node_answers_no_such_upload_for_a_completion_it_did_not_make(
+        tmp_path: Path) -> None:
+    node = build(tmp_path / "one", NO_UPLOAD_PEERS)
+    other = build(tmp_path / "two", NO_UPLOAD_PEERS)
+    try:
+        upload = run(other.multipart.create(CALLER, "bkt", "k", ObjectAttrs(),
+                                            ChecksumMode()))
+        part = run(other.multipart.upload_part(CALLER, upload, 1, other.body(b"x"), {}))
+        made = run(other.multipart.complete(CALLER, upload, [RequestedPart(1, part.etag)],
+                                            CompletionClaims()))
+        node.sql.put_object(made)
+        with pytest.raises(S3Error) as refused:
+            run(node.multipart.complete_by_id(CALLER, "bkt", "k", upload.upload_id,
+                                              [RequestedPart(1, part.etag)],
+                                              CompletionClaims()))
+        assert code_of(refused) == "NoSuchUpload"
+    finally:
+        node.sql.close()
+        other.sql.close()
