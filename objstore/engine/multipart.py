@@ -19,6 +19,12 @@ object it made, for a while (`complete_by_id`).
 Versioning and object lock: a completion gets a version id as a PutObject does, carries
 the lock headers given at creation (else the bucket's default retention, counted from the
 completion), and is refused like any write that would overwrite a locked null version.
+
+On a cluster node the calls of one upload may land on different nodes: the `UploadPeers`
+seam (engine/upload_peers.py) merges the peers' control planes before an upload is
+declared unknown, before ListParts and before a completion naming parts not held here,
+and brings the bytes of the parts a completion uses from the peers (docs/CLUSTER.md,
+"Multipart uploads across nodes"). A single node never asks it.
 """
 from __future__ import annotations
 
