@@ -71,6 +71,7 @@ from objstore.cluster.tombstone_purge import TombstonePurge
 from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
 from objstore.cluster.tombstone_purge_rules import purge_blocked, unseen_peers
 from objstore.cluster.upload_peers import PeerUploads
+from objstore.cluster.upload_peers_metrics import UploadPeersCollector
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -410,6 +411,8 @@ def build_node(config: Config, reactor: Any = None, *,
             sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
         if cluster.control is not None:
             observability.metrics.add(ControlCollector(cluster.control.stats))
+        if cluster.uploads is not None:
+            observability.metrics.add(UploadPeersCollector(cluster.uploads.stats))
     # The node's own singletons (audit purge, storage figures, metrics history) run in
     # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
     # only while `singletons` is held. A setting changed through another worker reaches

@@ -15,6 +15,8 @@ multipart uploads whose calls land on different nodes (spec Cluster rules 6).
   its ETag, the MD5 of the part), stored durably with the part's sidecar (the one
   UploadPart writes, upload id included, so `recover` reopens the part with its upload),
   undone when the part row went or changed meanwhile; one fetch in flight per blob id.
+- **`stats`** (`UploadPeersStats`): rounds, parts fetched, parts no peer gave; exported by
+  `cluster/upload_peers_metrics.py`.
 
 Not enabled (`enabled` False: the engine asks nothing) until the reconciler and the blob
 repair both have the cluster client (service.start_cluster).
@@ -23,6 +25,7 @@ repair both have the cluster client (service.start_cluster).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from twisted.internet.defer import Deferred, DeferredList
@@ -61,6 +64,15 @@ def expected_part(upload: UploadRecord, part: PartRecord) -> ExpectedBlob:
                         part_sidecar(upload, part))
 
 
+@dataclass
+class UploadPeersStats:
+    """Counts the metrics collector reads at scrape time (upload_peers_metrics.py)."""
+
+    rounds: int = 0  # refresh rounds started (each pulls every eligible peer)
+    parts_fetched: int = 0  # part blobs a completion brought from a peer
+    parts_unavailable: int = 0  # part blobs no eligible peer gave (a 503 completion)
+
+
 class PeerUploads:
     def __init__(self, *, peers: EligiblePeers, repair: PeerBlobRepair, rows: PartRows,
                  blobs: BlobStore, io: Runner, clock: ReactorClock,
@@ -75,8 +87,7 @@ class PeerUploads:
         self.control: ControlReconciler | None = None  # set once built (service.build_node)
         self._round: Deferred[None] | None = None  # the round running
         self._next: list[Deferred[None]] = []  # callers waiting for the round after it
-        self.rounds = 0
-        self.parts_fetched = 0
+        self.stats = UploadPeersStats()
 
     @property
     def enabled(self) -> bool:
@@ -98,7 +109,7 @@ class PeerUploads:
                 timer.cancel()
 
     def _start_round(self, waiters: list[Deferred[None]]) -> None:
-        self.rounds += 1
+        self.stats.rounds += 1
         self._round = Deferred.fromCoroutine(self._pull_all())
 
         def ended(_: object) -> None:
@@ -138,11 +149,12 @@ class PeerUploads:
                 expected_part(upload, part), self._current_part(upload, part),
                 f"part {part.part_number} of upload {upload.upload_id}")
             if not fetched.ok:
+                self.stats.parts_unavailable += 1
                 log.warn("part {n} of upload {upload_id}: no eligible peer gave its blob "
                          "{blob_id}", n=part.part_number, upload_id=upload.upload_id,
                          blob_id=part.blob_id)
                 return False
-            self.parts_fetched += 1
+            self.stats.parts_fetched += 1
         return True
 
     def _current_part(self, upload: UploadRecord, part: PartRecord) -> CurrentBlob:
@@ -162,4 +174,4 @@ def _fire(waiter: Deferred[None]) -> None:
         waiter.callback(None)
 
 
-__all__ = ["PartRows", "PeerUploads", "expected_part"]
+__all__ = ["PartRows", "PeerUploads", "UploadPeersStats", "expected_part"]

@@ -63,13 +63,18 @@ def body_of(node: Node, bucket: str, key: str) -> bytes | None:
         return None
 
 
-def repaired_blobs(node: Node) -> float:
-    """objstore_cluster_blob_repairs_total{result="repaired"} of `node`."""
+def counter(node: Node, name: str, label: str = "") -> float:
+    """The sum of `node`'s samples of counter `name` (those with `label`, when given)."""
     http = urllib3.PoolManager(retries=False, timeout=5.0)
     text = http.request("GET", node.daemon.endpoint + "/admin/metrics").data.decode()
     return sum(float(line.split()[-1]) for line in text.splitlines()
-               if line.startswith("objstore_cluster_blob_repairs_total")
-               and 'result="repaired"' in line)
+               if line.startswith(name) and label in line)
+
+
+def fetched_parts(node: Node) -> tuple[float, float]:
+    """(parts a completion fetched, blobs repaired from a peer) on `node`."""
+    return (counter(node, "objstore_cluster_upload_parts_fetched_total"),
+            counter(node, "objstore_cluster_blob_repairs_total", 'result="repaired"'))
 
 
 def open_uploads(node: Node, bucket: str) -> list[str]:
@@ -93,13 +98,15 @@ def test_an_upload_made_through_three_nodes_completes(nodes: dict[str, Node]) ->
     assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in listed["Parts"]] == [
         (1, one["ETag"], len(first)), (2, two["ETag"], len(second))]
 
-    fetched_before = repaired_blobs(a)
+    fetched_before = fetched_parts(a)
     a.s3.complete_multipart_upload(
         Bucket=bucket, Key="big", UploadId=upload_id,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": one["ETag"]},
                                    {"PartNumber": 2, "ETag": two["ETag"]}]})
     whole = first + second
-    assert repaired_blobs(a) - fetched_before == 2  # both parts' bytes came from b and c
+    fetched_after = fetched_parts(a)  # both parts' bytes came from b and c
+    assert [after - before for after, before in zip(fetched_after, fetched_before,
+                                                     strict=True)] == [2, 2]
     assert body_of(a, bucket, "big") == whole
     for node in (b, c):
         wait_for(f"the completed object on {node.node_id}",

@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 
 from objstore.blobs.store import BlobStore
 from objstore.cluster.blob_repair import PeerBlobRepair
-from objstore.cluster.upload_peers import PeerUploads, expected_part
+from objstore.cluster.upload_peers import PeerUploads, UploadPeersStats, expected_part
+from objstore.cluster.upload_peers_metrics import UploadPeersCollector
 from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
@@ -123,7 +125,7 @@ def test_a_refresh_pulls_every_eligible_peer_and_waits_for_them(setup: Setup) ->
     assert sorted(setup.control.pulls) == [P1, P2]
     assert not done.called
     setup.control.answer_all()
-    assert done.called and setup.uploads.rounds == 1
+    assert done.called and setup.uploads.stats.rounds == 1
 
 
 def test_a_failing_peer_does_not_fail_the_refresh(setup: Setup) -> None:
@@ -140,10 +142,10 @@ def test_calls_during_a_round_share_one_next_round(setup: Setup) -> None:
     assert len(setup.control.pulls) == 2  # the second round waits for the first
     setup.control.answer_all()
     assert first.called and not second.called and not third.called
-    assert len(setup.control.pulls) == 4 and setup.uploads.rounds == 2
+    assert len(setup.control.pulls) == 4 and setup.uploads.stats.rounds == 2
     setup.control.answer_all()
     assert second.called and third.called
-    assert setup.uploads.rounds == 2
+    assert setup.uploads.stats.rounds == 2
 
 
 def test_a_refresh_waits_at_most_its_bound(setup: Setup) -> None:
@@ -156,7 +158,7 @@ def test_a_refresh_waits_at_most_its_bound(setup: Setup) -> None:
     late = started(setup.uploads.refresh())  # the first round still runs: the next one
     setup.control.answer_all()
     setup.control.answer_all()
-    assert late.called and setup.uploads.rounds == 2
+    assert late.called and setup.uploads.stats.rounds == 2
 
 
 def test_missing_part_blobs_are_fetched_verified_with_the_parts_sidecar(
@@ -171,7 +173,7 @@ def test_missing_part_blobs_are_fetched_verified_with_the_parts_sidecar(
     assert (sidecar["kind"], sidecar["upload_id"], sidecar["part_number"]) == (
         "part", "up-1", 2)
     assert setup.source.requests == [(P1, IDS[1]), (P2, IDS[1])]
-    assert (setup.repair.stats.rejected, setup.uploads.parts_fetched) == (1, 1)
+    assert (setup.repair.stats.rejected, setup.uploads.stats.parts_fetched) == (1, 1)
 
 
 def test_a_part_no_peer_has_is_not_fetched(setup: Setup) -> None:
@@ -179,6 +181,7 @@ def test_a_part_no_peer_has_is_not_fetched(setup: Setup) -> None:
     setup.source.held.clear()
     assert not run(setup.uploads.fetch_parts(UPLOAD, [part]))
     assert setup.content(IDS[0]) is None
+    assert setup.uploads.stats.parts_unavailable == 1
 
 
 def test_a_part_replaced_meanwhile_keeps_nothing(setup: Setup) -> None:
@@ -194,3 +197,13 @@ def test_expected_part_states_size_md5_and_sidecar() -> None:
     assert (expected.blob_id, expected.size, expected.md5) == (
         IDS[2], 4, hashlib.md5(b"abcd").hexdigest())
     assert expected.sidecar["upload_id"] == "up-1" and expected.sidecar["key"] == "big"
+
+
+def test_the_counts_are_exported() -> None:
+    registry = CollectorRegistry()
+    registry.register(UploadPeersCollector(UploadPeersStats(rounds=3, parts_fetched=2,
+                                                            parts_unavailable=1)))
+    text = generate_latest(registry).decode()
+    assert "objstore_cluster_upload_refresh_rounds_total 3.0" in text
+    assert "objstore_cluster_upload_parts_fetched_total 2.0" in text
+    assert "objstore_cluster_upload_parts_unavailable_total 1.0" in text
