@@ -94,7 +94,9 @@ def test_an_upload_made_through_three_nodes_completes(nodes: dict[str, Node]) ->
                            Body=second)
     assert one["ETag"].strip('"') == hashlib.md5(first).hexdigest()
 
+    rounds = counter(a, "objstore_cluster_upload_refresh_rounds_total")
     listed = a.s3.list_parts(Bucket=bucket, Key="big", UploadId=upload_id)
+    assert counter(a, "objstore_cluster_upload_refresh_rounds_total") > rounds  # pulled
     assert [(p["PartNumber"], p["ETag"], p["Size"]) for p in listed["Parts"]] == [
         (1, one["ETag"], len(first)), (2, two["ETag"], len(second))]
 
