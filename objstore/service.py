@@ -70,6 +70,8 @@ from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
 from objstore.cluster.tombstone_purge import TombstonePurge
 from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
 from objstore.cluster.tombstone_purge_rules import purge_blocked, unseen_peers
+from objstore.cluster.upload_peers import PeerUploads
+from objstore.cluster.upload_peers_metrics import UploadPeersCollector
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
@@ -87,6 +89,7 @@ from objstore.engine.replicator import NO_GATE
 from objstore.engine.settings import SettingsService, replicated_setting
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
+from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import KeyLocks
 from objstore.engine.versions import VersionService
 from objstore.http.authn import Authenticator
@@ -301,6 +304,12 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster.repair = PeerBlobRepair(peers=cluster.membership, rows=meta, blobs=blobs,
                                         io=io_pool)
     blob_repair = cluster.repair if cluster is not None and cluster.repair else NO_REPAIR
+    upload_peers: UploadPeers = NO_UPLOAD_PEERS  # uploads made through other nodes
+    if cluster is not None and cluster.repair is not None:
+        cluster.uploads = PeerUploads(peers=cluster.membership, repair=cluster.repair,
+                                      rows=meta, blobs=blobs, io=io_pool, clock=reactor,
+                                      wait_seconds=config.cluster.request_timeout_seconds)
+        upload_peers = cluster.uploads
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
@@ -310,7 +319,7 @@ def build_node(config: Config, reactor: Any = None, *,
                               locks=key_locks, changes=changes, gate=write_gate,
                               repair=blob_repair),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
-                                   gate=write_gate, repair=blob_repair),
+                                   gate=write_gate, repair=blob_repair, peers=upload_peers),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
@@ -332,6 +341,8 @@ def build_node(config: Config, reactor: Any = None, *,
             peers=cluster.membership.eligible_peers, changes=changes, control=control,
             uploads=blobs,
             listeners=ControlListeners(iam=iam_merged, buckets=bucket_cache.invalidate))
+        if cluster.uploads is not None:  # upload misses pull through this reconciler
+            cluster.uploads.control = cluster.control
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
@@ -403,6 +414,8 @@ def build_node(config: Config, reactor: Any = None, *,
             sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
         if cluster.control is not None:
             observability.metrics.add(ControlCollector(cluster.control.stats))
+        if cluster.uploads is not None:
+            observability.metrics.add(UploadPeersCollector(cluster.uploads.stats))
     # The node's own singletons (audit purge, storage figures, metrics history) run in
     # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
     # only while `singletons` is held. A setting changed through another worker reaches
@@ -730,6 +743,7 @@ class ClusterParts:
     fanout: FanOut | None = None
     control: ControlReconciler | None = None  # pulls and merges peers' control planes
     repair: PeerBlobRepair | None = None  # blob repair, built in build_node
+    uploads: PeerUploads | None = None  # multipart across nodes, built in build_node
     client: ClusterClient | None = None  # set by start_cluster
     anti_entropy: AntiEntropy | None = None  # set by start_cluster, in worker 0
 

@@ -9,7 +9,6 @@ worker processes (`prefork/`); it imports none of them, so none imports another 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -56,10 +55,6 @@ def checked_config(path: str | None) -> Config:
         raise fail_startup(str(exc)) from None
 
 
-# The opt-in to the partial cluster of this version (tests/cluster sets it).
-EXPERIMENTAL_CLUSTER = "OBJSTORE_EXPERIMENTAL_CLUSTER"
-
-
 def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = data.get(name)
     return value if isinstance(value, Mapping) else {}
@@ -70,10 +65,6 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 # sees the parsed TOML before validation; a value that is not even valid is left to the
 # validation, which names it.
 _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
-    ("[cluster] enabled: a complete replicated cluster (this version replicates object "
-     "writes and deletes only: a node that was down does not catch up, and buckets, IAM "
-     f"and settings are not replicated; {EXPERIMENTAL_CLUSTER}=1 runs this partial cluster "
-     "for testing)", lambda d: _cluster_without_opt_in(d)),
     ("[encryption] enabled: server-side encryption",
      lambda d: _table(d, "encryption").get("enabled") is True),
     ("[notifications]: bucket notifications", lambda d: "notifications" in d),
@@ -82,14 +73,6 @@ _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ('[logging] format = "json": JSON logs',
      lambda d: _table(d, "logging").get("format") == "json"),
 )
-
-
-def _cluster_without_opt_in(data: Mapping[str, Any]) -> bool:
-    """A cluster that is not yet complete (docs/CLUSTER.md) runs only when the operator
-    says, through the environment, that they know: never from a config file alone."""
-    if _table(data, "cluster").get("enabled") is not True:
-        return False
-    return os.environ.get(EXPERIMENTAL_CLUSTER) != "1"
 
 
 def unsupported_settings(data: Mapping[str, Any]) -> str | None:

@@ -79,6 +79,9 @@ class BlobSource(Protocol):
                  ) -> Awaitable[BlobFetched | SendFailure]: ...
 
 
+CurrentBlob = Callable[[], Awaitable[ExpectedBlob | None]]
+
+
 class EligiblePeers(Protocol):
     def eligible_peers(self) -> tuple[PeerState, ...]: ...
 
@@ -152,6 +155,16 @@ class PeerBlobRepair:
         """Fetch `expected` (a blob of `record`) from the eligible peers and keep it. A
         fetch of the same blob already under way is waited for instead (its outcome,
         no request of its own)."""
+        async def current() -> ExpectedBlob | None:
+            return await self._current(record, expected.blob_id)
+
+        return await self.fetch_for(expected, current, f"{record.bucket}/{record.key}")
+
+    async def fetch_for(self, expected: ExpectedBlob, current: CurrentBlob,
+                        what: str) -> Fetched:
+        """`fetch` for any row that references a blob (an object version, an open
+        upload's part: cluster/upload_peers.py): `current()` answers the blob as that
+        row expects it now, None once the row went or no longer references it."""
         blob_id = expected.blob_id
         waiting = self._inflight.get(blob_id)
         if waiting is not None:
@@ -162,7 +175,7 @@ class PeerBlobRepair:
         self._inflight[blob_id] = []
         outcome = Fetched(False)
         try:
-            outcome = await self._fetch(record, expected)
+            outcome = await self._fetch(expected, current, what)
         except Exception:
             log.failure("repairing blob {blob_id} failed", blob_id=blob_id)
         finally:
@@ -175,7 +188,8 @@ class PeerBlobRepair:
                 waiter.callback(outcome)
         return outcome
 
-    async def _fetch(self, record: ObjectRecord, expected: ExpectedBlob) -> Fetched:
+    async def _fetch(self, expected: ExpectedBlob, current: CurrentBlob,
+                     what: str) -> Fetched:
         source = self._source
         if source is None:
             return Fetched(False)
@@ -200,23 +214,24 @@ class PeerBlobRepair:
                              "({length} bytes); asking the next peer", peer=peer.address,
                              blob_id=expected.blob_id, length=writer.length)
                     continue
-                return Fetched(await self._keep(record, expected.blob_id, writer), requests)
+                return Fetched(await self._keep(current, expected.blob_id, writer, what),
+                               requests)
             finally:
                 writer.close()
         return Fetched(False, requests)
 
-    async def _keep(self, record: ObjectRecord, blob_id: str, writer: BlobWriter) -> bool:
+    async def _keep(self, current: CurrentBlob, blob_id: str, writer: BlobWriter,
+                    what: str) -> bool:
         """Store verified bytes under the sidecar of the row as it is now; undo it when
         the row no longer references the blob afterwards (a delete or overwrite won)."""
-        current = await self._current(record, blob_id)
-        if current is None:
+        now = await current()
+        if now is None:
             return False
-        await self._files.store(writer, blob_id, current.sidecar)
-        if await self._current(record, blob_id) is None:
+        await self._files.store(writer, blob_id, now.sidecar)
+        if await current() is None:
             await self._files.delete([blob_id])
             return False
-        log.info("blob {blob_id} of {bucket}/{key} repaired from a peer", blob_id=blob_id,
-                 bucket=record.bucket, key=record.key)
+        log.info("blob {blob_id} of {what} repaired from a peer", blob_id=blob_id, what=what)
         return True
 
     async def _current(self, record: ObjectRecord, blob_id: str) -> ExpectedBlob | None:
@@ -376,6 +391,7 @@ __all__ = [
     "BlobRepairService",
     "BlobRepairStats",
     "BlobSource",
+    "CurrentBlob",
     "Fetched",
     "PeerBlobRepair",
     "TickReport",

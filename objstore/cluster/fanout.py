@@ -17,11 +17,14 @@ eligible peers, and counts the acknowledgements of object writes (Cluster rules 
   the client is told, anti-entropy propagates the row later. Available mode sends the same
   way and ignores the acks (the client still waits for the sends: the fan-out is what
   brings the write to the others quickly).
-* Everything else (TAGS_CHANGED, LOCK_CHANGED, BUCKET_*, IAM_CHANGED, SETTING_CHANGED):
+* Everything else (TAGS_CHANGED, LOCK_CHANGED, BUCKET_*, IAM_CHANGED, SETTING_CHANGED,
+  UPLOAD_CREATED, PART_WRITTEN, UPLOAD_ABORTED, UPLOAD_COMPLETED):
   best effort (rule 3), fire and forget: `committed` returns at once, a `ClusterOp` goes
   to each eligible peer in the background through `send_op`, failures are logged and
   counted, never reported to the client; reconciliation (part 2) repairs what is lost.
-  Upload and part changes are not sent: the control-plane snapshot carries uploads.
+  Upload and part changes are notices too: the control-plane snapshot carries uploads,
+  the notice makes the peers pull it sooner (a node asked about an upload it does not
+  know pulls anyway: cluster/upload_peers.py).
 
 The `ClusterOp` payload (POST /cluster/v1/op; the receiving route is future work) is a
 notice, not a command: kind (`ChangeKind` value), bucket, key, version_id, subject (as in
@@ -70,7 +73,9 @@ DATA_PLANE = frozenset({ChangeKind.OBJECT_WRITTEN, ChangeKind.DELETE_MARKER_WRIT
 BEST_EFFORT = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
                          ChangeKind.BUCKET_CREATED, ChangeKind.BUCKET_DELETED,
                          ChangeKind.BUCKET_CONFIGURED, ChangeKind.IAM_CHANGED,
-                         ChangeKind.SETTING_CHANGED})
+                         ChangeKind.SETTING_CHANGED, ChangeKind.UPLOAD_CREATED,
+                         ChangeKind.PART_WRITTEN, ChangeKind.UPLOAD_ABORTED,
+                         ChangeKind.UPLOAD_COMPLETED})
 _ROW_OPS = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED})
 _HASH_CHUNK = 1024 * 1024
 

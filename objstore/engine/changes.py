@@ -65,6 +65,7 @@ class ChangeKind(enum.Enum):
     LOCK_CHANGED = "lock_changed"  # retention or legal hold of an object version
     UPLOAD_CREATED = "upload_created"
     UPLOAD_ABORTED = "upload_aborted"
+    UPLOAD_COMPLETED = "upload_completed"  # reported before its OBJECT_WRITTEN
     PART_WRITTEN = "part_written"
     BUCKET_CREATED = "bucket_created"
     BUCKET_DELETED = "bucket_deleted"

@@ -19,6 +19,12 @@ object it made, for a while (`complete_by_id`).
 Versioning and object lock: a completion gets a version id as a PutObject does, carries
 the lock headers given at creation (else the bucket's default retention, counted from the
 completion), and is refused like any write that would overwrite a locked null version.
+
+On a cluster node the calls of one upload may land on different nodes: the `UploadPeers`
+seam (engine/upload_peers.py) merges the peers' control planes before an upload is
+declared unknown, before ListParts and before a completion naming parts not held here,
+and brings the bytes of the parts a completion uses from the peers (docs/CLUSTER.md,
+"Multipart uploads across nodes"). A single node never asks it.
 """
 from __future__ import annotations
 
@@ -50,6 +56,7 @@ from objstore.engine.multipart_rules import (
     check_part_order,
     composite_record,
     new_upload_id,
+    normalize_etag,
     object_checksums,
     part_checksum_mismatch,
     part_sidecar,
@@ -59,6 +66,7 @@ from objstore.engine.multipart_rules import (
 from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
 from objstore.engine.quota import quota_check
 from objstore.engine.replicator import NO_GATE, WriteGate
+from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import (
     check_lock_request,
     lock_configuration,
@@ -75,6 +83,7 @@ from objstore.meta.records import (
     WritePrecondition,
 )
 from objstore.meta.store import PartsChanged, PreconditionNotMet, RecordNotFound
+from objstore.meta.upload_queries import COMPLETED_UPLOAD_KEPT_SECONDS
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -116,11 +125,13 @@ class MultipartService:
         changes: ChangeHook | None = None,
         gate: WriteGate = NO_GATE,
         repair: BlobRepair = NO_REPAIR,
+        peers: UploadPeers = NO_UPLOAD_PEERS,
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before a completion (the cluster write gate)
         self._repair = repair  # asked when a copied source's blob is missing
+        self._peers = peers  # asked about uploads and parts made through other nodes
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
         self._io = io
@@ -182,6 +193,10 @@ class MultipartService:
     async def upload(self, bucket_name: str, key: str, upload_id: str) -> UploadRecord:
         """The open upload `upload_id` of this bucket and key (NoSuchBucket/NoSuchUpload)."""
         upload = await self._meta.get_upload(upload_id)
+        if upload is None and self._peers.enabled:
+            # Created through another node, perhaps: its control plane is merged first.
+            await self._peers.refresh()
+            upload = await self._meta.get_upload(upload_id)
         if upload is None or (upload.bucket, upload.key) != (bucket_name, key):
             await self._bucket(bucket_name)
             raise S3Error("NoSuchUpload", UploadId=upload_id)
@@ -298,6 +313,8 @@ class MultipartService:
         """One page of parts after `after_part`, and whether more follow."""
         if max_parts <= 0:
             return [], False
+        if self._peers.enabled:  # parts may have been uploaded through other nodes
+            await self._peers.refresh()
         parts = await self._meta.list_parts(upload.upload_id, after_part, max_parts + 1)
         return parts[:max_parts], len(parts) > max_parts
 
@@ -316,6 +333,8 @@ class MultipartService:
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)
         usage_check = await quota_check(self._meta, upload.bucket)
+        if self._peers.enabled:
+            await self._parts_known(upload, requested)
         blob_id = new_blob_id()
         try:
             for _ in range(COMPLETE_ATTEMPTS):
@@ -327,6 +346,10 @@ class MultipartService:
                 except PartsChanged:
                     continue
                 await self._completed(upload, result)
+                # The upload's end first: a quorum shortfall of the object's fan-out
+                # raises, and the peers must still learn that the upload is closed.
+                await self._report(ChangeKind.UPLOAD_COMPLETED, caller, upload.bucket,
+                                   upload.key, subject=upload.upload_id)
                 await self._report(ChangeKind.OBJECT_WRITTEN, caller, upload.bucket,
                                    upload.key, result.record)
                 return result.record
@@ -336,6 +359,16 @@ class MultipartService:
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
+
+    async def _parts_known(self, upload: UploadRecord,
+                           requested: Sequence[RequestedPart]) -> None:
+        """(Cluster) A completion naming a part not held here as named (uploaded, or
+        replaced, through another node) merges the peers' control planes first."""
+        stored = await self._meta.list_parts(upload.upload_id, 0, MAX_PART_NUMBER)
+        held = {(part.part_number, part.etag) for part in stored}
+        if any((entry.part_number, normalize_etag(entry.etag)) not in held
+               for entry in requested):
+            await self._peers.refresh()
 
     async def _completed(self, upload: UploadRecord, result: CompletedUpload) -> None:
         """After the commit: the upload's record goes (a crash before leaves a record whose
@@ -356,6 +389,9 @@ class MultipartService:
         mode = ChecksumMode.of(upload)
         stored = await self._meta.list_parts(upload.upload_id, 0, MAX_PART_NUMBER)
         parts = select_parts(upload.upload_id, mode, requested, stored)
+        if self._peers.enabled and not await self._peers.fetch_parts(upload, parts):
+            raise S3Error("ServiceUnavailable", "The data of a part of this upload is not "
+                          "available on this node or its peers yet. Retry the request.")
         checksums = object_checksums(mode, parts)
         size = sum(part.size for part in parts)
         check_claims(claims, mode, checksums, size)
@@ -409,10 +445,26 @@ class MultipartService:
             if error.code != "NoSuchUpload":
                 raise
             done = await self.completed(bucket_name, key, upload_id, requested)
+            if done is None and self._peers.enabled:
+                done = await self._completed_elsewhere(bucket_name, key, requested)
             if done is None:
                 raise
             return done
         return await self.complete(caller, upload, requested, claims, precondition)
+
+    async def _completed_elsewhere(
+        self, bucket_name: str, key: str, requested: Sequence[RequestedPart]
+    ) -> ObjectRecord | None:
+        """(Cluster) A retry, through this node, of a completion another node made (the
+        record `completed` reads is node-local): the key's latest version, when it is a
+        composite of exactly the requested parts made at most COMPLETED_UPLOAD_KEPT_SECONDS
+        ago. The parts' ETags are the MD5s of their bytes, so another upload with the same
+        parts would have made the same object."""
+        record = await self._meta.get_object(bucket_name, key)
+        if (record is None or record.is_delete_marker or not record.parts
+                or self._clock() - record.last_modified > COMPLETED_UPLOAD_KEPT_SECONDS):
+            return None
+        return record if same_parts(requested, record) else None
 
     async def completed(
         self, bucket_name: str, key: str, upload_id: str, requested: Sequence[RequestedPart]

@@ -10,8 +10,7 @@ its [cluster] section; `workers` is every node's [server] workers (default 1);
 `list_self=(name, ...)` adds each such node's own address to its peers (a loop).
 `scheme="https"` makes a cluster CA and one certificate per node with `objstore gen-certs`
 (node-<name>, IP 127.0.0.1) and gives every node [server.tls] and [cluster.tls] with them;
-clients then verify against that CA (`Node.ca`). The environment's cluster opt-in
-(startup.EXPERIMENTAL_CLUSTER) is set for the daemons by `start_cluster`.
+clients then verify against that CA (`Node.ca`).
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import pytest
 import urllib3
 from botocore.config import Config as BotoConfig
 
-from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import running_daemon
 from tests.integration.daemon import (
@@ -142,10 +140,7 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                                workers=workers, port=ports[name],
                                tls_ca=None if certs is None else certs / "cluster-ca.crt",
                                extra_config=section + (extra_config or {}).get(name, ""))
-    with pytest.MonkeyPatch.context() as env, contextlib.ExitStack() as stack:
-        # The partial cluster runs only when the environment opts in (startup.py); each
-        # daemon takes its environment from ours when it starts.
-        env.setenv(EXPERIMENTAL_CLUSTER, "1")
+    with contextlib.ExitStack() as stack:
         for name in names:
             stack.enter_context(running_daemon(request, daemons[name]))
         yield {name: Node(daemons[name], f"node-{name}") for name in names}

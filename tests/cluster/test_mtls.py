@@ -19,7 +19,6 @@ import pytest
 import urllib3
 
 from objstore.cluster.auth import ClusterSecrets, RequestLine, sign_request
-from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.cluster.harness import (
     SECRET,
     Node,
@@ -148,7 +147,7 @@ def test_a_certificate_from_a_foreign_ca_is_refused(
 
 
 def test_a_listener_certificate_of_another_ca_is_refused_at_start(
-        nodes: dict[str, Node], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        nodes: dict[str, Node], tmp_path: Path) -> None:
     certs = certs_dir(nodes["a"])
     gen_certs(tmp_path, "ca")
     gen_certs(tmp_path, "node", "stranger", "--ip", "127.0.0.1")
@@ -159,7 +158,6 @@ def test_a_listener_certificate_of_another_ca_is_refused_at_start(
     section = cluster_section("node-x", [nodes["a"].daemon.endpoint], size=3)
     daemon = Daemon(tmp_path / "node-x", workers=1, tls_ca=certs / "cluster-ca.crt",
                     extra_config=section + tls)
-    monkeypatch.setenv(EXPERIMENTAL_CLUSTER, "1")
     try:
         with pytest.raises(RuntimeError, match="not issued by the cluster CA"):
             daemon.start(timeout=30)

@@ -21,7 +21,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from objstore.http import sigv4
-from objstore.startup import EXPERIMENTAL_CLUSTER
 from tests.integration.conftest import make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, TWISTD, Daemon
 
@@ -54,16 +53,14 @@ def test_bad_value_fails_with_one_line(tmp_path: Path) -> None:
     assert_one_clear_line(result, "[server] port")
 
 
-def test_cluster_is_refused_before_its_secret_is_checked(tmp_path: Path) -> None:
-    """No "generate a secret with objstore keygen" for a cluster node without the
-    environment's opt-in to the partial cluster (the config layer's own placeholder check
-    is tested in tests/unit/test_config.py)."""
+def test_cluster_with_the_sample_secret_is_refused(tmp_path: Path) -> None:
+    """A cluster node needs a real secret: the sample's placeholder stops the start with
+    one line that says how to make one."""
     result = start_failure(
         tmp_path, '[server]\nworkers = 2\n'
         '[cluster]\nenabled = true\nsecret = "change-me-to-a-long-random-secret"\n',
     )
-    assert_one_clear_line(result, "[cluster] enabled", EXPERIMENTAL_CLUSTER, "not available")
-    assert "keygen" not in result.stderr
+    assert_one_clear_line(result, "[cluster] secret", "placeholder", "objstore keygen")
 
 
 def test_missing_tls_file_is_refused(tmp_path: Path) -> None:
@@ -323,13 +320,10 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("snippet", [
-    '[server]\nworkers = 2\n[cluster]\nenabled = true\nsecret = "Zx8-k2Lq9@wPm4Rt7Yb1"\n',
     "[encryption]\nenabled = true\nmaster_key_file = \"master.key\"\n",
     "[notifications]\nmax_retries = 8\n",
     "[notifications]\n",
     '[logging]\nformat = "json"\n',
-    # Named before the secret checks: no "run objstore keygen" for a feature not there.
-    "[server]\nworkers = 2\n[cluster]\nenabled = true\n",
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")

@@ -159,6 +159,7 @@ def test_a_completed_upload_is_one_object_written(engine: Engine) -> None:
     assert engine.sink.kinds()[1:] == [
         (ChangeKind.UPLOAD_CREATED, "big", upload.upload_id),
         (ChangeKind.PART_WRITTEN, "big", f"{upload.upload_id}/1"),
+        (ChangeKind.UPLOAD_COMPLETED, "big", upload.upload_id),
         (ChangeKind.OBJECT_WRITTEN, "big", ""),
     ]
     assert engine.sink.changes[-1].record == record

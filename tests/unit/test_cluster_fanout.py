@@ -260,13 +260,15 @@ def test_a_best_effort_op_times_out_quietly() -> None:
     assert (sink.in_flight, sink.stats.ops_failed) == (0, 1)
 
 
-def test_upload_changes_are_not_sent() -> None:
+def test_upload_changes_are_best_effort_notices() -> None:
     sender = FakeSender()
     sink = fanout(sender, membership("a"))
-    for kind in (ChangeKind.UPLOAD_CREATED, ChangeKind.PART_WRITTEN,
-                 ChangeKind.UPLOAD_ABORTED):
+    kinds = (ChangeKind.UPLOAD_CREATED, ChangeKind.PART_WRITTEN, ChangeKind.UPLOAD_ABORTED,
+             ChangeKind.UPLOAD_COMPLETED)
+    for kind in kinds:
         assert sink.committed(written(kind=kind)) is None
-    assert sender.calls == []
+    assert [(call[0], call[2]) for call in sender.calls] == [
+        ("op", kind.value) for kind in kinds]
 
 
 def test_stored_blobs_measure_and_hash_the_file(tmp_path: Any) -> None:
