@@ -55,7 +55,7 @@ from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlo
 from objstore.cluster.client import ClusterClient, build_http_client
 from objstore.cluster.control_metrics import ControlCollector
 from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
-from objstore.cluster.control_routes import ControlRoutes, TagWriter
+from objstore.cluster.control_routes import ControlRoutes
 from objstore.cluster.fanout import FanOut, StoredBlobs
 from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.mdns import MdnsDiscovery
@@ -97,7 +97,11 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
-from objstore.http.tls_options import TlsSetupError, listener_options
+from objstore.http.tls_options import (
+    TlsSetupError,
+    listener_options,
+    unbound_node_certificate,
+)
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -362,7 +366,6 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
-                            tags=services.versions,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
@@ -788,6 +791,10 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         sync.setServiceParent(mirror)
         cluster.status.is_syncing, cluster.status.peer_sync = sync.is_syncing, sync.peer_sync
         return mirror
+    if config.cluster.tls is not None:  # once per node: worker 0
+        unbound = unbound_node_certificate(config.cluster.tls, node_id)
+        if unbound is not None:
+            log.warn("{problem}", problem=unbound)
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
                               mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
@@ -806,6 +813,7 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
         membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
         io=io_pool, cluster=config.cluster, clock=reactor, steps=steps)
     ae.setServiceParent(prober)
+    prober.prune_listeners.append(ae.peer_pruned)
     if role.runtime_dir is not None:
         SyncPublisher(ae.state, sync_path(role.runtime_dir), cluster=config.cluster,
                       clock=reactor, runner=io_pool).setServiceParent(prober)
@@ -860,7 +868,7 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook,
                 views: NodeViews | None = None, control: ControlReconciler | None = None,
-                tags: TagWriter | None = None) -> Any | None:
+                ) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
     key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
@@ -875,7 +883,7 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
                              tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
-    routes = (ControlRoutes(reconciler=control, apply=apply, reads=meta, tags=tags)
+    routes = (ControlRoutes(reconciler=control, apply=apply)
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
                       figures=figures, clock=clock, apply=apply, io=io_pool,

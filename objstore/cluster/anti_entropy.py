@@ -27,12 +27,15 @@ one pass:
    each `async (peer_node_id, base_url) -> None`, raising on failure.
 
 A peer's pass is complete when it caught up and every step succeeded: then its cursor
-records first_pass_done and last_reconcile. Its `state` (sync_state.py) answers
-`is_syncing` (health's `syncing`), `peer_sync` (the `sync` object of /admin/cluster) and
-`figures` (the metrics); with several workers it runs in worker 0 only, which publishes
-that state for the others (sync_view.py). Applied changes are reported with a peer
-caller (`Origin.PEER`, operation Cluster::AntiEntropy): sinks that send changes on ignore
-them.
+records first_pass_done and last_reconcile. A peer the membership prunes (the prober's
+`prune_listeners` call `peer_pruned`) loses its stored cursor and its progress here,
+unless another known address carries its node id (`sync_rules.cursor_to_forget`): a node
+id that comes back later is pulled from 0 (identical rows are no-ops). Its `state`
+(sync_state.py) answers `is_syncing` (health's `syncing`), `peer_sync` (the `sync` object
+of /admin/cluster) and `figures` (the metrics); with several workers it runs in worker 0
+only, which publishes that state for the others (sync_view.py). Applied changes are
+reported with a peer caller (`Origin.PEER`, operation Cluster::AntiEntropy): sinks that
+send changes on ignore them.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from objstore.cluster.sync_rules import (
     PeerProgress,
     SyncCursor,
     advanced,
+    cursor_to_forget,
     entry_failed,
     page_end,
     pass_completed,
@@ -107,6 +111,8 @@ class SyncMeta(Protocol):
     def list_sync_cursors(self) -> Awaitable[list[SyncCursor]]: ...
 
     def put_sync_cursor(self, cursor: SyncCursor) -> Awaitable[None]: ...
+
+    def delete_sync_cursor(self, peer_node_id: str) -> Awaitable[bool]: ...
 
     def get_object(self, bucket: str, key: str, version_id: str | None = None
                    ) -> Awaitable[ObjectRecord | None]: ...
@@ -214,6 +220,25 @@ class AntiEntropy(MultiService):
             await self._save(pass_completed(self._cursor(node_id), self._clock.seconds()))
         self._ended(node_id, passed=passed)
         return passed
+
+    # -- pruned peers --------------------------------------------------------------------
+    def peer_pruned(self, peer: PeerState) -> None:
+        """The membership pruned `peer`: its cursor goes (module docstring)."""
+        node_id = cursor_to_forget(
+            peer.node_id, (p.node_id for p in self._membership.peers.values()))
+        if node_id is None:
+            return
+        Deferred.fromCoroutine(self._forget(node_id)).addErrback(
+            lambda failure: log.failure("forgetting the sync cursor of pruned peer "
+                                        "{node_id} failed", failure, node_id=node_id))
+
+    async def _forget(self, node_id: str) -> None:
+        self._cursors.pop(node_id, None)
+        self._progress.pop(node_id, None)
+        self._last_attempt.pop(node_id, None)
+        if await self._meta.delete_sync_cursor(node_id):
+            log.info("anti-entropy forgot its cursor toward pruned peer {node_id}",
+                     node_id=node_id)
 
     def _ended(self, node_id: str, *, passed: bool) -> None:
         progress = self._progress.get(node_id, PeerProgress())

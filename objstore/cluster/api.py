@@ -33,7 +33,9 @@ handler runs only for a verified peer and receives it (`VerifiedPeer`). The chec
 order: with [cluster.tls], a peer certificate on the connection (403: the handshake makes
 it optional, the route requires it; its chain was verified against the cluster CA by the
 handshake); the request signature (`auth.verify_request` under secret, then
-secret_previous; any outcome but OK is 403); a verified sender id equal to ours is a loop
+secret_previous; any outcome but OK is 403); with [cluster.tls], the verified sender id
+named by the certificate, as its CN or a DNS SAN (`cert_binding.py`; 403 otherwise: a
+node's key speaks for that node only); a verified sender id equal to ours is a loop
 (409); the body at most the route's cap (2 MiB for JSON routes: 413) and equal to the
 signed hash (`payload_matches`: 400). A request with a body is checked before its body is
 read (`admit`, asked by the site through the root resource), so a refused peer never
@@ -71,6 +73,7 @@ from objstore.cluster.auth import (
     valid_nonce,
     verify_request,
 )
+from objstore.cluster.cert_binding import certificate_binds
 from objstore.cluster.manifest_routes import ManifestSource
 from objstore.cluster.wire import (
     PROTOCOL_VERSION,
@@ -145,6 +148,16 @@ def certificate_refusal(required: bool, certificate: object | None) -> AdminErro
     return None
 
 
+def binding_refusal(required: bool, certificate: object | None,
+                    node_id: str) -> AdminError | None:
+    """With [cluster.tls], the certificate must be issued to the node the signature names
+    (its CN or a DNS SAN: `cert_binding.py`)."""
+    if required and certificate is not None and not certificate_binds(certificate, node_id):
+        return AdminError("AccessDenied", f"The client certificate is not issued to node "
+                          f"{node_id} (its CN or a DNS name must be the node id).")
+    return None
+
+
 def verify_peer(secrets: ClusterSecrets, line: RequestLine, headers: Mapping[str, str], *,
                 now: float, own_node_id: str, certificate_required: bool = False,
                 certificate: object | None = None) -> VerifiedPeer:
@@ -155,6 +168,9 @@ def verify_peer(secrets: ClusterSecrets, line: RequestLine, headers: Mapping[str
     verification = verify_request(secrets, line, headers, now=now)
     if not verification.ok or verification.slot is None:
         raise AdminError("AccessDenied", _refusal_message(verification.outcome))
+    refused = binding_refusal(certificate_required, certificate, verification.node_id)
+    if refused is not None:
+        raise refused
     if verification.node_id == own_node_id:
         raise AdminError("Conflict", "This request comes from this node itself (a loop: "
                          "the node is listed as its own peer).")

@@ -15,24 +15,20 @@ handlers call):
 `with_bucket` serves the object routes: a row or deletion for a bucket this node does
 not hold yet makes it pull the sender's snapshot, then apply once more.
 
-Tags: rule 5 orders object rows by last_modified and lock_updated_at, which a tag change
-keeps, so the content tie-break decides between two tag sets of one version. A
-tags_changed op means "the sender's newest tags": after the LWW apply, when this node
-holds the same version (same stamps, same bytes) with other tags, it takes the sent tags
-(through `TagWriter`, the version service: sidecar, then row, fresh seq, under the key
-lock). Two concurrent tag changes on two nodes may still end crossed (docs/CLUSTER.md,
-Known gaps: `tags_updated_at`).
+Tags: a tag change stamps the row's `tags_updated_at`, which `cluster/lww.py` orders
+after `lock_updated_at`, so a tags_changed op is a row like any other: the newer tags win
+on every node whichever change each saw first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from objstore.admin.api import json_body
 from objstore.cluster.control_wire import decode_op
 from objstore.cluster.wire import WireError, encode_ack
-from objstore.engine.changes import Caller, ChangeKind
+from objstore.engine.changes import Caller
 from objstore.errors import AdminError, S3Error
 from objstore.meta.records import ObjectRecord
 
@@ -47,33 +43,11 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class TagWriter(Protocol):
-    """`VersionService.put_tags`."""
-
-    async def put_tags(self, caller: Caller, bucket_name: str, key: str,
-                       version_id: str | None, tags: dict[str, str]) -> ObjectRecord: ...
-
-
-class ObjectReader(Protocol):
-    def get_object(self, bucket: str, key: str, version_id: str | None = None) -> Any: ...
-
-
-def takes_sent_tags(local: ObjectRecord | None, sent: ObjectRecord) -> bool:
-    """The held version is the sent one but for its tags (module docstring)."""
-    return (local is not None and local.version_id == sent.version_id
-            and local.last_modified == sent.last_modified
-            and local.lock_updated_at == sent.lock_updated_at
-            and local.blob_id == sent.blob_id and local.tags != sent.tags)
-
-
 class ControlRoutes:
     def __init__(self, *, reconciler: ControlReconciler,
-                 apply: ReplicationApply | None = None, reads: ObjectReader | None = None,
-                 tags: TagWriter | None = None) -> None:
+                 apply: ReplicationApply | None = None) -> None:
         self._reconciler = reconciler
         self._apply = apply
-        self._reads = reads
-        self._tags = tags
 
     async def op(self, request: ObjstoreRequest, caller: Caller, peer: VerifiedPeer,
                  body: bytes) -> bytes:
@@ -87,26 +61,18 @@ class ControlRoutes:
         if self._apply is None:
             raise AdminError("ServiceUnavailable", "This node does not apply replicated "
                              "changes yet.")
-        ack = await self._row(caller, op.kind, op.record)
+        ack = await self._row(caller, op.record)
         return json_body(request, 200, encode_ack(ack))
 
-    async def _row(self, caller: Caller, kind: str, record: ObjectRecord) -> Ack:
+    async def _row(self, caller: Caller, record: ObjectRecord) -> Ack:
         assert self._apply is not None
         try:
-            ack = await self._apply.apply_replicated(caller, record)
-            if kind == ChangeKind.TAGS_CHANGED.value and self._tags is not None \
-                    and self._reads is not None:
-                local = await self._reads.get_object(record.bucket, record.key,
-                                                     record.version_id)
-                if takes_sent_tags(local, record):
-                    await self._tags.put_tags(caller, record.bucket, record.key,
-                                              record.version_id, dict(record.tags))
+            return await self._apply.apply_replicated(caller, record)
         except S3Error as error:
             if error.status in (400, 404, 409):
                 raise AdminError({400: "BadRequest", 404: "NotFound", 409: "Conflict"}[
                     error.status], f"{error.code}: {error.message}") from None
             raise
-        return ack
 
     async def with_bucket(self, peer: VerifiedPeer, work: Callable[[], Awaitable[T]]) -> T:
         """`work` (applying a peer's row or deletion); when it finds no bucket, the
@@ -134,4 +100,4 @@ class ControlRoutes:
         return body
 
 
-__all__ = ["ControlRoutes", "ObjectReader", "TagWriter", "takes_sent_tags"]
+__all__ = ["ControlRoutes"]

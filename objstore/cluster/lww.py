@@ -11,16 +11,24 @@ The order, strongest first:
 1. strictly newer `last_modified` wins;
 2. on a tie, strictly newer `lock_updated_at` wins, None older than any value (so a tie
    never erases a retention or a legal hold);
-3. for the null version only (a register many writes share), the greater `blob_id` wins
+3. on a tie, strictly newer `tags_updated_at` wins, None older than any value (a tag
+   change keeps the two stamps above and takes this one, so the newer tags win);
+4. for the null version only (a register many writes share), the greater `blob_id` wins
    (compared as the verbatim string; None, older than any id);
-4. beyond the spec, so that the choice is total and every node converges on the same row
+5. beyond the spec, so that the choice is total and every node converges on the same row
    whichever it saw first: the greater SHA-256 of the row's replicated content. Only rows
-   with equal stamps and different content get here (in this version: a tag change, which
-   keeps both stamps; see docs/CLUSTER.md).
+   with equal stamps and different content get here (two changes stamped alike, or a row
+   of a peer older than schema 5, which sends no `tags_updated_at`).
+
+The row is one register: a lock change on one node and a tag change of the same version
+on another, concurrent, end with the row of the lock change everywhere (rule 2 before
+rule 3), the tag change lost (docs/CLUSTER.md, Known gaps).
 
 "Replicated content" is every field but the node-local ones, `seq` and `is_latest`: exactly
 what a sidecar holds (`objstore.blobs.sidecar`). An incoming row identical in replicated
-content is a no-op without a new `seq`, or rows would bounce between nodes forever.
+content is a no-op without a new `seq`, or rows would bounce between nodes forever. A
+`tags_updated_at` of None is left out of the digest, so a row without one digests as it
+did before the field existed (nodes of both versions pick the same row).
 
 Clock skew: a node whose clock lags would stamp an overwrite older than the row it
 replaces, and the older row would win everywhere. `stamp_write` gives a write
@@ -45,6 +53,8 @@ from objstore.meta.records import NULL_VERSION, ObjectRecord
 NODE_LOCAL_FIELDS = frozenset({"seq", "is_latest"})
 REPLICATED_FIELDS = tuple(f.name for f in dataclasses.fields(ObjectRecord)
                           if f.name not in NODE_LOCAL_FIELDS)
+# Fields added after the first cluster protocol: left out of the digest while None.
+_ADDED_FIELDS = ("tags_updated_at",)
 STAMP_STEP_SECONDS = 1e-6
 # A row stamped further ahead of the receiver's clock than this is reported. Well above
 # any NTP-disciplined offset plus a request timeout, well below a clock that jumped.
@@ -86,25 +96,36 @@ def same_content(a: ObjectRecord, b: ObjectRecord) -> bool:
 
 def content_digest(record: ObjectRecord) -> str:
     """SHA-256 of the canonical JSON of the replicated content: the last tiebreak."""
-    text = json.dumps(replicated_content(record), sort_keys=True, separators=(",", ":"),
+    content = replicated_content(record)
+    for name in _ADDED_FIELDS:
+        if content[name] is None:
+            del content[name]
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"),
                       default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _stamps(record: ObjectRecord) -> tuple[float, tuple[int, float], tuple[int, str]]:
+def _stamps(record: ObjectRecord
+            ) -> tuple[float, tuple[int, float], tuple[int, float], tuple[int, str]]:
     if not has_finite_stamps(record):
         raise ValueError("a row with a non-finite stamp can not be ordered")
-    lock = (0, 0.0) if record.lock_updated_at is None else (1, record.lock_updated_at)
     blob = (0, "")
     if record.version_id == NULL_VERSION and record.blob_id is not None:
         blob = (1, record.blob_id)
-    return record.last_modified, lock, blob
+    return (record.last_modified, _optional(record.lock_updated_at),
+            _optional(record.tags_updated_at), blob)
+
+
+def _optional(stamp: float | None) -> tuple[int, float]:
+    """An optional stamp in the order: None older than any value."""
+    return (0, 0.0) if stamp is None else (1, stamp)
 
 
 def has_finite_stamps(record: ObjectRecord) -> bool:
     """The apply path refuses rows failing this (NaN would make the order partial)."""
-    return math.isfinite(record.last_modified) and (
-        record.lock_updated_at is None or math.isfinite(record.lock_updated_at))
+    return math.isfinite(record.last_modified) and all(
+        stamp is None or math.isfinite(stamp)
+        for stamp in (record.lock_updated_at, record.tags_updated_at))
 
 
 def _same_register(a: ObjectRecord, b: ObjectRecord) -> None:
@@ -159,10 +180,11 @@ def stamp_write(now: float, replaced_last_modified: float | None) -> float:
 
 def is_future_stamped(record: ObjectRecord, now: float,
                       tolerance_seconds: float = FUTURE_TOLERANCE_SECONDS) -> bool:
-    """True for a row whose last_modified or lock_updated_at is further ahead of `now`
-    than the tolerance."""
+    """True for a row whose last_modified, lock_updated_at or tags_updated_at is further
+    ahead of `now` than the tolerance."""
     return any(stamp is not None and stamp_is_future(stamp, now, tolerance_seconds)
-               for stamp in (record.last_modified, record.lock_updated_at))
+               for stamp in (record.last_modified, record.lock_updated_at,
+                             record.tags_updated_at))
 
 
 def stamp_is_future(stamp: float, now: float,

@@ -163,6 +163,9 @@ class ClusterProber(MultiService):
         self._on_event = on_event
         self._nonce = nonce
         self._after_tick = after_tick
+        # Called with each peer the membership prunes, after it is gone (anti-entropy
+        # forgets its cursor).
+        self.prune_listeners: list[Callable[[PeerState], object]] = []
         if IService.providedBy(discovery):  # registers and browses while probing
             discovery.setServiceParent(self)  # type: ignore[attr-defined]
         safe_timer(cluster.probe_interval_seconds, self.tick, clock=clock,
@@ -182,6 +185,8 @@ class ClusterProber(MultiService):
             log.info("cluster peer {address} ({node_id}) pruned: unseen for "
                      "peer_prune_days", address=gone.address,
                      node_id=gone.node_id or "unknown")
+            for listener in self.prune_listeners:
+                listener(gone)
         if self._after_tick is not None:
             self._after_tick()
 

@@ -17,6 +17,8 @@ This module decides, without I/O or Twisted, what the cursor becomes:
   `skipped_entries` + 1), so one poison row never stalls a peer's sync. An entry that then
   succeeds clears the count (`advanced` past it).
 * `pass_completed`: the peer was caught up (and its extra steps succeeded): first pass done.
+* `cursor_to_forget`: a peer the membership pruned (unseen for peer_prune_days) loses its
+  cursor, unless another known address still carries its node id (a node that moved).
 
 `syncing` (Health states): a node is syncing while some eligible peer has had no complete
 pass since this process started, except a brand-new peer (never synced with, while this
@@ -30,6 +32,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 SKIP_AFTER_PASSES = 5
+
+
+def cursor_to_forget(pruned_node_id: str | None, remaining_node_ids: Iterable[str | None]
+                     ) -> str | None:
+    """The node id whose cursor goes when a peer with `pruned_node_id` is pruned: None
+    when it never answered (no node id, no cursor) or another known peer carries it."""
+    if pruned_node_id is None or pruned_node_id in set(remaining_node_ids):
+        return None
+    return pruned_node_id
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,8 @@ _FIELD_KINDS: Mapping[str, Callable[[str, object], Any]] = {
     "retain_until_date": _optional_float, "legal_hold_status": _optional_str,
     "lock_updated_at": _optional_float, "replication_status": _optional_str,
     "parts": _parts,
+    # Absent in the rows of peers older than schema 5: None (rule 14).
+    "tags_updated_at": _optional_float,
 }
 NODE_LOCAL_FIELDS = ("seq", "is_latest")
 _REQUIRED = tuple(

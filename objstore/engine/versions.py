@@ -7,7 +7,11 @@ the rule is decided against that state, the version's sidecar is rewritten (dura
 the row, as for every write), then the row is updated in place with a fresh seq and a guard
 on the seq that was read, so a concurrent writer outside the lock (an overwrite of the null
 version) is noticed and the change is decided again. last_modified never changes; lock
-changes stamp lock_updated_at. Never touches HTTP.
+changes stamp lock_updated_at, tag changes tags_updated_at (never older than, nor equal
+to, the stamp they replace: `lww.stamp_write`, so a node whose clock lags still orders its
+change after the one it saw). A new version's tags (PutObject, CopyObject, a completed
+upload) leave tags_updated_at None: they are the write's, ordered by its last_modified.
+Never touches HTTP.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from twisted.logger import Logger
 
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
+from objstore.cluster.lww import stamp_write
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
@@ -132,7 +137,8 @@ class VersionService:
         bucket = await self._bucket(bucket_name)
 
         async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
-            return replace(record, tags=dict(tags))
+            return replace(record, tags=dict(tags),
+                           tags_updated_at=stamp_write(now, record.tags_updated_at))
 
         return await self._change(caller, ChangeKind.TAGS_CHANGED, bucket, key, version_id,
                                   decide)

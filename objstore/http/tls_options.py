@@ -18,6 +18,10 @@ by the cluster CA (usually it is the node certificate itself: the same cert_file
 key_file in both sections). Start-up refuses one that is not (`TlsSetupError`): its peers
 would fail every handshake with it and the node would never be trusted.
 
+Peers refuse a cluster request whose certificate is not issued to the node id it is
+signed with (`cluster/cert_binding.py`): `unbound_node_certificate` names that mistake at
+start (a warning: the node runs, its peers refuse it).
+
 Start-up only: these functions read files.
 """
 
@@ -29,6 +33,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from twisted.internet import ssl
 
+from objstore.cluster.cert_binding import certificate_binds
 from objstore.config import ClusterTLS, ServerTLS
 
 
@@ -74,3 +79,15 @@ def listener_options(server: ServerTLS, cluster: ClusterTLS | None) -> Any:
                                       certificate=private.original, verify=True,
                                       caCerts=[ca.original], requireCertificate=False)
     return private.options()
+
+
+def unbound_node_certificate(cluster: ClusterTLS, node_id: str) -> str | None:
+    """The warning for a [cluster.tls] cert_file not issued to `node_id` (neither its CN
+    nor a DNS name): every peer would answer this node's cluster requests 403."""
+    certificate = read_certificate(cluster.cert_file).original
+    if certificate_binds(certificate, node_id):
+        return None
+    return (f"[cluster.tls] cert_file {cluster.cert_file} is not issued to this node's id "
+            f"{node_id!r} (its CN or a DNS name must be the node id): peers will refuse "
+            f"this node's cluster requests (403); make it with `objstore gen-certs node "
+            f"{node_id}` or add --dns {node_id}")

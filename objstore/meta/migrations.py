@@ -70,11 +70,27 @@ def _add_sync_cursors(conn: Connection) -> None:
     schema.sync_cursors.create(conn, checkfirst=True)
 
 
+def _add_tags_updated_at(conn: Connection) -> None:
+    """Version 5: objects.tags_updated_at (when a version's tags last changed; existing
+    rows NULL: the tags they were written with, older than any change)."""
+    _add_column(conn, schema.objects.c.tags_updated_at)
+
+
+def _add_column(conn: Connection, column: sa.Column[object]) -> None:
+    """ALTER TABLE ... ADD COLUMN for a nullable column of the metadata, unless present."""
+    table = column.table.name
+    if column.name in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+        return
+    kind = column.type.compile(dialect=conn.dialect)
+    conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
     Migration(3, "completed multipart uploads", _add_completed_uploads),
     Migration(4, "anti-entropy sync cursors", _add_sync_cursors),
+    Migration(5, "object tags stamp", _add_tags_updated_at),
 )
 
 

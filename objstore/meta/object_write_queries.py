@@ -69,6 +69,7 @@ MUTABLE_OBJECT_FIELDS = (
     "retain_until_date",
     "legal_hold_status",
     "lock_updated_at",
+    "tags_updated_at",
     "replication_status",
 )
 

@@ -65,6 +65,9 @@ class ObjectRecord:
     retain_until_date: float | None = None
     legal_hold_status: str | None = None  # ON | OFF
     lock_updated_at: float | None = None
+    # When the tag set last changed (Put/DeleteObjectTagging); None: the tags the version
+    # was written with, older than any change (cluster/lww.py orders by it).
+    tags_updated_at: float | None = None
     replication_status: str | None = None  # PENDING | COMPLETED | FAILED | REPLICA
     parts: tuple[PartRef, ...] = ()  # non-empty for composite (multipart) objects
     seq: int = 0  # assigned by the store inside the writing transaction

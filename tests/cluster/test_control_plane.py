@@ -1,7 +1,9 @@
 """The control plane of a real three-node cluster (Cluster rules 3, 6, 13): buckets, IAM,
 settings, bucket configuration and object tags changed through one node reach the others
 (an op notice makes each peer pull and merge the sender's control snapshot; tags travel
-as rows), and a deleted credential stays deleted everywhere."""
+as rows), and a deleted credential stays deleted everywhere. Tags changed on a, then on b,
+end as b's on every node (tags_updated_at), also when a node was down for either change
+and caught up through anti-entropy."""
 
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ pytestmark = pytest.mark.timeout(120)
 
 NAMES = ("a", "b", "c")
 DEADLINE = 30.0
+CATCH_UP_SECONDS = 60.0
+FAST = {"anti_entropy_interval_seconds": "0.5"}
 S3_FULL_ACCESS = "S3FullAccess"
 
 
 @pytest.fixture(scope="module")
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
-    with start_cluster(request, tmp_path_factory, NAMES) as started:
+    with start_cluster(request, tmp_path_factory, NAMES,
+                       cluster_overrides={name: FAST for name in NAMES}) as started:
         for name in NAMES:
             wait_for(f"node {name} trusts both peers",
                      lambda name=name: all_trusted(started[name], 2), DEADLINE)
@@ -132,6 +137,70 @@ def test_object_tags_set_on_a_are_read_on_b(nodes: dict[str, Node]) -> None:
         return sorted(got, key=lambda t: t["Key"]) == tags
 
     wait_for("the tags on b", tagged, DEADLINE)
+
+
+def tag_set(node: Node, bucket: str, key: str) -> dict[str, str] | None:
+    """The tags `node` serves for `key` (None while it does not hold the object)."""
+    try:
+        got = node.s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]
+    except ClientError as error:
+        if error.response["Error"]["Code"] in ("NoSuchKey", "NoSuchBucket"):
+            return None
+        raise
+    return {tag["Key"]: tag["Value"] for tag in got}
+
+
+def put_tags(node: Node, bucket: str, key: str, tags: dict[str, str]) -> None:
+    node.s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": [
+        {"Key": name, "Value": value} for name, value in tags.items()]})
+
+
+def tagged_everywhere(nodes: dict[str, Node], bucket: str, key: str,
+                      tags: dict[str, str], deadline: float = DEADLINE) -> None:
+    for name in NAMES:
+        wait_for(f"{key}'s tags {tags} on {name}",
+                 lambda name=name: tag_set(nodes[name], bucket, key) == tags, deadline)
+
+
+def tagged_object(nodes: dict[str, Node], key: str) -> str:
+    bucket = fresh_bucket(nodes)
+    nodes["a"].s3.put_object(Bucket=bucket, Key=key, Body=b"tags race")
+    tagged_everywhere(nodes, bucket, key, {})
+    return bucket
+
+
+def test_tags_changed_on_a_then_on_b_end_as_bs_everywhere(nodes: dict[str, Node]) -> None:
+    bucket = tagged_object(nodes, "raced")
+    put_tags(nodes["a"], bucket, "raced", {"by": "a"})
+    put_tags(nodes["b"], bucket, "raced", {"by": "b", "second": "yes"})
+    tagged_everywhere(nodes, bucket, "raced", {"by": "b", "second": "yes"})
+    nodes["a"].s3.delete_object_tagging(Bucket=bucket, Key="raced")
+    tagged_everywhere(nodes, bucket, "raced", {})
+
+
+def test_a_node_down_during_both_tag_changes_ends_with_the_later(
+        nodes: dict[str, Node]) -> None:
+    bucket = tagged_object(nodes, "while-c-away")
+    nodes["c"].daemon.stop()
+    try:
+        put_tags(nodes["a"], bucket, "while-c-away", {"by": "a"})
+        put_tags(nodes["b"], bucket, "while-c-away", {"by": "b"})
+    finally:
+        nodes["c"].daemon.start()
+    tagged_everywhere(nodes, bucket, "while-c-away", {"by": "b"}, CATCH_UP_SECONDS)
+
+
+def test_the_node_holding_the_older_tags_catches_up_to_the_later(
+        nodes: dict[str, Node]) -> None:
+    bucket = tagged_object(nodes, "while-a-away")
+    put_tags(nodes["a"], bucket, "while-a-away", {"by": "a"})
+    tagged_everywhere(nodes, bucket, "while-a-away", {"by": "a"})
+    nodes["a"].daemon.stop()
+    try:
+        put_tags(nodes["b"], bucket, "while-a-away", {"by": "b"})
+    finally:
+        nodes["a"].daemon.start()
+    tagged_everywhere(nodes, bucket, "while-a-away", {"by": "b"}, CATCH_UP_SECONDS)
 
 
 def test_bucket_versioning_enabled_on_a_is_seen_on_c(nodes: dict[str, Node]) -> None:

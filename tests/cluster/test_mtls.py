@@ -2,7 +2,9 @@
 made by `objstore gen-certs`, one listener per node serving S3, admin and cluster traffic.
 Peers present their node certificates and authenticate; S3 clients without a certificate
 connect; a certificate from another CA fails the handshake; a cluster route without a
-client certificate answers 403 even to a request signed with the right secret. A node
+client certificate answers 403 even to a request signed with the right secret, and so
+does one signed as node-b presenting node-c's certificate (a node's key speaks for that
+node only). A node
 whose listener certificate is not issued by the cluster CA is refused at start."""
 
 from __future__ import annotations
@@ -114,6 +116,20 @@ def test_a_peer_certificate_and_the_secret_are_accepted(nodes: dict[str, Node]) 
     unsigned = pool(a, certs / "node-b.crt", certs / "node-b.key").request(
         "GET", f"/cluster/v1/ping?nonce={NONCE}")
     assert unsigned.status == 403
+
+
+def test_a_certificate_of_another_node_than_the_signer_is_refused(
+        nodes: dict[str, Node]) -> None:
+    a, certs = nodes["a"], certs_dir(nodes["a"])
+    as_c = pool(a, certs / "node-c.crt", certs / "node-c.key")
+    answer = as_c.request("GET", f"/cluster/v1/ping?nonce={NONCE}",
+                          headers=signed_ping_headers("node-b"))
+    assert answer.status == 403, answer.data
+    assert b"not issued to node node-b" in answer.data
+    # the same certificate signing as its own node passes
+    own = as_c.request("GET", f"/cluster/v1/ping?nonce={NONCE}",
+                       headers=signed_ping_headers("node-c"))
+    assert own.status == 200, own.data
 
 
 def test_a_certificate_from_a_foreign_ca_is_refused(

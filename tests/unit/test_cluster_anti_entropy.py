@@ -20,7 +20,7 @@ from objstore.cluster.anti_entropy import OPERATION, AntiEntropy
 from objstore.cluster.client import BlobFetched, SendFailure
 from objstore.cluster.gate import Ack
 from objstore.cluster.manifest_wire import PulledEntry, PulledPage
-from objstore.cluster.membership import Membership, ProbeResult
+from objstore.cluster.membership import Membership, PeerState, ProbeResult
 from objstore.cluster.sync_rules import SKIP_AFTER_PASSES, SyncCursor
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
@@ -140,6 +140,9 @@ class FakeMeta:
         self.saves += 1
         return succeed(None)
 
+    def delete_sync_cursor(self, peer_node_id: str) -> Deferred[bool]:
+        return succeed(self.cursors.pop(peer_node_id, None) is not None)
+
     def get_object(self, bucket: str, key: str, version_id: str | None = None
                    ) -> Deferred[ObjectRecord | None]:
         return succeed(self.rows.get(key))
@@ -228,6 +231,30 @@ def test_the_next_pass_starts_from_the_cursor_after_the_interval(world: World) -
     world.tick()
     assert world.peer.asked == [0, 1] and world.cursor.cursor == 3
     assert [key for _, key, _ in world.apply.applied] == ["k", "k2"]
+
+
+def test_a_pruned_peer_loses_its_cursor_unless_its_node_id_is_still_known(
+        world: World) -> None:
+    world.peer.add(1, row("k", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert world.cursor.cursor == 1 and "node-b" in world.service.state.cursors
+    # the same node id at a second address: pruning the first keeps the cursor
+    world.join(url="http://node-b-moved.test:9000")
+    gone = world.membership.peers.pop(PEER_URL)
+    world.service.peer_pruned(gone)
+    assert "node-b" in world.meta.cursors
+    # the last address of node-b pruned: its cursor and progress go
+    world.service.peer_pruned(world.membership.peers.pop("http://node-b-moved.test:9000"))
+    assert "node-b" not in world.meta.cursors
+    assert "node-b" not in world.service.state.cursors
+    assert "node-b" not in world.service.state.progress
+    # a peer that never answered has no cursor to forget
+    world.service.peer_pruned(PeerState(address="http://x.test", first_seen=NOW))
+    # node-b back later: pulled from 0 at once
+    world.join()
+    world.tick()
+    assert world.peer.asked == [0, 0] and world.cursor.cursor == 1
 
 
 def test_a_stopping_service_ends_its_pass_at_the_next_entry(tmp_path: Path) -> None:

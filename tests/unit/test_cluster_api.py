@@ -248,9 +248,17 @@ def test_with_cluster_tls_a_request_without_certificate_is_refused(tmp_path: Pat
 
 def test_with_cluster_tls_a_request_with_a_certificate_passes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.test_cluster_cert_binding import node as certificate
+
     node = ClusterNode(tmp_path, "node-a", TLS_CLUSTER)
-    monkeypatch.setattr(cluster_api, "peer_certificate", lambda request: object())
+    monkeypatch.setattr(cluster_api, "peer_certificate",
+                        lambda request: certificate("node-b", "node-b"))
     assert node.send("GET", f"/cluster/v1/ping?nonce={new_nonce()}").status == 200
+    # signed as node-b, node-c's certificate: the key of one node speaks for it only
+    monkeypatch.setattr(cluster_api, "peer_certificate",
+                        lambda request: certificate("node-c", "node-c"))
+    answer = node.send("GET", f"/cluster/v1/ping?nonce={new_nonce()}")
+    assert answer.status == 403 and "node-b" in answer.json()["message"]
 
 
 def test_verify_peer_names_the_sender_and_its_secret() -> None:

@@ -17,12 +17,12 @@ from twisted.web.resource import Resource
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import ClusterClient, SendFailure, SnapshotRefused
 from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
-from objstore.cluster.control_routes import ControlRoutes, takes_sent_tags
+from objstore.cluster.control_routes import ControlRoutes
 from objstore.cluster.control_wire import decode_snapshot
 from objstore.cluster.fanout import ClusterOp
 from objstore.cluster.membership import PeerState
 from objstore.config import ServerLimits
-from objstore.engine.changes import Caller, ChangeHook, ChangeKind, Origin
+from objstore.engine.changes import ChangeHook, ChangeKind, Origin
 from objstore.engine.replication_apply import ReplicationApply
 from objstore.http.health import HealthState
 from objstore.http.root import RootResource
@@ -41,21 +41,6 @@ BLOB = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 
 def travels(key: str) -> bool:
     return key != "node_id"
-
-
-class Tags:
-    """A TagWriter that writes straight to the store (the version service's effect)."""
-
-    def __init__(self, store: SyncMetaStore) -> None:
-        self.store = store
-        self.calls: list[tuple[str, str, str | None, dict[str, str]]] = []
-
-    async def put_tags(self, caller: Caller, bucket_name: str, key: str,
-                       version_id: str | None, tags: dict[str, str]) -> ObjectRecord:
-        self.calls.append((bucket_name, key, version_id, tags))
-        held = self.store.get_object(bucket_name, key, version_id)
-        assert held is not None and caller.origin is Origin.PEER
-        return self.store.update_object(ObjectRecord(**{**held.__dict__, "tags": tags}))
 
 
 class Node:
@@ -84,9 +69,7 @@ class Node:
                                        setting=lambda key: self.told.append(f"setting:{key}")))
         apply = ReplicationApply(self.meta, self.blobs, InlinePool(), clock=clock.seconds,
                                  changes=ChangeHook([self.seen]))
-        self.tags = Tags(self.store)
-        routes = ControlRoutes(reconciler=self.reconciler, apply=apply, reads=self.meta,
-                               tags=self.tags)
+        routes = ControlRoutes(reconciler=self.reconciler, apply=apply)
         api = ClusterApi(cluster=CLUSTER, node_id=node_id, health=HealthState(),
                          figures=self._figures, clock=clock.seconds, apply=apply,
                          io=InlinePool(), control=routes)
@@ -198,14 +181,23 @@ def test_a_notice_from_a_peer_that_is_not_eligible_pulls_nothing(a: Node, b: Nod
 
 def test_a_tag_op_applies_the_row_and_the_newest_tags(a: Node, b: Node) -> None:
     b.store.create_bucket(BucketRecord("bk", "u", "us-east-1", 1.0))
-    held = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, tags={"old": "1"})
+    held = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, tags={"old": "1"},
+                        tags_updated_at=20.0)
     b.store.put_object(held)
-    sent = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, tags={"new": "2"})
+    sent = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, tags={"new": "2"},
+                        tags_updated_at=21.0)
     op = ClusterOp(kind=ChangeKind.TAGS_CHANGED.value, bucket="bk", key="k",
                    version_id=V1, record=sent)
     assert run(a.client_to(b).send_op(b.base, op)) is True
     stored = b.store.get_object("bk", "k", V1)
-    assert stored is not None and stored.tags == {"new": "2"}
+    assert stored is not None and (stored.tags, stored.tags_updated_at) == ({"new": "2"}, 21.0)
+    # older tags sent late (a retried op) change nothing
+    late = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, tags={"old": "1"},
+                        tags_updated_at=20.5)
+    assert run(a.client_to(b).send_op(b.base, ClusterOp(
+        kind=ChangeKind.TAGS_CHANGED.value, bucket="bk", key="k", version_id=V1,
+        record=late))) is True
+    assert b.store.get_object("bk", "k", V1).tags == {"new": "2"}  # type: ignore[union-attr]
     # an op of a version this node lacks stores the row
     other = ObjectRecord("bk", "k2", V1, BLOB, 0, "e", 11.0, tags={"x": "y"})
     assert run(a.client_to(b).send_op(b.base, ClusterOp(
@@ -241,13 +233,6 @@ def test_without_control_routes_the_routes_answer_503(tmp_path: Path, clock: Clo
     receiver.store.close()
 
 
-def test_takes_sent_tags_only_for_the_same_version_and_stamps() -> None:
-    held = ObjectRecord("b", "k", V1, BLOB, 1, "e", 10.0, tags={"a": "1"})
-    assert takes_sent_tags(held, ObjectRecord(**{**held.__dict__, "tags": {"b": "2"}}))
-    assert not takes_sent_tags(held, held)
-    assert not takes_sent_tags(None, held)
-    newer = ObjectRecord(**{**held.__dict__, "tags": {"b": "2"}, "last_modified": 11.0})
-    assert not takes_sent_tags(held, newer)
 
 
 # -- scheduling of pulls (a fake fetcher) ----------------------------------------------------

@@ -62,6 +62,37 @@ def test_a_tie_never_erases_a_retention() -> None:
     assert lww.winner(stale, locked) is locked and lww.winner(locked, stale) is locked
 
 
+def test_on_a_tie_of_both_stamps_the_newer_tag_change_wins() -> None:
+    local = row(tags={"a": "1"}, tags_updated_at=T + 5)
+    incoming = row(tags={"b": "2"}, tags_updated_at=T + 6)
+    assert lww.merge(local, incoming, now=T).verdict is Verdict.APPLY
+    assert lww.merge(incoming, local, now=T).verdict is Verdict.KEEP_LOCAL
+    # the tags a version was written with (None) are older than any change
+    written = row(tags={"z": "9"})
+    assert lww.merge(written, local, now=T).verdict is Verdict.APPLY
+    assert lww.merge(local, written, now=T).verdict is Verdict.KEEP_LOCAL
+
+
+def test_the_tag_stamp_ranks_below_time_and_the_lock_stamp() -> None:
+    tagged = row(tags={"a": "1"}, tags_updated_at=T + 500)
+    assert lww.merge(tagged, row(at=T + 1), now=T).verdict is Verdict.APPLY
+    assert lww.merge(tagged, row(lock_at=T + 1, legal_hold_status="ON"),
+                     now=T).verdict is Verdict.APPLY
+
+
+def test_a_row_without_the_tag_stamp_digests_as_before_the_field() -> None:
+    import hashlib
+    import json
+
+    plain = row(tags={"a": "1"})
+    content = lww.replicated_content(plain)
+    del content["tags_updated_at"]
+    before = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":"),
+                                       default=str).encode()).hexdigest()
+    assert lww.content_digest(plain) == before
+    assert lww.content_digest(replace(plain, tags_updated_at=T)) != before
+
+
 @pytest.mark.parametrize("lock_at", [None, T + 3])
 def test_null_version_register_breaks_ties_on_blob_id(lock_at: float | None) -> None:
     low = row(NULL_VERSION, blob="0b1e6f7c-0000-4000-8000-000000000001", lock_at=lock_at)
@@ -109,6 +140,7 @@ def test_non_finite_stamps_are_refused() -> None:
     bad = row(at=float("nan"))
     assert not lww.has_finite_stamps(bad)
     assert not lww.has_finite_stamps(row(lock_at=float("inf")))
+    assert not lww.has_finite_stamps(row(tags_updated_at=float("nan")))
     with pytest.raises(ValueError):
         lww.merge(row(), bad, now=T)
 
@@ -127,7 +159,8 @@ def test_identical_replicated_content_is_a_no_op_whatever_the_node_local_fields(
 def test_any_replicated_field_makes_a_difference() -> None:
     local = row()
     for name in lww.REPLICATED_FIELDS:
-        if name in ("bucket", "key", "version_id", "last_modified", "lock_updated_at"):
+        if name in ("bucket", "key", "version_id", "last_modified", "lock_updated_at",
+                    "tags_updated_at"):
             continue
         changed = replace(local, **{name: _other_value(getattr(local, name))})
         assert lww.merge(local, changed, now=T).verdict is not Verdict.IDENTICAL, name
@@ -194,6 +227,7 @@ def test_a_row_stamped_far_in_the_future_is_flagged_and_still_ordered() -> None:
     decision = lww.merge(row(), ahead, now=T)
     assert decision == MergeDecision(Verdict.APPLY, future_stamped=True)
     assert lww.merge(None, row(lock_at=T + 3600), now=T).future_stamped
+    assert lww.merge(None, row(tags_updated_at=T + 3600), now=T).future_stamped
     assert not lww.merge(row(), row(at=T + 30, etag="x"), now=T).future_stamped
     assert lww.merge(row(), row(at=T + 30, etag="x"), now=T,
                      future_tolerance_seconds=10).future_stamped
@@ -211,12 +245,13 @@ def test_tombstone_stamps_far_in_the_future_are_flagged() -> None:
 # Few distinct values so that ties, at every level of the order, are common.
 stamps = st.sampled_from([T, T + 1])
 rows = st.builds(
-    lambda version_id, at, lock_at, blob, tags, etag, seq, latest: row(
-        version_id, at=at, lock_at=lock_at, blob=blob, tags=tags, etag=etag, seq=seq,
-        is_latest=latest),
+    lambda version_id, at, lock_at, tags_at, blob, tags, etag, seq, latest: row(
+        version_id, at=at, lock_at=lock_at, tags_updated_at=tags_at, blob=blob, tags=tags,
+        etag=etag, seq=seq, is_latest=latest),
     version_id=st.just(NULL_VERSION) | st.just("v1"),
     at=stamps,
     lock_at=st.none() | stamps,
+    tags_at=st.none() | stamps,
     blob=st.none() | st.sampled_from(["a", "b"]),
     tags=st.sampled_from([{}, {"k": "1"}, {"k": "2"}]),
     etag=st.sampled_from(["e", "f"]),
@@ -271,6 +306,27 @@ def test_the_order_is_transitive(batch: list[ObjectRecord]) -> None:
     for a, b, c in itertools.permutations(batch, 3):
         if lww.newer(a, b) and lww.newer(b, c):
             assert lww.newer(a, c)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(st.sampled_from([{}, {"k": "1"}, {"k": "2"}, {"j": "3"}]),
+                          st.floats(T, T + 10)),
+                min_size=1, max_size=4, unique_by=lambda change: change[1]))
+def test_the_newest_tag_change_wins_in_every_delivery_order(
+        changes: list[tuple[dict[str, str], float]]) -> None:
+    """Tag changes of one version made on different nodes (the row as written, then each
+    change with its stamp): every node ends with the tags of the newest change, whatever
+    order the rows reach it in."""
+    written = row(tags={"orig": "0"})
+    batch = [written, *(replace(written, tags=tags, tags_updated_at=at)
+                        for tags, at in changes)]
+    newest = max(changes, key=lambda change: change[1])[0]
+    for order in itertools.permutations(batch):
+        held: ObjectRecord | None = None
+        for incoming in order:
+            if lww.merge(held, incoming, now=T).applies:
+                held = incoming
+        assert held is not None and held.tags == newest
 
 
 @given(st.floats(0, 4e9), st.none() | st.floats(0, 4e9))

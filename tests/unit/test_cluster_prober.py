@@ -194,14 +194,17 @@ def test_unseen_peers_are_pruned() -> None:
 
     probe = FakeProbe({A: [authenticated("node-a"), FAILED]})
     prober = Prober(probe, Once())
+    pruned: list[PeerState] = []
+    prober.service.prune_listeners.append(pruned.append)
     prober.start()
     assert A in prober.membership.peers
     day = 24 * 3600.0
     prober.clock.advance(day - 10)  # one tick (the timer runs late on a jumped clock)
-    assert A in prober.membership.peers
+    assert A in prober.membership.peers and pruned == []
     prober.clock.advance(20)
     prober.ticks(1)
     assert A not in prober.membership.peers
+    assert [(p.address, p.node_id) for p in pruned] == [(A, "node-a")]  # once
 
 
 def test_the_timer_stops_with_the_service() -> None:

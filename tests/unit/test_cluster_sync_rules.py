@@ -11,6 +11,7 @@ from objstore.cluster.sync_rules import (
     PeerProgress,
     SyncCursor,
     advanced,
+    cursor_to_forget,
     entry_failed,
     lag,
     page_end,
@@ -122,3 +123,10 @@ def test_a_brand_new_node_syncs_until_it_passed_with_a_peer() -> None:
     assert syncing(["b", "c"], progress)  # not established: every peer holds it
     progress["b"] = replace(progress["b"], passed=True)
     assert not syncing(["b", "c"], progress)  # c is new to an established node
+
+
+def test_a_pruned_peers_cursor_is_forgotten_unless_its_node_id_is_still_known() -> None:
+    assert cursor_to_forget("node-b", ["node-c", None]) == "node-b"
+    assert cursor_to_forget("node-b", []) == "node-b"
+    assert cursor_to_forget("node-b", ["node-c", "node-b"]) is None  # moved address
+    assert cursor_to_forget(None, ["node-c"]) is None  # never answered: no cursor

@@ -49,6 +49,7 @@ records = st.builds(
     compression=optional_text, retention_mode=optional_text,
     retain_until_date=st.none() | stamps, legal_hold_status=optional_text,
     lock_updated_at=st.none() | stamps, replication_status=optional_text,
+    tags_updated_at=st.none() | stamps,
     parts=st.lists(parts, max_size=3).map(tuple), seq=st.integers(0, 2**40))
 
 
@@ -100,7 +101,7 @@ def test_absent_optional_fields_take_their_defaults() -> None:
 @pytest.mark.parametrize("change", [
     {"size": "3"}, {"size": True}, {"last_modified": "now"}, {"tags": {"a": 1}},
     {"parts": {}}, {"parts": [{"part_number": 1}]}, {"is_delete_marker": 1},
-    {"retain_until_date": 10**400}, {"user_metadata": []},
+    {"retain_until_date": 10**400}, {"user_metadata": []}, {"tags_updated_at": "later"},
 ])
 def test_a_field_of_the_wrong_type_is_refused(change: dict[str, Any]) -> None:
     document = {"bucket": "b", "key": "k", "version_id": "null", "blob_id": None,

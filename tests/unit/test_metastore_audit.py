@@ -160,8 +160,8 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
         migrations.migrate(engine, migrations.MIGRATIONS[:1])
         _make_version_1(engine)
         store = SyncMetaStore(engine, clock=FakeClock())
-        assert migrations.migrate(engine) == [2, 3, 4]
-        assert migrations.applied_versions(engine) == [1, 2, 3, 4]
+        assert migrations.migrate(engine) == [2, 3, 4, 5]
+        assert migrations.applied_versions(engine) == [1, 2, 3, 4, 5]
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}
         assert "details" in columns
         store.insert_audit_records([entry(NOW, details={"a": 1})])
@@ -181,7 +181,7 @@ def test_upgrade_from_version_2_adds_completed_uploads(
             schema.completed_uploads.drop(conn)
             conn.execute(sa.delete(schema.schema_version)
                          .where(schema.schema_version.c.version > 2))
-        assert migrations.migrate(engine) == [3, 4]
+        assert migrations.migrate(engine) == [3, 4, 5]
         assert "completed_uploads" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).get_completion("nothing") is None
     finally:
@@ -195,16 +195,47 @@ def test_upgrade_from_version_3_adds_sync_cursors(
         migrations.migrate(engine, migrations.MIGRATIONS[:3])
         with engine.begin() as conn:
             schema.sync_cursors.drop(conn)
-        assert migrations.migrate(engine) == [4]
+        assert migrations.migrate(engine) == [4, 5]
         assert "sync_cursors" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).list_sync_cursors() == []
     finally:
         engine.dispose()
 
 
+def test_upgrade_from_version_4_adds_tags_updated_at(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:4])
+        _drop_tags_updated_at(engine)
+        store = SyncMetaStore(engine, clock=FakeClock())
+        store.create_bucket(BucketRecord("b", "u", "us-east-1", 1.0))
+        with engine.begin() as conn:  # a row written by version 4 (no such column)
+            values = schema.object_values(ObjectRecord("b", "k", "null", "blob", 1, "e", 5.0,
+                                                    tags={"a": "1"}, seq=1))
+            del values["tags_updated_at"]
+            conn.execute(sa.insert(schema.objects).values(**values))
+        assert migrations.migrate(engine) == [5]
+        assert migrations.migrate(engine) == []
+        held = store.get_object("b", "k")
+        assert held is not None and held.tags == {"a": "1"} and held.tags_updated_at is None
+        store.update_object(dataclasses.replace(held, tags={}, tags_updated_at=9.5))
+        assert store.get_object("b", "k").tags_updated_at == 9.5  # type: ignore[union-attr]
+    finally:
+        engine.dispose()
+
+
+def _drop_tags_updated_at(engine: sa.Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE objects DROP COLUMN tags_updated_at"))
+        conn.execute(sa.delete(schema.schema_version)
+                     .where(schema.schema_version.c.version > 4))
+
+
 def _make_version_1(engine: sa.Engine) -> None:
-    """A new database is built from today's metadata; take away what versions 2 to 4
+    """A new database is built from today's metadata; take away what versions 2 to 5
     add."""
+    _drop_tags_updated_at(engine)
     with engine.begin() as conn:
         schema.sync_cursors.drop(conn)
         schema.completed_uploads.drop(conn)

@@ -26,6 +26,8 @@ from objstore.engine.multipart import (
     RequestedPart,
 )
 from objstore.engine.objects import ObjectAttrs, ObjectService
+from objstore.engine.versioning import KeyLocks
+from objstore.engine.versions import VersionService
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -109,6 +111,21 @@ def crash_before_files_go(monkeypatch: pytest.MonkeyPatch, blobs: BlobStore,
     names = ["delete", "delete_version"] + (["remove_upload_record"] if upload_records else [])
     for name in names:
         monkeypatch.setattr(blobs, name, lambda *args, **kwargs: None)
+
+
+def test_a_tag_change_comes_back_with_its_stamp(node: Node) -> None:
+    node.put("tagged", b"abc")
+    versions = VersionService(MetaStore(node.store, SyncDbPool()), node.blobs, InlinePool(),
+                              clock=lambda: 5000.0, locks=KeyLocks())
+    changed = run(versions.put_tags(CALLER, "b", "tagged", None, {"team": "x"}))
+    assert changed.tags_updated_at == 5000.0
+    node.put("plain", b"def")
+    fresh = node.recovered()
+    tagged, plain = fresh.get_object("b", "tagged"), fresh.get_object("b", "plain")
+    assert tagged is not None and plain is not None
+    assert (tagged.tags, tagged.tags_updated_at) == ({"team": "x"}, 5000.0)
+    assert plain.tags_updated_at is None
+    fresh.close()
 
 
 def test_open_uploads_come_back_with_their_parts(node: Node) -> None:

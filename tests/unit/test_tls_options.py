@@ -13,7 +13,7 @@ from OpenSSL import SSL
 
 from objstore.cluster import certs
 from objstore.config import ClusterTLS, ServerTLS
-from objstore.http.tls_options import TlsSetupError, listener_options
+from objstore.http.tls_options import TlsSetupError, listener_options, unbound_node_certificate
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -63,3 +63,10 @@ def test_cluster_tls_refuses_a_listener_certificate_of_another_ca(
     with pytest.raises(TlsSetupError, match=r"not issued by the cluster CA"):
         listener_options(ServerTLS(files["foreign_cert"], files["foreign_key"]),
                          ClusterTLS(files["ca"], files["cert"], files["key"]))
+
+
+def test_a_node_certificate_not_issued_to_the_node_id_is_named(files: dict[str, str]) -> None:
+    cluster = ClusterTLS(files["ca"], files["cert"], files["key"])
+    assert unbound_node_certificate(cluster, "node-a") is None
+    warning = unbound_node_certificate(cluster, "node-b")
+    assert warning is not None and "'node-b'" in warning and "403" in warning

@@ -283,6 +283,21 @@ def test_changes_rewrite_the_sidecar_and_keep_last_modified(world: World) -> Non
     assert world.sidecar(stored) == replace(stored, is_latest=False, seq=0)
 
 
+def test_a_tag_change_stamps_tags_updated_at_never_behind_the_last(world: World) -> None:
+    world.bucket("b")
+    record = world.version("b", "k", tags={"a": "1"})
+    assert record.tags_updated_at is None  # the tags a version is written with
+    first = run(world.versions.put_tags(CALLER, "b", "k", record.version_id, {"b": "2"}))
+    assert first.tags_updated_at == world.clock.now
+    assert world.sidecar(first).tags_updated_at == first.tags_updated_at
+    world.clock.now -= 100  # a clock that went back still orders the next change after
+    removed = run(world.versions.put_tags(CALLER, "b", "k", record.version_id, {}))
+    assert first.tags_updated_at is not None and removed.tags_updated_at is not None
+    assert removed.tags_updated_at > first.tags_updated_at and removed.tags == {}
+    assert removed.last_modified == record.last_modified
+    assert removed.lock_updated_at is None
+
+
 def test_retention_changes_follow_the_rules(world: World) -> None:
     world.bucket("l", lock=True)
     world.version("l", "k", retention_mode="GOVERNANCE", retain_until_date=FAR)
