@@ -1,0 +1,188 @@
+"""The control plane converges on a node that was down (real daemons, SQLite and
+PostgreSQL; issue 14): with node c stopped, a and b take IAM changes (a user, its access
+key, a grant attached to it, a team with it as member and the grant attached; a user and
+an access key deleted), bucket configuration (versioning, lifecycle, bucket tags, a
+bucket quota: S3 bucket policies are not implemented; a bucket deleted), a setting,
+object tags, a multipart upload opened and one aborted. When c returns (its start waits
+for /admin/health 200: syncing is over) it holds all of it, and nothing deleted comes
+back: the deleted key is refused by c, the deleted user, bucket and aborted upload stay
+gone, on every node."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
+
+from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.integration.conftest import BACKENDS
+
+pytestmark = pytest.mark.timeout(150)
+
+NAMES = ("a", "b", "c")
+DEADLINE = 60.0
+FAST = {"anti_entropy_interval_seconds": "0.5"}
+CONFIGURED, DOOMED = "configured", "doomed"
+LIFECYCLE = {"Rules": [{"ID": "expire-logs", "Status": "Enabled",
+                        "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 7}}]}
+BUCKET_TAGS = [{"Key": "team", "Value": "storage"}]
+OBJECT_TAGS = [{"Key": "colour", "Value": "green"}]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[dict[str, Node]]:
+    with start_cluster(request, tmp_path_factory, NAMES, backend=request.param,
+                       cluster_overrides={name: FAST for name in NAMES}) as started:
+        for name, node in started.items():
+            wait_for(f"node {name} trusts both peers", lambda node=node: all_trusted(node, 2),
+                     DEADLINE)
+        yield started
+
+
+def s3_as(node: Node, access_key: str, secret_key: str) -> Any:
+    return boto3.client(
+        "s3", endpoint_url=node.daemon.endpoint, aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key, region_name="us-east-1",
+        config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
+
+
+def error_code(call: Callable[[], Any]) -> str | None:
+    try:
+        call()
+    except ClientError as error:
+        return str(error.response["Error"]["Code"])
+    return None
+
+
+def has_bucket(node: Node, bucket: str) -> bool:
+    return error_code(lambda: node.s3.head_bucket(Bucket=bucket)) is None
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def uploads(node: Node, bucket: str) -> set[str]:
+    listed = node.s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    return {u["UploadId"] for u in listed}
+
+
+def test_control_changes_made_while_a_node_was_down_reach_it(
+        nodes: dict[str, Node]) -> None:
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    bucket = unique(CONFIGURED)
+    doomed = unique(DOOMED)
+    a.s3.create_bucket(Bucket=bucket)
+    a.s3.create_bucket(Bucket=doomed)
+    a.s3.put_object(Bucket=bucket, Key="tagged", Body=b"tag me later")
+    aborted = a.s3.create_multipart_upload(Bucket=bucket, Key="aborted")["UploadId"]
+    leaving = a.admin.ok("POST", "/users", {"username": unique("leaving")}, 201)
+    keeper = a.admin.ok("POST", "/users", {"username": unique("keeper")}, 201)
+    grants = {g["name"]: g["grant_id"] for g in a.admin.ok("GET", "/grants")}
+    a.admin.ok("PUT", f"/users/{keeper['user_id']}/grants/{grants['S3FullAccess']}", None, 204)
+    old_key = a.admin.ok("POST", f"/users/{keeper['user_id']}/credentials", {}, 201)
+    old_on_c = s3_as(c, old_key["access_key_id"], old_key["secret_access_key"])
+    old_on_b = s3_as(b, old_key["access_key_id"], old_key["secret_access_key"])
+    wait_for("b and c hold what was made before c stops", lambda: (
+        error_code(lambda: old_on_b.list_objects_v2(Bucket=bucket)) is None and
+        has_bucket(c, doomed) and aborted in uploads(c, bucket)
+        and error_code(lambda: old_on_c.list_objects_v2(Bucket=bucket)) is None), DEADLINE)
+
+    c.daemon.stop()
+    # IAM, through a and b.
+    user = a.admin.ok("POST", "/users", {"username": unique("newcomer")}, 201)
+    grant = b.admin.ok("POST", "/grants", {"name": unique("read"), "document": {
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
+            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]}}, 201)
+    wait_for("b's grant on a", lambda: a.admin.get(f"/grants/{grant['grant_id']}").status
+             == 200, DEADLINE)
+    a.admin.ok("PUT", f"/users/{user['user_id']}/grants/{grant['grant_id']}", None, 204)
+    key = a.admin.ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    team = b.admin.ok("POST", "/teams", {"name": unique("crew")}, 201)
+    wait_for("the user on b", lambda: b.admin.get(f"/users/{user['user_id']}").status == 200,
+             DEADLINE)
+    b.admin.ok("PUT", f"/teams/{team['team_id']}/members/{user['user_id']}", None, 204)
+    b.admin.ok("PUT", f"/teams/{team['team_id']}/grants/{grant['grant_id']}", None, 204)
+    assert a.admin.delete(f"/users/{leaving['user_id']}").status == 204
+    reply = b.admin.delete(f"/credentials/{old_key['access_key_id']}")
+    assert reply.status == 204, (reply.status, reply.body)
+    # Bucket configuration.
+    a.s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    b.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration=LIFECYCLE)
+    a.s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": BUCKET_TAGS})
+    b.admin.ok("PUT", f"/buckets/{bucket}/quota", {"max_objects": 1000})  # no bucket policy
+    a.s3.delete_bucket(Bucket=doomed)
+    # A setting, object tags, multipart uploads.
+    b.admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 77})
+    a.s3.put_object_tagging(Bucket=bucket, Key="tagged", Tagging={"TagSet": OBJECT_TAGS})
+    opened = b.s3.create_multipart_upload(Bucket=bucket, Key="opened")["UploadId"]
+    a.s3.abort_multipart_upload(Bucket=bucket, Key="aborted", UploadId=aborted)
+
+    c.daemon.start()  # waits for /admin/health 200: c has synced with both peers
+
+    def has_everything() -> bool:
+        # IAM
+        if c.admin.get(f"/users/{user['user_id']}").status != 200:
+            return False
+        if c.admin.get(f"/users/{leaving['user_id']}").status != 404:
+            return False
+        own = {k["access_key_id"] for k in
+               c.admin.ok("GET", f"/users/{user['user_id']}/credentials")}
+        if key["access_key_id"] not in own:
+            return False
+        if {g["grant_id"] for g in c.admin.ok("GET", f"/users/{user['user_id']}/grants")} \
+                != {grant["grant_id"]}:
+            return False
+        if c.admin.get(f"/teams/{team['team_id']}").status != 200:
+            return False
+        members = {m["user_id"] for m in c.admin.ok("GET", f"/teams/{team['team_id']}/members")}
+        team_grants = {g["grant_id"] for g in
+                       c.admin.ok("GET", f"/teams/{team['team_id']}/grants")}
+        if members != {user["user_id"]} or team_grants != {grant["grant_id"]}:
+            return False
+        # Buckets and their configuration
+        if has_bucket(c, doomed):
+            return False
+        if c.s3.get_bucket_versioning(Bucket=bucket).get("Status") != "Enabled":
+            return False
+        if error_code(lambda: c.s3.get_bucket_lifecycle_configuration(Bucket=bucket)):
+            return False
+        if error_code(lambda: c.s3.get_bucket_tagging(Bucket=bucket)) or \
+                c.s3.get_bucket_tagging(Bucket=bucket)["TagSet"] != BUCKET_TAGS:
+            return False
+        if c.admin.ok("GET", f"/buckets/{bucket}/quota")["max_objects"] != 1000:
+            return False
+        # Setting, object tags, uploads
+        setting = c.admin.get("/settings/lifecycle_evaluation_interval")
+        if setting.status != 200 or setting.json.get("value") != 77:
+            return False
+        if c.s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] != OBJECT_TAGS:
+            return False
+        return uploads(c, bucket) == {opened}
+
+    wait_for("c holds every change made while it was down", has_everything, DEADLINE)
+    rules = c.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [rule["ID"] for rule in rules] == ["expire-logs"]
+    # The new key signs on c with the grant it was given; the deleted one is refused.
+    on_c = s3_as(c, key["access_key_id"], key["secret_access_key"])
+    assert on_c.get_object(Bucket=bucket, Key="tagged")["Body"].read() == b"tag me later"
+    assert error_code(lambda: old_on_c.list_objects_v2(Bucket=bucket)) == "InvalidAccessKeyId"
+    # c's own snapshot, pulled by a and b, brings nothing deleted back.
+    c.admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 78})
+    for node in (a, b):
+        wait_for("c's later setting on a and b", lambda node=node: node.admin.get(
+            "/settings/lifecycle_evaluation_interval").json.get("value") == 78, DEADLINE)
+    for node in (a, b, c):
+        assert not has_bucket(node, doomed)
+        assert node.admin.get(f"/users/{leaving['user_id']}").status == 404
+        assert uploads(node, bucket) == {opened}
+        refused = s3_as(node, old_key["access_key_id"], old_key["secret_access_key"])
+        assert error_code(lambda r=refused: r.list_objects_v2(Bucket=bucket)) \
+            == "InvalidAccessKeyId"
