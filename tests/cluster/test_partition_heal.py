@@ -1,37 +1,133 @@
 """A healed partition converges to last-writer-wins (spec Cluster rules 5; issue 14), on
-two real daemons in available mode (consistency = "available": each side keeps taking
-writes alone).
+real daemons in available mode (consistency = "available": every side keeps taking
+writes).
 
-The partition is EMULATED: no packet filter (iptables / nft) is installed here, and a
-network namespace per daemon would cut the test client off too. So each side writes while
-the other is absent: b stopped, a takes writes; a stopped, b started and takes later
-writes; then both run. Both sides wrote without seeing the other, which is what a
-partition makes; what this cannot show is both sides running at once, unreachable to each
-other (SIGSTOP is a freeze: the frozen side takes no writes). Rule 5's tie (equal stamps,
-the larger row wins) needs equal clocks to the millisecond and is covered by the unit
-tests of the apply path (tests/unit/test_object_apply_{queries,engine}.py).
+`test_a_partition_of_running_nodes_heals_to_the_last_writer`: three nodes, each peer link
+of node a goes through a TCP relay of this test (a's peers list the relays; b and c list
+them to reach a), so cutting the relays partitions {a} from {b, c} while all three run
+and take writes, and the test client still reaches every node directly. (No packet
+filter is installed here, iptables / nft, and a network namespace per daemon would cut
+the test client off too; SIGSTOP is a freeze, not a partition.)
+
+`test_both_sides_write_then_the_later_writer_wins_everywhere`: the same rules with the
+partition emulated on two nodes: b stopped, a takes writes; a stopped, b started and
+takes later writes; then both run.
 
 After the heal every node serves the same listing and bytes: an overwrite of one key on
-both sides -> the later one (b's) everywhere; a delete on b of a key written earlier on a
--> gone everywhere; a delete on a of a key rewritten later on b -> b's bytes everywhere;
-keys written on one side only -> everywhere."""
+both sides -> the later one everywhere; a delete on one side of a key written earlier on
+the other -> gone everywhere; a delete on one side of a key rewritten later on the other
+-> the rewrite everywhere; keys written on one side only -> everywhere. Rule 5's tie
+(equal stamps, the larger row wins) needs equal clocks to the millisecond and is covered
+by the unit tests of the apply path (tests/unit/test_object_apply_{queries,engine}.py).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.harness import Node, all_trusted, peers_of, start_cluster, wait_for
+from tests.cluster.relay import Relay
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(150)
 
 NAMES = ("a", "b")
 BUCKET = "healed"
 DEADLINE = 60.0
 AVAILABLE = {"consistency": '"available"', "anti_entropy_interval_seconds": "0.5"}
+
+
+TRIO = ("a", "b", "c")
+
+
+@pytest.fixture(scope="module")
+def trio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+         ) -> Iterator[tuple[dict[str, Node], dict[tuple[str, str], Relay]]]:
+    """Three nodes whose every peer link (from, to) goes through a relay."""
+    relays = {(source, target): Relay() for source in TRIO for target in TRIO
+              if source != target}
+    overrides = {name: dict(AVAILABLE, peers="[" + ", ".join(
+        f'"{relays[name, other].url}"' for other in TRIO if other != name) + "]")
+        for name in TRIO}
+    with contextlib.ExitStack() as stack:
+        for relay in relays.values():
+            stack.callback(relay.close)
+        started = stack.enter_context(start_cluster(request, tmp_path_factory, TRIO,
+                                                    cluster_overrides=overrides))
+        for (_source, target), relay in relays.items():
+            relay.target_port = started[target].daemon.port
+        for name, node in started.items():
+            wait_for(f"{name} trusts both peers", lambda node=node: all_trusted(node, 2),
+                     DEADLINE)
+        yield started, relays
+
+
+def alive_peers(node: Node) -> int:
+    return sum(1 for peer in peers_of(node) if peer["alive"])
+
+
+def test_a_partition_of_running_nodes_heals_to_the_last_writer(
+        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
+    nodes, relays = trio
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    bucket = "split"
+    a.s3.create_bucket(Bucket=bucket)
+    keys = ("both", "written-a-deleted-b", "deleted-a-written-b", "written-b-deleted-a",
+            "deleted-b-written-a", "untouched")
+    for key in keys:
+        a.s3.put_object(Bucket=bucket, Key=key, Body=f"{key} before".encode())
+    for node in (b, c):
+        wait_for(f"{node.node_id} holds the writes made before the partition",
+                 lambda node=node: served(node, bucket) == served(a, bucket), DEADLINE)
+
+    for (source, target), relay in relays.items():
+        if "a" in (source, target):
+            relay.cut()
+    wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
+    wait_for("b sees only c alive", lambda: alive_peers(b) == 1, DEADLINE)
+
+    def later() -> None:
+        time.sleep(0.02)  # the next write's stamp is strictly later
+
+    # Both sides run and take writes; the order of the calls is the order of the stamps.
+    a.s3.put_object(Bucket=bucket, Key="both", Body=b"a's overwrite, older")
+    a.s3.put_object(Bucket=bucket, Key="written-a-deleted-b", Body=b"a's write, older")
+    a.s3.delete_object(Bucket=bucket, Key="deleted-a-written-b")
+    b.s3.put_object(Bucket=bucket, Key="written-b-deleted-a", Body=b"b's write, older")
+    c.s3.delete_object(Bucket=bucket, Key="deleted-b-written-a")
+    a.s3.put_object(Bucket=bucket, Key="only-a", Body=b"written on a alone")
+    later()
+    b.s3.put_object(Bucket=bucket, Key="both", Body=b"b's overwrite, newer")
+    c.s3.delete_object(Bucket=bucket, Key="written-a-deleted-b")
+    b.s3.put_object(Bucket=bucket, Key="deleted-a-written-b", Body=b"b's rewrite, newer")
+    a.s3.delete_object(Bucket=bucket, Key="written-b-deleted-a")
+    a.s3.put_object(Bucket=bucket, Key="deleted-b-written-a", Body=b"a's rewrite, newer")
+    c.s3.put_object(Bucket=bucket, Key="only-bc", Body=b"written on c, b's side")
+    assert b.s3.get_object(Bucket=bucket, Key="only-bc")["Body"].read() \
+        == b"written on c, b's side"  # the majority side replicates within itself
+    assert "only-bc" not in served(a, bucket)
+    assert "only-a" not in served(b, bucket)
+
+    for relay in relays.values():
+        relay.heal()
+    expected = {
+        "both": b"b's overwrite, newer",
+        "deleted-a-written-b": b"b's rewrite, newer",
+        "deleted-b-written-a": b"a's rewrite, newer",
+        "only-a": b"written on a alone",
+        "only-bc": b"written on c, b's side",
+        "untouched": b"untouched before",
+    }
+    for node in (a, b, c):
+        wait_for(f"{node.node_id} serves the last writer's state", lambda node=node: {
+            key: body for key, (_etag, body) in served(node, bucket).items()} == expected,
+            DEADLINE)
+    assert served(a, bucket) == served(b, bucket) == served(c, bucket)
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +141,13 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         yield started
 
 
-def served(node: Node) -> dict[str, Any]:
+def served(node: Node, bucket: str = BUCKET) -> dict[str, Any]:
     """Key -> (ETag, bytes) of everything the node lists."""
-    listed = node.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    listed = node.s3.list_objects_v2(Bucket=bucket).get("Contents", [])
     found: dict[str, Any] = {}
     for entry in listed:
         try:
-            body = node.s3.get_object(Bucket=BUCKET, Key=entry["Key"])["Body"].read()
+            body = node.s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()
         except ClientError:
             body = None  # went between the listing and the read: not converged yet
         found[entry["Key"]] = (entry["ETag"], body)
