@@ -1,11 +1,12 @@
 """A short soak of a real three-node cluster (issue 14): under a light mixed load (puts,
 overwrites, deletes on a versioned and a plain bucket, each through a random node), one
 node at a time is SIGKILLed and restarted, for OBJSTORE_CLUSTER_SOAK_SECONDS (default 30;
-set it higher for a long run: bench/README.md). At the end, every node up and healthy
-(/admin/health 200: synced with both peers), all nodes serve the same version listings
-(keys, version ids, latest flags, ETags, delete markers) and the same bytes for a sample
-of versions. Operations that failed during the chaos are not checked (their fate is not
-promised); what converges is whatever the nodes accepted."""
+set it higher for a long run: bench/cluster_soak.py; OBJSTORE_CLUSTER_SOAK_SEED picks the
+kills, OBJSTORE_CLUSTER_SOAK_BACKEND the metadata backend, default sqlite). At the end,
+every node up and healthy (/admin/health 200: synced with both peers), all nodes serve the
+same version listings (keys, version ids, latest flags, ETags, delete markers) and the
+same bytes for a sample of versions. Operations that failed during the chaos are not
+checked (their fate is not promised); what converges is whatever the nodes accepted."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
 
 SOAK_SECONDS = float(os.environ.get("OBJSTORE_CLUSTER_SOAK_SECONDS", "30"))
+BACKEND = os.environ.get("OBJSTORE_CLUSTER_SOAK_BACKEND", "sqlite")
 pytestmark = pytest.mark.timeout(int(SOAK_SECONDS) + 150)
 
 NAMES = ("a", "b", "c")
@@ -36,7 +38,7 @@ SAMPLE = 40
 @pytest.fixture(scope="module")
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
-    with start_cluster(request, tmp_path_factory, NAMES,
+    with start_cluster(request, tmp_path_factory, NAMES, backend=BACKEND,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
         for name, node in started.items():
             wait_for(f"{name} trusts both peers", lambda node=node: all_trusted(node, 2),
