@@ -28,7 +28,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
 from tests.cluster.harness import Node, all_trusted, peers_of, start_cluster, wait_for
@@ -128,6 +130,85 @@ def test_a_partition_of_running_nodes_heals_to_the_last_writer(
             key: body for key, (_etag, body) in served(node, bucket).items()} == expected,
             DEADLINE)
     assert served(a, bucket) == served(b, bucket) == served(c, bucket)
+
+
+def version_listing(node: Node, bucket: str) -> list[tuple[Any, ...]]:
+    listed = node.s3.list_object_versions(Bucket=bucket)
+    return sorted([(v["Key"], v["VersionId"], v["IsLatest"], v["ETag"])
+                   for v in listed.get("Versions", [])]
+                  + [(m["Key"], m["VersionId"], m["IsLatest"], "marker")
+                     for m in listed.get("DeleteMarkers", [])])
+
+
+def setting(node: Node) -> Any:
+    return node.admin.ok("GET", "/settings/lifecycle_evaluation_interval").get("value")
+
+
+def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
+        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
+    nodes, relays = trio
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    for relay in relays.values():
+        relay.heal()
+    bucket = "split-versions"
+    a.s3.create_bucket(Bucket=bucket)
+    a.s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    a.s3.put_object(Bucket=bucket, Key="doc", Body=b"doc before")
+    a.s3.put_object(Bucket=bucket, Key="marked", Body=b"marked before")
+    user = a.admin.ok("POST", "/users", {"username": "split-user"}, 201)
+    for node in (b, c):
+        wait_for(f"{node.node_id} holds the versions made before the partition",
+                 lambda node=node: version_listing(node, bucket) == version_listing(a, bucket)
+                 and node.admin.get(f"/users/{user['user_id']}").status == 200, DEADLINE)
+
+    for (source, target), relay in relays.items():
+        if "a" in (source, target):
+            relay.cut()
+    wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
+    wait_for("b sees only c alive", lambda: alive_peers(b) == 1, DEADLINE)
+    a.s3.put_object(Bucket=bucket, Key="doc", Body=b"doc from a")
+    a.admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 61})
+    a.s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "side", "Value": "a"}]})
+    key = a.admin.ok("POST", f"/users/{user['user_id']}/credentials", {}, 201)
+    time.sleep(0.02)
+    b.s3.put_object(Bucket=bucket, Key="doc", Body=b"doc from b, later")
+    c.s3.delete_object(Bucket=bucket, Key="marked")  # a delete marker on b's side
+    b.admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 62})
+    c.s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": [{"Key": "side", "Value": "bc"}]})
+    time.sleep(0.02)
+    assert b.admin.delete(f"/users/{user['user_id']}").status == 204  # after a's new key
+
+    for relay in relays.values():
+        relay.heal()
+
+    def converged() -> bool:
+        listings = [version_listing(node, bucket) for node in (a, b, c)]
+        return (listings[0] == listings[1] == listings[2]
+                and all(setting(node) == 62 for node in (a, b, c))
+                and all(node.s3.get_bucket_tagging(Bucket=bucket)["TagSet"]
+                        == [{"Key": "side", "Value": "bc"}] for node in (a, b, c))
+                and all(node.admin.get(f"/users/{user['user_id']}").status == 404
+                        for node in (a, b, c)))
+
+    wait_for("every node holds both sides' versions and the later control changes",
+             converged, DEADLINE)
+    listing = version_listing(a, bucket)
+    assert [(k, latest, etag == "marker") for k, _v, latest, etag in listing
+            if k == "doc"].count(("doc", True, False)) == 1
+    assert len([entry for entry in listing if entry[0] == "doc"]) == 3  # before, a, b
+    for node in (a, b, c):
+        assert node.s3.get_object(Bucket=bucket, Key="doc")["Body"].read() \
+            == b"doc from b, later"
+        with pytest.raises(ClientError):
+            node.s3.get_object(Bucket=bucket, Key="marked")
+        # The key made on a, whose user b deleted later, is gone with it everywhere.
+        holder = boto3.client(
+            "s3", endpoint_url=node.daemon.endpoint, aws_access_key_id=key["access_key_id"],
+            aws_secret_access_key=key["secret_access_key"], region_name="us-east-1",
+            config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
+        with pytest.raises(ClientError) as refused:
+            holder.list_buckets()
+        assert refused.value.response["Error"]["Code"] == "InvalidAccessKeyId", node.node_id
 
 
 @pytest.fixture(scope="module")
