@@ -2,7 +2,8 @@
 overwrites, deletes on a versioned and a plain bucket, each through a random node), one
 node at a time is SIGKILLed and restarted, for OBJSTORE_CLUSTER_SOAK_SECONDS (default 30;
 set it higher for a long run: bench/cluster_soak.py; OBJSTORE_CLUSTER_SOAK_SEED picks the
-kills, OBJSTORE_CLUSTER_SOAK_BACKEND the metadata backend, default sqlite). At the end,
+kills, OBJSTORE_CLUSTER_SOAK_BACKEND the metadata backend, default sqlite,
+OBJSTORE_CLUSTER_SOAK_WORKERS each node's workers, default 1). At the end,
 every node up and healthy (/admin/health 200: synced with both peers), all nodes serve the
 same version listings (keys, version ids, latest flags, ETags, delete markers) and the
 same bytes for a sample of versions. Operations that failed during the chaos are not
@@ -25,6 +26,7 @@ from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
 
 SOAK_SECONDS = float(os.environ.get("OBJSTORE_CLUSTER_SOAK_SECONDS", "30"))
 BACKEND = os.environ.get("OBJSTORE_CLUSTER_SOAK_BACKEND", "sqlite")
+WORKERS = int(os.environ.get("OBJSTORE_CLUSTER_SOAK_WORKERS", "1"))
 pytestmark = pytest.mark.timeout(int(SOAK_SECONDS) + 150)
 
 NAMES = ("a", "b", "c")
@@ -38,7 +40,7 @@ SAMPLE = 40
 @pytest.fixture(scope="module")
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
-    with start_cluster(request, tmp_path_factory, NAMES, backend=BACKEND,
+    with start_cluster(request, tmp_path_factory, NAMES, backend=BACKEND, workers=WORKERS,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
         for name, node in started.items():
             wait_for(f"{name} trusts both peers", lambda node=node: all_trusted(node, 2),
@@ -125,7 +127,10 @@ def test_random_kills_and_restarts_under_load_end_identical(nodes: dict[str, Nod
             for load in loads:
                 load.down.add(victim)
             time.sleep(0.1)  # let in-flight requests to it pick another node next
-            nodes[victim].daemon.kill()
+            if WORKERS > 1:
+                nodes[victim].daemon.kill_tree()  # every process of it at one instant
+            else:
+                nodes[victim].daemon.kill()
             kills.append(victim)
             time.sleep(chaos.uniform(1.0, 3.0))
             nodes[victim].daemon.start(timeout=DEADLINE)  # health 200: synced again
