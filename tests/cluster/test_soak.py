@@ -51,10 +51,17 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                                    VersioningConfiguration={"Status": "Enabled"})
         a.s3.create_bucket(Bucket=PLAIN)
         for node in started.values():
-            wait_for(f"{node.node_id} holds the versioned bucket", lambda node=node: node.s3
-                     .get_bucket_versioning(Bucket=VERSIONED).get("Status") == "Enabled",
-                     DEADLINE)
+            wait_for(f"{node.node_id} holds the versioned bucket",
+                     lambda node=node: versioning(node) == "Enabled", DEADLINE)
         yield started
+
+
+def versioning(node: Node) -> str | None:
+    try:
+        status = node.s3.get_bucket_versioning(Bucket=VERSIONED).get("Status")
+    except ClientError:
+        return None  # the bucket not here yet
+    return None if status is None else str(status)
 
 
 class Load:

@@ -28,6 +28,7 @@ from tests.cluster.test_soak import (
     Load,
     healthy,
     listings,
+    versioning,
 )
 
 pytestmark = pytest.mark.timeout(int(SOAK_SECONDS) + 150)
@@ -59,9 +60,8 @@ def trio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                                    VersioningConfiguration={"Status": "Enabled"})
         a.s3.create_bucket(Bucket=PLAIN)
         for node in started.values():
-            wait_for(f"{node.node_id} holds the versioned bucket", lambda node=node: node.s3
-                     .get_bucket_versioning(Bucket=VERSIONED).get("Status") == "Enabled",
-                     DEADLINE)
+            wait_for(f"{node.node_id} holds the versioned bucket",
+                     lambda node=node: versioning(node) == "Enabled", DEADLINE)
         yield started, relays
 
 
