@@ -32,6 +32,7 @@ LIFECYCLE = {"Rules": [{"ID": "expire-logs", "Status": "Enabled",
                         "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 7}}]}
 BUCKET_TAGS = [{"Key": "team", "Value": "storage"}]
 OBJECT_TAGS = [{"Key": "colour", "Value": "green"}]
+PART_ONE, PART_TWO = b"1" * (5 * 1024 * 1024), b"second part"
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -82,6 +83,14 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
     a.s3.create_bucket(Bucket=doomed)
     a.s3.put_object(Bucket=bucket, Key="tagged", Body=b"tag me later")
     aborted = a.s3.create_multipart_upload(Bucket=bucket, Key="aborted")["UploadId"]
+    completed = a.s3.create_multipart_upload(Bucket=bucket, Key="assembled")["UploadId"]
+    parts = [a.s3.upload_part(Bucket=bucket, Key="assembled", UploadId=completed,
+                              PartNumber=number, Body=body)["ETag"]
+             for number, body in ((1, PART_ONE), (2, PART_TWO))]
+    reborn = unique("reborn")
+    a.s3.create_bucket(Bucket=reborn)
+    a.s3.put_bucket_tagging(Bucket=reborn, Tagging={"TagSet": BUCKET_TAGS})
+    a.s3.put_object(Bucket=reborn, Key="old", Body=b"of the first incarnation")
     leaving = a.admin.ok("POST", "/users", {"username": unique("leaving")}, 201)
     keeper = a.admin.ok("POST", "/users", {"username": unique("keeper")}, 201)
     grants = {g["name"]: g["grant_id"] for g in a.admin.ok("GET", "/grants")}
@@ -94,7 +103,19 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
         has_bucket(c, doomed) and aborted in uploads(c, bucket)
         and error_code(lambda: old_on_c.list_objects_v2(Bucket=bucket)) is None), DEADLINE)
 
+    wait_for("c holds the reborn bucket's first incarnation", lambda: has_bucket(c, reborn)
+             and error_code(lambda: c.s3.head_object(Bucket=reborn, Key="old")) is None,
+             DEADLINE)
     c.daemon.stop()
+    # An upload completed, a bucket deleted and made again (without its tags).
+    a.s3.complete_multipart_upload(
+        Bucket=bucket, Key="assembled", UploadId=completed,
+        MultipartUpload={"Parts": [{"PartNumber": number + 1, "ETag": etag}
+                                   for number, etag in enumerate(parts)]})
+    a.s3.delete_object(Bucket=reborn, Key="old")
+    a.s3.delete_bucket(Bucket=reborn)
+    b.s3.create_bucket(Bucket=reborn)
+    b.s3.put_object(Bucket=reborn, Key="new", Body=b"of the second incarnation")
     # IAM, through a and b.
     user = a.admin.ok("POST", "/users", {"username": unique("newcomer")}, 201)
     grant = b.admin.ok("POST", "/grants", {"name": unique("read"), "document": {
@@ -165,9 +186,21 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
             return False
         if c.s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] != OBJECT_TAGS:
             return False
-        return uploads(c, bucket) == {opened}
+        if uploads(c, bucket) != {opened}:
+            return False
+        # The completed upload's object, the reborn bucket's second incarnation.
+        if error_code(lambda: c.s3.head_object(Bucket=bucket, Key="assembled")):
+            return False
+        return error_code(lambda: c.s3.head_object(Bucket=reborn, Key="new")) is None
 
     wait_for("c holds every change made while it was down", has_everything, DEADLINE)
+    assert c.s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() \
+        == PART_ONE + PART_TWO
+    for node in (a, b, c):
+        assert error_code(lambda node=node: node.s3.head_object(Bucket=reborn, Key="old")) \
+            in ("404", "NoSuchKey")
+        assert error_code(lambda node=node: node.s3.get_bucket_tagging(Bucket=reborn)) \
+            == "NoSuchTagSet"
     rules = c.s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
     assert [rule["ID"] for rule in rules] == ["expire-logs"]
     # The new key signs on c with the grant it was given; the deleted one is refused.
