@@ -148,52 +148,63 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
 
     c.daemon.start()  # waits for /admin/health 200: c has synced with both peers
 
+    lacking: list[str] = []
+
+    def lacks(what: str) -> bool:
+        lacking[:] = [what]
+        return False
+
     def has_everything() -> bool:
         # IAM
         if c.admin.get(f"/users/{user['user_id']}").status != 200:
-            return False
+            return lacks("the new user")
         if c.admin.get(f"/users/{leaving['user_id']}").status != 404:
-            return False
+            return lacks("the deleted user gone")
         own = {k["access_key_id"] for k in
                c.admin.ok("GET", f"/users/{user['user_id']}/credentials")}
         if key["access_key_id"] not in own:
-            return False
+            return lacks("the new key")
         if {g["grant_id"] for g in c.admin.ok("GET", f"/users/{user['user_id']}/grants")} \
                 != {grant["grant_id"]}:
-            return False
+            return lacks("the user's grant")
         if c.admin.get(f"/teams/{team['team_id']}").status != 200:
-            return False
+            return lacks("the team")
         members = {m["user_id"] for m in c.admin.ok("GET", f"/teams/{team['team_id']}/members")}
         team_grants = {g["grant_id"] for g in
                        c.admin.ok("GET", f"/teams/{team['team_id']}/grants")}
         if members != {user["user_id"]} or team_grants != {grant["grant_id"]}:
-            return False
+            return lacks("the team's members and grants")
         # Buckets and their configuration
         if has_bucket(c, doomed):
-            return False
+            return lacks("the deleted bucket gone")
         if c.s3.get_bucket_versioning(Bucket=bucket).get("Status") != "Enabled":
-            return False
+            return lacks("versioning")
         if error_code(lambda: c.s3.get_bucket_lifecycle_configuration(Bucket=bucket)):
-            return False
+            return lacks("lifecycle")
         if error_code(lambda: c.s3.get_bucket_tagging(Bucket=bucket)) or \
                 c.s3.get_bucket_tagging(Bucket=bucket)["TagSet"] != BUCKET_TAGS:
-            return False
+            return lacks("bucket tags")
         if c.admin.ok("GET", f"/buckets/{bucket}/quota")["max_objects"] != 1000:
-            return False
+            return lacks("the quota")
         # Setting, object tags, uploads
         setting = c.admin.get("/settings/lifecycle_evaluation_interval")
         if setting.status != 200 or setting.json.get("value") != 77:
-            return False
+            return lacks("the setting")
         if c.s3.get_object_tagging(Bucket=bucket, Key="tagged")["TagSet"] != OBJECT_TAGS:
-            return False
+            return lacks("object tags")
         if uploads(c, bucket) != {opened}:
-            return False
+            return lacks("the uploads")
         # The completed upload's object, the reborn bucket's second incarnation.
         if error_code(lambda: c.s3.head_object(Bucket=bucket, Key="assembled")):
-            return False
-        return error_code(lambda: c.s3.head_object(Bucket=reborn, Key="new")) is None
+            return lacks("the completed upload's object")
+        if error_code(lambda: c.s3.head_object(Bucket=reborn, Key="new")):
+            return lacks("the re-created bucket's object")
+        return True
 
-    wait_for("c holds every change made while it was down", has_everything, DEADLINE)
+    try:
+        wait_for("c holds every change made while it was down", has_everything, DEADLINE)
+    except AssertionError:
+        raise AssertionError(f"c still lacks {lacking}") from None
     assert c.s3.get_object(Bucket=bucket, Key="assembled")["Body"].read() \
         == PART_ONE + PART_TWO
     for node in (a, b, c):
