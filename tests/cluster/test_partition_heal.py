@@ -222,6 +222,42 @@ def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
         assert refused.value.response["Error"]["Code"] == "InvalidAccessKeyId", node.node_id
 
 
+def has_bucket(node: Node, bucket: str) -> bool:
+    try:
+        node.s3.head_bucket(Bucket=bucket)
+    except ClientError:
+        return False
+    return True
+
+
+@pytest.mark.xfail(strict=True, reason="known divergence (docs/CLUSTER.md, Convergence "
+                   "tests, Left): a bucket deleted on one side and written to on the other")
+def test_a_bucket_deleted_on_one_side_and_written_on_the_other_converges(
+        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
+    nodes, relays = trio
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    for relay in relays.values():
+        relay.heal()
+    bucket = "split-bucket"
+    a.s3.create_bucket(Bucket=bucket)
+    for node in (b, c):
+        wait_for(f"{node.node_id} holds the bucket", lambda node=node: has_bucket(node, bucket),
+                 DEADLINE)
+    for (source, target), relay in relays.items():
+        if "a" in (source, target):
+            relay.cut()
+    wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
+    a.s3.delete_bucket(Bucket=bucket)
+    time.sleep(0.02)
+    b.s3.put_object(Bucket=bucket, Key="later", Body=b"written after a's delete")
+    for relay in relays.values():
+        relay.heal()
+    wait_for("a trusts both peers again", lambda: all_trusted(a, 2), DEADLINE)
+    # Either outcome converges: the bucket everywhere with the later object, or nowhere.
+    wait_for("every node agrees on the bucket", lambda: len(
+        {has_bucket(node, bucket) for node in (a, b, c)}) == 1, 20.0)
+
+
 @pytest.fixture(scope="module")
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
