@@ -14,8 +14,12 @@ from objstore.blobs.control import ControlRecord
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.names import bucket_name_problem
 from objstore.errors import S3Error
+from objstore.meta.errors import RecordNotFound
 from objstore.meta.records import BucketRecord
 from objstore.threads import Runner
+
+# A re-create's stamp is at least this much above the row's (a clock behind the row's).
+RESTAMP_STEP_SECONDS = 1e-6
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
@@ -75,7 +79,17 @@ class BucketService:
             existing = await self.get(name)
             if existing.owner_id != caller.principal.user_id:
                 raise S3Error("BucketAlreadyExists", BucketName=name)
-            return existing  # idempotent for its owner (spec: CreateBucket is idempotent)
+            # Idempotent for its owner (spec: CreateBucket is idempotent), but the create is
+            # still the newest word on the bucket: its stamp moves, so that a peer's
+            # deletion this node had not heard of yet loses to it (last-writer-wins)
+            # instead of removing the bucket the caller was just told exists.
+            record = dataclasses.replace(
+                existing, updated_at=max(now, existing.updated_at + RESTAMP_STEP_SECONDS))
+            try:
+                await self._meta.update_bucket(record)
+            except RecordNotFound:  # deleted meanwhile: create it after all
+                return await self.create(caller, name, location=location,
+                                         object_lock=object_lock)
         await self._io.run(
             self._control.write, "buckets", name, dataclasses.asdict(record)
         )

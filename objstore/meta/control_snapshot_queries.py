@@ -25,6 +25,7 @@ from objstore.cluster.control_merge import (
     FAMILIES,
     FAMILY_BY_NAME,
     ControlPlan,
+    FamilyPlan,
     FamilySpec,
     FamilyState,
     plan,
@@ -137,8 +138,28 @@ def merge_control_snapshot(db: Database, incoming: Mapping[str, FamilyState],
             pinned = {name for name in bucket_plan.deletes if _has_objects(conn, name)}
             if pinned:
                 decided = plan(local, incoming, replicated_setting, pinned={BUCKET: pinned})
+                _outlive_tombstones(decided[BUCKET], local[BUCKET], pinned, now=db.clock())
         _write(conn, decided)
     return _outcome(decided, local, incoming)
+
+
+def _outlive_tombstones(bucket_plan: FamilyPlan, local: FamilyState, pinned: set[str], *,
+                        now: float) -> None:
+    """A bucket deleted on a peer while this node took objects into it (a partition, or a
+    write that raced the deletion's arrival) stays, and must win everywhere, or the
+    deleting node would refuse its objects for good: its row is re-stamped newer than the
+    tombstone, so the peers adopt it back at their next pull (its objects then apply; its
+    configuration, older than the tombstone, stays dead)."""
+    for name in pinned:
+        row = local.rows.get(name)
+        if row is None:
+            continue
+        buried = max(bucket_plan.tombstones.get(name, 0.0), local.tombstones.get(name, 0.0))
+        stamp = max(now, buried + _STAMP_STEP, float(row.get("updated_at") or 0.0) + _STAMP_STEP)
+        bucket_plan.upserts[name] = {**row, "updated_at": stamp}
+
+
+_STAMP_STEP = 1e-6  # a stamp strictly newer than another (the database keeps microseconds)
 
 
 def _has_objects(conn: Connection, bucket: str) -> bool:

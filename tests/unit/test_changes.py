@@ -255,3 +255,19 @@ def test_the_audit_sink_records_background_changes_only() -> None:
         "user": "lifecycle", "rule_id": "r1", "version_id": "m1", "request_id": "",
         "source_ip": "",
     }]
+
+
+def test_an_owner_creating_its_bucket_again_restamps_it_and_reports_it(
+        engine: Engine) -> None:
+    """CreateBucket is idempotent for the owner, and still the newest word on the bucket:
+    its stamp moves (above the row's, whatever the clock says) and the change is reported,
+    so that a peer's older deletion of the bucket loses to it (cluster last-writer-wins)."""
+    first = run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    engine.sink.changes.clear()
+    again = run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    assert again.created_at == first.created_at
+    assert again.updated_at > first.updated_at
+    stored = run(engine.buckets.get("bkt"))
+    assert stored.updated_at == again.updated_at
+    assert [(c.kind, c.bucket) for c in engine.sink.changes] == [
+        (ChangeKind.BUCKET_CREATED, "bkt")]

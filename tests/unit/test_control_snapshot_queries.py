@@ -158,6 +158,13 @@ def test_a_bucket_deleted_elsewhere_stays_while_it_holds_objects(
     merge(store, body)
     assert store.get_bucket("full") is not None
     assert store.get_bucket("empty") is None
+    # The kept bucket is re-stamped newer than the tombstone, so the peer that deleted it
+    # adopts it back at its next pull (and then takes its objects) instead of diverging.
+    kept = store.control_state(travels)["bucket"].rows["full"]
+    assert kept["updated_at"] > 20.0
+    again = store.control_state(travels)["bucket"]
+    merge(store, body)  # the same snapshot once more: nothing changes, no new stamp
+    assert store.control_state(travels)["bucket"].rows["full"] == again.rows["full"]
 
 
 def test_a_row_of_the_wrong_shape_is_left_out() -> None:
