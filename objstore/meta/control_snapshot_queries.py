@@ -191,7 +191,14 @@ def _write(conn: Connection, decided: ControlPlan) -> None:
             continue
         table = TABLES[spec.name]
         for key in family_plan.deletes:
-            conn.execute(sa.delete(table).where(_key_clause(spec, table, key)))
+            clause = _key_clause(spec, table, key)
+            buried = family_plan.tombstones.get(key)
+            if buried is not None:
+                # Only a row the tombstone still beats: under PostgreSQL's READ COMMITTED a
+                # write that committed after this merge read the row (an owner's
+                # re-create, a change) is newer and must stay.
+                clause = sa.and_(clause, table.c[spec.stamp_column] <= buried)
+            conn.execute(sa.delete(table).where(clause))
     for spec in FAMILIES:
         family_plan = decided.get(spec.name)
         if family_plan is None:
