@@ -65,8 +65,8 @@ from objstore.cluster.sync_rules import (
     reset_after_rewind,
     rewound,
 )
-from objstore.cluster.sync_state import PeerSyncFigures, SyncState
-from objstore.cluster.sync_view import poll_seconds
+from objstore.cluster.sync_state import SyncState
+from objstore.cluster.sync_view import SyncAnswers, poll_seconds
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
@@ -133,7 +133,7 @@ class EntryFailed(Exception):
     """An entry could not be applied on this pass."""
 
 
-class AntiEntropy(MultiService):
+class AntiEntropy(MultiService, SyncAnswers):
     def __init__(self, *, membership: Membership, meta: SyncMeta, client: ManifestClient,
                  apply: Applier, blobs: BlobPresence, io: Runner, cluster: Cluster,
                  clock: ReactorClock, steps: Sequence[PeerStep] = (),
@@ -158,16 +158,7 @@ class AntiEntropy(MultiService):
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
 
-    # -- what health, /admin/cluster and the metrics read --------------------------------
-    def is_syncing(self) -> bool:
-        return self.state.is_syncing(self._membership)
-
-    def peer_sync(self, peer: PeerState) -> dict[str, Any] | None:
-        """The `sync` object of a peer in /admin/cluster."""
-        return self.state.peer_sync(peer)
-
-    def figures(self) -> list[PeerSyncFigures]:
-        return self.state.figures(self._membership)
+    # What health, /admin/cluster and the metrics read: `SyncAnswers` over `state`.
 
     # -- the loop ------------------------------------------------------------------------
     def startService(self) -> None:  # noqa: N802 (Twisted's name)

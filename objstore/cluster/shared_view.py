@@ -79,44 +79,69 @@ def read_view(path: str) -> dict[str, Any] | None:
 # -- the services -----------------------------------------------------------------------------
 
 
-class MembershipPublisher(MultiService):
+class NodeFilePublisher(MultiService):
+    """In the worker that owns a node-wide state: writes `document(now)` to `path` every
+    `interval` seconds (`write_view`: atomic, owner-only). The membership's and
+    anti-entropy's (sync_view.py) publishers are this."""
+
+    def __init__(self, document: Callable[[float], Mapping[str, Any]], path: str, *,
+                 interval: float, clock: ReactorClock, runner: Runner, what: str) -> None:
+        super().__init__()
+        self._document = document
+        self._path = path
+        self._clock = clock
+        self._runner = runner
+        safe_timer(interval, self.publish, clock=clock, what=what).setServiceParent(self)
+
+    async def publish(self) -> None:
+        await self._runner.run(write_view, self._path, self._document(self._clock.seconds()))
+
+
+class NodeFileMirror(MultiService):
+    """In every other worker: reads the published document every `interval` seconds and
+    hands it (None: missing or unreadable) to `take`, with the time it was read."""
+
+    def __init__(self, path: str, *, interval: float, clock: ReactorClock, runner: Runner,
+                 read: Callable[[str], dict[str, Any] | None], what: str) -> None:
+        super().__init__()
+        self._path = path
+        self._clock = clock
+        self._runner = runner
+        self._read = read
+        safe_timer(interval, self.refresh, clock=clock, what=what).setServiceParent(self)
+
+    async def refresh(self) -> None:
+        document = await self._runner.run(self._read, self._path)
+        self.take(document, now=self._clock.seconds())
+
+    def take(self, document: dict[str, Any] | None, *, now: float) -> None:
+        raise NotImplementedError
+
+
+class MembershipPublisher(NodeFilePublisher):
     """In the probing worker: writes its membership to `path` every probe interval."""
 
     def __init__(self, membership: Membership, path: str, *, cluster: Cluster,
                  clock: ReactorClock, runner: Runner) -> None:
-        super().__init__()
-        self._membership = membership
-        self._path = path
-        self._clock = clock
-        self._runner = runner
-        safe_timer(cluster.probe_interval_seconds, self.publish, clock=clock,
-                   what="cluster membership publish").setServiceParent(self)
-
-    async def publish(self) -> None:
-        document = document_of(self._membership, now=self._clock.seconds())
-        await self._runner.run(write_view, self._path, document)
+        super().__init__(lambda now: document_of(membership, now=now), path,
+                         interval=cluster.probe_interval_seconds, clock=clock, runner=runner,
+                         what="cluster membership publish")
 
 
-class MembershipMirror(MultiService):
+class MembershipMirror(NodeFileMirror):
     """In every other worker: takes the published membership every probe interval."""
 
     def __init__(self, membership: Membership, path: str, *, cluster: Cluster,
                  clock: ReactorClock, runner: Runner,
                  read: Callable[[str], dict[str, Any] | None] = read_view) -> None:
-        super().__init__()
+        super().__init__(path, interval=cluster.probe_interval_seconds, clock=clock,
+                         runner=runner, read=read, what="cluster membership mirror")
         self.membership = membership
-        self._path = path
-        self._clock = clock
-        self._runner = runner
-        self._read = read
         self._stale_after = stale_after_seconds(cluster)
         self._usable: bool | None = None
-        safe_timer(cluster.probe_interval_seconds, self.refresh, clock=clock,
-                   what="cluster membership mirror").setServiceParent(self)
 
-    async def refresh(self) -> None:
-        document = await self._runner.run(self._read, self._path)
-        peers, usable = mirrored(self.membership, document, now=self._clock.seconds(),
+    def take(self, document: dict[str, Any] | None, *, now: float) -> None:
+        peers, usable = mirrored(self.membership, document, now=now,
                                  stale_after=self._stale_after)
         self.membership.peers.clear()
         self.membership.peers.update(peers)

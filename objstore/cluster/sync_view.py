@@ -19,15 +19,13 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from twisted.application.service import MultiService
-
 from objstore.cluster.membership import Membership, PeerState
-from objstore.cluster.shared_view import read_view, write_view
+from objstore.cluster.shared_view import NodeFileMirror, NodeFilePublisher, read_view
 from objstore.cluster.sync_state import PeerSyncFigures, SyncState, document_of, state_of
 from objstore.cluster.view_snapshot import stale_after_seconds
 from objstore.config import Cluster
 from objstore.threads import Runner
-from objstore.timers import ReactorClock, safe_timer
+from objstore.timers import ReactorClock
 
 SYNC_FILE = "cluster-sync.json"
 
@@ -41,52 +39,48 @@ def poll_seconds(cluster: Cluster) -> float:
     return min(cluster.anti_entropy_interval_seconds, cluster.probe_interval_seconds)
 
 
-class SyncPublisher(MultiService):
-    """In the worker that runs anti-entropy: writes `state` to `path` every poll."""
+class SyncAnswers:
+    """What health, /admin/cluster and the metrics ask of anti-entropy's state, answered
+    from `state` over `_membership`: by `AntiEntropy` in worker 0, by `SyncMirror`
+    elsewhere."""
 
-    def __init__(self, state: SyncState, path: str, *, cluster: Cluster,
-                 clock: ReactorClock, runner: Runner) -> None:
-        super().__init__()
-        self._state = state
-        self._path = path
-        self._clock = clock
-        self._runner = runner
-        safe_timer(poll_seconds(cluster), self.publish, clock=clock,
-                   what="cluster sync state publish").setServiceParent(self)
-
-    async def publish(self) -> None:
-        document = document_of(self._state, now=self._clock.seconds())
-        await self._runner.run(write_view, self._path, document)
-
-
-class SyncMirror(MultiService):
-    """In every other worker: the published state, read every poll; answers what
-    `AntiEntropy` answers in worker 0 (`is_syncing`, `peer_sync`, `figures`)."""
-
-    def __init__(self, membership: Membership, path: str, *, cluster: Cluster,
-                 clock: ReactorClock, runner: Runner,
-                 read: Callable[[str], dict[str, Any] | None] = read_view) -> None:
-        super().__init__()
-        self._membership = membership
-        self._path = path
-        self._clock = clock
-        self._runner = runner
-        self._read = read
-        self._stale_after = stale_after_seconds(cluster)
-        self.state = SyncState()
-        safe_timer(poll_seconds(cluster), self.refresh, clock=clock,
-                   what="cluster sync state mirror").setServiceParent(self)
-
-    async def refresh(self) -> None:
-        document = await self._runner.run(self._read, self._path)
-        state = state_of(document, now=self._clock.seconds(), stale_after=self._stale_after)
-        self.state = state if state is not None else SyncState()
+    state: SyncState
+    _membership: Membership
 
     def is_syncing(self) -> bool:
         return self.state.is_syncing(self._membership)
 
     def peer_sync(self, peer: PeerState) -> dict[str, Any] | None:
+        """The `sync` object of a peer in /admin/cluster."""
         return self.state.peer_sync(peer)
 
     def figures(self) -> list[PeerSyncFigures]:
         return self.state.figures(self._membership)
+
+
+class SyncPublisher(NodeFilePublisher):
+    """In the worker that runs anti-entropy: writes `state` to `path` every poll."""
+
+    def __init__(self, state: SyncState, path: str, *, cluster: Cluster,
+                 clock: ReactorClock, runner: Runner) -> None:
+        super().__init__(lambda now: document_of(state, now=now), path,
+                         interval=poll_seconds(cluster), clock=clock, runner=runner,
+                         what="cluster sync state publish")
+
+
+class SyncMirror(NodeFileMirror, SyncAnswers):
+    """In every other worker: the published state, read every poll; answers what
+    `AntiEntropy` answers in worker 0 (`SyncAnswers`)."""
+
+    def __init__(self, membership: Membership, path: str, *, cluster: Cluster,
+                 clock: ReactorClock, runner: Runner,
+                 read: Callable[[str], dict[str, Any] | None] = read_view) -> None:
+        super().__init__(path, interval=poll_seconds(cluster), clock=clock, runner=runner,
+                         read=read, what="cluster sync state mirror")
+        self._membership = membership
+        self._stale_after = stale_after_seconds(cluster)
+        self.state = SyncState()
+
+    def take(self, document: dict[str, Any] | None, *, now: float) -> None:
+        state = state_of(document, now=now, stale_after=self._stale_after)
+        self.state = state if state is not None else SyncState()
