@@ -88,7 +88,9 @@ def test_a_page_keeps_the_newest_rows_across_nodes(nodes: dict[str, Node]) -> No
 def test_metrics_history_of_all_nodes(nodes: dict[str, Node]) -> None:
     def every_node_sampled() -> bool:
         sources = get(nodes["c"], "/metrics/history?node=all&limit=5")["sources"]
-        return len(sources) == 3 and all(s.get("total", 0) > 0 for s in sources)
+        # A sample from every node, and at least a page of them in all (limit=5 below).
+        return len(sources) == 3 and all(s.get("total", 0) > 0 for s in sources) \
+            and sum(s["total"] for s in sources) >= 5
 
     wait_for("every node wrote a metrics sample", every_node_sampled)
     body = get(nodes["c"], "/metrics/history?node=all&limit=5")
