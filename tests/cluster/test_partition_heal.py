@@ -222,6 +222,14 @@ def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
         assert refused.value.response["Error"]["Code"] == "InvalidAccessKeyId", node.node_id
 
 
+def body_of(node: Node, bucket: str, key: str) -> bytes | None:
+    """The object's bytes on `node`; None while it is not there (yet)."""
+    try:
+        return bytes(node.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except ClientError:
+        return None
+
+
 def has_bucket(node: Node, bucket: str) -> bool:
     try:
         node.s3.head_bucket(Bucket=bucket)
@@ -255,8 +263,8 @@ def test_a_bucket_deleted_on_one_side_and_written_on_the_other_converges(
     for node in (a, b, c):
         wait_for(f"{node.node_id} holds the bucket again", lambda node=node: has_bucket(
             node, bucket), 20.0)
-        wait_for(f"{node.node_id} holds the later object", lambda node=node: node.s3.get_object(
-            Bucket=bucket, Key="later")["Body"].read() == b"written after a's delete", 20.0)
+        wait_for(f"{node.node_id} holds the later object", lambda node=node: body_of(
+            node, bucket, "later") == b"written after a's delete", 20.0)
 
 
 @pytest.fixture(scope="module")
