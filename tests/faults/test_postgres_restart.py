@@ -99,12 +99,15 @@ class Load:
             self._round(f"k{n % 20}")
 
     def _round(self, key: str) -> None:
-        self._s3(lambda: self.s3.put_object(Bucket="load", Key=key, Body=b"x" * 4096))
-        self._s3(lambda: self.s3.get_object(Bucket="load", Key=key)["Body"].read())
+        # The read follows a write that succeeded: after a refused write (503) the key may
+        # never have been written (the first lap of keys), and NoSuchKey would be right.
+        if self._s3(lambda: self.s3.put_object(Bucket="load", Key=key, Body=b"x" * 4096)):
+            self._s3(lambda: self.s3.get_object(Bucket="load", Key=key)["Body"].read())
         self._s3(lambda: self.s3.list_objects_v2(Bucket="load", MaxKeys=5))
         self._admin()
 
-    def _s3(self, call: Any) -> None:
+    def _s3(self, call: Any) -> bool:
+        """Make the call and keep its outcome; True when it succeeded."""
         try:
             call()
         except ClientError as exc:
@@ -113,7 +116,7 @@ class Load:
             if (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"],
                     headers.get("retry-after")) == (503, "ServiceUnavailable", "5"):
                 self.outcomes.append("503")
-                return
+                return False
             self.unexpected.append(response)
         except BotoCoreError as exc:  # a dropped connection, a timeout
             self.unexpected.append(repr(exc))
@@ -121,6 +124,8 @@ class Load:
             self.unexpected.append(repr(exc))
         else:
             self.outcomes.append("ok")
+            return True
+        return False
 
     def _admin(self) -> None:
         try:
