@@ -328,7 +328,8 @@ class BlobStore:
                     self.put_back_withdrawn(blob_id)
                     settled.put_back.append(blob_id)
                 elif held is not None:
-                    self.delete_version(blob_id, withdrawn_part_ids(sidecar))
+                    self.delete_version(blob_id, withdrawn_part_ids(sidecar),
+                                        settling=True)
                     settled.finished.append(blob_id)
             except OSError:
                 held = None
@@ -336,30 +337,39 @@ class BlobStore:
                 settled.unresolved.append(blob_id)
         return settled
 
-    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = (), *,
+                       settling: bool = False) -> None:
         """Remove the files of a version that no row references any more: its own blob,
         then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
         last such reader removes them when it lets go. Last, its withdrawn sidecar, if a
-        delete left one: until then a crash leaves the removal to `settle_withdrawn`."""
+        delete left one: until then a crash leaves the removal to `settle_withdrawn`.
+
+        A version can be let go twice at once (a delete that lost its row to an
+        overwrite, and the overwrite, both remove the replaced version): the removal that
+        unlinked the first part owns the parts, so a later one that finds the first part
+        gone leaves them alone; it would otherwise take them from under a pinned read.
+        Only `settling` (a crash's deletes in doubt: the removal that unlinked the first
+        part died with the process) removes them then."""
         if blob_id is not None:
             self.delete(blob_id)
         if part_ids:
-            self._delete_pinned_parts(part_ids)
+            self._delete_pinned_parts(part_ids, settling=settling)
         if blob_id is not None:
             unlink_quietly(self.withdrawn_path(blob_id))  # the delete is done
 
-    def _delete_pinned_parts(self, part_ids: Sequence[str]) -> None:
+    def _delete_pinned_parts(self, part_ids: Sequence[str], *, settling: bool) -> None:
         try:
             fd = os.open(self.blob_path(part_ids[0]), os.O_RDONLY)
         except FileNotFoundError:
-            fd = None
+            if settling:
+                self._delete_parts(part_ids)
+            return  # another removal started first: the parts are its (or its readers')
         self.delete(part_ids[0])  # from here on, no new reader can pin the parts
         try:
-            if fd is None or _try_flock(fd, fcntl.LOCK_EX):
+            if _try_flock(fd, fcntl.LOCK_EX):
                 self._delete_parts(part_ids)
         finally:
-            if fd is not None:
-                os.close(fd)
+            os.close(fd)
 
     def _delete_parts(self, part_ids: Sequence[str]) -> None:
         for part_id in part_ids:
