@@ -57,8 +57,8 @@ Trio = tuple[dict[str, Node], Links]
 def trio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
          ) -> Iterator[Trio]:
     """Three nodes whose every peer link (from, to) goes through a relay."""
-    with relayed_cluster(request, tmp_path_factory, TRIO, AVAILABLE, DEADLINE) as started:
-        yield started
+    with relayed_cluster(request, tmp_path_factory, TRIO, AVAILABLE, DEADLINE) as relayed:
+        yield relayed
 
 
 def alive_peers(node: Node) -> int:
