@@ -10,7 +10,8 @@ its [cluster] section; `workers` is every node's [server] workers (default 1);
 `list_self=(name, ...)` adds each such node's own address to its peers (a loop).
 `scheme="https"` makes a cluster CA and one certificate per node with `objstore gen-certs`
 (node-<name>, IP 127.0.0.1) and gives every node [server.tls] and [cluster.tls] with them;
-clients then verify against that CA (`Node.ca`).
+clients then verify against that CA (`Node.ca`). `wait_until_trusted(nodes)` waits until
+every node trusts all the others (authenticated and eligible).
 """
 
 from __future__ import annotations
@@ -158,3 +159,12 @@ def peers_of(node: Node) -> list[dict[str, Any]]:
 def all_trusted(node: Node, count: int) -> bool:
     peers = peers_of(node)
     return len(peers) == count and all(p["authenticated"] and p["eligible"] for p in peers)
+
+
+def wait_until_trusted(nodes: Mapping[str, Node], deadline: float = DEADLINE_SECONDS) -> None:
+    """Wait until every node trusts every other (each `all_trusted`), within `deadline`
+    seconds per node."""
+    others = len(nodes) - 1
+    for name, node in nodes.items():
+        wait_for(f"{name} trusts its {others} peer(s)",
+                 lambda node=node: all_trusted(node, others), deadline)

@@ -1,4 +1,5 @@
-"""A TCP relay for partitioning real daemons on loopback without a packet filter.
+"""A TCP relay for partitioning real daemons on loopback without a packet filter, and a
+cluster whose every peer link goes through one.
 
 `Relay()` listens on 127.0.0.1 (`port`, `url`) and forwards each connection to
 `target_port` (set once the daemon behind it has its port; until then connections are
@@ -6,6 +7,10 @@ closed at once). `cut()` closes every relayed connection and closes new ones as 
 they are accepted (the peer sees its connection reset: unreachable); `heal()` forwards
 again; `close()` stops it. A node whose peers list relays instead of the peers' ports is
 cut from them while the test client still reaches it directly.
+
+`relayed_cluster(...)` starts a cluster (harness.start_cluster) whose link (from, to)
+goes through relay `relays[from, to]`; `isolate(relays, name)` cuts every link of one
+node, `heal_all(relays)` heals them all.
 """
 
 from __future__ import annotations
@@ -13,6 +18,11 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Iterator, Mapping, Sequence
+
+import pytest
+
+from tests.cluster.harness import Node, start_cluster, wait_until_trusted
 
 
 class Relay:
@@ -92,3 +102,42 @@ def _close(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()
+
+
+Links = dict[tuple[str, str], Relay]
+"""The relays of a cluster's peer links, by (from node, to node)."""
+
+
+@contextlib.contextmanager
+def relayed_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                    names: Sequence[str], cluster_keys: Mapping[str, str],
+                    deadline: float) -> Iterator[tuple[dict[str, Node], Links]]:
+    """Nodes `names` whose every peer link (from, to) goes through a relay, each with
+    `cluster_keys` in its [cluster] section; yields the nodes, once each trusts all the
+    others (within `deadline` seconds each), and the relays. The relays close at the end."""
+    relays = {(source, target): Relay() for source in names for target in names
+              if source != target}
+    overrides = {name: dict(cluster_keys, peers="[" + ", ".join(
+        f'"{relays[name, other].url}"' for other in names if other != name) + "]")
+        for name in names}
+    with contextlib.ExitStack() as stack:
+        for relay in relays.values():
+            stack.callback(relay.close)
+        started = stack.enter_context(start_cluster(request, tmp_path_factory, names,
+                                                    cluster_overrides=overrides))
+        for (_source, target), relay in relays.items():
+            relay.target_port = started[target].daemon.port
+        wait_until_trusted(started, deadline)
+        yield started, relays
+
+
+def isolate(relays: Links, name: str) -> None:
+    """Cut every link from or to node `name`."""
+    for link, relay in relays.items():
+        if name in link:
+            relay.cut()
+
+
+def heal_all(relays: Links) -> None:
+    for relay in relays.values():
+        relay.heal()

@@ -20,7 +20,8 @@ import urllib3
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.clients import body_of, has_bucket
+from tests.cluster.harness import Node, start_cluster, wait_for, wait_until_trusted
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -33,18 +34,8 @@ PART_BYTES = 5 * 1024 * 1024
 def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
           ) -> Iterator[dict[str, Node]]:
     with start_cluster(request, tmp_path_factory, NAMES) as started:
-        for name in NAMES:
-            wait_for(f"node {name} trusts both peers",
-                     lambda name=name: all_trusted(started[name], 2), DEADLINE)
+        wait_until_trusted(started, DEADLINE)
         yield started
-
-
-def has_bucket(node: Node, bucket: str) -> bool:
-    try:
-        node.s3.head_bucket(Bucket=bucket)
-    except ClientError:
-        return False
-    return True
 
 
 def fresh_bucket(nodes: dict[str, Node]) -> str:
@@ -54,13 +45,6 @@ def fresh_bucket(nodes: dict[str, Node]) -> str:
         wait_for(f"bucket {bucket} on {name}",
                  lambda name=name: has_bucket(nodes[name], bucket), DEADLINE)
     return bucket
-
-
-def body_of(node: Node, bucket: str, key: str) -> bytes | None:
-    try:
-        return bytes(node.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    except ClientError:
-        return None
 
 
 def counter(node: Node, name: str, label: str = "") -> float:

@@ -11,15 +11,12 @@ gone, on every node. (The object tags may lose their tie on c, a known gap: see 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import boto3
 import pytest
-from botocore.config import Config as BotoConfig
-from botocore.exceptions import ClientError
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.clients import error_code, has_bucket, s3_as
+from tests.cluster.harness import Node, start_cluster, wait_for, wait_until_trusted
 from tests.integration.conftest import BACKENDS
 
 pytestmark = pytest.mark.timeout(150)
@@ -40,29 +37,8 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
           ) -> Iterator[dict[str, Node]]:
     with start_cluster(request, tmp_path_factory, NAMES, backend=request.param,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
-        for name, node in started.items():
-            wait_for(f"node {name} trusts both peers", lambda node=node: all_trusted(node, 2),
-                     DEADLINE)
+        wait_until_trusted(started, DEADLINE)
         yield started
-
-
-def s3_as(node: Node, access_key: str, secret_key: str) -> Any:
-    return boto3.client(
-        "s3", endpoint_url=node.daemon.endpoint, aws_access_key_id=access_key,
-        aws_secret_access_key=secret_key, region_name="us-east-1",
-        config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
-
-
-def error_code(call: Callable[[], Any]) -> str | None:
-    try:
-        call()
-    except ClientError as error:
-        return str(error.response["Error"]["Code"])
-    return None
-
-
-def has_bucket(node: Node, bucket: str) -> bool:
-    return error_code(lambda: node.s3.head_bucket(Bucket=bucket)) is None
 
 
 def unique(prefix: str) -> str:

@@ -23,18 +23,23 @@ by the unit tests of the apply path (tests/unit/test_object_apply_{queries,engin
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from botocore.config import Config as BotoConfig
 from botocore.exceptions import ClientError
 
-from tests.cluster.harness import Node, all_trusted, peers_of, start_cluster, wait_for
-from tests.cluster.relay import Relay
+from tests.cluster.clients import body_of, has_bucket, s3_as
+from tests.cluster.harness import (
+    Node,
+    all_trusted,
+    peers_of,
+    start_cluster,
+    wait_for,
+    wait_until_trusted,
+)
+from tests.cluster.relay import Links, heal_all, isolate, relayed_cluster
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -45,40 +50,33 @@ AVAILABLE = {"consistency": '"available"', "anti_entropy_interval_seconds": "0.5
 
 
 TRIO = ("a", "b", "c")
+Trio = tuple[dict[str, Node], Links]
 
 
 @pytest.fixture(scope="module")
 def trio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-         ) -> Iterator[tuple[dict[str, Node], dict[tuple[str, str], Relay]]]:
+         ) -> Iterator[Trio]:
     """Three nodes whose every peer link (from, to) goes through a relay."""
-    relays = {(source, target): Relay() for source in TRIO for target in TRIO
-              if source != target}
-    overrides = {name: dict(AVAILABLE, peers="[" + ", ".join(
-        f'"{relays[name, other].url}"' for other in TRIO if other != name) + "]")
-        for name in TRIO}
-    with contextlib.ExitStack() as stack:
-        for relay in relays.values():
-            stack.callback(relay.close)
-        started = stack.enter_context(start_cluster(request, tmp_path_factory, TRIO,
-                                                    cluster_overrides=overrides))
-        for (_source, target), relay in relays.items():
-            relay.target_port = started[target].daemon.port
-        for name, node in started.items():
-            wait_for(f"{name} trusts both peers", lambda node=node: all_trusted(node, 2),
-                     DEADLINE)
-        yield started, relays
+    with relayed_cluster(request, tmp_path_factory, TRIO, AVAILABLE, DEADLINE) as relayed:
+        yield relayed
 
 
 def alive_peers(node: Node) -> int:
     return sum(1 for peer in peers_of(node) if peer["alive"])
 
 
-def test_a_partition_of_running_nodes_heals_to_the_last_writer(
-        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
+def healed_with_bucket(trio: Trio, bucket: str) -> tuple[Node, Node, Node, Links]:
+    """The trio's nodes a, b, c and its relays, every link healed (an earlier test may
+    have left one cut), after creating `bucket` through a."""
     nodes, relays = trio
-    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    heal_all(relays)
+    nodes["a"].s3.create_bucket(Bucket=bucket)
+    return nodes["a"], nodes["b"], nodes["c"], relays
+
+
+def test_a_partition_of_running_nodes_heals_to_the_last_writer(trio: Trio) -> None:
     bucket = "split"
-    a.s3.create_bucket(Bucket=bucket)
+    a, b, c, relays = healed_with_bucket(trio, bucket)
     keys = ("both", "written-a-deleted-b", "deleted-a-written-b", "written-b-deleted-a",
             "deleted-b-written-a", "untouched")
     for key in keys:
@@ -87,9 +85,7 @@ def test_a_partition_of_running_nodes_heals_to_the_last_writer(
         wait_for(f"{node.node_id} holds the writes made before the partition",
                  lambda node=node: served(node, bucket) == served(a, bucket), DEADLINE)
 
-    for (source, target), relay in relays.items():
-        if "a" in (source, target):
-            relay.cut()
+    isolate(relays, "a")
     wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
     wait_for("b sees only c alive", lambda: alive_peers(b) == 1, DEADLINE)
 
@@ -115,8 +111,7 @@ def test_a_partition_of_running_nodes_heals_to_the_last_writer(
     assert "only-bc" not in served(a, bucket)
     assert "only-a" not in served(b, bucket)
 
-    for relay in relays.values():
-        relay.heal()
+    heal_all(relays)
     expected = {
         "both": b"b's overwrite, newer",
         "deleted-a-written-b": b"b's rewrite, newer",
@@ -145,13 +140,9 @@ def setting(node: Node) -> Any:
 
 
 def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
-        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
-    nodes, relays = trio
-    a, b, c = nodes["a"], nodes["b"], nodes["c"]
-    for relay in relays.values():
-        relay.heal()
+        trio: Trio) -> None:
     bucket = "split-versions"
-    a.s3.create_bucket(Bucket=bucket)
+    a, b, c, relays = healed_with_bucket(trio, bucket)
     a.s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     a.s3.put_object(Bucket=bucket, Key="doc", Body=b"doc before")
     a.s3.put_object(Bucket=bucket, Key="marked", Body=b"marked before")
@@ -162,9 +153,7 @@ def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
                  lambda node=node: version_listing(node, bucket) == version_listing(a, bucket)
                  and node.admin.get(f"/users/{user['user_id']}").status == 200, DEADLINE)
 
-    for (source, target), relay in relays.items():
-        if "a" in (source, target):
-            relay.cut()
+    isolate(relays, "a")
     wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
     wait_for("b sees only c alive", lambda: alive_peers(b) == 1, DEADLINE)
     a.s3.put_object(Bucket=bucket, Key="doc", Body=b"doc from a")
@@ -184,8 +173,7 @@ def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
     time.sleep(0.02)
     assert b.admin.delete(f"/users/{user['user_id']}").status == 204  # after a's new key
 
-    for relay in relays.values():
-        relay.heal()
+    heal_all(relays)
 
     def converged() -> bool:
         listings = [version_listing(node, bucket) for node in (a, b, c)]
@@ -213,51 +201,25 @@ def test_versions_and_control_changes_of_both_sides_merge_after_the_heal(
         with pytest.raises(ClientError):
             node.s3.get_object(Bucket=bucket, Key="marked")
         # The key made on a, whose user b deleted later, is gone with it everywhere.
-        holder = boto3.client(
-            "s3", endpoint_url=node.daemon.endpoint, aws_access_key_id=key["access_key_id"],
-            aws_secret_access_key=key["secret_access_key"], region_name="us-east-1",
-            config=BotoConfig(signature_version="s3v4", retries={"total_max_attempts": 1}))
+        holder = s3_as(node, key["access_key_id"], key["secret_access_key"])
         with pytest.raises(ClientError) as refused:
             holder.list_buckets()
         assert refused.value.response["Error"]["Code"] == "InvalidAccessKeyId", node.node_id
 
 
-def body_of(node: Node, bucket: str, key: str) -> bytes | None:
-    """The object's bytes on `node`; None while it is not there (yet)."""
-    try:
-        return bytes(node.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
-    except ClientError:
-        return None
-
-
-def has_bucket(node: Node, bucket: str) -> bool:
-    try:
-        node.s3.head_bucket(Bucket=bucket)
-    except ClientError:
-        return False
-    return True
-
-
 def test_a_bucket_deleted_on_one_side_and_written_on_the_other_converges(
-        trio: tuple[dict[str, Node], dict[tuple[str, str], Relay]]) -> None:
-    nodes, relays = trio
-    a, b, c = nodes["a"], nodes["b"], nodes["c"]
-    for relay in relays.values():
-        relay.heal()
+        trio: Trio) -> None:
     bucket = "split-bucket"
-    a.s3.create_bucket(Bucket=bucket)
+    a, b, c, relays = healed_with_bucket(trio, bucket)
     for node in (b, c):
         wait_for(f"{node.node_id} holds the bucket", lambda node=node: has_bucket(node, bucket),
                  DEADLINE)
-    for (source, target), relay in relays.items():
-        if "a" in (source, target):
-            relay.cut()
+    isolate(relays, "a")
     wait_for("a sees no peer alive", lambda: alive_peers(a) == 0, DEADLINE)
     a.s3.delete_bucket(Bucket=bucket)
     time.sleep(0.02)
     b.s3.put_object(Bucket=bucket, Key="later", Body=b"written after a's delete")
-    for relay in relays.values():
-        relay.heal()
+    heal_all(relays)
     wait_for("a trusts both peers again", lambda: all_trusted(a, 2), DEADLINE)
     # The bucket that took a write after the deletion stays, with that object, everywhere.
     for node in (a, b, c):
@@ -272,9 +234,7 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
           ) -> Iterator[dict[str, Node]]:
     with start_cluster(request, tmp_path_factory, NAMES,
                        cluster_overrides={name: AVAILABLE for name in NAMES}) as started:
-        for name, node in started.items():
-            wait_for(f"{name} trusts its peer", lambda node=node: all_trusted(node, 1),
-                     DEADLINE)
+        wait_until_trusted(started, DEADLINE)
         yield started
 
 

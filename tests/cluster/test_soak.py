@@ -22,7 +22,7 @@ import pytest
 import urllib3
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.harness import Node, start_cluster, wait_for, wait_until_trusted
 
 SOAK_SECONDS = float(os.environ.get("OBJSTORE_CLUSTER_SOAK_SECONDS", "30"))
 BACKEND = os.environ.get("OBJSTORE_CLUSTER_SOAK_BACKEND", "sqlite")
@@ -42,18 +42,21 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
           ) -> Iterator[dict[str, Node]]:
     with start_cluster(request, tmp_path_factory, NAMES, backend=BACKEND, workers=WORKERS,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
-        for name, node in started.items():
-            wait_for(f"{name} trusts both peers", lambda node=node: all_trusted(node, 2),
-                     DEADLINE)
-        a = started["a"]
-        a.s3.create_bucket(Bucket=VERSIONED)
-        a.s3.put_bucket_versioning(Bucket=VERSIONED,
-                                   VersioningConfiguration={"Status": "Enabled"})
-        a.s3.create_bucket(Bucket=PLAIN)
-        for node in started.values():
-            wait_for(f"{node.node_id} holds the versioned bucket",
-                     lambda node=node: versioning(node) == "Enabled", DEADLINE)
+        wait_until_trusted(started, DEADLINE)
+        create_buckets(started)
         yield started
+
+
+def create_buckets(nodes: dict[str, Node]) -> None:
+    """The soak's two buckets, made through a; returns once every node holds the versioned
+    one with versioning on."""
+    a = nodes["a"]
+    a.s3.create_bucket(Bucket=VERSIONED)
+    a.s3.put_bucket_versioning(Bucket=VERSIONED, VersioningConfiguration={"Status": "Enabled"})
+    a.s3.create_bucket(Bucket=PLAIN)
+    for node in nodes.values():
+        wait_for(f"{node.node_id} holds the versioned bucket",
+                 lambda node=node: versioning(node) == "Enabled", DEADLINE)
 
 
 def versioning(node: Node) -> str | None:
@@ -120,6 +123,26 @@ def listings(node: Node) -> dict[str, list[tuple[Any, ...]]]:
     return {bucket: versions(node, bucket) for bucket in (VERSIONED, PLAIN)}
 
 
+def assert_converged(nodes: dict[str, Node], chaos: random.Random
+                     ) -> dict[str, list[tuple[Any, ...]]]:
+    """The soak's end: every node healthy, all list the same versions (within DEADLINE
+    each), and all serve the same bytes for a sample (drawn by `chaos`) of the stored
+    versions. Returns the listings they agree on."""
+    for node in nodes.values():
+        wait_for(f"{node.node_id} healthy", lambda node=node: healthy(node), DEADLINE)
+    a = nodes["a"]
+    wait_for("every node lists the same versions",
+             lambda: all(listings(node) == listings(a) for node in nodes.values()), DEADLINE)
+    reference = listings(a)
+    stored = [(bucket, entry) for bucket, entries in reference.items()
+              for entry in entries if entry[3] != "marker"]
+    for bucket, (key, version, *_rest) in chaos.sample(stored, min(SAMPLE, len(stored))):
+        bodies = {node.node_id: node.s3.get_object(Bucket=bucket, Key=key, VersionId=version)[
+            "Body"].read() for node in nodes.values()}
+        assert len(set(bodies.values())) == 1, (bucket, key, version)
+    return reference
+
+
 def test_random_kills_and_restarts_under_load_end_identical(nodes: dict[str, Node]) -> None:
     chaos = random.Random(int(os.environ.get("OBJSTORE_CLUSTER_SOAK_SEED", "14")))
     loads = [Load(nodes, seed) for seed in (1, 2)]
@@ -151,17 +174,5 @@ def test_random_kills_and_restarts_under_load_end_identical(nodes: dict[str, Nod
     print(f"soak: {SOAK_SECONDS:.0f}s, kills {kills}, operations {done}")
     assert kills and done["ok"] >= 50, (kills, done)
 
-    for node in nodes.values():
-        wait_for(f"{node.node_id} healthy", lambda node=node: healthy(node), DEADLINE)
-    a = nodes["a"]
-    wait_for("every node lists the same versions",
-             lambda: all(listings(node) == listings(a) for node in nodes.values()), DEADLINE)
-    reference = listings(a)
+    reference = assert_converged(nodes, chaos)
     assert reference[VERSIONED] and reference[PLAIN]
-    stored = [(bucket, entry) for bucket, entries in reference.items()
-              for entry in entries if entry[3] != "marker"]
-    sample = chaos.sample(stored, min(SAMPLE, len(stored)))
-    for bucket, (key, version, *_rest) in sample:
-        bodies = {node.node_id: node.s3.get_object(Bucket=bucket, Key=key, VersionId=version)[
-            "Body"].read() for node in nodes.values()}
-        assert len(set(bodies.values())) == 1, (bucket, key, version)

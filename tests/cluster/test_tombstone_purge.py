@@ -12,18 +12,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
-import sqlalchemy as sa
-import urllib3
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.harness import Node, start_cluster, wait_for, wait_until_trusted
+from tests.integration.probes import database, metric, object_tombstones
 
 pytestmark = pytest.mark.timeout(120)
 
 NAMES = ("a", "b")
 BUCKET = "purged"
 GRACE_SECONDS = 4
-HTTP = urllib3.PoolManager(retries=False, timeout=10.0)
 
 
 @pytest.fixture(scope="module")
@@ -34,31 +31,14 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
                         "peer_prune_days": "1"} for name in NAMES}
     with start_cluster(request, tmp_path_factory, NAMES,
                        cluster_overrides=overrides) as started:
-        for name in NAMES:
-            wait_for(f"{name} trusts its peer",
-                     lambda name=name: all_trusted(started[name], 1), deadline=30)
+        wait_until_trusted(started, deadline=30)
         yield started
 
 
 def tombstones(node: Node) -> set[str]:
-    engine = sa.create_engine(f"sqlite:///{node.daemon.data_dir / 'meta' / 'objstore.db'}",
-                              poolclass=sa.pool.NullPool)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(sa.text("SELECT key FROM tombstones WHERE family = 'object'"))
-            return {str(row[0]) for row in rows}
-    finally:
-        engine.dispose()
-
-
-def metric(node: Node, name: str) -> float:
-    response = HTTP.request("GET", f"{node.daemon.endpoint}/admin/metrics")
-    assert response.status == 200
-    for family in text_string_to_metric_families(response.data.decode()):
-        for sample in family.samples:
-            if sample.name == name:
-                return float(sample.value)
-    return 0.0
+    """The keys of the object tombstones of BUCKET in `node`'s database."""
+    with database(node.daemon) as engine:
+        return object_tombstones(engine, BUCKET)
 
 
 def blocked(node: Node) -> bool:
@@ -76,7 +56,7 @@ def test_a_peer_away_past_the_grace_blocks_the_purge(nodes: dict[str, Node]) -> 
     # The purge's own verdict (its last tick), logged by then: a start may have blocked
     # it until b answered.
     wait_for("a's purge unblocked",
-             lambda: not blocked(a) and metric(a, "objstore_tombstone_gc_blocked") == 0,
+             lambda: not blocked(a) and metric(a.daemon, "objstore_tombstone_gc_blocked") == 0,
              deadline=30)
     offset = a.daemon.log_path.stat().st_size
     assert b.daemon.process is not None
@@ -88,20 +68,20 @@ def test_a_peer_away_past_the_grace_blocks_the_purge(nodes: dict[str, Node]) -> 
         key = f"{BUCKET}:null:gone"
         assert key in tombstones(a)
         wait_for("a blocks its purge", lambda: blocked(a), deadline=30)
-        skipped = metric(a, "objstore_tombstone_purge_skipped_total")
+        skipped = metric(a.daemon, "objstore_tombstone_purge_skipped_total")
         wait_for("a skips two more ticks past the tombstone's grace",
                  lambda: time.monotonic() - deleted_at > GRACE_SECONDS + 1
-                 and metric(a, "objstore_tombstone_purge_skipped_total") >= skipped + 2,
+                 and metric(a.daemon, "objstore_tombstone_purge_skipped_total") >= skipped + 2,
                  deadline=30)
         assert key in tombstones(a)
-        assert metric(a, "objstore_tombstone_gc_blocked") == 1
+        assert metric(a.daemon, "objstore_tombstone_gc_blocked") == 1
     finally:
         os.kill(pid, signal.SIGCONT)
     wait_for("a purges the tombstone once b is back", lambda: key not in tombstones(a),
              deadline=30)
     assert not blocked(a)
-    assert metric(a, "objstore_tombstone_gc_blocked") == 0
-    assert metric(a, "objstore_tombstones_purged_total") >= 1
+    assert metric(a.daemon, "objstore_tombstone_gc_blocked") == 0
+    assert metric(a.daemon, "objstore_tombstones_purged_total") >= 1
     logged = log_since(a, offset)
     assert logged.count("tombstone purge blocked") == 1, logged
     assert "node-b" in logged

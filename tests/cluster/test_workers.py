@@ -6,19 +6,14 @@ stopped the gate of the third is closed in every one of its workers."""
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
-import urllib3
 
-from objstore.http import sigv4
 from tests.cluster.harness import Node, start_cluster, wait_for
 from tests.integration.admin_client import AdminClient
-from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY
+from tests.integration.worker_pins import pinned_admins, s3_call
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -36,22 +31,8 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 
 def pinned(node: Node) -> dict[int, AdminClient]:
-    """One admin client per worker index of `node`, each on its own kept-alive connection
-    (the kernel spreads new connections over the workers)."""
-    found: dict[int, AdminClient] = {}
-    deadline = time.monotonic() + DEADLINE
-    while time.monotonic() < deadline:
-        pool = urllib3.HTTPConnectionPool("127.0.0.1", node.daemon.port, maxsize=1,
-                                          block=True, retries=False, timeout=30.0)
-        admin = AdminClient(node.daemon.endpoint, http=pool)
-        index = admin.ok("GET", "/info")["worker"]["index"]
-        if index in found:
-            pool.close()
-        else:
-            found[index] = admin
-        if len(found) == WORKERS:
-            return found
-    raise AssertionError(f"only workers {sorted(found)} of {node.node_id} answered")
+    """One admin client per worker index of `node`, each on its own kept-alive connection."""
+    return pinned_admins(node.daemon, DEADLINE)
 
 
 def view(admin: AdminClient) -> dict[str, object]:
@@ -62,18 +43,6 @@ def view(admin: AdminClient) -> dict[str, object]:
 def trusts_both(admin: AdminClient) -> bool:
     peers = [n for n in view(admin)["nodes"] if n["state"] != "self"]  # type: ignore[attr-defined]
     return len(peers) == 2 and all(p["authenticated"] and p["eligible"] for p in peers)
-
-
-def s3(admin: AdminClient, method: str, path: str, body: bytes = b""
-       ) -> urllib3.BaseHTTPResponse:
-    """A SigV4-signed S3 request on the admin client's pinned connection (its worker)."""
-    url = admin.endpoint + path
-    headers = sigv4.sign_headers(method, url, {}, hashlib.sha256(body).hexdigest(),
-                                 ROOT_ACCESS_KEY, ROOT_SECRET_KEY, "us-east-1",
-                                 datetime.datetime.now(datetime.UTC))
-    response: urllib3.BaseHTTPResponse = admin.http.request(method, path, body=body or None,
-                                                            headers=headers)
-    return response
 
 
 def gauge(admin: AdminClient, name: str) -> float:
@@ -111,7 +80,7 @@ def test_a_write_served_by_either_worker_is_replicated(nodes: dict[str, Node]) -
         node.s3.create_bucket(Bucket=BUCKET)  # buckets are not replicated yet
     for index, admin in pinned(nodes["a"]).items():
         body = f"written through worker {index} of a".encode() * 100
-        put = s3(admin, "PUT", f"/{BUCKET}/from-worker-{index}", body)
+        put = s3_call(admin, "PUT", f"/{BUCKET}/from-worker-{index}", body=body)
         assert put.status == 200, put.data
         for name in ("b", "c"):
             got = nodes[name].s3.get_object(Bucket=BUCKET, Key=f"from-worker-{index}")
@@ -127,11 +96,11 @@ def test_without_a_quorum_every_worker_refuses_writes(nodes: dict[str, Node]) ->
         wait_for(f"worker {index} of node a sees the gate closed",
                  lambda admin=admin: view(admin)["gate"] == "closed", deadline=DEADLINE)
     for index, admin in workers.items():
-        refused = s3(admin, "PUT", f"/{BUCKET}/refused-{index}", b"no quorum")
+        refused = s3_call(admin, "PUT", f"/{BUCKET}/refused-{index}", body=b"no quorum")
         assert refused.status == 503, (index, refused.data)
         assert b"ServiceUnavailable" in refused.data
         assert refused.headers["Retry-After"] == "5"
         health = admin.http.request("GET", "/admin/health?writable=1")
         assert health.status == 503
-        kept = s3(admin, "GET", f"/{BUCKET}/from-worker-0")
+        kept = s3_call(admin, "GET", f"/{BUCKET}/from-worker-0")
         assert kept.status == 200  # reads still served

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import BotoCoreError, ClientError
 
-from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.cluster.harness import Node, start_cluster, wait_for, wait_until_trusted
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -34,10 +34,9 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
           ) -> Iterator[dict[str, Node]]:
     with start_cluster(request, tmp_path_factory, NAMES,
                        cluster_overrides={name: FAST for name in NAMES}) as started:
-        for name in NAMES:
-            wait_for(f"{name} trusts both peers",
-                     lambda name=name: all_trusted(started[name], 2), deadline=30)
-            started[name].s3.create_bucket(Bucket=BUCKET)  # buckets are not replicated yet
+        wait_until_trusted(started, deadline=30)
+        for node in started.values():
+            node.s3.create_bucket(Bucket=BUCKET)  # buckets are not replicated yet
         yield started
 
 

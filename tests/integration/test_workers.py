@@ -25,6 +25,7 @@ from objstore.http import sigv4
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+from tests.integration.worker_pins import pinned_admins, s3_call
 
 WORKERS = 2
 
@@ -40,36 +41,6 @@ def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def pinned_admins(daemon: Daemon) -> dict[int, AdminClient]:
-    """One root admin client per worker index, each on its own kept-alive connection."""
-    found: dict[int, AdminClient] = {}
-    deadline = time.monotonic() + 30  # the kernel spreads new connections over listeners
-    while time.monotonic() < deadline:
-        pool = urllib3.HTTPConnectionPool("127.0.0.1", daemon.port, maxsize=1, block=True,
-                                          retries=False, timeout=30.0)
-        admin = AdminClient(daemon.endpoint, http=pool)
-        index = admin.ok("GET", "/info")["worker"]["index"]
-        if index in found:
-            pool.close()
-        else:
-            found[index] = admin
-        if len(found) == WORKERS:
-            return found
-    raise AssertionError(f"only workers {sorted(found)} accepted connections")
-
-
-def s3_call(admin: AdminClient, method: str, path: str, access_key: str, secret_key: str,
-            body: bytes = b"") -> urllib3.BaseHTTPResponse:
-    """A SigV4-signed S3 request on the admin client's pinned connection."""
-    url = admin.endpoint + path
-    headers = sigv4.sign_headers(method, url, {}, hashlib.sha256(body).hexdigest(),
-                                 access_key, secret_key, "us-east-1",
-                                 datetime.datetime.now(datetime.UTC))
-    response: urllib3.BaseHTTPResponse = admin.http.request(method, path, body=body or None,
-                                                            headers=headers)
-    return response
 
 
 def test_every_worker_serves_the_port_and_answers_health_alike(daemon: Daemon) -> None:
