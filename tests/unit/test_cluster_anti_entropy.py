@@ -448,7 +448,8 @@ def test_a_row_whose_bucket_the_steps_bring_is_applied_by_the_same_pass(
     assert world.peer.asked == [0, 1]
     assert world.cursor.cursor == 3 and world.cursor.first_pass_done
     assert world.cursor.failing_seq is None and world.cursor.failed_passes == 0
-    assert world.cursor.skipped_entries == 0 and not world.service.is_syncing()
+    assert world.cursor.skipped_entries == 0
+    assert world.service.state.progress["node-b"].passed  # syncing ends with this pass
 
 
 def test_an_entry_that_keeps_failing_fails_each_pass_and_counts_once_per_pass(
@@ -466,7 +467,7 @@ def test_an_entry_that_keeps_failing_fails_each_pass_and_counts_once_per_pass(
         assert run(world.service.run_pass("node-b", PEER_URL)) is False
         assert world.peer.asked == [0, 0] * passes  # each pass retried its rows once
         assert world.cursor.failing_seq == 1 and world.cursor.failed_passes == passes
-        assert world.service.is_syncing()
+        assert not world.service.state.progress["node-b"].passed
     assert run(world.service.run_pass("node-b", PEER_URL)) is True  # rule 9: skipped
     assert world.cursor.cursor == 2 and world.cursor.skipped_entries == 1
     assert world.apply.applied == [("row", "after", None)]
