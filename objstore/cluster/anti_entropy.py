@@ -24,7 +24,13 @@ one pass:
    at the first entry that fails, and the rules of `sync_rules.py` decide rewinds (rule 8)
    and skips (rule 9);
 4. then runs the extra per-peer steps (`PeerStep`, e.g. the control-plane reconcile),
-   each `async (peer_node_id, base_url) -> None`, raising on failure.
+   each `async (peer_node_id, base_url) -> None`, raising on failure;
+5. when applying (2) stopped at a failing entry and every step succeeded, pulls and
+   applies once more from the cursor: a step may have brought what the entry lacked (the
+   bucket of a row, created on the peer while this node was away, comes with the
+   control-plane snapshot), so such a row is applied by the same pass. The seq that
+   already failed on this pass is not counted again if it fails in this retry (rule 9
+   counts passes); an entry that keeps failing still fails the pass.
 
 A peer's pass is complete when it caught up and every step succeeded: then its cursor
 records first_pass_done and last_reconcile. A peer the membership prunes (the prober's
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from enum import Enum
 from typing import Any, Protocol
 
 from twisted.application.service import MultiService
@@ -133,6 +140,14 @@ class EntryFailed(Exception):
     """An entry could not be applied on this pass."""
 
 
+class RowsEnd(Enum):
+    """How pulling a peer's object rows ended."""
+
+    CAUGHT_UP = "caught up"  # (or a peer without the manifest route: nothing to pull)
+    ENTRY_FAILED = "stopped at an entry that failed"  # counted by rule 9
+    INTERRUPTED = "no manifest, or this service is stopping"
+
+
 class AntiEntropy(MultiService, SyncAnswers):
     def __init__(self, *, membership: Membership, meta: SyncMeta, client: ManifestClient,
                  apply: Applier, blobs: BlobPresence, io: Runner, cluster: Cluster,
@@ -203,10 +218,16 @@ class AntiEntropy(MultiService, SyncAnswers):
             self._ended(peer.node_id, passed=False)
 
     async def run_pass(self, node_id: str, base_url: str) -> bool:
-        """One pass toward a peer; True when it completed (caught up, steps done)."""
-        caught_up = await self._object_pass(node_id, base_url)
+        """One pass toward a peer; True when it completed (caught up, steps done). Rows
+        that stopped at a failing entry are pulled once more after steps that all
+        succeeded (module docstring, 5)."""
+        rows = await self._object_pass(node_id, base_url)
         steps_ok = not self._stopping and await self._run_steps(node_id, base_url)
-        passed = caught_up and steps_ok
+        if rows is RowsEnd.ENTRY_FAILED and steps_ok and self.steps:
+            log.info("anti-entropy: the object rows of {node_id} once more, after its "
+                     "steps", node_id=node_id)
+            rows = await self._object_pass(node_id, base_url, again_this_pass=True)
+        passed = rows is RowsEnd.CAUGHT_UP and steps_ok
         if passed:
             await self._save(pass_completed(self._cursor(node_id), self._clock.seconds()))
         self._ended(node_id, passed=passed)
@@ -256,8 +277,10 @@ class AntiEntropy(MultiService, SyncAnswers):
                 ok = False
         return ok
 
-    async def _object_pass(self, node_id: str, base_url: str) -> bool:
-        """Pull and apply pages until caught up (True) or stopped (False)."""
+    async def _object_pass(self, node_id: str, base_url: str, *,
+                           again_this_pass: bool = False) -> RowsEnd:
+        """Pull and apply pages until caught up or stopped. `again_this_pass`: the pass's
+        retry, whose failure on the seq already counted is not counted twice."""
         cursor = self._cursor(node_id)
         while not self._stopping:
             page = await self._client.manifest(base_url, cursor.cursor, self._page_entries)
@@ -266,11 +289,11 @@ class AntiEntropy(MultiService, SyncAnswers):
                 # pull from it, which must not hold this node in syncing.
                 log.info("anti-entropy: {node_id} serves no manifest (404): skipped",
                          node_id=node_id)
-                return True
+                return RowsEnd.CAUGHT_UP
             if isinstance(page, SendFailure):
                 log.info("anti-entropy: no manifest from {node_id}: {reason}",
                          node_id=node_id, reason=page.reason)
-                return False
+                return RowsEnd.INTERRUPTED
             if rewound(cursor, page.max_seq):
                 log.warn("anti-entropy: {node_id} reports max_seq {reported}, below this "
                          "node's cursor {cursor}: its history was rewound; pulling it all "
@@ -279,32 +302,36 @@ class AntiEntropy(MultiService, SyncAnswers):
                 cursor = reset_after_rewind(cursor)
                 await self._save(cursor)
                 continue
-            cursor, stopped = await self._apply_page(node_id, base_url, cursor, page)
+            cursor, stopped = await self._apply_page(node_id, base_url, cursor, page,
+                                                     again_this_pass)
             await self._save(cursor)
-            if stopped:
-                return False
+            if stopped is not None:
+                return stopped
             if not page.more:
-                return True
-        return False
+                return RowsEnd.CAUGHT_UP
+        return RowsEnd.INTERRUPTED
 
     async def _apply_page(self, node_id: str, base_url: str, cursor: SyncCursor,
-                          page: PulledPage) -> tuple[SyncCursor, bool]:
-        """Apply a page's entries in order: (the cursor now, whether the pass stops)."""
+                          page: PulledPage, again_this_pass: bool
+                          ) -> tuple[SyncCursor, RowsEnd | None]:
+        """Apply a page's entries in order: (the cursor now, why the pass stops: None
+        when it goes on)."""
         since = cursor.cursor
         for entry in page.entries:
             if self._stopping:
-                return cursor, True
+                return cursor, RowsEnd.INTERRUPTED
             if entry.seq <= cursor.cursor:
                 continue
             try:
                 await self._apply_entry(node_id, base_url, entry)
             except Exception as error:  # noqa: BLE001 (rule 9 decides)
-                cursor, skipped = entry_failed(cursor, entry.seq)
+                cursor, skipped = entry_failed(cursor, entry.seq,
+                                               again_this_pass=again_this_pass)
                 if not skipped:
                     log.info("anti-entropy: entry {seq} from {node_id} failed ({passes} "
                              "pass(es) in a row): {error}", seq=entry.seq, node_id=node_id,
                              passes=cursor.failed_passes, error=error)
-                    return cursor, True
+                    return cursor, RowsEnd.ENTRY_FAILED
                 log.warn("anti-entropy: entry {seq} from {node_id} failed on 5 passes in a "
                          "row and is skipped: {error}", seq=entry.seq, node_id=node_id,
                          error=error)
@@ -312,7 +339,7 @@ class AntiEntropy(MultiService, SyncAnswers):
             cursor = advanced(cursor, entry.seq, page.max_seq)
         last = page.entries[-1].seq if page.entries else None
         return advanced(cursor, page_end(since, last, page.max_seq, page.more),
-                        page.max_seq), False
+                        page.max_seq), None
 
     # -- one entry ---------------------------------------------------------------------------
     def _caller(self, node_id: str) -> Caller:

@@ -15,7 +15,9 @@ This module decides, without I/O or Twisted, what the cursor becomes:
 * `entry_failed` (rule 9): the pass stops at an entry that fails; the same seq failing on
   SKIP_AFTER_PASSES consecutive passes is skipped (the cursor moves past it, a warning,
   `skipped_entries` + 1), so one poison row never stalls a peer's sync. An entry that then
-  succeeds clears the count (`advanced` past it).
+  succeeds clears the count (`advanced` past it). A pass retries its object rows once
+  after its extra steps (anti_entropy.py); the seq it stopped at failing again in that
+  retry is not counted twice (`again_this_pass`): the rule counts passes, not attempts.
 * `pass_completed`: the peer was caught up (and its extra steps succeeded): first pass done.
 * `cursor_to_forget`: a peer the membership pruned (unseen for peer_prune_days) loses its
   cursor, unless another known address still carries its node id (a node that moved).
@@ -84,9 +86,14 @@ def reset_after_rewind(cursor: SyncCursor) -> SyncCursor:
     return replace(cursor, cursor=0, peer_max_seq=None, failing_seq=None, failed_passes=0)
 
 
-def entry_failed(cursor: SyncCursor, seq: int) -> tuple[SyncCursor, bool]:
+def entry_failed(cursor: SyncCursor, seq: int, *, again_this_pass: bool = False
+                 ) -> tuple[SyncCursor, bool]:
     """The entry at `seq` failed on this pass: (the cursor now, whether it is skipped).
-    Skipped on the SKIP_AFTER_PASSES-th consecutive pass failing on the same seq."""
+    Skipped on the SKIP_AFTER_PASSES-th consecutive pass failing on the same seq. With
+    `again_this_pass` (the pass's retry), the seq this pass already counted (the cursor's
+    `failing_seq`) is not counted again."""
+    if again_this_pass and cursor.failing_seq == seq:
+        return cursor, False
     passes = cursor.failed_passes + 1 if cursor.failing_seq == seq else 1
     if passes >= SKIP_AFTER_PASSES:
         return replace(cursor, cursor=max(cursor.cursor, seq), failing_seq=None,

@@ -20,23 +20,18 @@ class TombstonePurgeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         stats = self._stats
-        purged = CounterMetricFamily(
+        yield CounterMetricFamily(
             "objstore_tombstones_purged",
-            "Tombstones removed after their grace window (cluster rule 7).")
-        purged.add_metric([], float(stats.purged))
-        yield purged
-        skipped = CounterMetricFamily(
+            "Tombstones removed after their grace window (cluster rule 7).",
+            value=float(stats.purged))
+        yield CounterMetricFamily(
             "objstore_tombstone_purge_skipped",
             "Tombstone purge ticks skipped: some known peer was not seen within the grace "
-            "window.")
-        skipped.add_metric([], float(stats.skipped))
-        yield skipped
-        blocked = GaugeMetricFamily(
+            "window.", value=float(stats.skipped))
+        yield GaugeMetricFamily(
             "objstore_tombstone_gc_blocked",
             "1 while the tombstone purge is blocked (some known peer not seen within the "
-            "grace window), else 0.")
-        blocked.add_metric([], 1.0 if stats.blocked else 0.0)
-        yield blocked
+            "grace window), else 0.", value=1.0 if stats.blocked else 0.0)
 
 
 __all__ = ["TombstonePurgeCollector"]

@@ -1,7 +1,8 @@
 """The anti-entropy service (cluster/anti_entropy.py) with fakes on a Clock: pages pulled
 from the cursor and applied in order, missing bytes fetched first (and checked), rows that
 lose locally cost no fetch, the cursor persisted, rule 9's skip, rule 8's rewind, the extra
-per-peer steps, syncing, the sync object and the metrics' figures. No socket, no thread."""
+per-peer steps (and the rows retried after them), syncing, the sync object and the
+metrics' figures. No socket, no thread."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from objstore.cluster.wire import ReplicatedDelete
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
 from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
+from objstore.errors import S3Error
 from objstore.http.health import HealthState
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.metrics.collectors import ClusterCollector
@@ -97,16 +99,20 @@ class FakePeer:
 
 @dataclass
 class FakeApply:
-    """The apply path: records what it was given; raises for keys in `failing`."""
+    """The apply path: records what it was given; raises for keys in `failing` and
+    NoSuchBucket for rows of `missing_buckets`."""
 
     applied: list[tuple[str, str, bytes | None]] = field(default_factory=list)
     stored_blobs: list[tuple[str, bytes]] = field(default_factory=list)
     failing: set[str] = field(default_factory=set)
+    missing_buckets: set[str] = field(default_factory=set)
     callers: list[Caller] = field(default_factory=list)
 
     async def apply_replicated(self, caller: Caller, record: ObjectRecord,
                                body: Any = None) -> Ack:
         self.callers.append(caller)
+        if record.bucket in self.missing_buckets:
+            raise S3Error("NoSuchBucket", BucketName=record.bucket)
         if record.key in self.failing:
             raise RuntimeError(f"poison {record.key}")
         data = b"".join(body.read_back()) if body is not None else None
@@ -418,6 +424,65 @@ def test_steps_run_after_the_object_pass_and_gate_first_pass_done(tmp_path: Path
     world.tick()
     assert len(calls) == 2 and world.cursor.first_pass_done
     assert not world.service.is_syncing()
+
+
+def test_a_row_whose_bucket_the_steps_bring_is_applied_by_the_same_pass(
+        tmp_path: Path) -> None:
+    steps: list[str] = []
+
+    async def reconcile_control(node_id: str, base_url: str) -> None:
+        steps.append(node_id)
+        world.apply.missing_buckets.discard("fresh")  # the peer's snapshot has the bucket
+
+    world = World(tmp_path, steps=[reconcile_control])
+    world.apply.missing_buckets.add("fresh")
+    world.peer.blobs[BLOB_A] = b"abc"
+    world.peer.add(1, row("before", b"", blob=None, is_delete_marker=True))
+    world.peer.add(2, replace(row("new"), bucket="fresh"))
+    world.peer.add(3, row("after", b"", blob=None, is_delete_marker=True))
+    world.join()
+    assert run(world.service.run_pass("node-b", PEER_URL)) is True
+    assert world.apply.applied == [("row", "before", None), ("row", "new", b"abc"),
+                                   ("row", "after", None)]
+    assert steps == ["node-b"]  # the steps ran once; the rows were pulled again
+    assert world.peer.asked == [0, 1]
+    assert world.cursor.cursor == 3 and world.cursor.first_pass_done
+    assert world.cursor.failing_seq is None and world.cursor.failed_passes == 0
+    assert world.cursor.skipped_entries == 0
+    assert world.service.state.progress["node-b"].passed  # syncing ends with this pass
+
+
+def test_an_entry_that_keeps_failing_fails_each_pass_and_counts_once_per_pass(
+        tmp_path: Path) -> None:
+    async def reconcile_control(node_id: str, base_url: str) -> None:
+        return None
+
+    world = World(tmp_path, steps=[reconcile_control])
+    world.apply.missing_buckets.add("never")
+    world.peer.add(1, replace(row("k", b"", blob=None, is_delete_marker=True),
+                              bucket="never"))
+    world.peer.add(2, row("after", b"", blob=None, is_delete_marker=True))
+    world.join()
+    for passes in range(1, SKIP_AFTER_PASSES):
+        assert run(world.service.run_pass("node-b", PEER_URL)) is False
+        assert world.peer.asked == [0, 0] * passes  # each pass retried its rows once
+        assert world.cursor.failing_seq == 1 and world.cursor.failed_passes == passes
+        assert not world.service.state.progress["node-b"].passed
+    assert run(world.service.run_pass("node-b", PEER_URL)) is True  # rule 9: skipped
+    assert world.cursor.cursor == 2 and world.cursor.skipped_entries == 1
+    assert world.apply.applied == [("row", "after", None)]
+
+
+def test_rows_are_not_retried_after_a_step_that_failed(tmp_path: Path) -> None:
+    async def reconcile_control(node_id: str, base_url: str) -> None:
+        raise RuntimeError("snapshot refused")
+
+    world = World(tmp_path, steps=[reconcile_control])
+    world.apply.failing.add("poison")
+    world.peer.add(1, row("poison", b"", blob=None, is_delete_marker=True))
+    world.join()
+    assert run(world.service.run_pass("node-b", PEER_URL)) is False
+    assert world.peer.asked == [0] and world.cursor.failed_passes == 1
 
 
 def test_the_sync_object_of_a_peer(world: World) -> None:

@@ -73,6 +73,16 @@ def test_a_failure_on_another_seq_starts_counting_again() -> None:
     assert not skipped and (cursor.failing_seq, cursor.failed_passes) == (9, 1)
 
 
+def test_the_retry_of_a_pass_does_not_count_its_failing_seq_twice() -> None:
+    cursor, _ = entry_failed(replace(START, failing_seq=7, failed_passes=3), 7)
+    assert cursor.failed_passes == 4
+    again, skipped = entry_failed(cursor, 7, again_this_pass=True)
+    assert not skipped and again == cursor
+    # another seq failing in the retry is a failure of its own
+    other, skipped = entry_failed(cursor, 9, again_this_pass=True)
+    assert not skipped and (other.failing_seq, other.failed_passes) == (9, 1)
+
+
 def test_a_completed_pass_is_recorded() -> None:
     done = pass_completed(START, 123.0)
     assert done.first_pass_done and done.last_reconcile == 123.0
