@@ -290,7 +290,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                         changes=changes)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
-                              changes=changes),
+                              changes=changes, restamp_on_repeat=config.cluster.enabled),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
                               locks=key_locks, changes=changes, gate=write_gate,
                               repair=blob_repair),
