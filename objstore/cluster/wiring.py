@@ -67,7 +67,7 @@ from objstore.metrics.collectors import ClusterCollector
 from objstore.metrics.registry import NodeMetrics
 from objstore.prefork import SINGLE_PROCESS, WorkerRole
 from objstore.roles import LeaderDuties
-from objstore.threads import NamedPool, Runner
+from objstore.threads import Runner
 
 log = Logger()
 
@@ -106,7 +106,7 @@ def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
 
 def peer_seams(config: Config, reactor: Any, cluster: ClusterParts | None, *,
                meta: MetaStore, blobs: BlobStore,
-               io_pool: NamedPool) -> tuple[BlobRepair, UploadPeers]:
+               io_pool: Runner) -> tuple[BlobRepair, UploadPeers]:
     """What the object and multipart services ask the peers through: reads that find a
     blob missing (`PeerBlobRepair`) and uploads made through other nodes (`PeerUploads`,
     which fetches through that repair); both get the client in `start_cluster`. A single
@@ -122,7 +122,7 @@ def peer_seams(config: Config, reactor: Any, cluster: ClusterParts | None, *,
 
 
 def add_control_reconciler(cluster: ClusterParts, *, node_id: str, meta: MetaStore,
-                           io_pool: NamedPool, changes: ChangeHook, control: ControlRecord,
+                           io_pool: Runner, changes: ChangeHook, control: ControlRecord,
                            blobs: BlobStore, listeners: ControlListeners) -> None:
     """The reconciler pulling and merging the peers' control planes (`listeners` make the
     node's caches forget what a merge changed); upload misses pull through it too. It
@@ -139,7 +139,7 @@ def add_control_reconciler(cluster: ClusterParts, *, node_id: str, meta: MetaSto
 
 
 def cluster_services(config: Config, reactor: Any, node_id: str, cluster: ClusterParts, *,
-                     role: WorkerRole, singletons: LeaderDuties, io_pool: NamedPool,
+                     role: WorkerRole, singletons: LeaderDuties, io_pool: Runner,
                      blobs: BlobStore, changes: ChangeHook, meta: MetaStore,
                      locks: KeyLocks) -> list[service.Service]:
     """The node's cluster services, in their start order, for the service tree to start
@@ -158,7 +158,7 @@ def cluster_services(config: Config, reactor: Any, node_id: str, cluster: Cluste
 
 
 def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
+                  io_pool: Runner, blobs: BlobStore, changes: ChangeHook,
                   role: WorkerRole = SINGLE_PROCESS, *,
                   leadership: WorkerLeadership | None = None,
                   meta: MetaStore, locks: KeyLocks) -> service.MultiService:
@@ -183,7 +183,7 @@ def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterPa
 
 
 def connect_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                    io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook) -> ClusterClient:
+                    io_pool: Runner, blobs: BlobStore, changes: ChangeHook) -> ClusterClient:
     """The process's cluster client, the fan-out added to the change hook, and the client
     given to the blob repair and the control reconciler (until then they ask no peer)."""
     client = ClusterClient(cluster=config.cluster, node_id=node_id,
@@ -200,7 +200,7 @@ def connect_cluster(config: Config, reactor: Any, node_id: str, cluster: Cluster
     return client
 
 
-def worker_mirror(config: Config, reactor: Any, cluster: ClusterParts, io_pool: NamedPool,
+def worker_mirror(config: Config, reactor: Any, cluster: ClusterParts, io_pool: Runner,
                   runtime_dir: str) -> MembershipMirror:
     """In a worker other than 0: the mirror of worker 0's membership view, with the
     mirror of its anti-entropy state as a child (`cluster.status` reads that one)."""
@@ -223,7 +223,7 @@ def warn_unbound_certificate(config: Config, node_id: str) -> None:
 
 
 def membership_prober(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                      client: ClusterClient, io_pool: NamedPool, *,
+                      client: ClusterClient, io_pool: Runner, *,
                       leadership: WorkerLeadership | None,
                       runtime_dir: str | None) -> ClusterProber:
     """Worker 0's prober of the peers (found as [cluster] discovery says), asking
@@ -242,7 +242,7 @@ def membership_prober(config: Config, reactor: Any, node_id: str, cluster: Clust
 
 def attach_anti_entropy(config: Config, reactor: Any, cluster: ClusterParts,
                         client: ClusterClient, prober: ClusterProber, *, meta: MetaStore,
-                        blobs: BlobStore, io_pool: NamedPool, locks: KeyLocks,
+                        blobs: BlobStore, io_pool: Runner, locks: KeyLocks,
                         changes: ChangeHook, runtime_dir: str | None) -> AntiEntropy:
     """Worker 0's anti-entropy, a child of the prober (a pruned peer's state goes with
     it), applying through a `ReplicationApply` of its own (same key locks and change
@@ -290,7 +290,7 @@ def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDut
 
 def blob_repair_service(config: Config, reactor: Any, cluster: ClusterParts,
                         meta: MetaStore, blobs: BlobStore,
-                        io_pool: NamedPool) -> BlobRepairService | None:
+                        io_pool: Runner) -> BlobRepairService | None:
     """The proactive blob repair pass (cluster/blob_repair.py), one tick per
     anti_entropy_interval_seconds, its cursor in the data directory."""
     if cluster.repair is None:
