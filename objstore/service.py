@@ -1,6 +1,7 @@
 """The composition root: builds every object of a node and the Twisted service tree.
 
-This is the only module that names concrete classes together. Start-up order is database
+This is the only module that names concrete classes together, with cluster/wiring.py for
+a cluster node's parts (built and started from here). Start-up order is database
 (migrated synchronously before the reactor serves anything) -> stores -> thread pools ->
 listener; shut-down is the reverse, beginning with the drain.
 """
@@ -10,7 +11,6 @@ from __future__ import annotations
 import datetime
 import gc
 import os
-import shutil
 import socket
 import time
 from collections.abc import Callable, Coroutine
@@ -27,13 +27,13 @@ from objstore.admin.api import AdminApi, server_info
 from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
 from objstore.admin.archive_routes import ArchiveRoutes
 from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
-from objstore.admin.audit_routes import AuditRoutes, audit_page
+from objstore.admin.audit_routes import AuditRoutes
 from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
-from objstore.admin.metrics_routes import MetricsRoutes, history_page
+from objstore.admin.metrics_routes import MetricsRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
@@ -49,33 +49,22 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
-from objstore.cluster.anti_entropy import AntiEntropy
-from objstore.cluster.api import ClusterApi, NodeFigures
-from objstore.cluster.blob_repair import CURSOR_FILE, BlobRepairService, PeerBlobRepair
-from objstore.cluster.client import ClusterClient, build_http_client
-from objstore.cluster.control_metrics import ControlCollector
-from objstore.cluster.control_reconcile import ControlListeners, ControlReconciler
-from objstore.cluster.control_routes import ControlRoutes
-from objstore.cluster.fanout import FanOut, StoredBlobs
-from objstore.cluster.leadership import WorkerLeadership
-from objstore.cluster.mdns import MdnsDiscovery
-from objstore.cluster.membership import Membership
-from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
-from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
-from objstore.cluster.node_views import LocalView, NodeViews
-from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
-from objstore.cluster.sender import ClientSender
-from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
-from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
-from objstore.cluster.tombstone_purge import TombstonePurge
+from objstore.cluster.control_reconcile import ControlListeners
+from objstore.cluster.node_views import NodeViews
 from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
-from objstore.cluster.tombstone_purge_rules import purge_blocked, unseen_peers
-from objstore.cluster.upload_peers import PeerUploads
-from objstore.cluster.upload_peers_metrics import UploadPeersCollector
-from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_node_view
+from objstore.cluster.wiring import (
+    add_cluster_collectors,
+    add_control_reconciler,
+    cluster_api,
+    cluster_document,
+    cluster_parts,
+    cluster_services,
+    node_view_sources,
+    peer_seams,
+    tombstone_purge,
+)
 from objstore.config import Config
 from objstore.engine.archive import ArchiveService
-from objstore.engine.blob_repair import NO_REPAIR
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
@@ -84,12 +73,10 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.quota import QuotaService
-from objstore.engine.replication_apply import ReplicationApply
 from objstore.engine.replicator import NO_GATE
-from objstore.engine.settings import SettingsService, replicated_setting
+from objstore.engine.settings import SettingsService
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
-from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import KeyLocks
 from objstore.engine.versions import VersionService
 from objstore.http.authn import Authenticator
@@ -97,11 +84,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
-from objstore.http.tls_options import (
-    TlsSetupError,
-    listener_options,
-    unbound_node_certificate,
-)
+from objstore.http.tls_options import TlsSetupError, listener_options
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.bootstrap import (
     BootstrapError,
@@ -125,7 +108,7 @@ from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
-from objstore.metrics.collectors import AuditCollector, ClusterCollector, PoolCollector, PoolStats
+from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
@@ -142,7 +125,7 @@ from objstore.private_files import directory_warnings, refuse_exposed
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.startup import fail_startup, warn_startup
-from objstore.threads import NamedPool, Runner
+from objstore.threads import NamedPool
 from objstore.timers import safe_timer
 from objstore.workers.lifecycle import (
     INTERVAL_SETTING,
@@ -300,21 +283,14 @@ def build_node(config: Config, reactor: Any = None, *,
     key_locks = KeyLocks(node_key_locks(role, reactor))
     # Every committed change passes this hook; its sinks are added below (the audit log).
     changes = ChangeHook()
-    if cluster is not None:  # reads that find a blob missing ask the peers (start_cluster)
-        cluster.repair = PeerBlobRepair(peers=cluster.membership, rows=meta, blobs=blobs,
-                                        io=io_pool)
-    blob_repair = cluster.repair if cluster is not None and cluster.repair else NO_REPAIR
-    upload_peers: UploadPeers = NO_UPLOAD_PEERS  # uploads made through other nodes
-    if cluster is not None and cluster.repair is not None:
-        cluster.uploads = PeerUploads(peers=cluster.membership, repair=cluster.repair,
-                                      rows=meta, blobs=blobs, io=io_pool, clock=reactor,
-                                      wait_seconds=config.cluster.request_timeout_seconds)
-        upload_peers = cluster.uploads
+    # Reads that find a blob missing and uploads made through other nodes ask the peers.
+    blob_repair, upload_peers = peer_seams(config, reactor, cluster, meta=meta, blobs=blobs,
+                                           io_pool=io_pool)
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
-                              changes=changes),
+                              changes=changes, restamp_on_repeat=config.cluster.enabled),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
                               locks=key_locks, changes=changes, gate=write_gate,
                               repair=blob_repair),
@@ -336,13 +312,10 @@ def build_node(config: Config, reactor: Any = None, *,
             identities.invalidate()
             authorizer.invalidate()
 
-        cluster.control = ControlReconciler(
-            node_id=node_id, meta=meta, io=io_pool, replicated_setting=replicated_setting,
-            peers=cluster.membership.eligible_peers, changes=changes, control=control,
-            uploads=blobs,
+        add_control_reconciler(
+            cluster, node_id=node_id, meta=meta, io_pool=io_pool, changes=changes,
+            control=control, blobs=blobs,
             listeners=ControlListeners(iam=iam_merged, buckets=bucket_cache.invalidate))
-        if cluster.uploads is not None:  # upload misses pull through this reconciler
-            cluster.uploads.control = cluster.control
     # One set of buckets for both APIs: a client's S3 and admin calls share its budget.
     rate_limits = node_rate_limits(config, role, clock)
     admin = AdminApi(
@@ -386,14 +359,9 @@ def build_node(config: Config, reactor: Any = None, *,
     # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
     # leader only, taken and given up after each probe tick (cluster/leadership.py).
     singletons = LeaderDuties(held=role.leader and cluster is None)
-    prober = repairer = None
-    if cluster is not None:
-        prober = start_cluster(config, reactor, node_id, cluster, io_pool, blobs, changes,
-                               role, leadership=worker_leadership(node_id, cluster,
-                                                                  singletons, role),
-                               meta=meta, locks=key_locks)
-        if role.leader:  # one proactive pass per node (its cursor file is the node's)
-            repairer = blob_repair_service(config, reactor, cluster, meta, blobs, io_pool)
+    cluster_children = [] if cluster is None else cluster_services(
+        config, reactor, node_id, cluster, role=role, singletons=singletons, io_pool=io_pool,
+        blobs=blobs, changes=changes, meta=meta, locks=key_locks)
     # GET /admin/audit and /admin/metrics/history: here, a peer's (node=<id>) or all (node=all).
     views = NodeViews(node_id=node_id, local=node_view_sources(meta),
                       membership=cluster.membership if cluster is not None else None,
@@ -406,16 +374,7 @@ def build_node(config: Config, reactor: Any = None, *,
     admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
         gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
     if cluster is not None:
-        observability.metrics.add(ClusterCollector(
-            peers=lambda: cluster.membership.peers.values(), gate=cluster.gate.figures,
-            fanout=cluster.fanout.stats if cluster.fanout is not None else None,
-            repair=cluster.repair.stats if cluster.repair is not None else None,
-            node_gauges=role.leader,  # gauges are summed over workers: the prober's only
-            sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
-        if cluster.control is not None:
-            observability.metrics.add(ControlCollector(cluster.control.stats))
-        if cluster.uploads is not None:
-            observability.metrics.add(UploadPeersCollector(cluster.uploads.stats))
+        add_cluster_collectors(observability.metrics, cluster, role)
     # The node's own singletons (audit purge, storage figures, metrics history) run in
     # worker 0 of every node, cluster or not; the cluster-wide ones (lifecycle) within them,
     # only while `singletons` is held. A setting changed through another worker reaches
@@ -448,10 +407,8 @@ def build_node(config: Config, reactor: Any = None, *,
     hash_pool.setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
-    if prober is not None:  # peers are probed before this node serves
-        prober.setServiceParent(top)
-    if repairer is not None:
-        repairer.setServiceParent(top)
+    for child in cluster_children:  # peers are probed before this node serves
+        child.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
@@ -728,172 +685,3 @@ def tls_options(config: Config) -> Any:
     certificate is asked for and verified against the cluster CA, not required)."""
     assert config.server.tls is not None
     return listener_options(config.server.tls, config.cluster.tls)
-
-
-@dataclass
-class ClusterParts:
-    """A cluster node's membership view, write gate, health status and (once
-    `start_cluster` ran) fan-out, in each process. With several workers the membership is
-    the node's one view: worker 0 probes and publishes it, the others mirror it
-    (cluster/shared_view.py); each worker fans out the writes it serves."""
-
-    membership: Membership
-    gate: ClusterWriteGate
-    status: ClusterStatus
-    fanout: FanOut | None = None
-    control: ControlReconciler | None = None  # pulls and merges peers' control planes
-    repair: PeerBlobRepair | None = None  # blob repair, built in build_node
-    uploads: PeerUploads | None = None  # multipart across nodes, built in build_node
-    client: ClusterClient | None = None  # set by start_cluster
-    anti_entropy: AntiEntropy | None = None  # set by start_cluster, in worker 0
-
-
-def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
-                  clock: Callable[[], float]) -> ClusterParts | None:
-    """The cluster's state when [cluster] enabled; None on a single node (NO_GATE, no
-    cluster in /admin/health). `start_cluster` adds its prober and fan-out."""
-    if not config.cluster.enabled:
-        return None
-    membership = Membership(node_id)
-    gate = ClusterWriteGate(membership, config.cluster, space.available_bytes)
-    return ClusterParts(membership, gate, ClusterStatus(gate, clock))
-
-
-def start_cluster(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
-                  io_pool: NamedPool, blobs: BlobStore, changes: ChangeHook,
-                  role: WorkerRole = SINGLE_PROCESS, *,
-                  leadership: WorkerLeadership | None = None,
-                  meta: MetaStore, locks: KeyLocks) -> service.MultiService:
-    """The client, the fan-out on the change hook (every committed local change goes to
-    the eligible peers; a quorum shortfall is the client's 503) and the membership's
-    service (returned: a child service started before the listener): the prober in
-    worker 0 (publishing its view for the other workers when there are several; it asks
-    `leadership` after each tick), the mirror of that view in every other worker.
-    Anti-entropy runs in worker 0 (a child of the prober; its state published for the
-    other workers, which mirror it): `cluster.status` reads its syncing and sync objects."""
-    client = ClusterClient(cluster=config.cluster, node_id=node_id,
-                           http=build_http_client(reactor, config.cluster), clock=reactor)
-    cluster.client = client
-    cluster.fanout = FanOut(cluster=config.cluster, membership=cluster.membership,
-                            sender=ClientSender(client, io_pool),
-                            blobs=StoredBlobs(blobs, io_pool), clock=reactor)
-    changes.add(cluster.fanout)
-    if cluster.repair is not None:  # blob repair fetches through the same client
-        cluster.repair.attach(client)
-    if cluster.control is not None:  # control-plane pulls go through it too
-        cluster.control.client = client
-    if not role.leader:
-        assert role.runtime_dir is not None
-        mirror = MembershipMirror(cluster.membership, view_path(role.runtime_dir),
-                                  cluster=config.cluster, clock=reactor, runner=io_pool)
-        sync = SyncMirror(cluster.membership, sync_path(role.runtime_dir),
-                          cluster=config.cluster, clock=reactor, runner=io_pool)
-        sync.setServiceParent(mirror)
-        cluster.status.is_syncing, cluster.status.peer_sync = sync.is_syncing, sync.peer_sync
-        return mirror
-    if config.cluster.tls is not None:  # once per node: worker 0
-        unbound = unbound_node_certificate(config.cluster.tls, node_id)
-        if unbound is not None:
-            log.warn("{problem}", problem=unbound)
-    discovery = discovery_for(config.cluster, SystemResolver(io_pool),
-                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
-    prober = ClusterProber(membership=cluster.membership, discovery=discovery,
-                           probe=client.ping, cluster=config.cluster, clock=reactor,
-                           after_tick=leadership.after_tick if leadership is not None else None)
-    if role.runtime_dir is not None:
-        MembershipPublisher(cluster.membership, view_path(role.runtime_dir),
-                            cluster=config.cluster, clock=reactor,
-                            runner=io_pool).setServiceParent(prober)
-    apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
-                             changes=changes,
-                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
-    # Per eligible peer each tick: object rows, then its control plane (rule 6).
-    steps = [cluster.control.reconcile_control] if cluster.control is not None else []
-    ae = cluster.anti_entropy = AntiEntropy(
-        membership=cluster.membership, meta=meta, client=client, apply=apply, blobs=blobs,
-        io=io_pool, cluster=config.cluster, clock=reactor, steps=steps)
-    ae.setServiceParent(prober)
-    prober.prune_listeners.append(ae.peer_pruned)
-    if role.runtime_dir is not None:
-        SyncPublisher(ae.state, sync_path(role.runtime_dir), cluster=config.cluster,
-                      clock=reactor, runner=io_pool).setServiceParent(prober)
-    cluster.status.is_syncing, cluster.status.peer_sync = ae.is_syncing, ae.peer_sync
-    return prober
-
-
-def tombstone_purge(config: Config, reactor: Any, meta: MetaStore,
-                    cluster: ClusterParts | None) -> TombstonePurge:
-    """The node's tombstone purge (cluster/tombstone_purge.py): rule 7 over the live
-    membership on a cluster node (worker 0 holds the prober's own), never blocked alone."""
-    membership = cluster.membership if cluster is not None else None
-    return TombstonePurge(
-        rows=meta, grace_seconds=config.cluster.tombstone_grace_total_seconds, clock=reactor,
-        blocked=lambda now: purge_blocked(membership, config.cluster, now=now),
-        unseen=lambda now: unseen_peers(membership, config.cluster, now=now))
-
-
-def worker_leadership(node_id: str, cluster: ClusterParts, singletons: LeaderDuties,
-                      role: WorkerRole) -> WorkerLeadership | None:
-    """The worker leader's rule over `singletons`, in worker 0 only (the others never
-    hold the role)."""
-    if not role.leader:
-        return None
-    return WorkerLeadership(self_id=node_id, named=cluster.membership.worker_leader,
-                            role=singletons)
-
-
-def blob_repair_service(config: Config, reactor: Any, cluster: ClusterParts,
-                        meta: MetaStore, blobs: BlobStore,
-                        io_pool: NamedPool) -> BlobRepairService | None:
-    """The proactive blob repair pass (cluster/blob_repair.py), one tick per
-    anti_entropy_interval_seconds, its cursor in the data directory."""
-    if cluster.repair is None:
-        return None
-    return BlobRepairService(
-        repair=cluster.repair, peers=cluster.membership, rows=meta, blobs=blobs, io=io_pool,
-        budget=config.cluster.blob_repair_budget,
-        interval_seconds=config.cluster.anti_entropy_interval_seconds, clock=reactor,
-        cursor_path=os.path.join(config.storage.data_dir, CURSOR_FILE))
-
-
-def cluster_document(config: Config, node_id: str, cluster: ClusterParts | None,
-                     clock: Callable[[], float]) -> Callable[[], dict[str, Any]]:
-    """What GET /admin/cluster answers: the live view, or this node alone."""
-    if cluster is not None:
-        return cluster.status.snapshot
-    return lambda: single_node_view(config.cluster, node_id, now=clock())
-
-
-def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaStore,
-                io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
-                locks: KeyLocks, changes: ChangeHook,
-                views: NodeViews | None = None, control: ControlReconciler | None = None,
-                ) -> Any | None:
-    """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
-    Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
-    key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
-    peers' per-node view queries."""
-    if not config.cluster.enabled:
-        return None
-    data_dir = config.storage.data_dir
-
-    async def figures() -> NodeFigures:
-        usage = await io_pool.run(shutil.disk_usage, data_dir)
-        return NodeFigures(usage.total, usage.free, await meta.max_seq())
-
-    apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
-                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
-    routes = (ControlRoutes(reconciler=control, apply=apply)
-              if control is not None else None)
-    return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,
-                      figures=figures, clock=clock, apply=apply, io=io_pool,
-                      node_views=views, control=routes,
-                      manifest=meta.changed_since).resource()
-
-
-def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:
-    """This node's answer to each per-node view family (cluster/node_views.py FAMILIES)."""
-    return {
-        AUDIT_VIEW.name: lambda params: audit_page(meta, params),
-        METRICS_HISTORY_VIEW.name: lambda params: history_page(meta, params),
-    }

@@ -1,7 +1,7 @@
 """`ControlCollector`: the control-plane reconciler's counts at scrape time (pulls of
 peers' control snapshots, failed pulls, merges that changed something, incoming rows
 skipped for a dead parent or a taken unique name). Registered only when the cluster is
-enabled (service.py)."""
+enabled (cluster/wiring.py)."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ class ControlReconciler:
         self._peers = peers
         self._changes = changes or ChangeHook()
         self.listeners = listeners or ControlListeners()
-        self.client = client  # set when the cluster client exists (service.start_cluster)
+        self.client = client  # set when the cluster client exists (wiring.start_cluster)
         self._control = control  # the control record, kept in line with each merge
         self._uploads = uploads  # an upload the merge removed loses its upload record
         self._locks: dict[str, DeferredLock] = {}

@@ -21,7 +21,7 @@ proxied to. On a single node (no membership) `node=all` is this node alone and a
 id is unknown.
 
 `FAMILIES` is the table of families: a new node-local view (notification events, the
-replication journal) is one line there and its local answer in `service.node_view_sources`.
+replication journal) is one line there and its local answer in `wiring.node_view_sources`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ multipart uploads whose calls land on different nodes (spec Cluster rules 6).
   `cluster/upload_peers_metrics.py`.
 
 Not enabled (`enabled` False: the engine asks nothing) until the reconciler and the blob
-repair both have the cluster client (service.start_cluster).
+repair both have the cluster client (cluster/wiring.py `start_cluster`).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class PeerUploads:
         self._io = io
         self._clock = clock
         self._wait_seconds = wait_seconds
-        self.control: ControlReconciler | None = None  # set once built (service.build_node)
+        self.control: ControlReconciler | None = None  # set by wiring.add_control_reconciler
         self._round: Deferred[None] | None = None  # the round running
         self._next: list[Deferred[None]] = []  # callers waiting for the round after it
         self.stats = UploadPeersStats()

@@ -1,7 +1,7 @@
 """`UploadPeersCollector`: the counts of multipart uploads across nodes at scrape time
 (cluster/upload_peers.py: control-plane refresh rounds asked by the multipart engine,
 part blobs a completion fetched from a peer, part blobs no peer gave). Registered only
-when the cluster is enabled (service.py)."""
+when the cluster is enabled (cluster/wiring.py)."""
 
 from __future__ import annotations
 

@@ -43,8 +43,13 @@ class BucketService:
         region: str,
         clock: Callable[[], float],
         changes: ChangeHook | None = None,
+        restamp_on_repeat: bool = False,
     ) -> None:
+        """`restamp_on_repeat` (a cluster node): an owner's CreateBucket of its existing
+        bucket re-stamps it (see `create`); on a single node such a repeat changes
+        nothing."""
         self._meta = meta
+        self._restamp_on_repeat = restamp_on_repeat
         self._changes = changes or ChangeHook()
         self._control = control
         self._io = io
@@ -79,10 +84,14 @@ class BucketService:
             existing = await self.get(name)
             if existing.owner_id != caller.principal.user_id:
                 raise S3Error("BucketAlreadyExists", BucketName=name)
-            # Idempotent for its owner (spec: CreateBucket is idempotent), but the create is
-            # still the newest word on the bucket: its stamp moves, so that a peer's
-            # deletion this node had not heard of yet loses to it (last-writer-wins)
-            # instead of removing the bucket the caller was just told exists.
+            # Idempotent for its owner (spec: CreateBucket is idempotent). With no peers
+            # that is all: nothing changes, nothing is written or reported.
+            if not self._restamp_on_repeat:
+                return existing
+            # On a cluster node the create is still the newest word on the bucket: its
+            # stamp moves, so that a peer's deletion this node had not heard of yet loses
+            # to it (last-writer-wins) instead of removing the bucket the caller was just
+            # told exists.
             record = dataclasses.replace(
                 existing, updated_at=max(now, existing.updated_at + RESTAMP_STEP_SECONDS))
             try:

@@ -126,7 +126,7 @@ def test_the_service_seams_follow_cluster_enabled() -> None:
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from objstore.service import cluster_document, cluster_parts
+    from objstore.cluster.wiring import cluster_document, cluster_parts
 
     class Space:
         def available_bytes(self) -> int:

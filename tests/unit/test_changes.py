@@ -6,6 +6,7 @@ observer). In memory: SQLite in a temp dir, inline pools, a real BlobStore (fsyn
 
 from __future__ import annotations
 
+import json
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class Engine:
     versions: VersionService
     iam: IamService
     settings: SettingsService
+    control: ControlRecord
+    restamping: BucketService  # a cluster node's: re-stamps an owner's repeated create
 
     def body(self, data: bytes) -> BodySpool:
         spool = BodySpool(self.blobs.tmp_dir, memory_limit=1024)
@@ -106,6 +109,9 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
         VersionService(meta, blobs, io, clock=clock, locks=locks, changes=hook),
         IamService(meta, control, io, clock=clock, on_change=lambda: None, changes=hook),
         SettingsService(meta, control, io, changes=hook),
+        control,
+        BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook,
+                      restamp_on_repeat=True),
     )
     sql.close()
 
@@ -257,17 +263,54 @@ def test_the_audit_sink_records_background_changes_only() -> None:
     }]
 
 
-def test_an_owner_creating_its_bucket_again_restamps_it_and_reports_it(
+def control_files(control: ControlRecord, family: str) -> dict[str, tuple[int, bytes]]:
+    """Each file of a control-record family: its inode (a rewrite replaces the file) and
+    its bytes."""
+    directory = Path(control.root) / family
+    return {path.name: (path.stat().st_ino, path.read_bytes())
+            for path in sorted(directory.iterdir())}
+
+
+def test_an_owner_creating_its_bucket_again_on_a_single_node_changes_nothing(
         engine: Engine) -> None:
-    """CreateBucket is idempotent for the owner, and still the newest word on the bucket:
-    its stamp moves (above the row's, whatever the clock says) and the change is reported,
-    so that a peer's older deletion of the bucket loses to it (cluster last-writer-wins)."""
+    """CreateBucket is idempotent for the owner: without peers the repeat answers the
+    bucket as it is, and leaves its row, its control record and the change hook alone."""
     first = run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    recorded = control_files(engine.control, "buckets")
     engine.sink.changes.clear()
     again = run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    assert again == first
+    assert run(engine.buckets.get("bkt")).updated_at == first.updated_at
+    assert control_files(engine.control, "buckets") == recorded
+    assert engine.sink.changes == []
+
+
+def test_another_callers_create_of_an_existing_bucket_is_refused_either_way(
+        engine: Engine) -> None:
+    run(engine.buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    bob = Caller(Principal("u-bob", "bob", False, "AKBOB"), request_id="req-2")
+    for buckets in (engine.buckets, engine.restamping):
+        with pytest.raises(S3Error) as refused:
+            run(buckets.create(bob, "bkt", location=None, object_lock=False))
+        assert refused.value.code == "BucketAlreadyExists"
+
+
+def test_an_owner_creating_its_bucket_again_on_a_cluster_node_restamps_it_and_reports_it(
+        engine: Engine) -> None:
+    """On a cluster node the repeat is still the newest word on the bucket: its stamp
+    moves (above the row's, whatever the clock says), its control record is rewritten and
+    the change is reported, so that a peer's older deletion of the bucket loses to it
+    (cluster last-writer-wins)."""
+    first = run(engine.restamping.create(CALLER, "bkt", location=None, object_lock=False))
+    recorded = control_files(engine.control, "buckets")
+    engine.sink.changes.clear()
+    again = run(engine.restamping.create(CALLER, "bkt", location=None, object_lock=False))
     assert again.created_at == first.created_at
     assert again.updated_at > first.updated_at
-    stored = run(engine.buckets.get("bkt"))
+    stored = run(engine.restamping.get("bkt"))
     assert stored.updated_at == again.updated_at
+    ((name, (inode, data)),) = control_files(engine.control, "buckets").items()
+    assert inode != recorded[name][0]
+    assert json.loads(data)["data"]["updated_at"] == again.updated_at
     assert [(c.kind, c.bucket) for c in engine.sink.changes] == [
         (ChangeKind.BUCKET_CREATED, "bkt")]

@@ -288,9 +288,9 @@ def test_the_node_mounts_the_api_only_when_the_cluster_is_enabled(tmp_path: Path
     from types import SimpleNamespace
 
     from objstore.blobs.store import BlobStore
+    from objstore.cluster.wiring import cluster_api
     from objstore.engine.changes import ChangeHook
     from objstore.engine.versioning import KeyLocks
-    from objstore.service import cluster_api
     from objstore.threads import InlinePool
 
     class Meta:

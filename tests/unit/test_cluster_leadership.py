@@ -14,10 +14,10 @@ from objstore.cluster.leader_rule import STARTUP_TICKS, LeaderRule
 from objstore.cluster.leadership import WorkerLeadership
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.cluster.prober import ClusterProber, StaticDiscovery
+from objstore.cluster.wiring import ClusterParts, worker_leadership
 from objstore.config import Cluster
 from objstore.prefork import WorkerRole
 from objstore.roles import LeaderDuties
-from objstore.service import ClusterParts, worker_leadership
 
 NOW = 1_700_000_000.0
 A, C = "http://a.test:9000", "http://c.test:9000"

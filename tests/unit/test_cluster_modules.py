@@ -1,5 +1,6 @@
 """The cluster's pure modules import no Twisted (they run in tools and tests without a
-reactor), and cluster/secrets.py can be called by config.py (no import cycle)."""
+reactor), cluster/secrets.py can be called by config.py and cluster/wiring.py by
+service.py (no import cycle)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,7 @@ def test_a_pure_cluster_module_imports_no_twisted(module: str) -> None:
 
 def test_secrets_does_not_import_the_config_module_it_validates() -> None:
     assert "objstore.config" not in imported_after("objstore.cluster.secrets")
+
+
+def test_the_cluster_wiring_imports_without_the_composition_root_that_calls_it() -> None:
+    assert "objstore.service" not in imported_after("objstore.cluster.wiring")

@@ -56,7 +56,9 @@ def gated(tmp_path: Path) -> Iterator[tuple[Engine, Gate]]:
     engine = Engine(sink, blobs, buckets, None,  # type: ignore[arg-type]
                     ObjectService(meta, blobs, io, clock=clock, changes=hook, gate=gate),
                     MultipartService(meta, blobs, io, clock=clock, changes=hook, gate=gate),
-                    None, None, None)  # type: ignore[arg-type]
+                    None, None, None, control,  # type: ignore[arg-type]
+                    BucketService(meta, control, io, region="us-east-1", clock=clock,
+                                  changes=hook, restamp_on_repeat=True))
     run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
     yield engine, gate
     sql.close()
