@@ -144,6 +144,9 @@ class Cluster:
     probe_interval_seconds: float = 5.0
     anti_entropy_interval_seconds: float = 30.0
     blob_repair_budget: int = 100
+    # The capacity guard refuses a write (507) that would leave the smallest eligible node
+    # with less than this free (cluster/gate.py `capacity_ok`).
+    capacity_reserve_bytes: int = 256 * 1024**2
     tombstone_grace_days: float = 7.0
     tombstone_grace_seconds: float | None = None
     peer_prune_days: float | None = None
@@ -494,6 +497,7 @@ _CLUSTER = _Section("cluster", Cluster, (
     _F("probe_interval_seconds", _num(0, above=True)),
     _F("anti_entropy_interval_seconds", _num(0, above=True)),
     _F("blob_repair_budget", _int(1)),
+    _F("capacity_reserve_bytes", _int(0)),
     _F("tombstone_grace_days", _num(0, above=True)),
     _F("tombstone_grace_seconds", _num(1)),
     _F("peer_prune_days", _num(1)),

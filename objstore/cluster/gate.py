@@ -25,7 +25,8 @@ Three questions a quorum write asks, each from plain numbers (the eligible node 
    200 counts in full; 1 (this node) + counted acks >= write_quorum (`quorum_satisfied`).
    Below it: 503, and the local copy stays (`quorum_error`). Available mode ignores acks.
 3. Before accepting bytes: does the smallest eligible node (self included) keep at least
-   the reserve once they are written? If not: 507 InsufficientStorage (`capacity_ok`).
+   the reserve (`[cluster] capacity_reserve_bytes`) once they are written? If not: 507
+   InsufficientStorage (`capacity_ok`).
 
 Pure: no I/O, no Twisted. The refusals are `S3Error`s of the one error table; every 503
 gets `Retry-After: 5` where it is rendered.
@@ -41,9 +42,6 @@ from dataclasses import dataclass
 from objstore.cluster.membership import PeerState
 from objstore.config import Cluster
 from objstore.errors import S3Error
-
-# Free space kept on every node by the capacity guard until [cluster] has a setting for it.
-DEFAULT_RESERVE_BYTES = 256 * 1024**2
 
 CLOSED_MESSAGE = ("The cluster cannot reach its write quorum: too few nodes are eligible. "
                   "Writes are refused until enough nodes are back; reads still work.")
@@ -176,8 +174,7 @@ def eligible_free_bytes(self_free_bytes: int, eligible_peers: Iterable[PeerState
                                if p.disk_available is not None)]
 
 
-def capacity_ok(free_bytes: Iterable[int], *, write_bytes: int,
-                reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> bool:
+def capacity_ok(free_bytes: Iterable[int], *, write_bytes: int, reserve_bytes: int) -> bool:
     """The smallest node keeps `reserve_bytes` after storing `write_bytes`."""
     smallest = min(free_bytes, default=None)
     return smallest is None or smallest - max(write_bytes, 0) >= reserve_bytes

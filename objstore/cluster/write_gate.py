@@ -6,9 +6,9 @@ Order: the gate first (503 ServiceUnavailable, closed, size exceeded or, rule 14
 node the only eligible one of the newest protocol version `protocol`; quorum mode only,
 available mode never closes it), then, for a write that brings bytes (`size_bytes` > 0),
 the capacity guard (507 InsufficientStorage when this node or an eligible peer would keep
-less than the reserve after storing them). A deletion (0 bytes) is never refused for
-capacity: it frees space. This node's free bytes come from its space guard
-(`SpaceGuard.available_bytes`), the peers' from their last authenticated ping.
+less than `[cluster] capacity_reserve_bytes` after storing them). A deletion (0 bytes) is
+never refused for capacity: it frees space. This node's free bytes come from its space
+guard (`SpaceGuard.available_bytes`), the peers' from their last authenticated ping.
 
 `state()` is the gate's current state, for /admin/health?writable=1, /admin/cluster and
 the metrics; `refusals` counts the writes refused, by reason, for the metrics.
@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from objstore.cluster.gate import (
-    DEFAULT_RESERVE_BYTES,
     GateState,
     capacity_error,
     capacity_ok,
@@ -43,7 +42,6 @@ class ClusterWriteGate:
     membership: Membership
     cluster: Cluster
     own_free_bytes: Callable[[], int]
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES
     refusals: dict[str, int] = field(default_factory=dict)  # reason -> count
     protocol: int = PROTOCOL_VERSION  # this node's (rule 14: the upgrade rule)
 
@@ -60,7 +58,7 @@ class ClusterWriteGate:
             raise refusal
         if size_bytes > 0 and not capacity_ok(
                 eligible_free_bytes(self.own_free_bytes(), self.membership.eligible_peers()),
-                write_bytes=size_bytes, reserve_bytes=self.reserve_bytes):
+                write_bytes=size_bytes, reserve_bytes=self.cluster.capacity_reserve_bytes):
             self._count("capacity")
             raise capacity_error()
 

@@ -119,7 +119,7 @@ def test_the_smallest_eligible_node_bounds_the_cluster() -> None:
     assert gate.capacity_ok(free, write_bytes=4 * MIB, reserve_bytes=6 * MIB)
     assert not gate.capacity_ok(free, write_bytes=4 * MIB + 1, reserve_bytes=6 * MIB)
     assert not gate.capacity_ok([5 * MIB], write_bytes=0, reserve_bytes=6 * MIB)
-    assert gate.capacity_ok([], write_bytes=10**12)
+    assert gate.capacity_ok([], write_bytes=10**12, reserve_bytes=6 * MIB)
 
 
 def test_the_capacity_refusal_is_507() -> None:

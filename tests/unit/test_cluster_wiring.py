@@ -30,11 +30,12 @@ from objstore.cluster.wiring import (
     cluster_services,
     peer_seams,
 )
-from objstore.config import Cluster
+from objstore.config import Cluster, load_config
 from objstore.engine.blob_repair import NO_REPAIR
 from objstore.engine.changes import ChangeHook
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS
 from objstore.engine.versioning import KeyLocks
+from objstore.errors import S3Error
 from objstore.prefork import SINGLE_PROCESS, WorkerRole
 from objstore.roles import LeaderDuties
 from objstore.threads import InlinePool
@@ -115,6 +116,26 @@ def test_every_worker_fans_out_and_gives_its_peer_seams_the_client(
     assert parts.control is not None and parts.control.client is parts.client
     assert parts.repair is not None and parts.repair.enabled
     assert parts.uploads is not None and parts.uploads.enabled
+
+
+class SmallSpace:
+    def available_bytes(self) -> int:
+        return 5 * 1048576
+
+
+def test_the_gate_keeps_the_reserve_of_the_loaded_file(tmp_path: Path) -> None:
+    """Every process of a node (each worker loads the file itself, prefork/child.py) builds
+    its gate through `cluster_parts` from the `Config` it loaded."""
+    path = tmp_path / "objstore.toml"
+    path.write_text('[cluster]\nenabled = true\nsecret = "f3K9x-Qm2Lp7Zr8Tw4Vb6Nc1"\n'
+                    "capacity_reserve_bytes = 1048576\n")
+    parts = cluster_parts(load_config(path), "n", SmallSpace(),  # type: ignore[arg-type]
+                          lambda: 0.0)
+    assert parts is not None
+    parts.gate.check_write(4 * 1048576)  # leaves exactly the reserve
+    with pytest.raises(S3Error) as refused:
+        parts.gate.check_write(4 * 1048576 + 1)
+    assert refused.value.status == 507
 
 
 def test_a_single_node_has_no_peer_seams(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ from objstore.errors import S3Error
 GIB = 1024**3
 
 
-def cluster(consistency: str = "quorum", size: int = 3) -> Cluster:
-    return Cluster(enabled=True, secret="s" * 16, cluster_size=size, consistency=consistency)
+def cluster(consistency: str = "quorum", size: int = 3, **settings: int) -> Cluster:
+    return Cluster(enabled=True, secret="s" * 16, cluster_size=size, consistency=consistency,
+                   **settings)
 
 
 def view(*peers: tuple[str, int | None]) -> Membership:
@@ -82,3 +83,25 @@ def test_an_ineligible_peers_free_space_does_not_count() -> None:
     membership.observe("http://x:9000", ProbeResult(status=200, mac_ok=False, node_id="x",
                                                     disk_available=0), now=1.0)
     assert refusal(ClusterWriteGate(membership, cluster(), lambda: 10 * GIB), GIB) is None
+
+
+@pytest.mark.parametrize(("reserve", "refused"), [
+    (GIB // 2, False),  # 2 GiB - 1 GiB written leaves 1 GiB, above the reserve
+    (GIB, False),  # exactly the reserve left
+    (GIB + 1, True),
+    (3 * GIB // 2, True),
+])
+def test_the_capacity_guard_keeps_the_configured_reserve(reserve: int, refused: bool) -> None:
+    gate = ClusterWriteGate(view(("a", 4 * GIB)), cluster(capacity_reserve_bytes=reserve),
+                            lambda: 2 * GIB)
+    error = refusal(gate, GIB)
+    assert (error is not None and error.status == 507) is refused
+    assert gate.refusals == ({"capacity": 1} if refused else {})
+
+
+def test_the_default_reserve_is_256_mib() -> None:
+    mib = 1024**2
+    gate = ClusterWriteGate(view(("a", 10 * GIB)), cluster(), lambda: GIB)
+    assert refusal(gate, GIB - 256 * mib) is None
+    error = refusal(gate, GIB - 256 * mib + 1)
+    assert error is not None and error.status == 507

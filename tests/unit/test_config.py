@@ -207,6 +207,17 @@ def test_load_config_resolves_relative_paths_against_cwd(monkeypatch: pytest.Mon
     assert config.source_path == str(path)
 
 
+def test_capacity_reserve_bytes_defaults_to_256_mib() -> None:
+    assert parse("").cluster.capacity_reserve_bytes == 268435456
+    assert parse(cluster()).cluster.capacity_reserve_bytes == 268435456
+
+
+@pytest.mark.parametrize("value", [0, 1048576, 10 * 1024**4])
+def test_capacity_reserve_bytes_is_read(value: int) -> None:
+    config = parse(cluster(f"capacity_reserve_bytes = {value}"))
+    assert config.cluster.capacity_reserve_bytes == value and config.warnings == ()
+
+
 def test_ints_accepted_for_floats() -> None:
     config = parse("[lifecycle]\ninterval_seconds = 5\nday_seconds = 0.5\n")
     assert config.lifecycle.interval_seconds == 5.0
@@ -287,6 +298,14 @@ BAD = [
     ("[cluster]\nprobe_interval_seconds = -1", "[cluster] probe_interval_seconds:"),
     ("[cluster]\nanti_entropy_interval_seconds = 0", "[cluster] anti_entropy_interval_seconds:"),
     ("[cluster]\nblob_repair_budget = 0", "[cluster] blob_repair_budget: must be an integer >= 1"),
+    ("[cluster]\ncapacity_reserve_bytes = -1", "[cluster] capacity_reserve_bytes: must be an "
+                                               "integer >= 0, got -1"),
+    ("[cluster]\ncapacity_reserve_bytes = 1.5", "[cluster] capacity_reserve_bytes: must be an "
+                                                "integer >= 0, got 1.5"),
+    ("[cluster]\ncapacity_reserve_bytes = true", "[cluster] capacity_reserve_bytes: must be an "
+                                                 "integer >= 0, got true"),
+    ('[cluster]\ncapacity_reserve_bytes = "256MiB"', "[cluster] capacity_reserve_bytes: must be "
+                                                     "an integer >= 0, got '256MiB'"),
     ("[cluster]\ntombstone_grace_days = 0", "[cluster] tombstone_grace_days: must be a number > 0"),
     ("[cluster]\ntombstone_grace_seconds = 0.5", "[cluster] tombstone_grace_seconds: must be a "
                                                  "number >= 1, got 0.5"),
