@@ -34,10 +34,14 @@ committed row (`record`), which the receiver applies by last-writer-wins like
 sender (the control-plane snapshot of rule 6); the payload carries no entity state, so no
 secret (credentials) ever travels in an op.
 
-A deletion's stamp (`deleted_at`) is this node's clock when fanned out, raised to the
-removed row's last_modified so the peer's tombstone always beats the row it removes. The
-local tombstone is stamped by the database's clock inside the delete; the two differ by
-the fan-out latency (see docs/CLUSTER.md, Known gaps).
+A deletion's stamp (`deleted_at`) is the one its local tombstone got inside the delete
+(`Change.deleted_at`: the database's clock raised to the removed row's last_modified,
+`lww.tombstone_stamp`), so every node stamps the deletion alike and a write stamped
+between the commit and the fan-out wins or loses the same everywhere. Only a change that
+carries no stamp falls back to this node's clock when fanned out, raised the same way: no
+path of this node reports one today (`ObjectService._delete_version`, which lifecycle
+expiry goes through too, passes the stamp; a peer's deletion is never sent on); a sink fed
+by hand (a test, a tool) may.
 
 The peers are reached through `PeerSender` (implemented by `cluster.client.ClusterClient`),
 the blob files through `BlobSource` (`StoredBlobs`: path, size and SHA-256 of a stored blob,
@@ -56,6 +60,7 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
 from objstore.cluster.gate import Ack, full_acknowledgements, quorum_error, write_acknowledged
+from objstore.cluster.lww import tombstone_stamp
 from objstore.cluster.membership import PeerState
 from objstore.config import Cluster
 from objstore.engine.changes import Change, ChangeKind, Origin
@@ -248,8 +253,10 @@ class FanOut:
         return await self._sender.send_object(base_url, change.record)
 
     def _deleted_at(self, change: Change) -> float:
-        now = self._clock.seconds()
-        return max(now, change.record.last_modified) if change.record is not None else now
+        if change.deleted_at is not None:
+            return change.deleted_at
+        return tombstone_stamp(self._clock.seconds(), None if change.record is None
+                               else change.record.last_modified)
 
     def _bounded(self, exchange: Any) -> Deferred[Ack | None]:
         """One peer's exchange, cut at request_timeout_seconds; any failure is no ack."""

@@ -3,7 +3,8 @@
 This module owns the one order in which two rows of the same register -- the same bucket,
 key and version id -- are compared (the spec's cluster rule 5), the no-op test for an
 incoming row identical to the local one, the rule a replicated delete (a tombstone) follows
-against a row, the stamp a node gives a write that replaces a row, and the detection of
+against a row, the stamps a node gives a write that replaces a row and a deletion that
+removes one, and the detection of
 rows stamped far in the future. It never reads a clock, a database or the network: callers
 pass `now` and the rows.
 
@@ -32,10 +33,11 @@ did before the field existed (nodes of both versions pick the same row).
 
 Clock skew: a node whose clock lags would stamp an overwrite older than the row it
 replaces, and the older row would win everywhere. `stamp_write` gives a write
-max(now, replaced + 1 µs). A row stamped far in the future (a clock that jumped ahead)
-shadows every later write to its key until the clocks catch up; `merge` flags it for the
-caller to log and count, and still applies the order (refusing it would make nodes
-disagree).
+max(now, replaced + 1 µs); `tombstone_stamp` gives a deletion max(now, removed row's
+last_modified), enough for its tombstone to beat that row (a tie goes to the delete). A
+row stamped far in the future (a clock that jumped ahead) shadows every later write to
+its key until the clocks catch up; `merge` flags it for the caller to log and count, and
+still applies the order (refusing it would make nodes disagree).
 """
 
 from __future__ import annotations
@@ -176,6 +178,15 @@ def stamp_write(now: float, replaced_last_modified: float | None) -> float:
     step = max(replaced_last_modified + STAMP_STEP_SECONDS,
                math.nextafter(replaced_last_modified, math.inf))
     return max(now, step)
+
+
+def tombstone_stamp(now: float, removed_last_modified: float | None) -> float:
+    """The deleted_at of a deletion on the node accepting it: never older than the row it
+    removes, whatever this node's clock says, so that a late copy of that row loses to the
+    tombstone everywhere (`row_survives_tombstone`: on a tie the delete wins)."""
+    if removed_last_modified is None:
+        return now
+    return max(now, removed_last_modified)
 
 
 def is_future_stamped(record: ObjectRecord, now: float,

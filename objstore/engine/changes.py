@@ -78,7 +78,9 @@ class ChangeKind(enum.Enum):
 class Change:
     """One committed change. Object kinds carry the committed row (`record`; for a
     version deleted, the row removed); configuration and IAM kinds name their `subject`
-    (`versioning`, `user/<id>`, a setting key)."""
+    (`versioning`, `user/<id>`, a setting key). A VERSION_DELETED carries `deleted_at`,
+    the stamp of the tombstone the deletion left here (the one the cluster fan-out sends
+    its peers, so that they stamp theirs alike); None for every other kind."""
 
     kind: ChangeKind
     caller: Caller
@@ -87,6 +89,7 @@ class Change:
     version_id: str | None = None
     record: ObjectRecord | None = None
     subject: str = ""
+    deleted_at: float | None = None
 
 
 class ChangeSink(Protocol):

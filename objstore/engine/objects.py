@@ -284,10 +284,13 @@ class ObjectService:
         await self._report(kind, caller, result.record)
         return result.record
 
-    async def _report(self, kind: ChangeKind, caller: Caller, record: ObjectRecord) -> None:
-        """The one place this service reports a committed change."""
+    async def _report(self, kind: ChangeKind, caller: Caller, record: ObjectRecord, *,
+                      deleted_at: float | None = None) -> None:
+        """The one place this service reports a committed change (a deletion with the
+        stamp of the tombstone it left)."""
         await self._changes.committed(Change(kind, caller, record.bucket, record.key,
-                                             record.version_id, record))
+                                             record.version_id, record,
+                                             deleted_at=deleted_at))
 
     async def copy(
         self,
@@ -510,7 +513,8 @@ class ObjectService:
             if removed is None or removed.blob_id != record.blob_id:
                 await self._reinstate_if_kept(record)
             if removed is not None:
-                await self._report(ChangeKind.VERSION_DELETED, caller, removed)
+                await self._report(ChangeKind.VERSION_DELETED, caller, removed,
+                                   deleted_at=result.deleted_at)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
 

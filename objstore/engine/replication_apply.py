@@ -294,7 +294,8 @@ class ReplicationApply:
         self._note_future(result.future_stamped, bucket, key)
         if result.recorded:
             await self._changes.committed(Change(ChangeKind.VERSION_DELETED, caller, bucket,
-                                                 key, version_id, removed))
+                                                 key, version_id, removed,
+                                                 deleted_at=result.deleted_at))
         return Ack(applied=True, has_blob=True)
 
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:

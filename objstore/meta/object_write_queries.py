@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from objstore.cluster import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction
@@ -252,8 +253,12 @@ def delete_object_version(
     latest, the newest remaining version (last_modified, then seq) becomes latest.
 
     The delete leaves an object tombstone carrying its own fresh seq, so the change cursor
-    sees deletes too. Nothing changes (no seq is used) when no row matched, or when
-    `expected_seq` is given and the row's seq differs (RowChanged)."""
+    sees deletes too, stamped the database's clock raised to the removed row's
+    last_modified (`lww.tombstone_stamp`: a row from a peer with a faster clock, or one
+    `stamp_write` raised, must not outlive its own deletion when a late copy of it comes
+    back); the stamp is returned (`DeleteResult.deleted_at`) for the fan-out to send.
+    Nothing changes (no seq is used) when no row matched, or when `expected_seq` is given
+    and the row's seq differs (RowChanged)."""
     where = _object_pk(bucket, key, version_id)
     with write_transaction(db.engine) as conn:
         rows = CoreRows(conn)
@@ -267,9 +272,10 @@ def delete_object_version(
             return DeleteResult(removed=None)
         removed = schema.object_record(removed_row)
         new_latest = promote_newest(rows, bucket, key) if removed.is_latest else None
+        deleted_at = lww.tombstone_stamp(db.clock(), removed.last_modified)
         leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
-                        tombstone_seq)
-    return DeleteResult(removed=removed, new_latest=new_latest)
+                        tombstone_seq, deleted_at=deleted_at)
+    return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
 
 
 def promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None:

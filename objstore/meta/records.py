@@ -144,8 +144,10 @@ class PutResult:
 
 @dataclass(frozen=True)
 class DeleteResult:
-    """Outcome of removing one version: what was removed (None when nothing matched) and the
-    record that became latest in its place, if any."""
+    """Outcome of removing one version: what was removed (None when nothing matched), the
+    record that became latest in its place, if any, and the stamp of the tombstone the
+    removal left (None when nothing was removed): what the cluster sends its peers."""
 
     removed: ObjectRecord | None
     new_latest: ObjectRecord | None = None
+    deleted_at: float | None = None

@@ -170,7 +170,7 @@ def test_a_blob_that_can_not_be_read_sends_the_row_alone() -> None:
     assert isinstance(result, S3Error)  # 1 + 0 full acks < 2
 
 
-def test_a_deletion_is_stamped_no_older_than_the_row_it_removes() -> None:
+def test_a_deletion_without_a_stamp_is_stamped_no_older_than_the_row_it_removes() -> None:
     clock = Clock()
     clock.advance(50.0)  # behind the removed row (100.0)
     sender = FakeSender()
@@ -182,6 +182,17 @@ def test_a_deletion_is_stamped_no_older_than_the_row_it_removes() -> None:
     outcome(fanout(sender, membership("a"), clock=clock).committed(
         written(kind=ChangeKind.VERSION_DELETED)))
     assert sender.calls[0][4] == 150.0
+
+
+def test_a_deletion_sends_exactly_the_stamp_of_its_local_tombstone() -> None:
+    clock = Clock()
+    clock.advance(150.25)  # the fan-out runs later than the delete committed
+    deleted = Change(ChangeKind.VERSION_DELETED, CLIENT, ROW.bucket, ROW.key,
+                     ROW.version_id, ROW, deleted_at=150.0)
+    sender = FakeSender()
+    outcome(fanout(sender, membership("a", "b"), clock=clock).committed(deleted))
+    assert sorted(sender.calls) == [("delete", "http://a:9000", "k", "null", 150.0),
+                                    ("delete", "http://b:9000", "k", "null", 150.0)]
 
 
 @pytest.mark.parametrize(("answers", "refused"), [

@@ -196,6 +196,14 @@ def test_only_a_strictly_newer_write_survives_a_tombstone() -> None:
     assert not lww.row_survives_tombstone(row(at=T - 1), deleted_at=T)
 
 
+@pytest.mark.parametrize("removed", [T - 5, T, T + 10, 1e300])
+def test_a_deletion_on_a_lagging_node_still_beats_the_row_it_removes(removed: float) -> None:
+    stamp = lww.tombstone_stamp(T, removed)
+    assert not lww.row_survives_tombstone(row(at=removed), deleted_at=stamp)
+    assert stamp == max(T, removed)  # raised no further than the rule needs
+    assert lww.tombstone_stamp(T, None) == T
+
+
 # -- clock skew -----------------------------------------------------------------------
 
 

@@ -195,6 +195,7 @@ def test_a_replicated_delete_removes_the_row_and_its_files(node: Node) -> None:
     change = node.seen.changes[-1]
     assert change.kind is ChangeKind.VERSION_DELETED and change.caller is PEER
     assert change.record is not None and change.record.blob_id == BLOB_A
+    assert change.deleted_at == 10.0  # the peer's stamp, as its tombstone here holds it
     # the row arriving again stays deleted, with no file left behind
     assert node.apply(row(), DATA) == Ack(applied=True, has_blob=True)
     assert node.has_files(BLOB_A) == (False, False)

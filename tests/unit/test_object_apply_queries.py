@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from objstore.cluster import lww
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import (
     TOMBSTONE_OBJECT,
@@ -215,6 +216,37 @@ def test_a_delete_beats_a_row_no_newer_than_it(store: SyncMetaStore) -> None:
     late = store.apply_replicated_object(local)
     assert late.verdict is ApplyVerdict.DELETED and late.record is None
     assert store.max_seq() == seq and stored(store, V2) is None
+
+
+def test_a_local_delete_of_a_row_stamped_ahead_of_this_clock_stays_deleted(
+    store: SyncMetaStore,
+) -> None:
+    # The row came from a peer whose clock runs an hour ahead of this database's.
+    ahead = store.clock() + 3600.0
+    local = store.apply_replicated_object(row(V1, at=ahead)).record
+    assert local is not None
+    result = store.delete_object_version(BUCKET, "k", V1)
+    assert result.removed == local and result.deleted_at == ahead
+    found = tombstone(store)
+    assert found is not None and found[0] == result.deleted_at
+    assert not lww.row_survives_tombstone(local, found[0])
+    # a late copy of that very row (anti-entropy, a slow fan-out) does not bring it back
+    seq = store.max_seq()
+    late = store.apply_replicated_object(replace(local, seq=0, is_latest=False))
+    assert late.verdict is ApplyVerdict.DELETED and stored(store) is None
+    assert store.max_seq() == seq
+    # nor does the peer's deletion, stamped alike, move the tombstone
+    assert not store.apply_replicated_delete(BUCKET, "k", V1, ahead).recorded
+
+
+def test_a_local_delete_is_stamped_with_the_clock_when_it_is_ahead(
+    store: SyncMetaStore,
+) -> None:
+    store.apply_replicated_object(row(V1, at=10.0))
+    result = store.delete_object_version(BUCKET, "k", V1)
+    assert result.deleted_at is not None and result.deleted_at > 10.0
+    assert tombstone(store) == (result.deleted_at, store.max_seq())
+    assert store.delete_object_version(BUCKET, "k", V1).deleted_at is None  # nothing removed
 
 
 def test_a_delete_first_then_rows_older_and_newer(store: SyncMetaStore) -> None:

@@ -1,6 +1,7 @@
 """The versioning use cases in memory (SQLite in a temp dir, inline DB and IO pools, a real
 BlobStore with fsync off, an injected clock): delete markers and their sidecars, permanent
-deletes under the lock rules with the seq guard, the null version of Suspended buckets,
+deletes under the lock rules with the seq guard (and the stamp their tombstone, change
+and fan-out share), the null version of Suspended buckets,
 changes of retention, legal hold and tags (sidecar rewritten, last_modified kept, fresh
 seq), the bucket state service and its control record, ListObjectVersions grouping, and
 the per-key lock."""
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
 
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
@@ -23,7 +25,7 @@ from objstore.blobs.store import BlobStore
 from objstore.cli.recover import restore_control_plane
 from objstore.engine import lock_rules
 from objstore.engine.bucket_config import BucketConfigService
-from objstore.engine.changes import Caller
+from objstore.engine.changes import Caller, ChangeHook, ChangeKind
 from objstore.engine.objects import DeleteOutcome, ObjectAttrs, ObjectService
 from objstore.engine.versioning import KeyLocks, list_version_page
 from objstore.engine.versions import VersionService
@@ -33,8 +35,15 @@ from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord
-from objstore.meta.store import RowChanged, SyncMetaStore
+from objstore.meta.store import (
+    TOMBSTONE_OBJECT,
+    RowChanged,
+    SyncMetaStore,
+    object_tombstone_key,
+)
 from objstore.threads import InlinePool
+from tests.unit.test_changes import Recording
+from tests.unit.test_cluster_fanout import FakeSender, fanout, membership
 
 T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
@@ -179,6 +188,29 @@ def test_deleting_an_unknown_version_is_no_error(world: World) -> None:
     assert run(world.objects.delete(Caller(ALICE), "b", "k", unknown)) == DeleteOutcome(unknown)
     assert fails(world.objects.delete(Caller(ALICE), "b", "k", "bogus")).code == "InvalidArgument"
     assert fails(world.objects.delete(Caller(ALICE), "nope", "k")).code == "NoSuchBucket"
+
+
+def test_a_permanent_delete_reports_and_fans_out_the_stamp_of_its_tombstone(
+    world: World,
+) -> None:
+    """The version is stamped by the engine's clock, ahead of the database's (1000.0); the
+    fan-out runs later still. Peers get the local tombstone's stamp, no other."""
+    world.bucket("b")
+    removed = world.version("b", "k")
+    seen, sender, later = Recording(), FakeSender(), Clock()
+    later.advance(removed.last_modified + 0.25)
+    objects = ObjectService(world.meta, world.blobs, InlinePool(), clock=world.clock,
+                            locks=KeyLocks(), changes=ChangeHook([
+                                seen, fanout(sender, membership("a", "b"), clock=later)]))
+    run(objects.delete(Caller(ALICE), "b", "k", removed.version_id))
+    found = world.store.get_tombstone(
+        TOMBSTONE_OBJECT, object_tombstone_key("b", "k", removed.version_id))
+    assert found is not None and found[0] == removed.last_modified  # raised past 1000.0
+    [change] = seen.changes
+    assert change.kind is ChangeKind.VERSION_DELETED and change.deleted_at == found[0]
+    assert sorted(sender.calls) == [
+        ("delete", f"http://{peer}:9000", "k", removed.version_id, found[0])
+        for peer in ("a", "b")]
 
 
 # -- the lock rules on deletes and overwrites ------------------------------------------------
