@@ -57,11 +57,15 @@ from twisted.logger import Logger
 
 from objstore.blobs.writer import BlobWriter
 from objstore.cluster.client import BlobFetched, SendFailure
-from objstore.cluster.gate import Ack
-from objstore.cluster.lww import row_survives_tombstone
 from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState
-from objstore.cluster.sync_rules import (
+from objstore.cluster.sync_state import SyncState
+from objstore.cluster.sync_view import SyncAnswers, poll_seconds
+from objstore.cluster.wire import ReplicatedDelete
+from objstore.config import Cluster
+from objstore.convergence.ack import Ack
+from objstore.convergence.lww import row_survives_tombstone
+from objstore.convergence.sync_rules import (
     PeerProgress,
     SyncCursor,
     advanced,
@@ -72,10 +76,6 @@ from objstore.cluster.sync_rules import (
     reset_after_rewind,
     rewound,
 )
-from objstore.cluster.sync_state import SyncState
-from objstore.cluster.sync_view import SyncAnswers, poll_seconds
-from objstore.cluster.wire import ReplicatedDelete
-from objstore.config import Cluster
 from objstore.engine.changes import Caller, Origin
 from objstore.iam.identity import Principal
 from objstore.meta.object_apply_queries import ApplyVerdict, decide

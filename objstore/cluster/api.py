@@ -73,7 +73,6 @@ from objstore.cluster.auth import (
     valid_nonce,
     verify_request,
 )
-from objstore.cluster.cert_binding import certificate_binds
 from objstore.cluster.manifest_routes import ManifestSource
 from objstore.cluster.wire import (
     PROTOCOL_VERSION,
@@ -83,6 +82,7 @@ from objstore.cluster.wire import (
     encode_ack,
 )
 from objstore.config import Cluster
+from objstore.convergence.cert_binding import certificate_binds
 from objstore.engine.changes import Caller, Origin
 from objstore.errors import AdminError, S3Error
 from objstore.http.channel import Refusal

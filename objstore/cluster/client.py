@@ -15,7 +15,7 @@ health. A probe never raises: no answer is `status=None`.
 
 `manifest` pulls a page of a peer's changed-since manifest (anti-entropy).
 `send_object`, `send_delete` and `put_blob` carry replicated changes (wire.py) and answer
-the peer's `gate.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
+the peer's `convergence.ack.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
 bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
 `SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
 has_blob: true. `view_query` asks a peer for its part of a per-node view (node_views.py).
@@ -52,11 +52,11 @@ from objstore.cluster.auth import (
 )
 from objstore.cluster.control_wire import encode_op
 from objstore.cluster.fanout import ClusterOp
-from objstore.cluster.gate import Ack, ack_from_response
 from objstore.cluster.manifest_wire import PulledPage, decode_page, encode_request
 from objstore.cluster.membership import ProbeResult, clock_offset
 from objstore.cluster.wire import ReplicatedDelete, WireError, encode_delete, encode_row
 from objstore.config import Cluster, ClusterTLS
+from objstore.convergence.ack import Ack, ack_from_response
 from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock
 

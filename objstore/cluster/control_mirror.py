@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from objstore.cluster.control_merge import FAMILY_BY_NAME
+from objstore.convergence.control_merge import FAMILY_BY_NAME
 from objstore.meta import schema
 from objstore.meta.control_snapshot_queries import MergeOutcome
 from objstore.meta.grant_queries import grant_record, team_record

@@ -42,7 +42,7 @@ from objstore.meta.control_snapshot_queries import MergeOutcome
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
-    from objstore.cluster.control_merge import FamilyState
+    from objstore.convergence.control_merge import FamilyState
 
 log = Logger()
 

@@ -15,7 +15,7 @@ handlers call):
 `with_bucket` serves the object routes: a row or deletion for a bucket this node does
 not hold yet makes it pull the sender's snapshot, then apply once more.
 
-Tags: a tag change stamps the row's `tags_updated_at`, which `cluster/lww.py` orders
+Tags: a tag change stamps the row's `tags_updated_at`, which `convergence/lww.py` orders
 after `lock_updated_at`, so a tags_changed op is a row like any other: the newer tags win
 on every node whichever change each saw first.
 """
@@ -35,7 +35,7 @@ from objstore.meta.records import ObjectRecord
 if TYPE_CHECKING:
     from objstore.cluster.api import VerifiedPeer
     from objstore.cluster.control_reconcile import ControlReconciler
-    from objstore.cluster.gate import Ack
+    from objstore.convergence.ack import Ack
     from objstore.engine.replication_apply import ReplicationApply
     from objstore.http.site import ObjstoreRequest
 

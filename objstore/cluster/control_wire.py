@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from objstore.cluster.control_merge import FAMILY_BY_NAME, FamilyState
 from objstore.cluster.fanout import ClusterOp
 from objstore.cluster.wire import PROTOCOL_VERSION, WireError, row_document, row_from_document
+from objstore.convergence.control_merge import FAMILY_BY_NAME, FamilyState
 from objstore.engine.changes import ChangeKind
 from objstore.meta.control_snapshot_queries import valid_row
 

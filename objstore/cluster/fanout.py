@@ -59,10 +59,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
-from objstore.cluster.gate import Ack, full_acknowledgements, quorum_error, write_acknowledged
-from objstore.cluster.lww import tombstone_stamp
+from objstore.cluster.gate import quorum_error, write_acknowledged
 from objstore.cluster.membership import PeerState
 from objstore.config import Cluster
+from objstore.convergence.ack import Ack, full_acknowledgements
+from objstore.convergence.lww import tombstone_stamp
 from objstore.engine.changes import Change, ChangeKind, Origin
 from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock

@@ -19,8 +19,8 @@ from twisted.web.client import FileBodyProducer
 
 from objstore.cluster.client import SendFailure
 from objstore.cluster.fanout import BlobPayload, ClusterOp
-from objstore.cluster.gate import Ack
 from objstore.cluster.wire import ReplicatedDelete
+from objstore.convergence.ack import Ack
 from objstore.meta.records import ObjectRecord
 from objstore.threads import Runner
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from objstore.cluster.membership import Membership, PeerState
-from objstore.cluster.sync_rules import PeerProgress, SyncCursor, lag, syncing
 from objstore.cluster.views import iso
+from objstore.convergence.sync_rules import PeerProgress, SyncCursor, lag, syncing
 
 FORMAT = 1
 

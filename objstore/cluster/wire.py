@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from objstore.blobs.sidecar import record_to_sidecar
-from objstore.cluster.gate import Ack
+from objstore.convergence.ack import Ack
 from objstore.meta.records import ObjectRecord, PartRef
 
 PROTOCOL_VERSION = 1
@@ -200,7 +200,7 @@ def decode_delete(body: bytes) -> ReplicatedDelete:
 
 
 def encode_ack(ack: Ack) -> dict[str, bool]:
-    """ClusterObjectAck (read back with `gate.ack_from_response`)."""
+    """ClusterObjectAck (read back with `convergence.ack.ack_from_response`)."""
     return {"applied": ack.applied, "has_blob": ack.has_blob}
 
 

@@ -12,10 +12,11 @@ ignore them, so an applied row is never replicated again.
 
 Each engine service reports a committed change through one `ChangeSink`, from one place
 per service, after the commit and before the caller gets its answer. Sinks: the audit log
-(`objstore.audit.changes`: changes no request records), and later cluster fan-out (whose
-`committed` may raise an S3Error such as ServiceUnavailable when the write quorum was not
-met: the local commit stands and the client is told), bucket notifications and the
-replication journal. `ChangeHook` calls them in order.
+(`objstore.audit.changes`: changes no request records) and, on a cluster node, the
+fan-out (`cluster/fanout.py`, whose `committed` may raise an S3Error such as
+ServiceUnavailable when the write quorum was not met: the local commit stands and the
+client is told); bucket notifications and the replication journal are to come.
+`ChangeHook` calls them in order.
 
 Plain data and one small fan-out: no I/O here (Twisted only for its logger).
 """

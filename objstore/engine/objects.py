@@ -3,7 +3,7 @@
 The write path is the durability contract (DESIGN invariant 1): the received body becomes a
 blob with its sidecar (fsynced, on the IO pool), then the metadata row is committed, then
 blobs the write made unreachable are removed, then the change is reported to the change hook
-(engine/changes.py: audit, later cluster fan-out and events), so no write can bypass them;
+(engine/changes.py: audit and cluster fan-out; events next), so no write can bypass them;
 quotas are checked inside the writing transaction. `BlobFiles` is that file work, shared
 with the multipart service: one way to store a body (object or part) and to remove blobs.
 A body is an `UploadedBody` (blobs/writer.py), never an HTTP type; object bytes are read

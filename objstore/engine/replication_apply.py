@@ -1,6 +1,6 @@
 """The receive side of cluster replication: a peer's object row (with its blob's bytes, or
 without) or deletion, applied here by last-writer-wins, answered with the ack the sender
-counts (`cluster.gate.Ack`: applied, has_blob).
+counts (`convergence.ack.Ack`: applied, has_blob).
 
 Same durability order as a client write (engine/objects.py): the blob is fsynced, its
 sidecar written atomically and its directory fsynced, THEN the row transaction
@@ -38,8 +38,8 @@ from objstore.blobs.reader import ChunkStream
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id
 from objstore.blobs.writer import BlobWriter, UploadedBody
-from objstore.cluster.gate import Ack
-from objstore.cluster.lww import has_finite_stamps, row_survives_tombstone
+from objstore.convergence.ack import Ack
+from objstore.convergence.lww import has_finite_stamps, row_survives_tombstone
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
 from objstore.engine.objects import BlobFiles, check_key

@@ -24,7 +24,7 @@ from twisted.logger import Logger
 
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
-from objstore.cluster.lww import stamp_write
+from objstore.convergence.lww import stamp_write
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind

@@ -30,7 +30,7 @@ from twisted.web import http
 from twisted.web.http import datetimeToString
 
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error
-from objstore.s3.xml import error_document
+from objstore.http.error_xml import error_document
 
 # The request line plus every header line (without line ends), and any one line: what
 # twisted.web allows too, but it closed the connection without a word past it.

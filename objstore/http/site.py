@@ -42,8 +42,8 @@ from objstore.http.channel import (
 )
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.http.client_bytes import decimal, header_value
+from objstore.http.error_xml import error_document
 from objstore.http.spool import BodySpool
-from objstore.s3.xml import error_document
 from objstore.threads import NamedPool, Runner
 
 if TYPE_CHECKING:

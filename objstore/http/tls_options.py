@@ -19,7 +19,7 @@ key_file in both sections). Start-up refuses one that is not (`TlsSetupError`): 
 would fail every handshake with it and the node would never be trusted.
 
 Peers refuse a cluster request whose certificate is not issued to the node id it is
-signed with (`cluster/cert_binding.py`): `unbound_node_certificate` names that mistake at
+signed with (`convergence/cert_binding.py`): `unbound_node_certificate` names that mistake at
 start (a warning: the node runs, its peers refuse it).
 
 Start-up only: these functions read files.
@@ -33,8 +33,8 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from twisted.internet import ssl
 
-from objstore.cluster.cert_binding import certificate_binds
 from objstore.config import ClusterTLS, ServerTLS
+from objstore.convergence.cert_binding import certificate_binds
 
 
 class TlsSetupError(Exception):

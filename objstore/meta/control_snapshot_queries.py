@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from objstore.cluster.control_merge import (
+from objstore.convergence.control_merge import (
     BUCKET,
     FAMILIES,
     FAMILY_BY_NAME,

@@ -3,7 +3,7 @@ peer's changed-since manifest, one row per peer node id.
 
 Node-local: never replicated, never exported or imported (the archive and export paths
 name their tables; this one is not among them). The rules that decide a cursor's next
-value are `cluster/sync_rules.py`'s; this module only reads and writes rows. No Twisted.
+value are `convergence/sync_rules.py`'s; this module only reads and writes rows. No Twisted.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from objstore.cluster.sync_rules import SyncCursor
+from objstore.convergence.sync_rules import SyncCursor
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, upsert, write_transaction

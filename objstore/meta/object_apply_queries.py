@@ -1,7 +1,7 @@
 """The apply of replicated object rows and deletes: what a node does with a row or a
 deletion a cluster peer sends it, each in one transaction on both backends.
 
-The order is `cluster/lww.py`'s (the spec's cluster rule 5, and a tombstone beats a row of
+The order is `convergence/lww.py`'s (the spec's cluster rule 5, and a tombstone beats a row of
 its register unless the row is strictly newer); this module only reads the register's
 local state, asks that order and writes what wins, with the rules every object-row write
 shares (`object_write_queries.py`: `next_seq` first, `insert_latest`, `promote_newest`,
@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from objstore.cluster import lww
+from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction

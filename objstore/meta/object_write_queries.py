@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from objstore.cluster import lww
+from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction

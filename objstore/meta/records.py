@@ -66,7 +66,7 @@ class ObjectRecord:
     legal_hold_status: str | None = None  # ON | OFF
     lock_updated_at: float | None = None
     # When the tag set last changed (Put/DeleteObjectTagging); None: the tags the version
-    # was written with, older than any change (cluster/lww.py orders by it).
+    # was written with, older than any change (convergence/lww.py orders by it).
     tags_updated_at: float | None = None
     replication_status: str | None = None  # PENDING | COMPLETED | FAILED | REPLICA
     parts: tuple[PartRef, ...] = ()  # non-empty for composite (multipart) objects

@@ -34,6 +34,7 @@ from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
+from objstore.http.error_xml import error_document
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
@@ -41,7 +42,6 @@ from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
-from objstore.s3.xml import error_document
 
 if TYPE_CHECKING:
     from objstore.blobs.space import SpaceGuard

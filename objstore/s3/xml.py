@@ -14,13 +14,13 @@ DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpect
 from __future__ import annotations
 
 import datetime
-import re
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import quote
 
 from lxml import etree
 
 from objstore.errors import S3Error
+from objstore.http.error_xml import serialize, sub_element
 from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 
@@ -46,54 +46,9 @@ def http_date(timestamp: float) -> str:
     return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")
 
 
-def serialize(root: etree._Element) -> bytes:
-    """A response document: XML declaration, UTF-8."""
-    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-
-
 def s3_root(tag: str) -> etree._Element:
     """The root element of a response document, in the S3 namespace."""
     return etree.Element(tag, nsmap={None: S3_NS})
-
-
-def sub_element(parent: etree._Element, tag: str, text: str | None = None) -> etree._Element:
-    """A child element `tag` of `parent`, with `text` when given (`set_text`)."""
-    child = etree.SubElement(parent, tag)
-    if text is not None:
-        set_text(child, text)
-    return child
-
-
-# A character outside XML 1.0's Char production (lxml refuses it in text); the group keeps
-# it in re.split's result.
-_NOT_XML_CHAR = re.compile("([^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff])")
-
-
-def set_text(element: etree._Element, text: str) -> None:
-    """The text of `element`; characters XML 1.0 cannot carry become numeric character
-    references (`&#x1;`), as AWS writes them."""
-    if text.isprintable() or _NOT_XML_CHAR.search(text) is None:  # printable: valid XML
-        element.text = text
-        return
-    pieces = _NOT_XML_CHAR.split(text)
-    element.text = pieces[0] or None
-    for index in range(1, len(pieces), 2):
-        reference = etree.Entity(f"#x{ord(pieces[index]):X}")
-        reference.tail = pieces[index + 1] or None
-        element.append(reference)
-
-
-def error_document(
-    code: str, message: str, request_id: str, host_id: str, fields: Mapping[str, str]
-) -> bytes:
-    root = etree.Element("Error")
-    sub_element(root, "Code", code)
-    sub_element(root, "Message", message)
-    for name, value in fields.items():
-        sub_element(root, name, value)
-    sub_element(root, "RequestId", request_id)
-    sub_element(root, "HostId", host_id)
-    return serialize(root)
 
 
 def list_buckets_document(

@@ -2,7 +2,7 @@
 
 Owns the evaluation cycle and its pacing. Every action goes through the engine's use cases
 (`ObjectService.delete`, `MultipartService.abort`), never straight to the store or the
-blobs, so durability, object lock, events and future cluster fan-out hold for it exactly
+blobs, so durability, object lock, events and cluster fan-out hold for it exactly
 as for a client. What it does per enabled rule:
 
 * Expiration (Days/Date): expire each matching current version that is due: deleted on an

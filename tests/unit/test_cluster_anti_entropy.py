@@ -19,13 +19,13 @@ from twisted.internet.task import Clock
 
 from objstore.cluster.anti_entropy import OPERATION, AntiEntropy
 from objstore.cluster.client import BlobFetched, SendFailure
-from objstore.cluster.gate import Ack
 from objstore.cluster.manifest_wire import PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState, ProbeResult
-from objstore.cluster.sync_rules import SKIP_AFTER_PASSES, SyncCursor
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate
 from objstore.config import Cluster
+from objstore.convergence.ack import Ack
+from objstore.convergence.sync_rules import SKIP_AFTER_PASSES, SyncCursor
 from objstore.engine.changes import Caller, Origin
 from objstore.errors import S3Error
 from objstore.http.health import HealthState

@@ -13,7 +13,7 @@ from OpenSSL import crypto
 
 from objstore.cluster import certs
 from objstore.cluster.api import binding_refusal
-from objstore.cluster.cert_binding import (
+from objstore.convergence.cert_binding import (
     CertificateNames,
     certificate_binds,
     certificate_names,

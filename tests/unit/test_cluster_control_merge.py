@@ -1,4 +1,4 @@
-"""The control-plane merge rules (cluster/control_merge.py), pure: last-writer-wins per
+"""The control-plane merge rules (convergence/control_merge.py), pure: last-writer-wins per
 entity with tombstones, tombstones adopted first, children of dead parents skipped, a
 missing family is no information, node-local settings never travel, unique names; and the
 merged state does not depend on the order snapshots are merged in (hypothesis)."""
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from objstore.cluster.control_merge import (
+from objstore.convergence.control_merge import (
     BUCKET,
     BUCKET_CONFIG,
     CREDENTIAL,

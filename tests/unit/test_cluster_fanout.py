@@ -11,9 +11,9 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from objstore.cluster.fanout import BlobPayload, ClusterOp, FanOut, StoredBlobs
-from objstore.cluster.gate import FULL_ACK, Ack
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.config import Cluster
+from objstore.convergence.ack import FULL_ACK, Ack
 from objstore.engine.changes import Caller, Change, ChangeKind, Origin
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from objstore.cluster import gate
-from objstore.cluster.gate import FULL_ACK, Ack, GateState
+from objstore.cluster.gate import GateState
 from objstore.cluster.membership import PeerState
 from objstore.config import Cluster
+from objstore.convergence.ack import FULL_ACK, Ack, ack_from_response, quorum_satisfied
 from objstore.errors import S3_ERRORS
 
 
@@ -70,7 +71,7 @@ def test_each_closed_state_has_its_own_503() -> None:
 ])
 def test_an_answer_becomes_an_ack_or_none(status: int | None, body: bytes,
                                           ack: Ack | None) -> None:
-    assert gate.ack_from_response(status, body) == ack
+    assert ack_from_response(status, body) == ack
 
 
 def test_an_ack_counts_only_when_applied_and_with_its_blob() -> None:
@@ -89,7 +90,7 @@ def test_an_ack_counts_only_when_applied_and_with_its_blob() -> None:
 ])
 def test_quorum_counts_full_acknowledgements_plus_this_node(
         acks: list[Ack | None], size: int, satisfied: bool) -> None:
-    assert gate.quorum_satisfied(acks, cluster(size).write_quorum) is satisfied
+    assert quorum_satisfied(acks, cluster(size).write_quorum) is satisfied
     assert gate.write_acknowledged(acks, cluster(size)) is satisfied
 
 

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from objstore.blobs.sidecar import record_to_sidecar
-from objstore.cluster import lww
-from objstore.cluster.lww import MergeDecision, Verdict
+from objstore.convergence import lww
+from objstore.convergence.lww import MergeDecision, Verdict
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRef
 
 T = 1_900_000_000.0

@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-PURE = ["objstore.cluster.lww", "objstore.cluster.auth", "objstore.cluster.membership",
+PURE = ["objstore.convergence.lww", "objstore.cluster.auth", "objstore.cluster.membership",
         "objstore.cluster.gate", "objstore.cluster.secrets", "objstore.cluster.certs",
         "objstore.cli.gen_certs", "objstore.cluster.blob_repair_rules",
         "objstore.cluster.leader_rule", "objstore.cluster.view_merge",
         "objstore.cluster.view_snapshot", "objstore.cluster.tombstone_purge_rules",
-        "objstore.cluster.sync_rules", "objstore.cluster.manifest_wire",
-        "objstore.cluster.sync_state"]
+        "objstore.convergence.sync_rules", "objstore.cluster.manifest_wire",
+        "objstore.cluster.sync_state", "objstore.convergence.ack",
+        "objstore.convergence.control_merge", "objstore.convergence.cert_binding",
+        "objstore.http.error_xml"]
 
 
 def imported_after(module: str) -> set[str]:

@@ -21,9 +21,9 @@ from twisted.web.resource import Resource
 from objstore.blobs.store import BlobStore
 from objstore.cluster.api import ClusterApi, NodeFigures
 from objstore.cluster.client import BlobFetched, ClusterClient, SendFailure
-from objstore.cluster.gate import Ack
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.config import ServerLimits
+from objstore.convergence.ack import Ack
 from objstore.engine.changes import Change, ChangeHook, Origin
 from objstore.engine.replication_apply import ReplicationApply
 from objstore.http.health import HealthState

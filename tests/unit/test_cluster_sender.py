@@ -12,9 +12,9 @@ from twisted.web.client import FileBodyProducer
 from objstore.cluster import sender as sender_module
 from objstore.cluster.client import SendFailure
 from objstore.cluster.fanout import BlobPayload, ClusterOp
-from objstore.cluster.gate import FULL_ACK, Ack
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.wire import ReplicatedDelete
+from objstore.convergence.ack import FULL_ACK, Ack
 from objstore.meta.records import ObjectRecord
 from objstore.threads import InlinePool
 

@@ -1,4 +1,4 @@
-"""Anti-entropy's pure rules (cluster/sync_rules.py), without a reactor: where a page leaves
+"""Anti-entropy's pure rules (convergence/sync_rules.py), without a reactor: where a page leaves
 the cursor, rewind detection (rule 8), the skip of an entry failing 5 passes in a row on
 the same seq (rule 9), first pass done, lag, and the node's syncing state."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from objstore.cluster.sync_rules import (
+from objstore.convergence.sync_rules import (
     SKIP_AFTER_PASSES,
     PeerProgress,
     SyncCursor,

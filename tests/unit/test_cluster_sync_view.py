@@ -11,10 +11,10 @@ from pathlib import Path
 from twisted.internet.task import Clock
 
 from objstore.cluster.membership import Membership, ProbeResult
-from objstore.cluster.sync_rules import PeerProgress, SyncCursor
 from objstore.cluster.sync_state import SyncState, document_of, state_of
 from objstore.cluster.sync_view import SyncMirror, SyncPublisher, poll_seconds, sync_path
 from objstore.config import Cluster
+from objstore.convergence.sync_rules import PeerProgress, SyncCursor
 from objstore.threads import InlinePool
 
 NOW = 1_700_000_000.0

@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from objstore.blobs.sidecar import record_to_sidecar
-from objstore.cluster.gate import Ack, ack_from_response
 from objstore.cluster.wire import (
     _FIELD_KINDS,
     NODE_LOCAL_FIELDS,
@@ -28,6 +27,7 @@ from objstore.cluster.wire import (
     encode_row,
     row_document,
 )
+from objstore.convergence.ack import Ack, ack_from_response
 from objstore.meta.records import ObjectRecord, PartRef
 
 text = st.text(max_size=20)

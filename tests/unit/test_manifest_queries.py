@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from objstore.cluster.sync_rules import SyncCursor
+from objstore.convergence.sync_rules import SyncCursor
 from objstore.meta.manifest_queries import split_object_tombstone_key
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import SyncMetaStore, object_tombstone_key

@@ -17,7 +17,7 @@ from twisted.internet.defer import Deferred
 from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.blobs.writer import BlobWriter
-from objstore.cluster.gate import Ack
+from objstore.convergence.ack import Ack
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
 from objstore.engine.replication_apply import ReplicationApply
 from objstore.errors import S3Error

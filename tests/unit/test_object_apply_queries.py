@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from objstore.cluster import lww
+from objstore.convergence import lww
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import (
     TOMBSTONE_OBJECT,
