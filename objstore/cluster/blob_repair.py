@@ -27,6 +27,13 @@ them), so a repair never leaves a blob or a sidecar behind a row that is gone.
 Two reads of the same missing blob fetch it once: the second waits for the first's
 outcome (`_inflight`, keyed by blob id).
 
+A blob no eligible peer gives (none has it, or none answers) is logged ONCE, one line
+naming each peer's answer, and remembered (`blob_repair_rules.Unavailable`, on this
+node's clock): the proactive pass skips it until its retry is due (the wait doubles from
+`retry_base_seconds`, the pass's interval, up to an hour), and later failures are quiet
+(`objstore_cluster_blob_repair_unavailable` counts the blobs remembered). A read still
+asks the peers at once; a success forgets the blob and says so.
+
 The cursor is node-local: in memory and in a small owner-only file
 (`<data_dir>/blob-repair.cursor`, written through a temporary name on the IO pool, not
 fsynced: losing it only starts the walk again), so a node that restarts resumes where it
@@ -37,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -50,14 +58,18 @@ from objstore.blobs.store import BlobStore, is_valid_blob_id
 from objstore.blobs.writer import BlobWriter
 from objstore.cluster.blob_repair_rules import (
     PAGE_ROWS,
+    UNAVAILABLE_REMEMBERED,
     BlobState,
     ExpectedBlob,
     TickBudget,
+    Unavailable,
     accepts,
+    after_failure,
     expected_blobs,
     local_state,
     needs_hash,
     next_cursor,
+    retry_due,
 )
 from objstore.cluster.client import BlobFetched, SendFailure
 from objstore.cluster.membership import PeerState
@@ -106,6 +118,8 @@ class BlobRepairStats:
     corrupt_found: int = 0  # blobs the proactive pass found corrupt (size or MD5)
     fetches: int = 0  # peer requests made
     rejected: int = 0  # peer answers refused by verification
+    unavailable: int = 0  # blobs remembered as given by no peer (now; a gauge)
+    deferred: int = 0  # proactive checks of such a blob put off until its retry is due
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,7 @@ class Fetched:
 
     ok: bool
     requests: int = 0
+    asked_all: bool = False  # every eligible peer was asked and none gave good bytes
 
 
 class PeerBlobRepair:
@@ -122,8 +137,12 @@ class PeerBlobRepair:
 
     def __init__(self, *, peers: EligiblePeers, rows: RepairRows, blobs: BlobStore,
                  io: Runner, source: BlobSource | None = None,
-                 hash_runner: Runner | None = None) -> None:
+                 hash_runner: Runner | None = None, clock: ReactorClock | None = None,
+                 retry_base_seconds: float = 30.0) -> None:
         self._peers = peers
+        self._clock = clock  # None: time.time (tests that do not look at retries)
+        self._retry_base = retry_base_seconds
+        self._unavailable: dict[str, Unavailable] = {}
         self._rows = rows
         self._blobs = blobs
         self._files = BlobFiles(blobs, io)
@@ -139,6 +158,39 @@ class PeerBlobRepair:
     @property
     def enabled(self) -> bool:
         return self._source is not None
+
+    # -- blobs no peer gave -------------------------------------------------------------
+    def _now(self) -> float:
+        return time.time() if self._clock is None else self._clock.seconds()
+
+    def retry_due(self, blob_id: str) -> bool:
+        """Whether the proactive pass may ask the peers for `blob_id` now (not a blob no
+        peer gave lately, or its retry is due)."""
+        return retry_due(self._unavailable.get(blob_id), self._now())
+
+    def unavailable(self, blob_id: str) -> bool:
+        """Whether `blob_id` is remembered as given by no peer (its failure was logged)."""
+        return blob_id in self._unavailable
+
+    def _failed(self, blob_id: str, what: str, reasons: list[str]) -> None:
+        previous = self._unavailable.pop(blob_id, None)
+        state = after_failure(previous, self._now(), self._retry_base)
+        self._unavailable[blob_id] = state  # the newest last: the oldest is evicted first
+        while len(self._unavailable) > UNAVAILABLE_REMEMBERED:
+            del self._unavailable[next(iter(self._unavailable))]
+        self.stats.unavailable = len(self._unavailable)
+        if previous is None:
+            log.warn("blob {blob_id} of {what}: no eligible peer gave it ({why}); asked "
+                     "again with a growing delay, not logged again until it comes back",
+                     blob_id=blob_id, what=what,
+                     why="; ".join(reasons) or "no eligible peer")
+
+    def _recovered(self, blob_id: str, what: str) -> None:
+        previous = self._unavailable.pop(blob_id, None)
+        self.stats.unavailable = len(self._unavailable)
+        if previous is not None:
+            log.info("blob {blob_id} of {what} came back from a peer after {n} failed "
+                     "fetch(es)", blob_id=blob_id, what=what, n=previous.failures)
 
     # -- the engine's BlobRepair ------------------------------------------------------
     async def repair_missing(self, record: ObjectRecord) -> bool:
@@ -174,22 +226,27 @@ class PeerBlobRepair:
             return Fetched(outcome.ok)
         self._inflight[blob_id] = []
         outcome = Fetched(False)
+        reasons: list[str] = []
         try:
-            outcome = await self._fetch(expected, current, what)
+            outcome = await self._fetch(expected, current, what, reasons)
         except Exception:
             log.failure("repairing blob {blob_id} failed", blob_id=blob_id)
         finally:
             waiters = self._inflight.pop(blob_id)
             if outcome.ok:
                 self.stats.repaired += 1
+                self._recovered(blob_id, what)
             else:
                 self.stats.failed += 1
+                if outcome.asked_all:
+                    self._failed(blob_id, what, reasons)
             for waiter in waiters:
                 waiter.callback(outcome)
         return outcome
 
     async def _fetch(self, expected: ExpectedBlob, current: CurrentBlob,
-                     what: str) -> Fetched:
+                     what: str, reasons: list[str]) -> Fetched:
+        """Ask the eligible peers in turn; `reasons` collects why each did not give it."""
         source = self._source
         if source is None:
             return Fetched(False)
@@ -203,22 +260,22 @@ class PeerBlobRepair:
                 answer = await source.get_blob(peer.address, expected.blob_id, writer.write)
                 if isinstance(answer, SendFailure) or writer.too_large or writer.error:
                     why = answer.reason if isinstance(answer, SendFailure) else "too large"
-                    log.info("peer {peer} did not give blob {blob_id}: {why}",
-                             peer=peer.address, blob_id=expected.blob_id, why=why)
+                    log.debug("peer {peer} did not give blob {blob_id}: {why}",
+                              peer=peer.address, blob_id=expected.blob_id, why=why)
+                    reasons.append(f"{peer.node_id or peer.address}: {why}")
                     continue
                 writer.end()
                 await writer.digests_ready()
                 if not accepts(expected, writer.length, writer.md5_hex):
                     self.stats.rejected += 1
-                    log.warn("peer {peer} sent blob {blob_id} not matching its row "
-                             "({length} bytes); asking the next peer", peer=peer.address,
-                             blob_id=expected.blob_id, length=writer.length)
+                    reasons.append(f"{peer.node_id or peer.address}: sent "
+                                   f"{writer.length} bytes not matching the row")
                     continue
                 return Fetched(await self._keep(current, expected.blob_id, writer, what),
                                requests)
             finally:
                 writer.close()
-        return Fetched(False, requests)
+        return Fetched(False, requests, asked_all=True)
 
     async def _keep(self, current: CurrentBlob, blob_id: str, writer: BlobWriter,
                     what: str) -> bool:
@@ -257,6 +314,7 @@ class TickReport:
     repaired: int = 0
     wrapped: bool = False
     skipped: bool = False  # no eligible peer: nothing walked
+    deferred: int = 0  # blobs no peer gave lately, not asked again yet
 
 
 class BlobRepairService(MultiService):
@@ -308,7 +366,7 @@ class BlobRepairService(MultiService):
             await self._io.run(write_cursor, self._cursor_path, cursor)
         return TickReport(rows=budget.rows, fetches=budget.fetches, missing=report.missing,
                           corrupt=report.corrupt, repaired=report.repaired,
-                          wrapped=wrapped)
+                          wrapped=wrapped, deferred=report.deferred)
 
     async def _check_row(self, row: ObjectRecord, budget: TickBudget,
                          report: _Tally) -> None:
@@ -319,15 +377,20 @@ class BlobRepairService(MultiService):
             state = local_state(expected, size, md5)
             if state is BlobState.INTACT:
                 continue
+            if not self._repair.retry_due(expected.blob_id):
+                report.deferred += 1  # no peer gave it lately: asked again when due
+                self._repair.stats.deferred += 1
+                continue
             if state is BlobState.MISSING:
                 report.missing += 1
                 self._repair.stats.missing_found += 1
             else:
                 report.corrupt += 1
                 self._repair.stats.corrupt_found += 1
-                log.warn("blob {blob_id} of {bucket}/{key} is corrupt (size or MD5 differs "
-                         "from its row): fetching it again", blob_id=expected.blob_id,
-                         bucket=row.bucket, key=row.key)
+                if not self._repair.unavailable(expected.blob_id):  # else logged before
+                    log.warn("blob {blob_id} of {bucket}/{key} is corrupt (size or MD5 "
+                             "differs from its row): fetching it again",
+                             blob_id=expected.blob_id, bucket=row.bucket, key=row.key)
             fetched = await self._repair.fetch(row, expected)
             budget.fetches += fetched.requests
             report.repaired += int(fetched.ok)
@@ -338,6 +401,7 @@ class _Tally:
     missing: int = 0
     corrupt: int = 0
     repaired: int = 0
+    deferred: int = 0
 
 
 def inspect_blob(blobs: BlobStore, expected: ExpectedBlob) -> tuple[int | None, str | None, int]:

@@ -20,6 +20,13 @@
   at most `SCAN_ROWS_PER_TICK` rows and `SCAN_BYTES_PER_TICK` bytes read to check them,
   so a pass over a large store is spread over many ticks. The cursor is the last blob id
   whose row was done; after the last row the walk wraps around to the start.
+- **A blob no peer gives** (`Unavailable`, `after_failure`, `retry_due`): a fetch that no
+  eligible peer answered with good bytes is remembered per blob id; the proactive pass
+  asks again only after a delay that doubles with each failure, from the pass's interval
+  up to `RETRY_CAP_SECONDS`, and the failure is logged once (the first), not at every
+  try. A read that finds the blob missing still asks (a client waits), quietly. A
+  success forgets the blob; at most `UNAVAILABLE_REMEMBERED` blob ids are remembered (the
+  oldest forgotten first).
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ from objstore.meta.records import ObjectRecord, PartRef
 SCAN_ROWS_PER_TICK = 1000
 SCAN_BYTES_PER_TICK = 256 * 1024 * 1024
 PAGE_ROWS = 200  # rows read from the database at a time
+
+RETRY_CAP_SECONDS = 3600.0  # the longest wait between two tries of a blob no peer gave
+UNAVAILABLE_REMEMBERED = 10_000  # blob ids remembered as unavailable, at most
 
 _MD5 = re.compile(r"[0-9a-f]{32}")
 
@@ -152,18 +162,46 @@ def next_cursor(done: str | None, page_rows: int, page_limit: int,
     return done, False
 
 
+@dataclass(frozen=True)
+class Unavailable:
+    """A blob no eligible peer gave: how many fetches failed in a row, and from when the
+    proactive pass may ask again."""
+
+    failures: int
+    retry_at: float
+
+
+def after_failure(previous: Unavailable | None, now: float, base_seconds: float,
+                  cap_seconds: float = RETRY_CAP_SECONDS) -> Unavailable:
+    """The state after one more failed fetch: the wait doubles with each failure, from
+    `base_seconds` (at least 1 s) up to `cap_seconds`."""
+    failures = 1 if previous is None else previous.failures + 1
+    delay = min(cap_seconds, max(base_seconds, 1.0) * 2.0 ** min(failures - 1, 32))
+    return Unavailable(failures, now + delay)
+
+
+def retry_due(state: Unavailable | None, now: float) -> bool:
+    """Whether the proactive pass may ask the peers for this blob now."""
+    return state is None or now >= state.retry_at
+
+
 __all__ = [
     "PAGE_ROWS",
     "SCAN_BYTES_PER_TICK",
     "SCAN_ROWS_PER_TICK",
     "BlobState",
     "ExpectedBlob",
+    "RETRY_CAP_SECONDS",
+    "UNAVAILABLE_REMEMBERED",
     "TickBudget",
+    "Unavailable",
     "accepts",
+    "after_failure",
     "content_md5",
     "expected_blobs",
     "local_state",
     "needs_hash",
     "next_cursor",
     "part_sidecar",
+    "retry_due",
 ]

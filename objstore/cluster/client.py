@@ -15,10 +15,15 @@ health. A probe never raises: no answer is `status=None`.
 
 `manifest` pulls a page of a peer's changed-since manifest (anti-entropy).
 `send_object`, `send_delete` and `put_blob` carry replicated changes (wire.py) and answer
-the peer's `convergence.ack.Ack` or a `SendFailure` (never raise); `get_blob` streams a peer's blob,
-bytes as stored, into a sink (repair) and answers what arrived (length, SHA-256) or a
-`SendFailure`. A row with bytes is two requests, the blob first: its row's ack then says
-has_blob: true. `view_query` asks a peer for its part of a per-node view (node_views.py).
+the peer's `convergence.ack.Ack` or a `SendFailure` (never raise for a peer's failure; a
+cancellation from the caller goes through, so the fan-out's own bound ends the exchange).
+Each takes an optional `deadline` (this clock's seconds): the exchange is then cut at the
+earlier of it and request_timeout_seconds, and not started once it passed, so that a
+write's blob and row toward one peer share ONE deadline (fanout.py). `get_blob` streams a
+peer's blob, bytes as stored, into a sink (repair) and answers what arrived (length,
+SHA-256) or a `SendFailure`. A row with bytes is two requests, the blob first: its row's
+ack then says has_blob: true. `view_query` asks a peer for its part of a per-node view
+(node_views.py).
 
 `send_op` posts a best-effort control-plane notice (True when the peer took it);
 `control_snapshot` fetches a peer's control-plane snapshot, the one answer read beyond
@@ -38,7 +43,7 @@ from urllib.parse import urlsplit
 
 import treq
 from twisted.internet import ssl
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IAgent, IBodyProducer, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
@@ -90,6 +95,10 @@ class AnswerTooLarge(Exception):
 
 class SnapshotRefused(Exception):
     """A peer answered the control-snapshot request with an error."""
+
+
+class DeadlinePassed(Exception):
+    """The caller's deadline for this exchange passed before it could start."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,14 +181,17 @@ class ClusterClient:
 
     async def request(self, method: str, base_url: str, path: str, *, query: str = "",
                       body: bytes = b"", signed: bool = True,
-                      max_answer_bytes: int = MAX_ANSWER_BYTES) -> Exchange:
+                      max_answer_bytes: int = MAX_ANSWER_BYTES,
+                      deadline: float | None = None) -> Exchange:
         """One exchange with a peer; raises on no answer (refused, timed out, TLS, an
-        answer over `max_answer_bytes`). `path` and `query` are sent as given (encoded)."""
+        answer over `max_answer_bytes`, `deadline` passed). `path` and `query` are sent as
+        given (encoded)."""
+        timeout = self._timeout(deadline)
         return await self._bounded(self._exchange(
             method, *self._signed(method, base_url, path, query, signed,
                                   hashlib.sha256(body).hexdigest(),
                                   "application/json" if body else None), body,
-            max_answer_bytes))
+            max_answer_bytes), timeout)
 
     def _signed(self, method: str, base_url: str, path: str, query: str, signed: bool,
                 content_sha256: str, content_type: str | None) -> tuple[str, dict[str, str]]:
@@ -194,10 +206,23 @@ class ClusterClient:
             headers["content-type"] = content_type
         return url, headers
 
-    async def _bounded(self, work: Any) -> Any:
-        """`work` (a coroutine), cancelled after [cluster] request_timeout_seconds."""
+    def _timeout(self, deadline: float | None) -> float:
+        """How long the next exchange may take: request_timeout_seconds, or less when the
+        caller's `deadline` comes sooner; raises DeadlinePassed when it has passed."""
+        limit = self._cluster.request_timeout_seconds
+        if deadline is None:
+            return limit
+        left = deadline - self._clock.seconds()
+        if left <= 0:
+            raise DeadlinePassed("the write's deadline passed before this request")
+        return min(limit, left)
+
+    async def _bounded(self, work: Any, timeout: float | None = None) -> Any:
+        """`work` (a coroutine), cancelled after `timeout` seconds ([cluster]
+        request_timeout_seconds when not given)."""
         exchange = Deferred.fromCoroutine(work)
-        exchange.addTimeout(self._cluster.request_timeout_seconds, cast(Any, self._clock))
+        exchange.addTimeout(self._cluster.request_timeout_seconds if timeout is None
+                            else timeout, cast(Any, self._clock))
         return await exchange
 
     async def _exchange(self, method: str, url: str, headers: Mapping[str, str],
@@ -208,24 +233,30 @@ class ClusterClient:
         return Exchange(response.code, await _bounded_body(response, max_answer_bytes))
 
     # -- replicated changes ----------------------------------------------------------------
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure:
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | SendFailure:
         """A row to a peer (its bytes, if any, went first: `put_blob`)."""
-        return await self._acknowledged("POST", base_url, OBJECT_PATH, encode_row(record))
+        return await self._acknowledged("POST", base_url, OBJECT_PATH, encode_row(record),
+                                        deadline)
 
-    async def send_delete(self, base_url: str, delete: ReplicatedDelete
-                          ) -> Ack | SendFailure:
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete, *,
+                          deadline: float | None = None) -> Ack | SendFailure:
         """A deletion of one version (its tombstone's stamp) to a peer."""
-        return await self._acknowledged("POST", base_url, DELETE_PATH, encode_delete(delete))
+        return await self._acknowledged("POST", base_url, DELETE_PATH, encode_delete(delete),
+                                        deadline)
 
     async def put_blob(self, base_url: str, blob_id: str, body: bytes | IBodyProducer,
-                       sha256: str) -> Ack | SendFailure:
+                       sha256: str, *, deadline: float | None = None) -> Ack | SendFailure:
         """A blob's bytes as stored, before the row that references them. `body`: the
         bytes, or a producer of them that knows its length (a large blob, streamed);
         `sha256`: their hex SHA-256, signed, which the peer checks before keeping them."""
         url, headers = self._signed("PUT", base_url, BLOB_PATH + blob_id, "", True, sha256,
                                     "application/octet-stream")
         try:
-            answer = await self._bounded(self._exchange("PUT", url, headers, body))
+            timeout = self._timeout(deadline)
+            answer = await self._bounded(self._exchange("PUT", url, headers, body), timeout)
+        except CancelledError:
+            raise  # the caller gave up: its bound ends this exchange, nothing follows it
         except Exception as error:  # noqa: BLE001 (no answer is a failure, not a crash)
             return SendFailure(f"no answer: {error!r}")
         return _ack_or_failure(answer)
@@ -258,10 +289,13 @@ class ClusterClient:
         await treq.collect(response, collect)
         return BlobFetched(length[0], digest.hexdigest())
 
-    async def _acknowledged(self, method: str, base_url: str, path: str, body: bytes
-                            ) -> Ack | SendFailure:
+    async def _acknowledged(self, method: str, base_url: str, path: str, body: bytes,
+                            deadline: float | None = None) -> Ack | SendFailure:
         try:
-            answer = await self.request(method, base_url, path, body=body)
+            answer = await self.request(method, base_url, path, body=body,
+                                        deadline=deadline)
+        except CancelledError:
+            raise  # the caller gave up (the fan-out's bound): not a peer's answer
         except Exception as error:  # noqa: BLE001
             return SendFailure(f"no answer: {error!r}")
         return _ack_or_failure(answer)

@@ -11,7 +11,11 @@ eligible peers, and counts the acknowledgements of object writes (Cluster rules 
   composite) through `put_blob`, then the row (`send_object`) or the deletion
   (`send_delete`); the row follows even when a blob failed, so the metadata travels and
   the ack says `has_blob: false`. Each peer's exchange as a whole is bounded by [cluster]
-  request_timeout_seconds (past it: no ack). In quorum mode the awaitable the hook waits
+  request_timeout_seconds (past it: no ack): ONE deadline per write and peer, taken when
+  the exchange starts and handed to every request of it (the blobs and the row share
+  it; a request is not started once it passed), and the exchange is also cancelled
+  there, so a hung peer holds a write for request_timeout_seconds, not once per
+  request. In quorum mode the awaitable the hook waits
   for raises `gate.quorum_error()` (503 ServiceUnavailable, Retry-After: 5 where rendered)
   when 1 + full acks < write_quorum (`gate.write_acknowledged`): the local commit stands,
   the client is told, anti-entropy propagates the row later. Available mode sends the same
@@ -117,14 +121,19 @@ class ClusterOp:
 
 class PeerSender(Protocol):
     """What the fan-out asks of the cluster client. Each call is one signed exchange and
-    never raises for a peer's failure: None (or False) is "no acknowledgement"."""
+    never raises for a peer's failure: None (or False) is "no acknowledgement".
+    `deadline` (the clock's seconds): the exchange ends by then, whatever the request
+    timeout would allow."""
 
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | None: ...
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | None: ...
 
     async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
-                          deleted_at: float) -> Ack | None: ...
+                          deleted_at: float, *, deadline: float | None = None
+                          ) -> Ack | None: ...
 
-    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload) -> bool: ...
+    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload, *,
+                       deadline: float | None = None) -> bool: ...
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool: ...
 
@@ -243,15 +252,17 @@ class FanOut:
 
     async def _to_peer(self, base_url: str, change: Change,
                        blobs: Sequence[tuple[str, BlobPayload]]) -> Ack | None:
+        deadline = self._clock.seconds() + self._cluster.request_timeout_seconds
         for blob_id, blob in blobs:
-            if not await self._sender.put_blob(base_url, blob_id, blob):
+            if not await self._sender.put_blob(base_url, blob_id, blob, deadline=deadline):
                 self.stats.blob_failures += 1
         if change.kind is ChangeKind.VERSION_DELETED:
             return await self._sender.send_delete(base_url, change.bucket, change.key,
                                                   change.version_id or "",
-                                                  self._deleted_at(change))
+                                                  self._deleted_at(change),
+                                                  deadline=deadline)
         assert change.record is not None
-        return await self._sender.send_object(base_url, change.record)
+        return await self._sender.send_object(base_url, change.record, deadline=deadline)
 
     def _deleted_at(self, change: Change) -> float:
         if change.deleted_at is not None:

@@ -7,7 +7,8 @@ body producer. This module owns only that translation:
 - a blob is read on the IO pool when it is small (`INLINE_BLOB_BYTES`) and streamed from
   its file by a `FileBodyProducer` of known length otherwise;
 - a `SendFailure` is logged at info and becomes None (False for a blob);
-- `send_op` posts the op (POST /cluster/v1/op); a `SendFailure` is False.
+- `send_op` posts the op (POST /cluster/v1/op); a `SendFailure` is False;
+- the fan-out's `deadline` (one per write and peer) is handed to every request of it.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ INLINE_BLOB_BYTES = 8 * 1024 * 1024
 class Client(Protocol):
     """What this adapter needs of `ClusterClient`."""
 
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure: ...
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | SendFailure: ...
 
-    async def send_delete(self, base_url: str, delete: ReplicatedDelete
-                          ) -> Ack | SendFailure: ...
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete, *,
+                          deadline: float | None = None) -> Ack | SendFailure: ...
 
-    async def put_blob(self, base_url: str, blob_id: str, body: Any,
-                       sha256: str) -> Ack | SendFailure: ...
+    async def put_blob(self, base_url: str, blob_id: str, body: Any, sha256: str, *,
+                       deadline: float | None = None) -> Ack | SendFailure: ...
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool | SendFailure: ...
 
@@ -56,29 +58,35 @@ class ClientSender:
         self._client = client
         self._io = io
 
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | None:
-        return _ack(await self._client.send_object(base_url, record), base_url)
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | None:
+        return _ack(await self._client.send_object(base_url, record, deadline=deadline),
+                    base_url)
 
     async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
-                          deleted_at: float) -> Ack | None:
+                          deleted_at: float, *, deadline: float | None = None) -> Ack | None:
         delete = ReplicatedDelete(bucket=bucket, key=key, version_id=version_id,
                                   deleted_at=deleted_at)
-        return _ack(await self._client.send_delete(base_url, delete), base_url)
+        return _ack(await self._client.send_delete(base_url, delete, deadline=deadline),
+                    base_url)
 
-    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload) -> bool:
+    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload, *,
+                       deadline: float | None = None) -> bool:
         if blob.size <= INLINE_BLOB_BYTES:
             body: Any = await self._io.run(_read, blob.path)
-            return await self._put(base_url, blob_id, body, blob.sha256)
+            return await self._put(base_url, blob_id, body, blob.sha256, deadline)
         handle = await self._io.run(open, blob.path, "rb")
         try:
             producer = FileBodyProducer(handle)
             producer.length = blob.size
-            return await self._put(base_url, blob_id, producer, blob.sha256)
+            return await self._put(base_url, blob_id, producer, blob.sha256, deadline)
         finally:
             handle.close()
 
-    async def _put(self, base_url: str, blob_id: str, body: Any, sha256: str) -> bool:
-        answer = await self._client.put_blob(base_url, blob_id, body, sha256)
+    async def _put(self, base_url: str, blob_id: str, body: Any, sha256: str,
+                   deadline: float | None) -> bool:
+        answer = await self._client.put_blob(base_url, blob_id, body, sha256,
+                                             deadline=deadline)
         return _ack(answer, base_url) is not None
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool:

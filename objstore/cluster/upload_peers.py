@@ -8,7 +8,12 @@ multipart uploads whose calls land on different nodes (spec Cluster rules 6).
   upload the caller asks about was made there), so a burst of misses costs at most two
   rounds. A caller waits at most `wait_seconds` ([cluster] request_timeout_seconds) for
   its round, then answers with what is merged by then; the round itself is never
-  cancelled (merges are transactions, left to finish).
+  cancelled (merges are transactions, left to finish). It answers whether the round was
+  complete (`round_complete`, pure): every eligible peer's pull succeeded, no member
+  of the cluster was left out (a peer that answered as one of this cluster and is now
+  down or drifted: `unasked_members`), at least cluster_size - 1 peers answered, and
+  the round ended within the wait. An incomplete round is why a completion
+  whose part is not here answers 503 instead of InvalidPart (engine/upload_peers.py).
 - **`fetch_parts(upload, parts)`**: every part blob missing here (a stat on the IO pool)
   is fetched through `PeerBlobRepair.fetch_for`, the blob repair's fetch: the eligible
   peers in turn, the bytes verified against the part row (`expected_part`: its size and
@@ -24,7 +29,7 @@ repair both have the cluster client (cluster/wiring.py `start_cluster`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -32,7 +37,7 @@ from twisted.internet.defer import Deferred, DeferredList
 from twisted.logger import Logger
 
 from objstore.cluster.blob_repair_rules import ExpectedBlob, content_md5
-from objstore.cluster.membership import PeerState
+from objstore.cluster.membership import PeerState, Verdict
 from objstore.engine.multipart_rules import part_sidecar
 from objstore.meta.records import PartRecord, UploadRecord
 from objstore.threads import Runner
@@ -64,11 +69,32 @@ def expected_part(upload: UploadRecord, part: PartRecord) -> ExpectedBlob:
                         part_sidecar(upload, part))
 
 
+def unasked_members(known: Iterable[PeerState], answered: Collection[str]) -> list[str]:
+    """(Pure) The node ids of the peers of this cluster a round did not hear from: known
+    peers whose last answer authenticated them (failures keep the last verdict, so a
+    node now down or drifted still counts) and that are not among `answered`. Another
+    cluster's node, a wrong secret, an older version (404), a loop to itself and an
+    address never reached are not counted here (cluster_size counts the nodes never
+    reached: `round_complete`)."""
+    return sorted({peer.node_id for peer in known
+                   if peer.last_verdict is Verdict.AUTHENTICATED and peer.node_id
+                   and peer.node_id not in answered})
+
+
+def round_complete(known: Iterable[PeerState], answered: Collection[str],
+                   failed: int, cluster_size: int) -> bool:
+    """(Pure) Whether a refresh round heard every node that may hold an upload's rows:
+    no pull failed, no member left out, and at least cluster_size - 1 peers answered."""
+    return (failed == 0 and len(answered) >= cluster_size - 1
+            and not unasked_members(known, answered))
+
+
 @dataclass
 class UploadPeersStats:
     """Counts the metrics collector reads at scrape time (upload_peers_metrics.py)."""
 
     rounds: int = 0  # refresh rounds started (each pulls every eligible peer)
+    incomplete_rounds: int = 0  # rounds that could not hear every node of the cluster
     parts_fetched: int = 0  # part blobs a completion brought from a peer
     parts_unavailable: int = 0  # part blobs no eligible peer gave (a 503 completion)
 
@@ -76,8 +102,11 @@ class UploadPeersStats:
 class PeerUploads:
     def __init__(self, *, peers: EligiblePeers, repair: PeerBlobRepair, rows: PartRows,
                  blobs: BlobStore, io: Runner, clock: ReactorClock,
-                 wait_seconds: float) -> None:
+                 wait_seconds: float, cluster_size: int = 1,
+                 known: Callable[[], Iterable[PeerState]] = tuple) -> None:
         self._peers = peers
+        self._cluster_size = cluster_size
+        self._known = known  # every peer this node knows (Membership.peers), eligible or not
         self._repair = repair
         self._rows = rows
         self._blobs = blobs
@@ -85,8 +114,8 @@ class PeerUploads:
         self._clock = clock
         self._wait_seconds = wait_seconds
         self.control: ControlReconciler | None = None  # set by wiring.add_control_reconciler
-        self._round: Deferred[None] | None = None  # the round running
-        self._next: list[Deferred[None]] = []  # callers waiting for the round after it
+        self._round: Deferred[bool] | None = None  # the round running
+        self._next: list[Deferred[bool]] = []  # callers waiting for the round after it
         self.stats = UploadPeersStats()
 
     @property
@@ -95,26 +124,28 @@ class PeerUploads:
                 and self._repair.enabled)
 
     # -- refresh ----------------------------------------------------------------------
-    async def refresh(self) -> None:
-        waiter: Deferred[None] = Deferred()
+    async def refresh(self) -> bool:
+        waiter: Deferred[bool] = Deferred()
         if self._round is None:
             self._start_round([waiter])
         else:
             self._next.append(waiter)
-        timer = self._clock.callLater(self._wait_seconds, _fire, waiter)
+        timer = self._clock.callLater(self._wait_seconds, _fire, waiter, False)
         try:
-            await waiter
+            return await waiter
         finally:
             if timer.active():
                 timer.cancel()
 
-    def _start_round(self, waiters: list[Deferred[None]]) -> None:
+    def _start_round(self, waiters: list[Deferred[bool]]) -> None:
         self.stats.rounds += 1
         self._round = Deferred.fromCoroutine(self._pull_all())
 
-        def ended(_: object) -> None:
+        def ended(complete: object) -> None:
+            if complete is not True:
+                self.stats.incomplete_rounds += 1
             for waiter in waiters:
-                _fire(waiter)
+                _fire(waiter, complete is True)
             self._round = None
             if self._next:
                 later, self._next = self._next, []
@@ -122,22 +153,32 @@ class PeerUploads:
 
         self._round.addBoth(ended)
 
-    async def _pull_all(self) -> None:
+    async def _pull_all(self) -> bool:
         control = self.control
         if control is None:
-            return
-        pulls = [Deferred.fromCoroutine(self._pull(control, peer))
-                 for peer in self._peers.eligible_peers() if peer.node_id]
-        if pulls:
-            await DeferredList(pulls, consumeErrors=True)
+            return False
+        peers = [peer for peer in self._peers.eligible_peers() if peer.node_id]
+        pulls = [Deferred.fromCoroutine(self._pull(control, peer)) for peer in peers]
+        results = await DeferredList(pulls, consumeErrors=True) if pulls else []
+        answered = {peer.node_id for peer, (ok, pulled) in zip(peers, results, strict=True)
+                    if ok and pulled is True and peer.node_id}
+        failed = len(peers) - len(answered)
+        complete = round_complete(self._known(), answered, failed, self._cluster_size)
+        if not complete:
+            log.info("upload refresh: not every node answered ({unasked} not asked, "
+                     "{failed} failed); a part not found here is not refused as invalid",
+                     unasked=unasked_members(self._known(), answered), failed=failed)
+        return complete
 
-    async def _pull(self, control: ControlReconciler, peer: PeerState) -> None:
+    async def _pull(self, control: ControlReconciler, peer: PeerState) -> bool:
         assert peer.node_id is not None
         try:
             await control.reconcile_control(peer.node_id, peer.address)
         except Exception as error:  # noqa: BLE001 (one peer's failure; the others count)
             log.info("control pull from {peer} for an upload failed: {why!r}",
                      peer=peer.node_id, why=error)
+            return False
+        return True
 
     # -- part blobs -------------------------------------------------------------------
     async def fetch_parts(self, upload: UploadRecord, parts: Sequence[PartRecord]) -> bool:
@@ -169,9 +210,10 @@ class PeerUploads:
         return current
 
 
-def _fire(waiter: Deferred[None]) -> None:
+def _fire(waiter: Deferred[bool], complete: bool) -> None:
     if not waiter.called:
-        waiter.callback(None)
+        waiter.callback(complete)
 
 
-__all__ = ["PartRows", "PeerUploads", "UploadPeersStats", "expected_part"]
+__all__ = ["PartRows", "PeerUploads", "UploadPeersStats", "expected_part", "round_complete",
+           "unasked_members"]

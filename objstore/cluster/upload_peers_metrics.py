@@ -24,6 +24,10 @@ class UploadPeersCollector(Collector):
             ("objstore_cluster_upload_refresh_rounds",
              "Rounds of control-plane pulls from every eligible peer asked by a multipart "
              "request about an upload or parts not known here.", stats.rounds),
+            ("objstore_cluster_upload_refresh_incomplete_rounds",
+             "Refresh rounds that could not hear every node of the cluster (one down, "
+             "timed out or failing): a part not found after one is answered with 503, "
+             "not InvalidPart.", stats.incomplete_rounds),
             ("objstore_cluster_upload_parts_fetched",
              "Part blobs a multipart completion fetched from a peer.", stats.parts_fetched),
             ("objstore_cluster_upload_parts_unavailable",

@@ -113,11 +113,15 @@ def peer_seams(config: Config, reactor: Any, cluster: ClusterParts | None, *,
     node has neither (NO_REPAIR, NO_UPLOAD_PEERS)."""
     if cluster is None:
         return NO_REPAIR, NO_UPLOAD_PEERS
-    cluster.repair = PeerBlobRepair(peers=cluster.membership, rows=meta, blobs=blobs,
-                                    io=io_pool)
+    cluster.repair = PeerBlobRepair(
+        peers=cluster.membership, rows=meta, blobs=blobs, io=io_pool, clock=reactor,
+        retry_base_seconds=config.cluster.anti_entropy_interval_seconds)
+    membership = cluster.membership
     cluster.uploads = PeerUploads(peers=cluster.membership, repair=cluster.repair,
                                   rows=meta, blobs=blobs, io=io_pool, clock=reactor,
-                                  wait_seconds=config.cluster.request_timeout_seconds)
+                                  wait_seconds=config.cluster.request_timeout_seconds,
+                                  cluster_size=config.cluster.cluster_size,
+                                  known=lambda: tuple(membership.peers.values()))
     return cluster.repair, cluster.uploads
 
 

@@ -333,8 +333,9 @@ class MultipartService:
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)
         usage_check = await quota_check(self._meta, upload.bucket)
+        peers_answered = True  # False: a part missing here may be on a node not asked
         if self._peers.enabled:
-            await self._parts_known(upload, requested)
+            peers_answered = await self._parts_known(upload, requested)
         blob_id = new_blob_id()
         try:
             for _ in range(COMPLETE_ATTEMPTS):
@@ -355,20 +356,22 @@ class MultipartService:
                 return result.record
         except (S3Error, RecordNotFound, PreconditionNotMet) as error:
             return await self._completion_failed(caller, upload, requested, blob_id,
-                                                 version_id, error)
+                                                 version_id, error, peers_answered)
         await self._files.delete([blob_id])
         raise S3Error("ConditionalRequestConflict", "The parts changed while the upload was "
                       "being completed. Retry the request.")
 
     async def _parts_known(self, upload: UploadRecord,
-                           requested: Sequence[RequestedPart]) -> None:
+                           requested: Sequence[RequestedPart]) -> bool:
         """(Cluster) A completion naming a part not held here as named (uploaded, or
-        replaced, through another node) merges the peers' control planes first."""
+        replaced, through another node) merges the peers' control planes first. False
+        when that merge could not ask every node that may hold the part."""
         stored = await self._meta.list_parts(upload.upload_id, 0, MAX_PART_NUMBER)
         held = {(part.part_number, part.etag) for part in stored}
         if any((entry.part_number, normalize_etag(entry.etag)) not in held
                for entry in requested):
-            await self._peers.refresh()
+            return await self._peers.refresh()
+        return True
 
     async def _completed(self, upload: UploadRecord, result: CompletedUpload) -> None:
         """After the commit: the upload's record goes (a crash before leaves a record whose
@@ -405,7 +408,7 @@ class MultipartService:
 
     async def _completion_failed(
         self, caller: Caller, upload: UploadRecord, requested: Sequence[RequestedPart],
-        blob_id: str, version_id: str, error: Exception,
+        blob_id: str, version_id: str, error: Exception, peers_answered: bool = True,
     ) -> ObjectRecord:
         if isinstance(error, RecordNotFound):
             # A retried transaction whose first COMMIT succeeded finds the upload gone:
@@ -424,6 +427,11 @@ class MultipartService:
             done = await self.completed(upload.bucket, upload.key, upload.upload_id, requested)
             if done is not None:
                 return done
+        if isinstance(error, S3Error) and error.code == "InvalidPart" and not peers_answered:
+            # Not here, but a node that may hold it could not be asked: retry, not refuse.
+            raise S3Error("ServiceUnavailable", "A part of this upload is not known here and "
+                          "a node that may hold it could not be asked. Retry the "
+                          "request.") from None
         if isinstance(error, PreconditionNotMet):
             raise precondition_error(error.reason, upload.key) from None
         if isinstance(error, RecordNotFound):

@@ -14,7 +14,11 @@ it does for writes (`engine/replicator.py`'s `WriteGate`) and missing blobs
   wait; concurrent calls share pulls). `MultipartService` asks it before answering
   NoSuchUpload (UploadPart, UploadPartCopy, ListParts, CompleteMultipartUpload,
   AbortMultipartUpload), before ListParts (parts may have been uploaded through other
-  nodes) and before a completion that names a part not held here as named.
+  nodes) and before a completion that names a part not held here as named. It answers
+  whether the round was complete: every node of the cluster that may hold the upload's
+  rows answered. A completion whose part is still not here after an incomplete round
+  (a node down, timed out or failing) answers 503 ServiceUnavailable, not the permanent
+  InvalidPart: the part may be on the node that could not be asked.
 - `fetch_parts(upload, parts)`: before a completion commits, bring every part blob
   missing here from an eligible peer (verified: the part's size and MD5, its ETag);
   True when all of them are here.
@@ -38,9 +42,10 @@ class UploadPeers(Protocol):
         """False on a single node: nothing to ask."""
         ...
 
-    async def refresh(self) -> None:
+    async def refresh(self) -> bool:
         """Merge the eligible peers' control planes here (bounded; never raises for a
-        peer's failure)."""
+        peer's failure). True when every node that may hold an upload's rows answered:
+        what is not here now is nowhere."""
         ...
 
     async def fetch_parts(self, upload: UploadRecord, parts: Sequence[PartRecord]) -> bool:
@@ -54,8 +59,8 @@ class _NoUploadPeers:
 
     enabled = False
 
-    async def refresh(self) -> None:
-        return None
+    async def refresh(self) -> bool:
+        return True
 
     async def fetch_parts(self, upload: UploadRecord, parts: Sequence[PartRecord]) -> bool:
         return True

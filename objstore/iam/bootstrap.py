@@ -142,12 +142,28 @@ def builtin_grant_id(name: str) -> str:
 BUILTIN_GRANT_IDS = frozenset(builtin_grant_id(name) for name in BUILTIN_GRANTS)
 
 
+# The created_at / updated_at of a built-in grant seeded here: a fixed stamp (the Unix
+# epoch), the same on every node and after every rebuild. The control-plane merge is
+# last-writer-wins on updated_at (convergence/control_merge.py), so a node whose database
+# was lost and seeded again never beats the copies its peers hold (stamped when they were
+# seeded, or identical to this one): it takes theirs. Built-in grants can not be changed
+# or deleted, so no later write needs to beat them.
+BUILTIN_STAMP = 0.0
+
+
+def builtin_grant(name: str) -> GrantRecord:
+    """The built-in grant `name` as seeded: its name-based id, its document, BUILTIN_STAMP."""
+    description, document = BUILTIN_GRANTS[name]
+    return GrantRecord(builtin_grant_id(name), name, document, BUILTIN_STAMP, description,
+                       BUILTIN_STAMP)
+
+
 def ensure_builtin_grants(store: SyncMetaStore, control: ControlRecord) -> list[str]:
-    """Create the built-in grants that do not exist yet (idempotent); their names."""
-    now = time.time()
+    """Create the built-in grants that do not exist yet (idempotent, stamped
+    BUILTIN_STAMP); their names."""
     created = []
-    for name, (description, document) in BUILTIN_GRANTS.items():
-        grant = GrantRecord(builtin_grant_id(name), name, document, now, description, now)
+    for name in BUILTIN_GRANTS:
+        grant = builtin_grant(name)
         if store.create_grant(grant):
             control.write("grants", grant.grant_id, asdict(grant))
             created.append(name)

@@ -180,6 +180,8 @@ class BlobRepairFigures(Protocol):
     corrupt_found: int
     fetches: int
     rejected: int
+    unavailable: int
+    deferred: int
 
 
 @dataclass(frozen=True)
@@ -346,10 +348,15 @@ def _repair_families(stats: BlobRepairFigures) -> Iterator[Metric]:
         ("fetches", "Peer requests made for blob repair.", stats.fetches),
         ("rejected", "Peer answers refused because they did not match the row.",
          stats.rejected),
+        ("deferred", "Proactive checks put off because no peer gave that blob lately "
+         "(asked again with a growing delay).", stats.deferred),
     ):
         family = CounterMetricFamily(f"objstore_cluster_blob_repair_{name}", documentation)
         family.add_metric([], value)
         yield family
+    yield _gauge("objstore_cluster_blob_repair_unavailable",
+                 "Blobs no eligible peer gave at the last try, remembered for a later "
+                 "retry (their failure is logged once).", stats.unavailable)
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:

@@ -4,7 +4,8 @@ keeps only bytes that match the row (else the next peer), restores the row's sid
 fetches a blob once however many reads wait for it, and stores nothing for a row that
 changed; the proactive tick walks rows in blob-id order from its cursor, finds missing and
 corrupt blobs, spends at most its budget of peer fetches (checked between rows), resumes
-and wraps, and keeps its cursor in an owner-only file."""
+and wraps, and keeps its cursor in an owner-only file. A blob no peer gives is logged once
+and asked again by the pass with a doubling delay (a Clock), by reads at once."""
 
 from __future__ import annotations
 
@@ -14,11 +15,14 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
+from twisted.logger import ILogObserver, LogLevel, globalLogPublisher
+from zope.interface import provider
 
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore
@@ -328,3 +332,88 @@ def test_the_collector_exposes_the_repair_counts() -> None:
                  "objstore_cluster_blob_repair_fetches_total 5.0",
                  "objstore_cluster_blob_repair_rejected_total 1.0"):
         assert line in text.splitlines()
+
+
+# -- a blob no peer has: logged once, then asked again with a growing delay ---------------
+
+
+@pytest.fixture
+def repair_log() -> Iterator[list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+
+    @provider(ILogObserver)
+    def observer(event: dict[str, Any]) -> None:
+        if event.get("log_namespace") == "objstore.cluster.blob_repair" and \
+                event.get("log_level") in (LogLevel.info, LogLevel.warn):
+            events.append(event)
+
+    globalLogPublisher.addObserver(observer)
+    yield events
+    globalLogPublisher.removeObserver(observer)
+
+
+def timed_node(node: Node, clock: Clock) -> Node:
+    node.repair = PeerBlobRepair(peers=node.peers, rows=node.meta, blobs=node.blobs,
+                                 io=InlinePool(), source=node.source, clock=clock,
+                                 retry_base_seconds=1.0)
+    return node
+
+
+def test_a_blob_no_node_has_is_logged_once_then_asked_with_backoff(
+        node: Node, repair_log: list[dict[str, Any]]) -> None:
+    clock = Clock()
+    clock.advance(1000.0)
+    node = timed_node(node, clock)
+    node.put("k", IDS[0], b"hello")
+    node.lose(IDS[0])
+    for peer in (P1, P2):
+        del node.source.held[peer][IDS[0]]
+    service = node.service(budget=5)
+    asked: list[int] = []
+    for _ in range(8):  # a tick every second for eight seconds
+        before = len(node.source.requests)
+        report = run(service.tick())
+        asked.append(len(node.source.requests) - before)
+        clock.advance(1.0)
+    # Asked at 0 s, then 1 s later, then 2 s after that, then 4 s: not at every tick.
+    assert asked == [2, 2, 0, 2, 0, 0, 0, 2]
+    assert report.deferred == 0 and node.repair.stats.deferred == 4
+    assert len(repair_log) == 1  # one line, naming both peers' answers
+    assert "no eligible peer gave it" in repair_log[0]["log_format"]
+    assert P1 in repair_log[0]["why"] and P2 in repair_log[0]["why"]
+    assert node.repair.stats.unavailable == 1
+
+
+def test_a_read_still_asks_at_once_quietly_and_a_success_forgets_the_blob(
+        node: Node, repair_log: list[dict[str, Any]]) -> None:
+    clock = Clock()
+    node = timed_node(node, clock)
+    record = node.put("k", IDS[0], b"hello")
+    node.lose(IDS[0])
+    kept = node.source.held[P2].pop(IDS[0])
+    del node.source.held[P1][IDS[0]]
+    assert not run(node.repair.repair_missing(record))
+    assert not run(node.repair.repair_missing(record))  # asked again: a client waits
+    assert len(node.source.requests) == 4 and len(repair_log) == 1
+    assert not node.repair.retry_due(IDS[0])
+    node.source.held[P2][IDS[0]] = kept  # the node holding it is back
+    assert run(node.repair.repair_missing(record))
+    assert node.content(IDS[0]) == b"hello"
+    assert node.repair.retry_due(IDS[0]) and node.repair.stats.unavailable == 0
+    assert "came back" in repair_log[-1]["log_format"]
+
+
+def test_the_proactive_pass_finds_the_blob_once_its_peer_is_back(node: Node) -> None:
+    clock = Clock()
+    node = timed_node(node, clock)
+    node.put("k", IDS[0], b"hello")
+    node.lose(IDS[0])
+    kept = node.source.held[P1].pop(IDS[0])
+    del node.source.held[P2][IDS[0]]
+    service = node.service(budget=5)
+    assert run(service.tick()).repaired == 0
+    node.source.held[P1][IDS[0]] = kept
+    assert run(service.tick()).deferred == 1  # not due yet
+    clock.advance(1.0)
+    assert run(service.tick()).repaired == 1
+    assert node.content(IDS[0]) == b"hello"

@@ -6,15 +6,19 @@ from __future__ import annotations
 import hashlib
 
 from objstore.cluster.blob_repair_rules import (
+    RETRY_CAP_SECONDS,
     BlobState,
     ExpectedBlob,
     TickBudget,
+    Unavailable,
     accepts,
+    after_failure,
     content_md5,
     expected_blobs,
     local_state,
     needs_hash,
     next_cursor,
+    retry_due,
 )
 from objstore.meta.records import ObjectRecord, PartRef
 
@@ -107,3 +111,25 @@ def test_the_cursor_resumes_and_wraps_after_the_last_row() -> None:
     assert next_cursor("id-9", 120, 200, False) == ("id-9", False)  # budget ran out
     assert next_cursor("id-9", 120, 200, True) == (None, True)  # the end: wrap
     assert next_cursor(None, 0, 200, True) == (None, True)  # no rows at all
+
+
+def test_a_blob_no_peer_gave_is_asked_again_after_a_doubling_delay() -> None:
+    first = after_failure(None, 100.0, base_seconds=30.0)
+    assert first == Unavailable(1, 130.0)
+    assert not retry_due(first, 129.9) and retry_due(first, 130.0)
+    second = after_failure(first, 130.0, base_seconds=30.0)
+    assert second == Unavailable(2, 190.0)
+    third = after_failure(second, 190.0, base_seconds=30.0)
+    assert third == Unavailable(3, 310.0)
+
+
+def test_the_delay_is_capped_and_never_below_a_second() -> None:
+    state = None
+    for _ in range(200):  # no overflow however long the blob stays away
+        state = after_failure(state, 0.0, base_seconds=30.0)
+    assert state is not None and state.retry_at == RETRY_CAP_SECONDS
+    assert after_failure(None, 0.0, base_seconds=0.01).retry_at == 1.0
+
+
+def test_a_blob_not_remembered_is_always_due() -> None:
+    assert retry_due(None, 0.0)

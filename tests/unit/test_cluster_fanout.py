@@ -7,17 +7,21 @@ from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
+from objstore.cluster.client import ClusterClient, SendFailure
 from objstore.cluster.fanout import BlobPayload, ClusterOp, FanOut, StoredBlobs
 from objstore.cluster.membership import Membership, ProbeResult
+from objstore.cluster.sender import ClientSender
 from objstore.config import Cluster
 from objstore.convergence.ack import FULL_ACK, Ack
 from objstore.engine.changes import Caller, Change, ChangeKind, Origin
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.records import ObjectRecord, PartRef
+from objstore.threads import InlinePool
 
 ALICE = Principal("u-1", "alice", False, "AKALICE")
 CLIENT = Caller(ALICE)
@@ -53,19 +57,26 @@ class FakeSender:
         self.answers = answers or {}
         self.blob_ok = blob_ok
         self.calls: list[tuple[Any, ...]] = []
+        self.deadlines: list[float | None] = []
         self.ops: dict[str, Deferred[bool]] = {}
 
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | None:
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | None:
         self.calls.append(("object", base_url, record.key))
+        self.deadlines.append(deadline)
         return await self._answer(base_url)
 
     async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
-                          deleted_at: float) -> Ack | None:
+                          deleted_at: float, *, deadline: float | None = None
+                          ) -> Ack | None:
         self.calls.append(("delete", base_url, key, version_id, deleted_at))
+        self.deadlines.append(deadline)
         return await self._answer(base_url)
 
-    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload) -> bool:
+    async def put_blob(self, base_url: str, blob_id: str, blob: BlobPayload, *,
+                       deadline: float | None = None) -> bool:
         self.calls.append(("blob", base_url, blob_id, blob.sha256))
+        self.deadlines.append(deadline)
         return self.blob_ok
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool:
@@ -298,3 +309,98 @@ def test_stored_blobs_measure_and_hash_the_file(tmp_path: Any) -> None:
     assert found == BlobPayload(str(tmp_path / BLOB), 3, "ba7816bf8f01cfea414140de5dae2223"
                                 "b00361a396177a9cb410ff61f20015ad")
     assert outcome(Deferred.fromCoroutine(source.payload(PART))) is None
+
+
+# -- one deadline per write and peer: the real client over an HTTP stand-in ----------------
+
+
+class HungHttp:
+    """A peer that takes every request and never answers (a SIGSTOPped process): each
+    request a fresh Deferred, cancelled by the client's bound. `answer_after` maps a
+    method to the seconds after which that request is answered instead (a slow peer)."""
+
+    def __init__(self, clock: Clock, answer_after: dict[str, float] | None = None) -> None:
+        self.clock = clock
+        self.answer_after = answer_after or {}
+        self.started: list[tuple[str, float]] = []
+
+    def request(self, method: str, url: str, **kwargs: Any) -> Deferred[Any]:
+        self.started.append((method, self.clock.seconds()))
+        pending: Deferred[Any] = Deferred()
+        if method in self.answer_after:
+            self.clock.callLater(self.answer_after[method], _answer_refused, pending)
+        return pending
+
+
+def _answer_refused(pending: Deferred[Any]) -> None:
+    if not pending.called:
+        pending.errback(ConnectionRefusedError("the peer gave up"))
+
+
+class FileBlobs:
+    def __init__(self, path: Any) -> None:
+        self.path = path
+
+    async def payload(self, blob_id: str) -> BlobPayload | None:
+        return BlobPayload(str(self.path), 3, "ab" * 32)
+
+
+def real_sender_fanout(http: HungHttp, tmp_path: Any, config: Cluster) -> FanOut:
+    (tmp_path / "blob").write_bytes(b"abc")
+    client = ClusterClient(cluster=config, node_id="self", http=http, clock=http.clock)
+    return FanOut(cluster=config, membership=membership("a"),
+                  sender=ClientSender(client, InlinePool()),
+                  blobs=FileBlobs(tmp_path / "blob"), clock=http.clock)
+
+
+def test_a_hung_peer_holds_a_write_for_one_request_timeout_not_two(tmp_path: Any) -> None:
+    clock = Clock()
+    clock.advance(1000.0)
+    http = HungHttp(clock)
+    sink = real_sender_fanout(http, tmp_path, cluster(size=2))
+    waiting = sink.committed(written())
+    assert waiting is not None and [method for method, _ in http.started] == ["PUT"]
+    clock.advance(1.9)
+    assert not waiting.called
+    clock.advance(0.2)  # past request_timeout_seconds (2.0) from the start: no ack
+    assert isinstance(outcome(waiting), S3Error)
+    clock.advance(10.0)  # and nothing of this write asks the peer anything later
+    assert [method for method, _ in http.started] == ["PUT"]
+    assert sink.stats.missed_acks == 1
+
+
+def test_the_row_gets_what_the_blob_left_of_the_deadline(tmp_path: Any) -> None:
+    clock = Clock()
+    clock.advance(1000.0)
+    http = HungHttp(clock, answer_after={"PUT": 1.5})  # the blob fails after 1.5 s
+    sink = real_sender_fanout(http, tmp_path, cluster("available", size=2))
+    waiting = sink.committed(written())
+    assert waiting is not None
+    clock.advance(1.5)
+    assert [method for method, _ in http.started] == ["PUT", "POST"]
+    assert http.started[1][1] == 1001.5
+    clock.advance(0.4)
+    assert not waiting.called
+    clock.advance(0.2)  # 2.1 s after the start, not 1.5 + 2.0
+    assert waiting.called and outcome(waiting) is None
+    assert (sink.stats.blob_failures, sink.stats.missed_acks) == (1, 1)
+
+
+def test_every_request_of_a_write_gets_the_same_deadline() -> None:
+    clock = Clock()
+    clock.advance(50.0)
+    sender = FakeSender()
+    sink = fanout(sender, membership("a"), clock=clock)
+    outcome(sink.committed(written()))
+    assert [call[0] for call in sender.calls] == ["blob", "object"]
+    assert sender.deadlines == [52.0, 52.0]
+
+
+def test_a_request_is_not_started_once_the_deadline_passed() -> None:
+    clock = Clock()
+    clock.advance(10.0)
+    http = HungHttp(clock)
+    client = ClusterClient(cluster=cluster(), node_id="self", http=http, clock=clock)
+    failure = outcome(Deferred.fromCoroutine(client.send_object("http://a:9000", ROW,
+                                                                deadline=9.5)))
+    assert isinstance(failure, SendFailure) and http.started == []

@@ -26,19 +26,24 @@ class FakeClient:
     def __init__(self, answer: Ack | SendFailure) -> None:
         self.answer = answer
         self.calls: list[tuple[Any, ...]] = []
+        self.deadlines: list[float | None] = []
 
-    async def send_object(self, base_url: str, record: ObjectRecord) -> Ack | SendFailure:
+    async def send_object(self, base_url: str, record: ObjectRecord, *,
+                          deadline: float | None = None) -> Ack | SendFailure:
         self.calls.append(("object", base_url, record))
+        self.deadlines.append(deadline)
         return self.answer
 
-    async def send_delete(self, base_url: str, delete: ReplicatedDelete
-                          ) -> Ack | SendFailure:
+    async def send_delete(self, base_url: str, delete: ReplicatedDelete, *,
+                          deadline: float | None = None) -> Ack | SendFailure:
         self.calls.append(("delete", base_url, delete))
+        self.deadlines.append(deadline)
         return self.answer
 
-    async def put_blob(self, base_url: str, blob_id: str, body: Any,
-                       sha256: str) -> Ack | SendFailure:
+    async def put_blob(self, base_url: str, blob_id: str, body: Any, sha256: str, *,
+                       deadline: float | None = None) -> Ack | SendFailure:
         self.calls.append(("blob", base_url, blob_id, body, sha256))
+        self.deadlines.append(deadline)
         return self.answer
 
     async def send_op(self, base_url: str, op: ClusterOp) -> bool | SendFailure:
@@ -97,3 +102,16 @@ def test_an_op_is_posted_and_a_failure_is_false() -> None:
     assert client.calls == [("op", PEER, op)]
     refused = FakeClient(SendFailure("refused", 503))
     assert result(ClientSender(refused, InlinePool()).send_op(PEER, op)) is False
+
+
+def test_the_fanouts_deadline_reaches_every_request(tmp_path: Path) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(b"abc")
+    client = FakeClient(FULL_ACK)
+    sender = ClientSender(client, InlinePool())
+    result(sender.put_blob(PEER, "id-1", BlobPayload(str(path), 3, "ab" * 32),
+                           deadline=12.5))
+    result(sender.send_object(PEER, ROW, deadline=12.5))
+    result(sender.send_delete(PEER, "b", "k", "v1", 7.5, deadline=12.5))
+    result(sender.send_object(PEER, ROW))
+    assert client.deadlines == [12.5, 12.5, 12.5, None]

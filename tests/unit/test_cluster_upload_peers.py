@@ -4,7 +4,9 @@ dir and the fake peers of test_cluster_blob_repair.py. A refresh pulls every eli
 peer in parallel, survives a failing one, coalesces the calls that arrive while a round
 runs into ONE next round, and waits at most its bound; missing part blobs are fetched,
 verified against the part's size and ETag, stored with the part's sidecar, and not kept
-when the part row changed meanwhile."""
+when the part row changed meanwhile. A round is complete only when every node of the
+cluster answered (a failing, timed-out or down member, or fewer than cluster_size - 1
+answers, make it incomplete)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,14 @@ from twisted.internet.task import Clock
 
 from objstore.blobs.store import BlobStore
 from objstore.cluster.blob_repair import PeerBlobRepair
-from objstore.cluster.upload_peers import PeerUploads, UploadPeersStats, expected_part
+from objstore.cluster.membership import PeerState, Verdict
+from objstore.cluster.upload_peers import (
+    PeerUploads,
+    UploadPeersStats,
+    expected_part,
+    round_complete,
+    unasked_members,
+)
 from objstore.cluster.upload_peers_metrics import UploadPeersCollector
 from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
@@ -207,3 +216,65 @@ def test_the_counts_are_exported() -> None:
     assert "objstore_cluster_upload_refresh_rounds_total 3.0" in text
     assert "objstore_cluster_upload_parts_fetched_total 2.0" in text
     assert "objstore_cluster_upload_parts_unavailable_total 1.0" in text
+
+
+# -- whether a round heard every node (a part not found: InvalidPart or 503) ---------------
+
+
+def member(node_id: str, *, alive: bool = True, verdict: Verdict | None =
+           Verdict.AUTHENTICATED) -> PeerState:
+    return PeerState(f"http://{node_id}:9000", 0.0, node_id=node_id, alive=alive,
+                     authenticated=alive, config_ok=True, last_verdict=verdict)
+
+
+def test_a_round_is_complete_only_when_every_member_answered() -> None:
+    known = [member("n2"), member("n3")]
+    assert round_complete(known, {"n2", "n3"}, failed=0, cluster_size=3)
+    assert not round_complete(known, {"n2"}, failed=1, cluster_size=3)  # n3 failed
+    down = [member("n2"), member("n3", alive=False)]  # not eligible: never pulled
+    assert unasked_members(down, {"n2"}) == ["n3"]
+    assert not round_complete(down, {"n2"}, failed=0, cluster_size=3)
+
+
+def test_cluster_size_counts_the_nodes_never_reached() -> None:
+    assert not round_complete([member("n2")], {"n2"}, failed=0, cluster_size=3)
+    assert round_complete([member("n2")], {"n2"}, failed=0, cluster_size=2)
+
+
+def test_peers_not_of_this_cluster_are_not_waited_for() -> None:
+    strangers = [member("other", verdict=Verdict.UNTRUSTED),
+                 member("wrong-secret", alive=False, verdict=Verdict.REJECTED),
+                 member("old", verdict=Verdict.LEGACY), member("me", verdict=Verdict.SELF),
+                 PeerState("http://never:9000", 0.0)]
+    assert unasked_members(strangers, set()) == []
+    assert round_complete(strangers, set(), failed=0, cluster_size=1)
+
+
+def uploads_with(setup: Setup, known: list[PeerState], cluster_size: int) -> PeerUploads:
+    uploads = PeerUploads(peers=FakePeers(), repair=setup.repair, rows=setup.uploads._rows,
+                          blobs=setup.blobs, io=InlinePool(), clock=setup.clock,
+                          wait_seconds=10.0, cluster_size=cluster_size,
+                          known=lambda: known)
+    uploads.control = setup.control  # type: ignore[assignment]
+    return uploads
+
+
+def test_a_refresh_says_whether_every_node_answered(setup: Setup) -> None:
+    setup.control.instant = True
+    everyone = [member(P1), member(P2)]
+    assert run(uploads_with(setup, everyone, 3).refresh()) is True
+    setup.control.failing = {P1}  # a 5xx, a refused connection
+    uploads = uploads_with(setup, everyone, 3)
+    assert run(uploads.refresh()) is False
+    assert uploads.stats.incomplete_rounds == 1
+    setup.control.failing = set()
+    third_down = [*everyone, member("n4", alive=False)]
+    assert run(uploads_with(setup, third_down, 4).refresh()) is False
+
+
+def test_a_round_past_the_wait_is_incomplete(setup: Setup) -> None:
+    uploads = uploads_with(setup, [member(P1), member(P2)], 3)
+    done = started(uploads.refresh())
+    setup.clock.advance(10.1)  # a hung peer: the caller stops waiting
+    assert done.called and done.result is False
+    setup.control.answer_all()

@@ -2,13 +2,20 @@
 SQLite and PostgreSQL: one node's snapshot merged into another gives it the same control
 plane; deletions travel as tombstones (bucket, credential, team with its memberships,
 upload completed or aborted, setting); node-local settings never travel; a bucket that
-still holds objects here is not deleted; a row from a peer with a wrong type is left out."""
+still holds objects here is not deleted; a row from a peer with a wrong type is left out;
+built-in grants seeded again on a rebuilt node lose to the peers' copies."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
+from objstore.blobs.control import ControlRecord
 from objstore.cluster.control_wire import decode_snapshot, encode_snapshot
+from objstore.convergence.control_merge import GRANT, FamilyPlan, plan
+from objstore.iam.bootstrap import BUILTIN_STAMP, builtin_grant, ensure_builtin_grants
+from objstore.iam.policy import BUILTIN_GRANTS
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import (
     BucketRecord,
@@ -217,3 +224,29 @@ def test_the_control_record_follows_a_merge_and_recover_rebuilds_from_it(
     merge(store, full)
     mirror(control, merge(store, gone))  # type: ignore[arg-type]
     assert all(key != "AK1" for key, _ in control.items("credentials"))
+
+
+def test_a_rebuilt_nodes_seeded_builtin_grants_lose_to_the_peers_copies(
+        meta_store: SyncMetaStore, tmp_path: Path) -> None:  # noqa: F811
+    """A node whose database was lost seeds the built-in grants again (BUILTIN_STAMP, the
+    epoch): merging a peer's snapshot gives it the peer's rows (stamped when the peer
+    seeded them), and the peer, merging the rebuilt node's, keeps its own."""
+    seeded_long_ago = 1_600_000_000.0
+    for name in BUILTIN_GRANTS:  # as a node seeded them before (stamped at its start)
+        meta_store.create_grant(replace(builtin_grant(name), created_at=seeded_long_ago,
+                                        updated_at=seeded_long_ago))
+    peer = decode_snapshot(snapshot_of(meta_store)).families
+    wipe(meta_store)
+    control = ControlRecord(str(tmp_path / "data"), fsync=False)
+    control.prepare()
+    assert sorted(ensure_builtin_grants(meta_store, control)) == sorted(BUILTIN_GRANTS)
+    assert {(g.created_at, g.updated_at) for g in meta_store.list_grants()} == {
+        (BUILTIN_STAMP, BUILTIN_STAMP)}
+    rebuilt = decode_snapshot(snapshot_of(meta_store)).families
+    # The peer keeps its rows: nothing of the rebuilt node's seeding wins there.
+    assert not plan(peer, rebuilt, travels).get(GRANT, FamilyPlan()).upserts
+    merge(meta_store, encode_snapshot("node-peer", dict(peer)))
+    assert {(g.created_at, g.updated_at) for g in meta_store.list_grants()} == {
+        (seeded_long_ago, seeded_long_ago)}
+    # Two nodes that both seeded now hold identical rows: the merge has nothing to do.
+    assert not plan(rebuilt, rebuilt, travels).get(GRANT, FamilyPlan()).changed

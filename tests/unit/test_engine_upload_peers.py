@@ -4,7 +4,9 @@ node's upload and part rows here (what a control-plane merge does) and `fetch_pa
 copies the bytes of missing part blobs. A node asked about an upload it does not know
 refreshes before answering NoSuchUpload; ListParts refreshes; a completion naming a part
 not held here as named refreshes, and every part blob missing here is fetched before the
-commit (ServiceUnavailable, upload left open, when one cannot be); a single node
+commit (ServiceUnavailable, upload left open, when one cannot be); a part not found after
+a refresh that could not reach every node is ServiceUnavailable, InvalidPart only when
+every node answered; a single node
 (NO_UPLOAD_PEERS) answers as before."""
 
 from __future__ import annotations
@@ -68,18 +70,22 @@ class FakePeers:
     peer: Node | None = None
     enabled: bool = True
     bytes_lost: bool = False
+    unreachable: bool = False  # the other node is down: a refresh reaches nobody
     refreshed: int = 0
     fetched: list[int] = field(default_factory=list)
     asked: list[list[int]] = field(default_factory=list)
 
-    async def refresh(self) -> None:
+    async def refresh(self) -> bool:
         self.refreshed += 1
         assert self.here is not None and self.peer is not None
+        if self.unreachable:
+            return False
         for upload in self.peer.sql.list_uploads("bkt", "", "", "", 1000):
             if self.here.get_upload(upload.upload_id) is None:
                 self.here.create_upload(upload)
             for part in self.peer.sql.list_parts(upload.upload_id, 0, MAX_PART_NUMBER):
                 self.here.put_part(part)
+        return True
 
     async def fetch_parts(self, upload: UploadRecord, parts: Sequence[PartRecord]) -> bool:
         assert self.here_blobs is not None and self.peer is not None
@@ -274,3 +280,31 @@ def test_a_single_node_answers_no_such_upload_for_a_completion_it_did_not_make(
     finally:
         node.sql.close()
         other.sql.close()
+
+
+def test_a_part_on_a_node_that_is_down_is_503_then_completes_once_it_is_back(
+        pair: tuple[Node, Node, FakePeers]) -> None:
+    a, b, fake = pair
+    upload = run(a.multipart.create(CALLER, "bkt", "k", ObjectAttrs(), ChecksumMode()))
+    b.sql.create_upload(upload)
+    part = run(b.multipart.upload_part(CALLER, upload, 1, b.body(b"on b only"), {}))
+    fake.unreachable = True
+    requested = [RequestedPart(1, part.etag)]
+    with pytest.raises(S3Error) as refused:
+        run(a.multipart.complete(CALLER, upload, requested, CompletionClaims()))
+    assert code_of(refused) == "ServiceUnavailable"
+    assert a.sql.get_upload(upload.upload_id) is not None  # left open for the retry
+    fake.unreachable = False  # b is back: the same call succeeds
+    done = run(a.multipart.complete(CALLER, upload, requested, CompletionClaims()))
+    assert a.read("k") == b"on b only" and done.etag.endswith("-1")
+
+
+def test_a_part_nobody_has_while_a_node_is_down_is_503_not_invalid_part(
+        pair: tuple[Node, Node, FakePeers]) -> None:
+    a, _, fake = pair
+    fake.unreachable = True
+    upload = run(a.multipart.create(CALLER, "bkt", "k", ObjectAttrs(), ChecksumMode()))
+    with pytest.raises(S3Error) as refused:
+        run(a.multipart.complete(CALLER, upload, [RequestedPart(1, "0" * 32)],
+                                 CompletionClaims()))
+    assert code_of(refused) == "ServiceUnavailable"
