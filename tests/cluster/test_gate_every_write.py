@@ -62,7 +62,7 @@ def answer(call: Callable[[], object]) -> tuple[int, str, str | None]:
     return 200, "", None
 
 
-def parts_of(upload_id: str, etags: list[str]) -> dict[str, Any]:
+def parts_of(etags: list[str]) -> dict[str, Any]:
     return {"Parts": [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, 1)]}
 
 
@@ -88,11 +88,11 @@ def test_parts_and_completions_count_against_the_smallest_nodes_reserve(
                          Body=b"q" * 4096)["ETag"]
     assert answer(lambda: a.complete_multipart_upload(
         Bucket=BUCKET, Key="assembled", UploadId=upload,
-        MultipartUpload=parts_of(upload, [etag]))) == (507, "InsufficientStorage", None)
+        MultipartUpload=parts_of([etag]))) == (507, "InsufficientStorage", None)
     assert answer(lambda: a.head_object(Bucket=BUCKET, Key="assembled"))[0] == 404
     # Through b, whose reserve is 0, the same completion is stored and replicated.
     b.complete_multipart_upload(Bucket=BUCKET, Key="assembled", UploadId=upload,
-                                MultipartUpload=parts_of(upload, [etag]))
+                                MultipartUpload=parts_of([etag]))
     wait_for("the assembled object on a",
              lambda: body_of(nodes["a"], BUCKET, "assembled") == b"q" * 4096, DEADLINE)
 
@@ -138,7 +138,7 @@ def test_a_closed_gate_refuses_every_family_and_serves_reads_and_admin(
             CopySource=copy_source),
         "CompleteMultipartUpload": lambda: a.complete_multipart_upload(
             Bucket=BUCKET, Key="pending", UploadId=pending,
-            MultipartUpload=parts_of(pending, ['"0123456789abcdef0123456789abcdef"'])),
+            MultipartUpload=parts_of(['"0123456789abcdef0123456789abcdef"'])),
         "AbortMultipartUpload": lambda: a.abort_multipart_upload(
             Bucket=BUCKET, Key="pending", UploadId=pending),
         "CreateBucket": lambda: a.create_bucket(Bucket=new_bucket),
