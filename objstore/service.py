@@ -332,7 +332,7 @@ def build_node(config: Config, reactor: Any = None, *,
     iam = mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer,
                            clock, changes)
     root = RootResource(
-        s3=S3Api(services, authenticator, rate_limits, space).resource(),
+        s3=S3Api(services, authenticator, rate_limits, space, write_gate).resource(),
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,

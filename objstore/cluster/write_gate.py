@@ -8,7 +8,9 @@ available mode never closes it), then, for a write that brings bytes (`size_byte
 the capacity guard (507 InsufficientStorage when this node or an eligible peer would keep
 less than `[cluster] capacity_reserve_bytes` after storing them). A deletion (0 bytes) is
 never refused for capacity: it frees space. This node's free bytes come from its space
-guard (`SpaceGuard.available_bytes`), the peers' from their last authenticated ping.
+guard (`SpaceGuard.available_bytes`), the peers' from their last authenticated ping; bytes
+this node already holds (`held_bytes`: a completion's parts) count as free here, since the
+write adds them only to the peers.
 
 `state()` is the gate's current state, for /admin/health?writable=1, /admin/cluster and
 the metrics; `refusals` counts the writes refused, by reason, for the metrics.
@@ -50,14 +52,15 @@ class ClusterWriteGate:
         return gate_state(1 + len(peers), self.cluster, own_protocol=self.protocol,
                           peer_protocols=[peer.protocol for peer in peers])
 
-    def check_write(self, size_bytes: int) -> None:
+    def check_write(self, size_bytes: int, *, held_bytes: int = 0) -> None:
         state = self.state()
         refusal = gate_error(state)
         if refusal is not None:
             self._count(state.value)
             raise refusal
         if size_bytes > 0 and not capacity_ok(
-                eligible_free_bytes(self.own_free_bytes(), self.membership.eligible_peers()),
+                eligible_free_bytes(self.own_free_bytes() + max(held_bytes, 0),
+                                    self.membership.eligible_peers()),
                 write_bytes=size_bytes, reserve_bytes=self.cluster.capacity_reserve_bytes):
             self._count("capacity")
             raise capacity_error()

@@ -129,7 +129,7 @@ class MultipartService:
     ) -> None:
         self._meta = meta
         self._changes = changes or ChangeHook()
-        self._gate = gate  # asked before a completion (the cluster write gate)
+        self._gate = gate  # asked before a part and a completion (the cluster write gate)
         self._repair = repair  # asked when a copied source's blob is missing
         self._peers = peers  # asked about uploads and parts made through other nodes
         self._blobs = blobs
@@ -235,6 +235,7 @@ class MultipartService:
         The upload's checksum is computed here when the client did not send it."""
         mode = ChecksumMode.of(upload)
         _refuse_other_algorithm(mode, claimed)
+        self._gate.check_write(body.length)  # rule 12: the part's bytes, before storing
         checksums = dict(claimed)
         if mode.algorithm is not None and mode.algorithm not in checksums:
             checksums[mode.algorithm] = await self._io.run(body.checksum, mode.algorithm)
@@ -256,6 +257,7 @@ class MultipartService:
         if length > MAX_COPY_PART_BYTES:
             raise S3Error("InvalidRequest", "The specified copy source is larger than the "
                           f"maximum allowable size for a copy source: {MAX_COPY_PART_BYTES}")
+        self._gate.check_write(length)  # rule 12: the copied bytes, before copying
         part = PartRecord(
             upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
             size=length, etag="", last_modified=self._clock(),
@@ -328,7 +330,7 @@ class MultipartService:
         (a concurrent UploadPart may have replaced one) and retries if not."""
         bucket = await self._bucket(upload.bucket)
         check_part_order(requested)
-        self._gate.check_write(0)  # the parts' bytes were admitted when uploaded
+        self._gate.check_write(0)  # the gate now; the capacity once the parts are known
         version_id = new_version_id(bucket)
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)
@@ -398,6 +400,8 @@ class MultipartService:
         checksums = object_checksums(mode, parts)
         size = sum(part.size for part in parts)
         check_claims(claims, mode, checksums, size)
+        # Rule 12: every part is on this node now; each peer must find room for all of them.
+        self._gate.check_write(size, held_bytes=size)
         record = composite_record(upload, parts, version_id=version_id, blob_id=blob_id,
                                   now=self._clock(), checksums=checksums,
                                   checksum_type=mode.type)

@@ -1,7 +1,8 @@
 """The S3 REST API: one Klein app whose single branch route reads the request line once
 (`routes.parse_request_line`: target, query, route and the operation's name, noted at once
 for the audit log), then admits the request (rate limits, SigV4 of the line and headers,
-the route's refusals, the route's action authorized), checks what the client claimed
+the route's refusals, the route's action authorized, the cluster write gate for a route
+that mutates: `routes.Route.mutates`), checks what the client claimed
 about the body, and runs the handler, shielded from the client's departure.
 
 A request with a body is admitted before the body is read (`admit`, asked by the site when
@@ -30,6 +31,7 @@ from objstore.engine.buckets import BucketService
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
+from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
@@ -95,11 +97,13 @@ class S3Api:
         authenticator: Authenticator,
         rate_limits: RequestRateLimits | None = None,
         space: SpaceGuard | None = None,
+        gate: WriteGate = NO_GATE,
     ) -> None:
         self._services = services
         self._authenticator = authenticator
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._space = space
+        self._gate = gate  # asked before the handler of every route that mutates
 
     def resource(self) -> object:
         return _RequestLineFirst(self.app.resource(), self)
@@ -145,7 +149,9 @@ class S3Api:
     async def _admit(self, request: ObjstoreRequest, line: RequestLine) -> VerifiedHeaders:
         """Everything decided from the request line and headers, in order: per-IP rate
         limit, request-level limits, SigV4, per-credential rate limit, the route (or why
-        there is none), unsupported headers, the route's action."""
+        there is none), unsupported headers, the route's action, then, for a route that
+        mutates, the cluster write gate (before any body is read; the engine asks it
+        again with the bytes) and the local disk guard."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise S3Error("SlowDown")
         if request.early_error is not None:
@@ -165,6 +171,8 @@ class S3Api:
         if route.action is not None:
             await self._services.authorizer.check(verified.principal, route.action, resource,
                                                   query=line.query)
+        if route.mutates:
+            self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
             raise S3Error("InsufficientStorage")
         return verified

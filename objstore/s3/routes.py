@@ -5,11 +5,13 @@ A route is chosen by (method, target, sub-resource). Targets are "service" (no b
 fixed priority order (uploadId before everything, so UploadPart/UploadPartCopy are never
 mistaken for PutObject/CopyObject).
 
-Every route names its operation (GetObject, CompleteMultipartUpload, ...): the name the
-audit log and the request metrics record, and the name an event would carry. Operations
-S3 defines but this version does not serve are in the table without a handler, so their
-requests are named too and answer 501 NotImplemented. The set of names is bounded whatever
-a client sends: a request no route knows is named `UNKNOWN`.
+Every route says whether it mutates (`_read`, `_write`): the S3 dispatcher asks the cluster
+write gate before the handler of every route that does (tests/unit/test_s3_route_gate.py
+checks the table). Every route names its operation (GetObject, CompleteMultipartUpload,
+...): the name the audit log and the request metrics record, and the name an event would
+carry. Operations S3 defines but this version does not serve are in the table without a
+handler, so their requests are named too and answer 501 NotImplemented. The set of names
+is bounded whatever a client sends: a request no route knows is named `UNKNOWN`.
 
 `parse_request_line` reads the path and the query once per request, before anything else
 runs, and never raises: a request refused before routing (rate limit, authentication) is
@@ -20,7 +22,7 @@ is not UTF-8) is kept as an error, InvalidURI, to raise in its turn (after authe
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote
 
 from objstore.audit.context import note_operation
@@ -65,6 +67,20 @@ class Route:
     # The operation's name when the request names a copy source (CopyObject,
     # UploadPartCopy), as AWS names them.
     copy_operation: str | None = None
+    # Whether the operation changes anything (data, a bucket, its configuration, tags,
+    # locks, an upload). Required of every route: the dispatcher asks the cluster write
+    # gate before the handler of each one that does (s3/api.py), and only of those.
+    mutates: bool = field(kw_only=True)
+
+
+def _read(handler: Handler, action: str | None, operation: str,
+          copy_operation: str | None = None) -> Route:
+    return Route(handler, action, operation, copy_operation, mutates=False)
+
+
+def _write(handler: Handler, action: str | None, operation: str,
+           copy_operation: str | None = None) -> Route:
+    return Route(handler, action, operation, copy_operation, mutates=True)
 
 
 async def put_object_or_copy(call: S3Call) -> S3Response:
@@ -80,85 +96,87 @@ _CRUD = {"GET": "Get", "PUT": "Put", "DELETE": "Delete"}
 
 def _not_served(target: str, sub: str, noun: str, methods: str = "GET PUT DELETE"
                 ) -> dict[RouteKey, Route]:
-    return {(m, target, sub): Route(None, None, f"{_CRUD[m]}{noun}") for m in methods.split()}
+    return {(m, target, sub): Route(None, None, f"{_CRUD[m]}{noun}", mutates=m != "GET")
+            for m in methods.split()}
 
 
 ROUTES: dict[RouteKey, Route] = {
-    ("GET", "service", None): Route(buckets.list_buckets, "s3:ListAllMyBuckets", "ListBuckets"),
-    ("PUT", "bucket", None): Route(buckets.create_bucket, "s3:CreateBucket", "CreateBucket"),
-    ("HEAD", "bucket", None): Route(buckets.head_bucket, "s3:ListBucket", "HeadBucket"),
-    ("DELETE", "bucket", None): Route(buckets.delete_bucket, "s3:DeleteBucket", "DeleteBucket"),
-    ("GET", "bucket", "location"): Route(buckets.get_location, "s3:GetBucketLocation",
+    ("GET", "service", None): _read(buckets.list_buckets, "s3:ListAllMyBuckets", "ListBuckets"),
+    ("PUT", "bucket", None): _write(buckets.create_bucket, "s3:CreateBucket", "CreateBucket"),
+    ("HEAD", "bucket", None): _read(buckets.head_bucket, "s3:ListBucket", "HeadBucket"),
+    ("DELETE", "bucket", None): _write(buckets.delete_bucket, "s3:DeleteBucket", "DeleteBucket"),
+    ("GET", "bucket", "location"): _read(buckets.get_location, "s3:GetBucketLocation",
                                          "GetBucketLocation"),
-    ("GET", "bucket", None): Route(listing.list_objects, "s3:ListBucket", "ListObjects"),
-    ("PUT", "object", None): Route(put_object_or_copy, "s3:PutObject", "PutObject",
+    ("GET", "bucket", None): _read(listing.list_objects, "s3:ListBucket", "ListObjects"),
+    ("PUT", "object", None): _write(put_object_or_copy, "s3:PutObject", "PutObject",
                                    copy_operation="CopyObject"),
-    ("GET", "object", None): Route(objects.get_object, "s3:GetObject", "GetObject"),
-    ("HEAD", "object", None): Route(objects.head_object, "s3:GetObject", "HeadObject"),
-    ("DELETE", "object", None): Route(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
-    ("POST", "bucket", "delete"): Route(delete_objects.delete_objects, None, "DeleteObjects"),
-    ("GET", "object", "attributes"): Route(attributes.get_object_attributes, None,
+    ("GET", "object", None): _read(objects.get_object, "s3:GetObject", "GetObject"),
+    ("HEAD", "object", None): _read(objects.head_object, "s3:GetObject", "HeadObject"),
+    ("DELETE", "object", None): _write(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
+    ("POST", "bucket", "delete"): _write(delete_objects.delete_objects, None, "DeleteObjects"),
+    ("GET", "object", "attributes"): _read(attributes.get_object_attributes, None,
                                            "GetObjectAttributes"),
-    ("GET", "bucket", "acl"): Route(acl.get_bucket_acl, "s3:GetBucketAcl", "GetBucketAcl"),
-    ("PUT", "bucket", "acl"): Route(acl.put_bucket_acl, "s3:PutBucketAcl", "PutBucketAcl"),
-    ("GET", "object", "acl"): Route(acl.get_object_acl, "s3:GetObjectAcl", "GetObjectAcl"),
-    ("PUT", "object", "acl"): Route(acl.put_object_acl, "s3:PutObjectAcl", "PutObjectAcl"),
-    ("POST", "object", "uploads"): Route(multipart.create_upload, "s3:PutObject",
+    ("GET", "bucket", "acl"): _read(acl.get_bucket_acl, "s3:GetBucketAcl", "GetBucketAcl"),
+    ("PUT", "bucket", "acl"): _write(acl.put_bucket_acl, "s3:PutBucketAcl", "PutBucketAcl"),
+    ("GET", "object", "acl"): _read(acl.get_object_acl, "s3:GetObjectAcl", "GetObjectAcl"),
+    ("PUT", "object", "acl"): _write(acl.put_object_acl, "s3:PutObjectAcl", "PutObjectAcl"),
+    ("POST", "object", "uploads"): _write(multipart.create_upload, "s3:PutObject",
                                          "CreateMultipartUpload"),
-    ("PUT", "object", "uploadId"): Route(multipart.upload_part, "s3:PutObject", "UploadPart",
+    ("PUT", "object", "uploadId"): _write(multipart.upload_part, "s3:PutObject", "UploadPart",
                                          copy_operation="UploadPartCopy"),
-    ("POST", "object", "uploadId"): Route(multipart.complete_upload, "s3:PutObject",
+    ("POST", "object", "uploadId"): _write(multipart.complete_upload, "s3:PutObject",
                                           "CompleteMultipartUpload"),
-    ("DELETE", "object", "uploadId"): Route(multipart.abort_upload, "s3:AbortMultipartUpload",
+    ("DELETE", "object", "uploadId"): _write(multipart.abort_upload, "s3:AbortMultipartUpload",
                                             "AbortMultipartUpload"),
-    ("GET", "object", "uploadId"): Route(multipart.list_parts, "s3:ListMultipartUploadParts",
+    ("GET", "object", "uploadId"): _read(multipart.list_parts, "s3:ListMultipartUploadParts",
                                          "ListParts"),
-    ("GET", "bucket", "uploads"): Route(multipart.list_uploads, "s3:ListBucketMultipartUploads",
+    ("GET", "bucket", "uploads"): _read(multipart.list_uploads, "s3:ListBucketMultipartUploads",
                                         "ListMultipartUploads"),
-    ("GET", "bucket", "versioning"): Route(versioning.get_versioning, "s3:GetBucketVersioning",
+    ("GET", "bucket", "versioning"): _read(versioning.get_versioning, "s3:GetBucketVersioning",
                                            "GetBucketVersioning"),
-    ("PUT", "bucket", "versioning"): Route(versioning.put_versioning, "s3:PutBucketVersioning",
+    ("PUT", "bucket", "versioning"): _write(versioning.put_versioning, "s3:PutBucketVersioning",
                                            "PutBucketVersioning"),
-    ("GET", "bucket", "versions"): Route(versioning.list_object_versions,
+    ("GET", "bucket", "versions"): _read(versioning.list_object_versions,
                                          "s3:ListBucketVersions", "ListObjectVersions"),
-    ("GET", "bucket", "object-lock"): Route(object_lock.get_lock_configuration,
+    ("GET", "bucket", "object-lock"): _read(object_lock.get_lock_configuration,
                                             "s3:GetBucketObjectLockConfiguration",
                                             "GetObjectLockConfiguration"),
-    ("PUT", "bucket", "object-lock"): Route(object_lock.put_lock_configuration,
+    ("PUT", "bucket", "object-lock"): _write(object_lock.put_lock_configuration,
                                             "s3:PutBucketObjectLockConfiguration",
                                             "PutObjectLockConfiguration"),
-    ("GET", "object", "retention"): Route(object_lock.get_retention, "s3:GetObjectRetention",
+    ("GET", "object", "retention"): _read(object_lock.get_retention, "s3:GetObjectRetention",
                                           "GetObjectRetention"),
-    ("PUT", "object", "retention"): Route(object_lock.put_retention, "s3:PutObjectRetention",
+    ("PUT", "object", "retention"): _write(object_lock.put_retention, "s3:PutObjectRetention",
                                           "PutObjectRetention"),
-    ("GET", "object", "legal-hold"): Route(object_lock.get_legal_hold, "s3:GetObjectLegalHold",
+    ("GET", "object", "legal-hold"): _read(object_lock.get_legal_hold, "s3:GetObjectLegalHold",
                                            "GetObjectLegalHold"),
-    ("PUT", "object", "legal-hold"): Route(object_lock.put_legal_hold, "s3:PutObjectLegalHold",
+    ("PUT", "object", "legal-hold"): _write(object_lock.put_legal_hold, "s3:PutObjectLegalHold",
                                            "PutObjectLegalHold"),
-    ("GET", "object", "tagging"): Route(tagging.get_object_tagging, "s3:GetObjectTagging",
+    ("GET", "object", "tagging"): _read(tagging.get_object_tagging, "s3:GetObjectTagging",
                                         "GetObjectTagging"),
-    ("PUT", "object", "tagging"): Route(tagging.put_object_tagging, "s3:PutObjectTagging",
+    ("PUT", "object", "tagging"): _write(tagging.put_object_tagging, "s3:PutObjectTagging",
                                         "PutObjectTagging"),
-    ("DELETE", "object", "tagging"): Route(tagging.delete_object_tagging,
+    ("DELETE", "object", "tagging"): _write(tagging.delete_object_tagging,
                                            "s3:DeleteObjectTagging", "DeleteObjectTagging"),
-    ("GET", "bucket", "tagging"): Route(tagging.get_bucket_tagging, "s3:GetBucketTagging",
+    ("GET", "bucket", "tagging"): _read(tagging.get_bucket_tagging, "s3:GetBucketTagging",
                                         "GetBucketTagging"),
-    ("PUT", "bucket", "tagging"): Route(tagging.put_bucket_tagging, "s3:PutBucketTagging",
+    ("PUT", "bucket", "tagging"): _write(tagging.put_bucket_tagging, "s3:PutBucketTagging",
                                         "PutBucketTagging"),
-    ("DELETE", "bucket", "tagging"): Route(tagging.delete_bucket_tagging, "s3:PutBucketTagging",
+    ("DELETE", "bucket", "tagging"): _write(tagging.delete_bucket_tagging, "s3:PutBucketTagging",
                                            "DeleteBucketTagging"),
-    ("PUT", "bucket", "lifecycle"): Route(lifecycle.put_lifecycle, "s3:PutLifecycleConfiguration",
+    ("PUT", "bucket", "lifecycle"): _write(lifecycle.put_lifecycle, "s3:PutLifecycleConfiguration",
                                           "PutBucketLifecycleConfiguration"),
-    ("GET", "bucket", "lifecycle"): Route(lifecycle.get_lifecycle, "s3:GetLifecycleConfiguration",
+    ("GET", "bucket", "lifecycle"): _read(lifecycle.get_lifecycle, "s3:GetLifecycleConfiguration",
                                           "GetBucketLifecycleConfiguration"),
-    ("DELETE", "bucket", "lifecycle"): Route(lifecycle.delete_lifecycle,
+    ("DELETE", "bucket", "lifecycle"): _write(lifecycle.delete_lifecycle,
                                              "s3:PutLifecycleConfiguration",
                                              "DeleteBucketLifecycle"),
     # Known to S3, not served by this version: named, answered 501.
-    ("GET", "bucket", "policyStatus"): Route(None, None, "GetBucketPolicyStatus"),
-    ("POST", "object", "restore"): Route(None, None, "RestoreObject"),
-    ("POST", "object", "select"): Route(None, None, "SelectObjectContent"),
-    ("GET", "object", "torrent"): Route(None, None, "GetObjectTorrent"),
+    ("GET", "bucket", "policyStatus"): Route(None, None, "GetBucketPolicyStatus",
+                                             mutates=False),
+    ("POST", "object", "restore"): Route(None, None, "RestoreObject", mutates=True),
+    ("POST", "object", "select"): Route(None, None, "SelectObjectContent", mutates=False),
+    ("GET", "object", "torrent"): Route(None, None, "GetObjectTorrent", mutates=False),
     **_not_served("bucket", "encryption", "BucketEncryption"),
     **_not_served("bucket", "notification", "BucketNotificationConfiguration", "GET PUT"),
     **_not_served("bucket", "replication", "BucketReplication"),

@@ -43,8 +43,11 @@ def synced_view(document: dict[str, object]) -> bool:
 def test_every_worker_of_a_returning_node_serves_and_reports_the_catch_up(
         nodes: dict[str, Node]) -> None:
     for name, node in nodes.items():
-        wait_for(f"node {name} is in sync with both peers",
-                 lambda node=node: synced_view(node.admin.get("/cluster").json), DEADLINE)
+        # Every worker: a worker whose view of the peers lags has its gate closed, and a
+        # bucket is a gated write.
+        for index, admin in pinned(node).items():
+            wait_for(f"worker {index} of {name} is in sync with both peers",
+                     lambda admin=admin: synced_view(view(admin)), DEADLINE)
         node.s3.create_bucket(Bucket=BUCKET)
     a, c = nodes["a"], nodes["c"]
     a.s3.put_object(Bucket=BUCKET, Key="before", Body=b"before")

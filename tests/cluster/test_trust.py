@@ -34,7 +34,12 @@ def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     overrides["e"]["cluster_size"] = "5"
     with start_cluster(request, tmp_path_factory, NAMES, cluster_overrides=overrides,
                        list_self=("a",)) as started:
-        for name in NAMES:  # buckets are not replicated yet
+        # On each member once its gate is open (a bucket is a write: refused while the
+        # gate is closed, as it stays on d and e, which never see a bucket: a HEAD of any
+        # key there is 404 all the same).
+        wait_for("a, b and c trust each other", lambda: members_trusted(started),
+                 deadline=30)
+        for name in MEMBERS:
             started[name].s3.create_bucket(Bucket=BUCKET)
         yield started
 

@@ -23,6 +23,7 @@ from objstore.audit.requests import RequestRecorder
 from objstore.blobs.space import SpaceGuard
 from objstore.config import ServerLimits
 from objstore.engine.changes import Caller
+from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.authn import Authenticator
@@ -122,7 +123,7 @@ class Node:
     """One node in memory. `send` signs as `who` (None: unsigned) and returns the answer."""
 
     def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None,
-                 space: SpaceGuard | None = None) -> None:
+                 space: SpaceGuard | None = None, gate: WriteGate = NO_GATE) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         limits = limits or ServerLimits()
@@ -142,7 +143,8 @@ class Node:
                               info=lambda: {"version": "test"}, rate_limits=rate_limits,
                               authorizer=self.authorizer,  # type: ignore[arg-type]
                               space=space)
-        root = RootResource(s3=S3Api(services, authenticator, rate_limits, space).resource(),
+        root = RootResource(s3=S3Api(services, authenticator, rate_limits, space,
+                                      gate).resource(),
                             admin=self.admin.resource(), limits=limits, domains=("s3.test",))
         self.site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=limits,
                                  server_header="objstore")

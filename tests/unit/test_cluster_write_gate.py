@@ -105,3 +105,17 @@ def test_the_default_reserve_is_256_mib() -> None:
     assert refusal(gate, GIB - 256 * mib) is None
     error = refusal(gate, GIB - 256 * mib + 1)
     assert error is not None and error.status == 507
+
+
+def test_bytes_this_node_already_holds_count_only_against_the_peers() -> None:
+    """A completion's parts are here already: this node needs no more room for them, each
+    peer does (rule 12 at CompleteMultipartUpload)."""
+    gate = ClusterWriteGate(view(("a", 10 * GIB)), cluster(capacity_reserve_bytes=0),
+                            lambda: GIB)
+    assert refusal(gate, 2 * GIB) is not None  # would not fit here
+    gate.check_write(2 * GIB, held_bytes=2 * GIB)  # here already; the peer has room
+    small_peer = ClusterWriteGate(view(("a", GIB)), cluster(capacity_reserve_bytes=0),
+                                  lambda: 10 * GIB)
+    with pytest.raises(S3Error) as raised:
+        small_peer.check_write(2 * GIB, held_bytes=2 * GIB)
+    assert raised.value.status == 507
