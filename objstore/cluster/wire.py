@@ -28,6 +28,7 @@ from typing import Any
 
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.convergence.ack import Ack
+from objstore.json_input import parse_json
 from objstore.meta.records import ObjectRecord, PartRef
 
 PROTOCOL_VERSION = 1
@@ -214,6 +215,6 @@ def _encode(document: Mapping[str, Any]) -> bytes:
 
 def _decode(body: bytes) -> object:
     try:
-        return json.loads(body)
+        return parse_json(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise WireError(f"the body is not JSON: {error}") from None

@@ -329,7 +329,7 @@ def test_a_deletion_already_recorded_is_not_applied_again(world: World) -> None:
 
 def test_a_composite_fetches_its_missing_parts_first(world: World) -> None:
     world.peer.blobs[PART] = b"part"
-    composite = replace(row("multi", blob=BLOB_B), etag="x-2",
+    composite = replace(row("multi", b"part", blob=BLOB_B), etag="x-2",
                         parts=(PartRef(1, PART, 4, "e"),))
     world.peer.add(1, composite)
     world.join()
