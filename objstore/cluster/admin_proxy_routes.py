@@ -47,6 +47,6 @@ def register_admin_proxy_routes(app: Klein, cluster_route: Callable[..., Any]) -
         body = await self._json_bytes(request)  # a route of ClusterApi: its body reader
         try:
             document = parse_json(body)
-        except (ValueError, UnicodeDecodeError):
-            raise AdminError("BadRequest", "A view query is a JSON object.") from None
+        except (ValueError, UnicodeDecodeError) as error:
+            raise AdminError("BadRequest", f"A view query is a JSON object: {error}") from None
         return json_body(request, 200, await views.local(family, json_params(document)))

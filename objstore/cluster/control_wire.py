@@ -128,8 +128,8 @@ def decode_snapshot(body: bytes) -> DecodedSnapshot:
 def _json(body: bytes) -> dict[str, Any]:
     try:
         document = parse_json(body)
-    except (ValueError, UnicodeDecodeError):
-        raise WireError("not JSON") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise WireError(f"not JSON: {error}") from None
     if not isinstance(document, dict):
         raise WireError("not a JSON object")
     return document
