@@ -4,7 +4,7 @@ S3 XML and HTTP dates, admin and cluster views, export documents.
 S3 shows dates of years 1970 to 9999 (ISO 8601 and HTTP dates have four-digit years);
 `datetime` cannot hold a later year and raises OverflowError or OSError ("Value too
 large") for stamps far outside it, and ValueError for NaN. `utc_moment` never raises: a
-stamp outside [FIRST_STAMP, LAST_STAMP] is shown as the nearest end, NaN as the epoch.
+stamp outside [FIRST_STAMP, END_STAMP) is shown as the nearest end, NaN as the epoch.
 The same range is what replicated rows may carry (convergence/row_rules.py refuses the
 rest on receipt), so the clamp only ever shows a value that got in some other way.
 
@@ -17,12 +17,13 @@ import datetime
 import math
 
 FIRST_STAMP = 0.0  # 1970-01-01T00:00:00Z
-LAST_STAMP = 253402300799.0  # 9999-12-31T23:59:59Z
+END_STAMP = 253402300800.0  # 10000-01-01T00:00:00Z: the first stamp past the range
+LAST_STAMP = 253402300799.999  # 9999-12-31T23:59:59.999Z (as near as a float gets)
 
 
 def renderable(stamp: float) -> bool:
     """Whether `stamp` is a date S3 can show (years 1970 to 9999), as it is."""
-    return math.isfinite(stamp) and FIRST_STAMP <= stamp <= LAST_STAMP
+    return math.isfinite(stamp) and FIRST_STAMP <= stamp < END_STAMP
 
 
 def clamped(stamp: float) -> float:
