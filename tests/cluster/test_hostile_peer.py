@@ -219,6 +219,34 @@ def test_a_row_whose_size_disagrees_with_its_blob_is_refused(nodes: dict[str, No
     assert_listings_render(nodes)
 
 
+def test_rows_clients_write_pass_the_same_rules(nodes: dict[str, Node]) -> None:
+    """The rules take every row a node writes for a client: in quorum mode with two nodes
+    a write answers 200 only once b applied it through the direct route. A multipart
+    upload with composite checksums ("<base64>-N"), a PUT with metadata, tags, a system
+    header, a storage class and a SHA-256 checksum, and a copy."""
+    s3 = nodes["a"].s3
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="multi", ChecksumAlgorithm="CRC32")
+    parts = []
+    for number, data in ((1, b"x" * (5 * 1024 * 1024)), (2, b"tail")):
+        part = s3.upload_part(Bucket=BUCKET, Key="multi", UploadId=upload["UploadId"],
+                              PartNumber=number, Body=data, ChecksumAlgorithm="CRC32")
+        parts.append({"PartNumber": number, "ETag": part["ETag"],
+                      "ChecksumCRC32": part["ChecksumCRC32"]})
+    done = s3.complete_multipart_upload(Bucket=BUCKET, Key="multi",
+                                        UploadId=upload["UploadId"],
+                                        MultipartUpload={"Parts": parts})
+    assert done["ChecksumCRC32"].endswith("-2")
+    s3.put_object(Bucket=BUCKET, Key="dressed", Body=DATA, Metadata={"color": "blue\tgreen"},
+                  Tagging="team=ops", CacheControl="no-cache", StorageClass="STANDARD_IA",
+                  ContentType="text/plain; charset=utf-8", ChecksumAlgorithm="SHA256")
+    s3.copy_object(Bucket=BUCKET, Key="copied", CopySource={"Bucket": BUCKET, "Key": "dressed"})
+    b = nodes["b"].s3
+    head = b.head_object(Bucket=BUCKET, Key="dressed")
+    assert head["Metadata"] == {"color": "blue\tgreen"} and head["StorageClass"] == "STANDARD_IA"
+    assert b.head_object(Bucket=BUCKET, Key="multi")["ContentLength"] == 5 * 1024 * 1024 + 4
+    assert b.get_object(Bucket=BUCKET, Key="copied")["Body"].read() == DATA
+
+
 def test_nothing_refused_reached_either_node(nodes: dict[str, Node]) -> None:
     """After every refusal above, each node lists the bucket (ListObjects V1, V2 and
     versions all render) and holds no key of a refused row."""
