@@ -30,6 +30,7 @@ from objstore.cluster.node_views import AUDIT, NodeViews
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
+from objstore.json_input import parse_json
 from objstore.meta.async_store import MetaStore
 from objstore.meta.audit_queries import AuditFilter, AuditRecord
 
@@ -48,7 +49,7 @@ def encode_cursor(record: AuditRecord) -> str:
 def decode_cursor(text: str) -> tuple[float, int]:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        ts, row_id = json.loads(raw)
+        ts, row_id = parse_json(raw)
         if isinstance(row_id, bool) or not isinstance(row_id, int):
             raise ValueError("id")
         return float(ts), row_id

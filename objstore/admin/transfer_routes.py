@@ -15,7 +15,6 @@ up to MAX_IMPORT_BYTES.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from objstore.admin.api import install_json_errors, json_body
@@ -37,6 +36,7 @@ from objstore.http.shield import ShieldedKlein
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
+from objstore.json_input import parse_json
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def query_flag(request: ObjstoreRequest, name: str) -> bool:
 def parse_large_json(data: bytes) -> Any:
     """(IO thread) A large import document."""
     try:
-        return json.loads(data)
+        return parse_json(data)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AdminError("BadRequest", f"The request body is not valid JSON: {exc}") from None
 

@@ -10,8 +10,6 @@ than the in-memory spool is refused with 413 before it is read), so nothing here
 
 from __future__ import annotations
 
-import datetime
-import json
 from typing import Any
 
 from objstore.errors import AdminError
@@ -19,6 +17,7 @@ from objstore.http.site import ObjstoreRequest
 from objstore.iam.authorizer import compile_grants
 from objstore.iam.containment import administrator_equivalent
 from objstore.iam.identity import Principal
+from objstore.json_input import parse_json
 from objstore.meta.iam_records import (
     EffectiveGrant,
     GrantRecord,
@@ -27,12 +26,13 @@ from objstore.meta.iam_records import (
     UserSummary,
 )
 from objstore.meta.records import CredentialRecord, UserRecord
+from objstore.utc_dates import utc_moment
 
 JsonObject = dict[str, Any]
 
 def iso(timestamp: float) -> str:
     """ISO 8601 with an explicit UTC offset, millisecond precision."""
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    moment = utc_moment(timestamp)
     return moment.isoformat(timespec="milliseconds")
 
 
@@ -47,7 +47,7 @@ def read_json(request: ObjstoreRequest) -> JsonObject:
     if not spool.in_memory:
         raise AdminError("PayloadTooLarge", "The request body is too large for this endpoint.")
     try:
-        value = json.loads(spool.memory_bytes())
+        value = parse_json(spool.memory_bytes())
     except (ValueError, UnicodeDecodeError) as exc:
         raise AdminError("BadRequest", f"The request body is not valid JSON: {exc}") from None
     if not isinstance(value, dict):

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
 
 from objstore.http import sigv4
+from objstore.json_input import parse_json
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_PROFILE = "default"
@@ -166,7 +167,7 @@ class Reply:
     body: bytes
 
     def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
+        return parse_json(self.body) if self.body else None
 
 
 class AdminClient:
@@ -258,7 +259,7 @@ def api_error(status: int, reason: str, data: bytes) -> AdminApiError:
     """The admin JSON error of an answer, or a stand-in when it is something else (a
     proxy's page, an S3 XML error)."""
     try:
-        document = json.loads(data)
+        document = parse_json(data)
         return AdminApiError(status, str(document["error"]), str(document["message"]))
     except (ValueError, KeyError, TypeError):
         text = " ".join(data.decode("utf-8", "replace").split())[:200]

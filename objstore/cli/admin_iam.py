@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from objstore.cli.admin_client import AdminClient, UsageProblem, segment
 from objstore.cli.tables import Column, render_record, render_table
+from objstore.json_input import parse_json
 
 JsonObject = dict[str, Any]
 
@@ -91,7 +92,7 @@ def read_input(path: str) -> bytes:
 
 def read_json_file(path: str) -> Any:
     try:
-        return json.loads(read_input(path))
+        return parse_json(read_input(path))
     except (ValueError, UnicodeDecodeError) as exc:
         raise CommandFailed(f"{path} is not valid JSON: {exc}") from None
 

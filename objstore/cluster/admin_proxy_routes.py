@@ -20,7 +20,6 @@ called once from the class body of `ClusterApi` (cluster/api.py), which passes i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from objstore.admin.api import json_body
 from objstore.admin.view_params import json_params
 from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
+from objstore.json_input import parse_json
 
 if TYPE_CHECKING:
     from objstore.cluster.api import ClusterApi, VerifiedPeer
@@ -46,7 +46,7 @@ def register_admin_proxy_routes(app: Klein, cluster_route: Callable[..., Any]) -
             raise AdminError("ServiceUnavailable", "This node answers no per-node views.")
         body = await self._json_bytes(request)  # a route of ClusterApi: its body reader
         try:
-            document = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            raise AdminError("BadRequest", "A view query is a JSON object.") from None
+            document = parse_json(body)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise AdminError("BadRequest", f"A view query is a JSON object: {error}") from None
         return json_body(request, 200, await views.local(family, json_params(document)))

@@ -65,6 +65,7 @@ from objstore.cluster.wire import ReplicatedDelete
 from objstore.config import Cluster
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import row_survives_tombstone
+from objstore.convergence.row_rules import row_problem
 from objstore.convergence.sync_rules import (
     PeerProgress,
     SyncCursor,
@@ -360,6 +361,9 @@ class AntiEntropy(MultiService, SyncAnswers):
         record = entry.record
         if record is None:
             raise EntryFailed(f"the peer cannot send entry {entry.seq} within a page")
+        problem = row_problem(record)  # refused before its bytes are fetched
+        if problem is not None:
+            raise EntryFailed(f"entry {entry.seq} is not a row this server writes: {problem}")
         verdict = await self._verdict(record)
         if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
             return  # the local row or tombstone wins: nothing to write, nothing to fetch

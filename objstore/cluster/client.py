@@ -62,6 +62,7 @@ from objstore.cluster.membership import ProbeResult, clock_offset
 from objstore.cluster.wire import ReplicatedDelete, WireError, encode_delete, encode_row
 from objstore.config import Cluster, ClusterTLS
 from objstore.convergence.ack import Ack, ack_from_response
+from objstore.json_input import parse_json
 from objstore.meta.records import ObjectRecord
 from objstore.timers import ReactorClock
 
@@ -431,7 +432,7 @@ def probe_result(answer: Exchange, *, cluster: Cluster, nonce: str, sent_at: flo
 
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(body)
+        value = parse_json(body)
     except (ValueError, UnicodeDecodeError):
         return None
     return value if isinstance(value, dict) else None

@@ -24,6 +24,7 @@ from objstore.cluster.fanout import ClusterOp
 from objstore.cluster.wire import PROTOCOL_VERSION, WireError, row_document, row_from_document
 from objstore.convergence.control_merge import FAMILY_BY_NAME, FamilyState
 from objstore.engine.changes import ChangeKind
+from objstore.json_input import parse_json
 from objstore.meta.control_snapshot_queries import valid_row
 
 ROW_KINDS = frozenset({ChangeKind.TAGS_CHANGED.value, ChangeKind.LOCK_CHANGED.value})
@@ -126,9 +127,9 @@ def decode_snapshot(body: bytes) -> DecodedSnapshot:
 
 def _json(body: bytes) -> dict[str, Any]:
     try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise WireError("not JSON") from None
+        document = parse_json(body)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise WireError(f"not JSON: {error}") from None
     if not isinstance(document, dict):
         raise WireError("not a JSON object")
     return document

@@ -29,6 +29,7 @@ from objstore.cluster.wire import (
     encode_row,
     row_from_document,
 )
+from objstore.json_input import parse_json
 from objstore.meta.manifest_queries import MAX_MANIFEST_PAGE, ManifestEntry, ManifestPage
 from objstore.meta.records import ObjectRecord
 
@@ -71,7 +72,7 @@ def _count(name: str, value: object) -> int:
 
 def _document(body: bytes) -> dict[str, Any]:
     try:
-        document = json.loads(body)
+        document = parse_json(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise WireError(f"the body is not JSON: {error}") from None
     if not isinstance(document, dict):

@@ -26,7 +26,6 @@ replication journal) is one line there and its local answer in `wiring.node_view
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -44,6 +43,7 @@ from objstore.cluster.view_merge import (
     resolve_target,
 )
 from objstore.errors import ADMIN_ERRORS, AdminError
+from objstore.json_input import parse_json
 from objstore.meta.audit_queries import MAX_PAGE
 from objstore.meta.metrics_queries import MAX_SAMPLES
 
@@ -179,7 +179,7 @@ def peer_body(node_id: str, status: int, body: bytes) -> dict[str, Any]:
     """A peer's answer to a proxied view query: its JSON object, or the error to answer
     (its own 4xx with its status and message; anything else 502)."""
     try:
-        document = json.loads(body)
+        document = parse_json(body)
     except (ValueError, UnicodeDecodeError):
         document = None
     if status == 200 and isinstance(document, dict):

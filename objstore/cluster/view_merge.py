@@ -34,6 +34,7 @@ from typing import Any
 
 from objstore.cluster.membership import PeerState, eligible
 from objstore.errors import AdminError
+from objstore.json_input import parse_json
 
 ALL_NODES = "all"
 
@@ -103,7 +104,7 @@ def decode_sources_cursor(text: str) -> dict[str, str | None]:
     """The per-source cursors of a node=all cursor; 400 for anything else."""
     try:
         raw = base64.b64decode(text + "=" * (-len(text) % 4), altchars=b"-_", validate=True)
-        document = json.loads(raw)
+        document = parse_json(raw)
         sources = document["sources"]
         if not isinstance(sources, dict) or not all(
                 isinstance(node, str) and (value is None or isinstance(value, str))

@@ -21,7 +21,6 @@ Pure: no I/O, no Twisted, no clock (callers pass `now`). Never a secret or finge
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -29,12 +28,13 @@ from objstore.cluster.gate import gate_state, size_exceeded
 from objstore.cluster.membership import Membership, PeerState, eligible
 from objstore.cluster.wire import PROTOCOL_VERSION
 from objstore.config import Cluster
+from objstore.utc_dates import utc_moment
 
 
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    moment = utc_moment(timestamp)
     return moment.isoformat(timespec="milliseconds")
 
 

@@ -12,8 +12,12 @@ Decoding trusts nothing of the document's shape (a peer is authenticated, not in
 every known field is type-checked and a wrong one is a `WireError` (the route's 400);
 unknown fields, in the row and in its parts, are ignored and absent optional fields take
 the record's defaults (wire changes within v1 are additive). Whether the values make a row
-this server could have written (UUID blob ids, finite stamps, a valid key) is the apply
-path's check (`engine.replication_apply.check_replicated_record`), not this module's.
+this server could have written (UUID blob ids, a valid key, dates of the years 1970 to
+9999, enumerations, ...) is the apply path's check
+(`engine.replication_apply.check_replicated_record`, with `convergence.row_rules`), not
+this module's: a row of a manifest page that fails it fails its entry, not the page. The
+body itself is read by `json_input.parse_json` (nesting, integers past 64 bits: a
+WireError).
 
 Pure: no I/O, no Twisted.
 """
@@ -28,6 +32,7 @@ from typing import Any
 
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.convergence.ack import Ack
+from objstore.json_input import parse_json
 from objstore.meta.records import ObjectRecord, PartRef
 
 PROTOCOL_VERSION = 1
@@ -214,6 +219,6 @@ def _encode(document: Mapping[str, Any]) -> bytes:
 
 def _decode(body: bytes) -> object:
     try:
-        return json.loads(body)
+        return parse_json(body)
     except (ValueError, UnicodeDecodeError) as error:
         raise WireError(f"the body is not JSON: {error}") from None

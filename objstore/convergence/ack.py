@@ -3,9 +3,10 @@ has_blob) and how acknowledgements add up to a quorum. Pure: no I/O, no Twisted.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from objstore.json_input import parse_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ def ack_from_response(status: int | None, body: bytes) -> Ack | None:
     if not body.strip():
         return FULL_ACK
     try:
-        document = json.loads(body)
+        document = parse_json(body)
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(document, dict):

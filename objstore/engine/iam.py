@@ -27,7 +27,6 @@ administrators changing the same users at the same moment are not serialized.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -41,6 +40,7 @@ from objstore.iam.authorizer import compile_grants
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS, generate_access_key, generate_secret_key
 from objstore.iam.containment import excess
 from objstore.iam.policy import PolicyError, validate
+from objstore.json_input import parse_json
 from objstore.meta.iam_queries import pair_key
 from objstore.meta.iam_records import (
     SOURCE_DIRECT,
@@ -105,7 +105,7 @@ def check_document(document: Any) -> dict[str, Any]:
     """A policy document given as an object or as JSON text, validated."""
     if isinstance(document, str):
         try:
-            document = json.loads(document)
+            document = parse_json(document)
         except ValueError as exc:
             raise bad_request(f"document is not valid JSON: {exc}") from None
     try:

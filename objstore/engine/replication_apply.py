@@ -20,7 +20,11 @@ newer row, a tombstone); `has_blob` whether it holds the bytes of that row: vacu
 for rows without bytes (delete markers, rows a tombstone beat, deletions); for a composite
 it means its sidecar is present (its parts travel on their own). Incoming records are
 validated first: blob ids (the row's and its parts') must be canonical UUID strings, as
-this server makes them, and are kept verbatim; stamps must be finite; the bucket must
+this server makes them, and are kept verbatim; every other field must hold what this
+server could have written (`convergence.row_rules`: dates of the years 1970 to 9999,
+sizes in signed 64 bits, enumerations, header-safe strings); a row sent without bytes
+whose blob is already here must agree with it on its size (`row_rules.blob_problem`, as
+for bytes sent with it); a deletion's stamp must be such a date too; the bucket must
 exist (NoSuchBucket).
 """
 
@@ -40,6 +44,7 @@ from objstore.blobs.store import BlobStore, is_valid_blob_id
 from objstore.blobs.writer import BlobWriter, UploadedBody
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import has_finite_stamps, row_survives_tombstone
+from objstore.convergence.row_rules import RowProblem, blob_problem, row_problem, stamp_problem
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
 from objstore.engine.objects import BlobFiles, check_key
@@ -101,9 +106,21 @@ class ReplicationApply:
         its owner to close when not used)."""
         _require_peer(caller)
         check_replicated_record(record, body)
+        if body is None:
+            await self._check_held_blob(record)
         await require_bucket(self._meta, record.bucket)
         return await self._locks.run(record.bucket, record.key,
                                      lambda: self._apply(caller, record, body))
+
+    async def _check_held_blob(self, record: ObjectRecord) -> None:
+        """A row sent without bytes whose blob is already here (sent first by the blob
+        route, or kept from before) must agree with it, as bytes sent with it must."""
+        if record.blob_id is None or record.is_delete_marker or record.parts:
+            return
+        stored = await self._io.run(self._blobs.blob_size, record.blob_id)
+        problem = None if stored is None else blob_problem(record, stored)
+        if problem is not None:
+            raise S3Error("InvalidRequest", f"The row does not match its blob: {problem}")
 
     async def _apply(self, caller: Caller, record: ObjectRecord,
                      body: UploadedBody | None) -> Ack:
@@ -264,6 +281,9 @@ class ReplicationApply:
         if not math.isfinite(deleted_at):
             raise S3Error("InvalidArgument", "The deletion stamp is not a finite time.",
                           ArgumentName="deleted_at", ArgumentValue=str(deleted_at))
+        problem = stamp_problem("deleted_at", deleted_at)
+        if problem is not None:
+            raise _refused(problem)
         await require_bucket(self._meta, bucket)
         return await self._locks.run(bucket, key, lambda: self._delete(
             caller, bucket, key, version_id, deleted_at))
@@ -353,16 +373,21 @@ def check_replicated_record(record: ObjectRecord, body: UploadedBody | None) -> 
     if not has_finite_stamps(record):
         raise _invalid("last_modified", str(record.last_modified),
                        "The row's stamps must be finite times.")
-    if record.size < 0:
-        raise _invalid("size", str(record.size), "The size must not be negative.")
+    problem = row_problem(record)
+    if problem is not None:
+        raise _refused(problem)
     if body is None:
         return
     if record.is_delete_marker or record.parts:
         raise S3Error("InvalidRequest", "This row has no bytes of its own to send.")
-    if body.length != record.size and not (record.compression or
-                                           record.encryption_algorithm):
+    problem = blob_problem(record, body.length)
+    if problem is not None:
         raise S3Error("InvalidRequest",
                       f"The blob holds {body.length} bytes; the row says {record.size}.")
+
+
+def _refused(problem: RowProblem) -> S3Error:
+    return _invalid(problem.field, problem.value, f"Not a row this server writes: {problem}")
 
 
 def _invalid(name: str, value: str, message: str) -> S3Error:

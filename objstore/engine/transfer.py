@@ -16,7 +16,6 @@ changes go. No HTTP here.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,7 @@ from objstore.errors import AdminError
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
+from objstore.utc_dates import utc_moment
 
 if TYPE_CHECKING:
     from objstore.engine.bucket_config import BucketConfigService
@@ -58,7 +58,7 @@ __all__ = ["DRY_RUN", "FORMAT", "MODES", "OVERWRITE", "SECTIONS", "SKIP", "Trans
 
 
 def iso(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    moment = utc_moment(timestamp)
     return moment.isoformat(timespec="milliseconds")
 
 

@@ -13,7 +13,6 @@ DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpect
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Iterable, Mapping
 from urllib.parse import quote
 
@@ -23,6 +22,7 @@ from objstore.errors import S3Error
 from objstore.http.error_xml import serialize, sub_element
 from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
+from objstore.utc_dates import utc_moment
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_XML_BYTES = 1024 * 1024
@@ -37,12 +37,12 @@ SAFE_PARSER = etree.XMLParser(
 
 def iso8601(timestamp: float) -> str:
     """S3's timestamp format in XML: 2006-02-03T16:45:09.000Z."""
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    moment = utc_moment(timestamp)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def http_date(timestamp: float) -> str:
-    moment = datetime.datetime.fromtimestamp(timestamp, datetime.UTC)
+    moment = utc_moment(timestamp)
     return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")
 
 

@@ -294,3 +294,44 @@ def test_presigned_expiry_of_five_thousand_digits(daemon: Daemon, bucket: str) -
 def test_percent_encoding_that_is_not_utf8(daemon: Daemon, bucket: str, path: bytes) -> None:
     answer = raw_request(daemon, "GET", path.replace(b"{bucket}", bucket.encode()), {})
     assert (answer.status, answer.code()) == (400, "InvalidURI")  # was text/plain
+
+
+# -- issue 26, section 4: JSON bodies of the admin API --------------------------------------
+
+
+NESTED = b"[" * 100_000
+
+
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/users"), ("POST", "/grants"), ("POST", "/presign"), ("POST", "/archive"),
+    ("POST", "/teams"), ("POST", "/credentials"), ("PUT", "/settings/region"),
+    ("PUT", "/buckets/{bucket}/quota"), ("POST", "/import"),
+])
+@pytest.mark.parametrize("body", [NESTED, b'{"a":' * 100_000, b'{"max_bytes": 1' + b"0" * 30
+                                  + b"}", b'{"username": NaN}'],
+                         ids=["nested-arrays", "nested-objects", "int-past-64-bit", "nan"])
+def test_hostile_json_bodies_of_the_admin_api_are_refused(
+        daemon: Daemon, bucket: str, method: str, path: str, body: bytes) -> None:
+    """Each was a 500 with a RecursionError (or OverflowError) traceback per request."""
+    admin = AdminClient(daemon.endpoint)
+    answer = admin.call(method, path.replace("{bucket}", bucket), raw=body)
+    assert (answer.status, answer.error) == (400, "BadRequest"), answer.body
+    assert "not valid JSON" in answer.json["message"]
+    daemon.assert_no_tracebacks()
+
+
+def test_a_refused_json_body_changes_nothing(daemon: Daemon, bucket: str) -> None:
+    admin = AdminClient(daemon.endpoint)
+    users = admin.ok("GET", "/users")
+    answer = admin.call("POST", "/users", raw=b'{"username": "deep", "x": ' + NESTED + b"}")
+    assert (answer.status, answer.error) == (400, "BadRequest")
+    assert "nested deeper than" in answer.json["message"]
+    assert admin.ok("GET", "/users") == users
+    quota = admin.call("PUT", f"/buckets/{bucket}/quota", raw=b'{"max_bytes": %d}' % 2 ** 63)
+    assert (quota.status, quota.error) == (400, "BadRequest")
+    assert "signed 64-bit" in quota.json["message"]
+    # The same endpoints still take a sane body.
+    created = admin.ok("POST", "/users", {"username": f"sane-{uuid.uuid4().hex[:8]}"},
+                       status=201)
+    assert created["username"].startswith("sane-")
+    daemon.assert_no_tracebacks()

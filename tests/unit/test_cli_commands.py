@@ -8,6 +8,7 @@ import argparse
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from objstore.cli import admin_commands
 from objstore.cli.admin_client import AdminApiError, AdminClient
 from objstore.cli.admin_commands import COMMANDS, Command, import_text, run
+from objstore.cli.admin_iam import CommandFailed, read_json_file
 from objstore.cli.main import build_parser, main
 
 CONNECTION = ["--endpoint", "http://127.0.0.1:9000", "--access-key", "AK", "--secret-key",
@@ -210,3 +212,14 @@ def test_group_help_names_every_family() -> None:
     assert {"users", "teams", "grants", "credentials", "presign", "archive", "export",
             "import", "info", "stats", "audit", "recover", "check", "keygen"} <= names
     assert admin_commands.GROUPS[("users",)]
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000, b'{"n": ' + b"9" * 30 + b"}", b"{"],
+                         ids=["nested", "int-past-64-bit", "malformed"])
+def test_a_json_file_the_cli_cannot_read_is_a_clear_failure(tmp_path: Path,
+                                                            content: bytes) -> None:
+    """Not a RecursionError traceback: the CLI says the file is not valid JSON."""
+    path = tmp_path / "policy.json"
+    path.write_bytes(content)
+    with pytest.raises(CommandFailed, match="is not valid JSON"):
+        read_json_file(str(path))

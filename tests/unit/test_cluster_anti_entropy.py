@@ -329,7 +329,7 @@ def test_a_deletion_already_recorded_is_not_applied_again(world: World) -> None:
 
 def test_a_composite_fetches_its_missing_parts_first(world: World) -> None:
     world.peer.blobs[PART] = b"part"
-    composite = replace(row("multi", blob=BLOB_B), etag="x-2",
+    composite = replace(row("multi", b"part", blob=BLOB_B), etag="x-2",
                         parts=(PartRef(1, PART, 4, "e"),))
     world.peer.add(1, composite)
     world.join()
@@ -346,6 +346,23 @@ def test_bytes_that_do_not_match_the_etag_fail_the_entry(world: World) -> None:
     assert world.apply.applied == []
     assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
     assert world.service.is_syncing()
+
+
+@pytest.mark.parametrize("fields", [
+    {"last_modified": 1e18}, {"last_modified": -1e15}, {"retain_until_date": 1e12,
+                                                       "retention_mode": "COMPLIANCE"},
+    {"legal_hold_status": "MAYBE"}, {"storage_class": "FAST"}, {"content_type": "a\r\nb"},
+], ids=str)
+def test_a_row_the_row_rules_refuse_fails_its_entry_before_any_fetch(
+        world: World, fields: dict[str, Any]) -> None:
+    """The same rules as the direct route (convergence/row_rules.py): nothing fetched,
+    nothing applied, the entry failed (rule 9 skips it after five passes)."""
+    world.peer.blobs[BLOB_A] = b"abc"
+    world.peer.add(1, replace(row("k"), **fields))
+    world.join()
+    world.tick()
+    assert world.peer.fetched == [] and world.apply.applied == []
+    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
 
 
 def test_a_poison_entry_stops_the_pass_then_is_skipped_after_five(world: World) -> None:

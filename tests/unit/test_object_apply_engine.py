@@ -264,3 +264,33 @@ def test_an_expired_delete_of_nothing_held_is_not_recorded(node: Node) -> None:
     assert node.store.get_object("b", "k", V1) is None
     assert node.store.get_tombstone("object", f"b:{V1}:k") is not None
     assert node.seen.changes[-1].kind is ChangeKind.VERSION_DELETED
+
+
+def test_a_row_sent_after_its_blob_must_match_its_size(node: Node) -> None:
+    """The blob route stores the bytes first; the row that follows without them is held
+    to the same rule as bytes sent with it (row_rules.blob_problem): 4 EiB for 3 bytes is
+    refused, nothing is applied; the true size is then accepted."""
+    run(node.service.store_blob(PEER, BLOB_A, node.body()))
+    with pytest.raises(S3Error) as refused:
+        node.apply(row(size=2 ** 62))
+    assert refused.value.code == "InvalidRequest" and "3 bytes" in refused.value.message
+    assert node.store.get_object("b", "k", V1) is None
+    assert node.apply(row()) == Ack(applied=True, has_blob=True)
+    assert node.store.get_object("b", "k", V1).size == len(DATA)
+
+
+@pytest.mark.parametrize("fields", [{"at": 1e18}, {"at": -1e15}, {"size": 10 ** 30},
+                                    {"legal_hold_status": "MAYBE"}], ids=str)
+def test_rows_the_row_rules_refuse_are_invalid_arguments(node: Node,
+                                                         fields: dict[str, Any]) -> None:
+    with pytest.raises(S3Error) as refused:
+        node.apply(row(**fields), DATA)
+    assert refused.value.code == "InvalidArgument"
+    assert node.store.get_object("b", "k", V1) is None
+
+
+@pytest.mark.parametrize("stamp", [1e18, 253402300800.0, -1e15])
+def test_a_deletion_stamped_outside_1970_to_9999_is_refused(node: Node, stamp: float) -> None:
+    with pytest.raises(S3Error) as refused:
+        run(node.service.apply_replicated_delete(PEER, "b", "k", V1, stamp))
+    assert refused.value.code == "InvalidArgument"
