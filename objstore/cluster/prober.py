@@ -1,7 +1,8 @@
 """The membership loop: every [cluster] probe_interval_seconds, discovery proposes peer
 addresses, every known peer is pinged with a fresh nonce (in parallel), and each answer
 goes to `Membership.observe`; its events are reported once per transition, and peers
-unseen for peer_prune_days are pruned.
+without an authenticated answer for peer_prune_days are pruned (membership.py: kept,
+marked pruned, still probed; forgotten once discovery stops proposing them).
 
 Discovery only proposes base URLs; trust comes from the probe (nonce MAC), never from
 being found. Kinds ([cluster] discovery):
@@ -181,9 +182,10 @@ class ClusterProber(MultiService):
             for event in self.membership.observe(address, result, now=now):
                 self._on_event(self.membership.peers[address], event)
         for gone in self.membership.prune(now=now,
-                                          prune_seconds=self._cluster.peer_prune_seconds):
-            log.info("cluster peer {address} ({node_id}) pruned: unseen for "
-                     "peer_prune_days", address=gone.address,
+                                          prune_seconds=self._cluster.peer_prune_total_seconds):
+            log.warn("cluster peer {address} ({node_id}) pruned: no authenticated answer "
+                     "for peer_prune_days; not eligible, no longer blocking the tombstone "
+                     "purge, back at its first authenticated answer", address=gone.address,
                      node_id=gone.node_id or "unknown")
             for listener in self.prune_listeners:
                 listener(gone)
@@ -196,7 +198,10 @@ class ClusterProber(MultiService):
         except Exception as exc:  # noqa: BLE001 (the known peers are still probed)
             log.warn("cluster discovery failed: {exc}", exc=exc)
             return
-        self.membership.propose(proposed, now=self._clock.seconds())
+        for forgotten in self.membership.propose(proposed, now=self._clock.seconds()):
+            log.info("cluster peer {address} ({node_id}) forgotten: pruned and no longer "
+                     "found by discovery", address=forgotten.address,
+                     node_id=forgotten.node_id or "unknown")
 
     async def _probe_one(self, address: str) -> ProbeResult:
         try:

@@ -45,6 +45,7 @@ from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
 from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
 from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
+from objstore.cluster.pruned_peers import PrunedPeersRecorder, pruned_path
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
@@ -227,12 +228,17 @@ def membership_prober(config: Config, reactor: Any, node_id: str, cluster: Clust
                       leadership: WorkerLeadership | None,
                       runtime_dir: str | None) -> ClusterProber:
     """Worker 0's prober of the peers (found as [cluster] discovery says), asking
-    `leadership` after each tick; with several workers its view is published for them."""
+    `leadership` after each tick, recording its pruned peers in the data directory; with
+    several workers its view is published for them."""
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
                               mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
                            probe=client.ping, cluster=config.cluster, clock=reactor,
                            after_tick=leadership.after_tick if leadership is not None else None)
+    # The pruned peers survive a restart (a record in the data directory).
+    PrunedPeersRecorder(cluster.membership, pruned_path(config.storage.data_dir),
+                        cluster=config.cluster, clock=reactor,
+                        runner=io_pool).setServiceParent(prober)
     if runtime_dir is not None:
         MembershipPublisher(cluster.membership, view_path(runtime_dir),
                             cluster=config.cluster, clock=reactor,
