@@ -62,7 +62,7 @@ from objstore.engine.settings import replicated_setting
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import KeyLocks
 from objstore.http.health import HealthState
-from objstore.http.tls_options import unbound_node_certificate
+from objstore.http.tls_options import listener_outside_cluster_ca, unbound_node_certificate
 from objstore.meta.async_store import MetaStore
 from objstore.metrics.collectors import ClusterCollector
 from objstore.metrics.registry import NodeMetrics
@@ -215,12 +215,17 @@ def worker_mirror(config: Config, reactor: Any, cluster: ClusterParts, io_pool: 
 
 
 def warn_unbound_certificate(config: Config, node_id: str) -> None:
-    """A start-up warning when [cluster.tls]'s node certificate does not name this node."""
+    """A start-up warning when [cluster.tls]'s node certificate does not name this node;
+    a note when the listener's certificate is not the cluster CA's (a public one)."""
     if config.cluster.tls is None:
         return
     unbound = unbound_node_certificate(config.cluster.tls, node_id)
     if unbound is not None:
         log.warn("{problem}", problem=unbound)
+    if config.server.tls is not None:
+        note = listener_outside_cluster_ca(config.server.tls, config.cluster.tls)
+        if note is not None:
+            log.info("{note}", note=note)
 
 
 def membership_prober(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
