@@ -117,7 +117,6 @@ class BlobFetched:
     sha256: str
 
 
-@implementer(IPolicyForHTTPS)
 @implementer(IOpenSSLTrustRoot)
 class ClusterCaAndSystemRoots:
     """The trust of a peer's listener: the system roots (OpenSSL's default paths, which
@@ -131,6 +130,7 @@ class ClusterCaAndSystemRoots:
         context.get_cert_store().add_cert(self._ca.original)
 
 
+@implementer(IPolicyForHTTPS)
 class ClusterTlsPolicy:
     """Peers' listeners are verified against the cluster CA added to the system roots,
     by the name or address dialled (a node may serve a publicly trusted certificate; the

@@ -264,6 +264,7 @@ def test_peers_listeners_are_verified_against_the_cluster_ca_added_to_the_system
     """Authentication 7: a peer may serve a publicly trusted certificate (its issuer among
     the system roots, here SSL_CERT_FILE) or one of the cluster CA; a third CA's fails."""
     from OpenSSL import crypto  # noqa: PLC0415
+    from twisted.web.iweb import IPolicyForHTTPS  # noqa: PLC0415
 
     now = datetime.datetime.now(datetime.UTC)
     ca, public, stranger = (certs.make_ca(now=now) for _ in range(3))
@@ -275,6 +276,7 @@ def test_peers_listeners_are_verified_against_the_cluster_ca_added_to_the_system
         (tmp_path / name).write_bytes(data)
     policy = ClusterTlsPolicy.from_files(ClusterTLS(*(str(tmp_path / name) for name in (
         "ca.pem", "node.pem", "node.key"))))
+    assert IPolicyForHTTPS.providedBy(policy)  # what Agent asks of it
     creator = policy.creatorForNetloc(b"node-a", 9000)
     assert policy.creatorForNetloc(b"node-a", 9000) is creator  # one context per name
     store = creator._createConnection.__self__.getContext().get_cert_store()
