@@ -11,7 +11,8 @@ being found. Kinds ([cluster] discovery):
     dns     [cluster] dns_name re-resolved at every tick, plus the static peers: a name
             starting with "_" is an SRV name (_objstore._tcp.example.com: each target and
             port), any other name is resolved to its A/AAAA addresses, reached on the
-            scheme and port of [cluster] advertise_url (default http and 9000)
+            scheme and port of [cluster] advertise_url (default: the listener's scheme,
+            https under [server.tls], and 9000)
     mdns    `cluster/mdns.py` MdnsDiscovery (python-zeroconf bridged to the reactor): the
             nodes heard on the local network, plus the static peers; it announces this
             node too. A discovery that is also a service (mdns) is a child of the
@@ -121,11 +122,15 @@ class SystemResolver:
 
 
 def discovery_for(cluster: Cluster, resolver: Resolver, *,
-                  mdns: Callable[[], Discovery] | None = None) -> Discovery:
-    """The discovery [cluster] discovery names (`mdns` builds the mDNS one)."""
+                  mdns: Callable[[], Discovery] | None = None,
+                  listener_tls: bool = False) -> Discovery:
+    """The discovery [cluster] discovery names (`mdns` builds the mDNS one). DNS peers
+    are reached on advertise_url's scheme, else on the listener's (`listener_tls`: https,
+    as the peers' listeners serve TLS like this one's)."""
     if cluster.discovery == "dns":
         advertised = urlsplit(cluster.advertise_url) if cluster.advertise_url else None
-        scheme = advertised.scheme if advertised and advertised.scheme else "http"
+        own = "https" if listener_tls else "http"
+        scheme = advertised.scheme if advertised and advertised.scheme else own
         port = (advertised.port if advertised and advertised.port else DEFAULT_PORT)
         return DnsDiscovery(cluster.dns_name, resolver, scheme, port, cluster.peers)
     if cluster.discovery == "mdns":

@@ -236,7 +236,8 @@ def membership_prober(config: Config, reactor: Any, node_id: str, cluster: Clust
     `leadership` after each tick, recording its pruned peers in the data directory; with
     several workers its view is published for them."""
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
-                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
+                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor),
+                              listener_tls=config.server.tls is not None)
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
                            probe=client.ping, cluster=config.cluster, clock=reactor,
                            after_tick=leadership.after_tick if leadership is not None else None)

@@ -170,6 +170,12 @@ def test_discovery_follows_the_config() -> None:
                                 advertise_url="https://me.example:9443", peers=()),
                         resolver)
     assert result_of(dns.propose()) == ["https://10.0.0.7:9443"]
+    # without advertise_url: the listener's scheme (a TLS listener: https), port 9000
+    unadvertised = replace(CLUSTER, discovery="dns", dns_name="nodes", peers=())
+    assert result_of(discovery_for(unadvertised, resolver).propose()) == [
+        "http://10.0.0.7:9000"]
+    assert result_of(discovery_for(unadvertised, resolver, listener_tls=True).propose()) == [
+        "https://10.0.0.7:9000"]
     static = discovery_for(CLUSTER, resolver)
     assert result_of(static.propose()) == [A, B]
     mdns = discovery_for(replace(CLUSTER, discovery="mdns"), resolver)

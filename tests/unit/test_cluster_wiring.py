@@ -59,7 +59,7 @@ class Wired:
 
 def wire(tmp_path: Path, role: WorkerRole) -> Wired:
     config: Any = SimpleNamespace(cluster=CLUSTER, storage=SimpleNamespace(
-        data_dir=str(tmp_path / "data")))
+        data_dir=str(tmp_path / "data")), server=SimpleNamespace(tls=None))
     reactor, io = MemoryReactorClock(), InlinePool()
     parts = cluster_parts(config, "node-a", Space(), reactor.seconds)  # type: ignore[arg-type]
     assert parts is not None
