@@ -150,6 +150,7 @@ class Cluster:
     tombstone_grace_days: float = 7.0
     tombstone_grace_seconds: float | None = None
     peer_prune_days: float | None = None
+    peer_prune_seconds: float | None = None  # overrides peer_prune_days (tests)
     tls: ClusterTLS | None = None
 
     @property
@@ -163,7 +164,9 @@ class Cluster:
         return self.tombstone_grace_days * SECONDS_PER_DAY
 
     @property
-    def peer_prune_seconds(self) -> float:
+    def peer_prune_total_seconds(self) -> float:
+        if self.peer_prune_seconds is not None:
+            return self.peer_prune_seconds
         if self.peer_prune_days is not None:
             return self.peer_prune_days * SECONDS_PER_DAY
         return self.tombstone_grace_total_seconds
@@ -501,6 +504,7 @@ _CLUSTER = _Section("cluster", Cluster, (
     _F("tombstone_grace_days", _num(0, above=True)),
     _F("tombstone_grace_seconds", _num(1)),
     _F("peer_prune_days", _num(1)),
+    _F("peer_prune_seconds", _num(1)),
 ), subsections=(_CLUSTER_TLS,), finish=_finish_cluster)
 
 _NOTIFICATIONS = _Section("notifications", Notifications, (

@@ -35,7 +35,8 @@ one pass:
 A peer's pass is complete when it caught up and every step succeeded: then its cursor
 records first_pass_done and last_reconcile. A peer the membership prunes (the prober's
 `prune_listeners` call `peer_pruned`) loses its stored cursor and its progress here,
-unless another known address carries its node id (`sync_rules.cursor_to_forget`): a node
+unless another known address, not pruned, carries its node id
+(`sync_rules.cursor_to_forget`): a node
 id that comes back later is pulled from 0 (identical rows are no-ops). Its `state`
 (sync_state.py) answers `is_syncing` (health's `syncing`), `peer_sync` (the `sync` object
 of /admin/cluster) and `figures` (the metrics); with several workers it runs in worker 0
@@ -237,8 +238,9 @@ class AntiEntropy(MultiService, SyncAnswers):
     # -- pruned peers --------------------------------------------------------------------
     def peer_pruned(self, peer: PeerState) -> None:
         """The membership pruned `peer`: its cursor goes (module docstring)."""
-        node_id = cursor_to_forget(
-            peer.node_id, (p.node_id for p in self._membership.peers.values()))
+        node_id = cursor_to_forget(  # pruned peers stay in the view, marked
+            peer.node_id, (p.node_id for p in self._membership.peers.values()
+                           if not p.pruned))
         if node_id is None:
             return
         Deferred.fromCoroutine(self._forget(node_id)).addErrback(

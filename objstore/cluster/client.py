@@ -4,7 +4,8 @@
 `HTTPConnectionPool`, never treq's global pool), signs every request with
 `auth.sign_request` under [cluster] secret only, and bounds each exchange, answer body
 included, by [cluster] request_timeout_seconds on its clock. With [cluster.tls] the agent
-verifies peers against the cluster CA only and presents this node's certificate
+verifies peers against the cluster CA added to the system roots (Authentication 7: a
+node may serve a publicly trusted certificate) and presents this node's certificate
 (`ClusterTlsPolicy`); without it only plain HTTP peers are reachable (start-up refuses
 https peers without [cluster.tls]).
 
@@ -43,6 +44,7 @@ from urllib.parse import urlsplit
 
 import treq
 from twisted.internet import ssl
+from twisted.internet._sslverify import IOpenSSLTrustRoot
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
 from twisted.web.iweb import IAgent, IBodyProducer, IPolicyForHTTPS, IResponse
@@ -125,14 +127,31 @@ class BlobFetched:
     sha256: str
 
 
+@implementer(IOpenSSLTrustRoot)
+class ClusterCaAndSystemRoots:
+    """The trust of a peer's listener: the system roots (OpenSSL's default paths, which
+    SSL_CERT_FILE and SSL_CERT_DIR replace) and the cluster CA added to them."""
+
+    def __init__(self, ca: ssl.Certificate) -> None:
+        self._ca = ca
+
+    def _addCACertsToContext(self, context: Any) -> None:  # noqa: N802 (Twisted's name)
+        context.set_default_verify_paths()
+        context.get_cert_store().add_cert(self._ca.original)
+
+
 @implementer(IPolicyForHTTPS)
 class ClusterTlsPolicy:
-    """Peers are verified against the cluster CA (nothing else is trusted), by the name or
-    address dialled; this node shows its own certificate to them."""
+    """Peers' listeners are verified against the cluster CA added to the system roots,
+    by the name or address dialled (a node may serve a publicly trusted certificate; the
+    peer's identity is its client certificate, which the peer's listener checks against
+    the cluster CA only, and the nonce MAC); this node shows its own certificate."""
 
     def __init__(self, ca: ssl.Certificate, own: ssl.PrivateCertificate) -> None:
         self._ca = ca
         self._own = own
+        # One context per peer name: the system roots are read once, not per handshake.
+        self._options: dict[str, Any] = {}
 
     @classmethod
     def from_files(cls, tls: ClusterTLS) -> ClusterTlsPolicy:
@@ -144,8 +163,13 @@ class ClusterTlsPolicy:
                    ssl.PrivateCertificate.loadPEM(cert_pem + b"\n" + key_pem))
 
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:  # noqa: N802
-        return ssl.optionsForClientTLS(hostname.decode("idna"), trustRoot=self._ca,
-                                       clientCertificate=self._own)
+        name = hostname.decode("idna")
+        options = self._options.get(name)
+        if options is None:
+            options = self._options[name] = ssl.optionsForClientTLS(
+                name, trustRoot=cast(IOpenSSLTrustRoot, ClusterCaAndSystemRoots(self._ca)),
+                clientCertificate=self._own)
+        return options
 
 
 class _QuietClientFactory(_HTTP11ClientFactory):

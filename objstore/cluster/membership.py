@@ -18,9 +18,18 @@ the two its last live view is kept. "authenticated" means authenticated by the c
 view: it is cleared when the peer dies and set again only by a successful probe, so a
 returning peer is re-authenticated before it is trusted. last_seen is the last answer of
 any verdict but a failure (and the probe latency is that answer's round trip); the
-protocol version is that of the last authenticated ping (rule 14, gate.py). A peer not
-seen for [cluster] peer_prune_days (`Cluster.peer_prune_seconds`) is pruned. Discovery
+protocol version is that of the last authenticated ping (rule 14, gate.py). Discovery
 only proposes addresses; trust comes from authentication, never from being found.
+
+Pruning (`prune_due`): a peer that gave no authenticated answer for [cluster]
+peer_prune_days (`Cluster.peer_prune_total_seconds`; counted from discovery when it never
+gave one) is pruned: a dead static or DNS peer, and just as well an mDNS node of another
+cluster that answers 403 to every probe. A pruned peer stays in the view, marked
+`pruned`, with its last_seen: never eligible, no longer blocking the tombstone purge
+(views.py), still probed, and back (`PeerEvent.RETURNED`) at its first authenticated
+answer. Discovery proposing it again changes nothing (`propose` keeps a known address's
+state); a pruned address discovery no longer proposes is forgotten. The prober
+records the pruned peers across restarts (cluster/pruned_peers.py).
 
 `eligible` is THE predicate (authenticated AND config_ok): fan-out, quorum, the size gate,
 the capacity guard, anti-entropy and proxied admin queries all ask it, through
@@ -61,6 +70,7 @@ class PeerEvent(enum.Enum):
     LEGACY = "legacy"  # answered 404 to ping
     LOOP = "loop"  # the address is this node
     CLOCK_SKEW = "clock_skew"  # offset past CLOCK_OFFSET_WARNING_SECONDS
+    RETURNED = "returned"  # a pruned peer answered an authenticated probe
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +124,8 @@ class PeerState:
     clock_offset_seconds: float | None = None
     protocol: int | None = None  # of the last authenticated ping (rule 14)
     probe_latency_seconds: float | None = None  # of the last answered probe
+    last_authenticated: float | None = None  # of the last authenticated answer
+    pruned: bool = False  # no authenticated answer for peer_prune_days (`prune_due`)
 
     @property
     def legacy(self) -> bool:
@@ -125,8 +137,9 @@ class PeerState:
 
 
 def eligible(peer: PeerState) -> bool:
-    """THE eligibility predicate: authenticated AND config_ok."""
-    return peer.authenticated and peer.config_ok is True
+    """THE eligibility predicate: authenticated AND config_ok (a pruned peer is neither:
+    its first authenticated answer un-prunes it)."""
+    return peer.authenticated and peer.config_ok is True and not peer.pruned
 
 
 def observe(peer: PeerState, result: ProbeResult, *, now: float,
@@ -153,6 +166,8 @@ def _answered(peer: PeerState, result: ProbeResult, verdict: Verdict,
     return replace(
         peer, alive=verdict is not Verdict.SELF, authenticated=authenticated,
         config_ok=config_ok, last_verdict=verdict, consecutive_failures=0, last_seen=now,
+        last_authenticated=now if authenticated else peer.last_authenticated,
+        pruned=peer.pruned and not authenticated,
         node_id=result.node_id or peer.node_id,
         disk_total=_fresh(result.disk_total, peer.disk_total, authenticated),
         disk_available=_fresh(result.disk_available, peer.disk_available, authenticated),
@@ -186,6 +201,8 @@ def transitions(before: PeerState, after: PeerState,
         events.append(PeerEvent.DEAD)
     if verdict is Verdict.UNTRUSTED and before.last_verdict is not Verdict.UNTRUSTED:
         events.append(PeerEvent.UNTRUSTED)
+    if before.pruned and not after.pruned:
+        events.append(PeerEvent.RETURNED)
     return tuple(events)
 
 
@@ -195,10 +212,12 @@ def _skewed(peer: PeerState) -> bool:
 
 
 def prune_due(peer: PeerState, *, now: float, prune_seconds: float) -> bool:
-    """Unreachable (or never reached) for longer than [cluster] peer_prune_days."""
-    if peer.alive:
+    """No authenticated answer (dead, or alive but refusing us: 403, 404, no MAC) for
+    longer than [cluster] peer_prune_days, counted from discovery when it never gave one.
+    A loop entry (this node) is never pruned, nor a peer already pruned."""
+    if peer.authenticated or peer.pruned or peer.is_self:
         return False
-    since = peer.last_seen if peer.last_seen is not None else peer.first_seen
+    since = peer.last_authenticated if peer.last_authenticated is not None else peer.first_seen
     return now - since > prune_seconds
 
 
@@ -215,9 +234,17 @@ class Membership:
     self_id: str
     peers: dict[str, PeerState] = field(default_factory=dict)
 
-    def propose(self, addresses: Iterable[str], *, now: float) -> None:
-        for address in addresses:
+    def propose(self, addresses: Iterable[str], *, now: float) -> tuple[PeerState, ...]:
+        """What discovery found now: new addresses join (a known one keeps its state,
+        pruned or not); pruned peers it no longer proposes are forgotten (returned)."""
+        proposed = set(addresses)
+        for address in sorted(proposed):
             self.peers.setdefault(address, PeerState(address=address, first_seen=now))
+        forgotten = tuple(p for p in self.peers.values()
+                          if p.pruned and p.address not in proposed)
+        for peer in forgotten:
+            del self.peers[peer.address]
+        return forgotten
 
     def observe(self, address: str, result: ProbeResult, *,
                 now: float) -> tuple[PeerEvent, ...]:
@@ -226,11 +253,27 @@ class Membership:
         return events
 
     def prune(self, *, now: float, prune_seconds: float) -> tuple[PeerState, ...]:
-        gone = tuple(p for p in self.peers.values()
+        """Mark the peers `prune_due`; returns them (each once: a pruned peer is not due)."""
+        gone = tuple(replace(p, pruned=True) for p in self.peers.values()
                      if prune_due(p, now=now, prune_seconds=prune_seconds))
         for peer in gone:
-            del self.peers[peer.address]
+            self.peers[peer.address] = peer
         return gone
+
+    def restore_pruned(self, remembered: Iterable[PeerState]) -> None:
+        """Peers pruned before a restart (cluster/pruned_peers.py): each is known again,
+        pruned, unless this view already heard an authenticated answer from it."""
+        for peer in remembered:
+            known = self.peers.get(peer.address)
+            if known is None:
+                self.peers[peer.address] = replace(peer, pruned=True, alive=False,
+                                                   authenticated=False)
+            elif known.last_authenticated is None:
+                self.peers[peer.address] = replace(
+                    known, pruned=True, node_id=known.node_id or peer.node_id,
+                    first_seen=min(known.first_seen, peer.first_seen),
+                    last_seen=known.last_seen or peer.last_seen,
+                    last_authenticated=peer.last_authenticated)
 
     def eligible_peers(self) -> tuple[PeerState, ...]:
         """One eligible peer per node id (the most recently seen), never this node."""
@@ -251,7 +294,7 @@ class Membership:
     def live_node_count(self) -> int:
         """Live nodes (trusted or not), this one included, each node id once."""
         ids = {p.node_id or p.address for p in self.peers.values()
-               if p.alive and p.node_id != self.self_id}
+               if p.alive and not p.pruned and p.node_id != self.self_id}
         return 1 + len(ids)
 
     def worker_leader(self) -> str:

@@ -1,7 +1,8 @@
 """The membership loop: every [cluster] probe_interval_seconds, discovery proposes peer
 addresses, every known peer is pinged with a fresh nonce (in parallel), and each answer
 goes to `Membership.observe`; its events are reported once per transition, and peers
-unseen for peer_prune_days are pruned.
+without an authenticated answer for peer_prune_days are pruned (membership.py: kept,
+marked pruned, still probed; forgotten once discovery stops proposing them).
 
 Discovery only proposes base URLs; trust comes from the probe (nonce MAC), never from
 being found. Kinds ([cluster] discovery):
@@ -10,7 +11,8 @@ being found. Kinds ([cluster] discovery):
     dns     [cluster] dns_name re-resolved at every tick, plus the static peers: a name
             starting with "_" is an SRV name (_objstore._tcp.example.com: each target and
             port), any other name is resolved to its A/AAAA addresses, reached on the
-            scheme and port of [cluster] advertise_url (default http and 9000)
+            scheme and port of [cluster] advertise_url (default: the listener's scheme,
+            https under [server.tls], and 9000)
     mdns    `cluster/mdns.py` MdnsDiscovery (python-zeroconf bridged to the reactor): the
             nodes heard on the local network, plus the static peers; it announces this
             node too. A discovery that is also a service (mdns) is a child of the
@@ -120,11 +122,15 @@ class SystemResolver:
 
 
 def discovery_for(cluster: Cluster, resolver: Resolver, *,
-                  mdns: Callable[[], Discovery] | None = None) -> Discovery:
-    """The discovery [cluster] discovery names (`mdns` builds the mDNS one)."""
+                  mdns: Callable[[], Discovery] | None = None,
+                  listener_tls: bool = False) -> Discovery:
+    """The discovery [cluster] discovery names (`mdns` builds the mDNS one). DNS peers
+    are reached on advertise_url's scheme, else on the listener's (`listener_tls`: https,
+    as the peers' listeners serve TLS like this one's)."""
     if cluster.discovery == "dns":
         advertised = urlsplit(cluster.advertise_url) if cluster.advertise_url else None
-        scheme = advertised.scheme if advertised and advertised.scheme else "http"
+        own = "https" if listener_tls else "http"
+        scheme = advertised.scheme if advertised and advertised.scheme else own
         port = (advertised.port if advertised and advertised.port else DEFAULT_PORT)
         return DnsDiscovery(cluster.dns_name, resolver, scheme, port, cluster.peers)
     if cluster.discovery == "mdns":
@@ -181,9 +187,10 @@ class ClusterProber(MultiService):
             for event in self.membership.observe(address, result, now=now):
                 self._on_event(self.membership.peers[address], event)
         for gone in self.membership.prune(now=now,
-                                          prune_seconds=self._cluster.peer_prune_seconds):
-            log.info("cluster peer {address} ({node_id}) pruned: unseen for "
-                     "peer_prune_days", address=gone.address,
+                                          prune_seconds=self._cluster.peer_prune_total_seconds):
+            log.warn("cluster peer {address} ({node_id}) pruned: no authenticated answer "
+                     "for peer_prune_days; not eligible, no longer blocking the tombstone "
+                     "purge, back at its first authenticated answer", address=gone.address,
                      node_id=gone.node_id or "unknown")
             for listener in self.prune_listeners:
                 listener(gone)
@@ -196,7 +203,10 @@ class ClusterProber(MultiService):
         except Exception as exc:  # noqa: BLE001 (the known peers are still probed)
             log.warn("cluster discovery failed: {exc}", exc=exc)
             return
-        self.membership.propose(proposed, now=self._clock.seconds())
+        for forgotten in self.membership.propose(proposed, now=self._clock.seconds()):
+            log.info("cluster peer {address} ({node_id}) forgotten: pruned and no longer "
+                     "found by discovery", address=forgotten.address,
+                     node_id=forgotten.node_id or "unknown")
 
     async def _probe_one(self, address: str) -> ProbeResult:
         try:

@@ -11,6 +11,9 @@ Secrets, checked when the cluster is enabled:
 
 TLS:
 * when the cluster is enabled, an https:// peer or advertise_url needs [cluster.tls];
+* so does a listener that serves TLS ([server.tls]) whatever the discovery: peers
+  found by DNS or mDNS carry no scheme of their own, and cluster traffic arrives on that
+  listener (Authentication 7);
 * [cluster.tls] needs [server.tls] (cluster traffic arrives on the server listener);
 * [cluster.tls] can not be combined with [server.tls] ca_file, which would demand client
   certificates of every S3 client; cluster routes check the peer certificate themselves.
@@ -111,6 +114,14 @@ def check_https_peers(cluster: Cluster) -> Findings:
     return Findings()
 
 
+def check_tls_listener(cluster: Cluster, server: Server) -> Findings:
+    if cluster.tls is not None or server.tls is None:
+        return Findings()
+    return _error(f"[cluster.tls] is required: the listener serves TLS ([server.tls]), so "
+                  f"cluster traffic is HTTPS (discovery = {cluster.discovery!r}); add "
+                  f"[cluster.tls] (see `objstore gen-certs`)")
+
+
 def check_tls_combination(cluster: Cluster, server: Server) -> Findings:
     if cluster.tls is None:
         return Findings()
@@ -129,5 +140,5 @@ def validate(cluster: Cluster, server: Server) -> Findings:
     found = check_tls_combination(cluster, server)
     if cluster.enabled:
         found = (check_secrets(cluster.secret, cluster.secret_previous)
-                 + check_https_peers(cluster) + found)
+                 + check_https_peers(cluster) + check_tls_listener(cluster, server) + found)
     return found

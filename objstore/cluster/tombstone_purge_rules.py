@@ -3,7 +3,8 @@
 
 - **When**: on a cluster node, only when every known peer was seen within the grace
   window (`views.tombstone_gc_blocked`, the predicate /admin/cluster shows; a loop entry
-  is this node, not a peer); a single node (no membership) is never blocked.
+  is this node, not a peer; a pruned peer, membership.py, has left and blocks nothing);
+  a single node (no membership) is never blocked.
 - **What**: tombstones whose `deleted_at` is older than `now - grace` (`purge_cutoff`).
   A single node keeps them for the grace window too: nothing on a single node reads them
   (the object cache, export/archive and bucket replication do not), but a node that later
@@ -20,7 +21,7 @@ import enum
 from dataclasses import dataclass
 
 from objstore.cluster.membership import Membership
-from objstore.cluster.views import tombstone_gc_blocked
+from objstore.cluster.views import tombstone_gc_blocked, unseen_within_grace
 from objstore.config import Cluster
 
 MAX_INTERVAL_SECONDS = 3600.0
@@ -45,13 +46,11 @@ def purge_blocked(membership: Membership | None, cluster: Cluster, *, now: float
 
 def unseen_peers(membership: Membership | None, cluster: Cluster, *, now: float) -> list[str]:
     """The known peers (node id, else address) not seen within the grace window, for the
-    warning."""
+    warning (pruned peers left: they block nothing)."""
     if membership is None:
         return []
-    grace = cluster.tombstone_grace_total_seconds
-    return sorted(peer.node_id or peer.address for peer in membership.peers.values()
-                  if not peer.is_self
-                  and (peer.last_seen is None or now - peer.last_seen > grace))
+    return sorted(peer.node_id or peer.address
+                  for peer in unseen_within_grace(membership, cluster, now=now))
 
 
 class Transition(enum.Enum):

@@ -75,9 +75,11 @@ def fresh(document: Mapping[str, Any] | None, *, now: float, stale_after: float)
 
 
 def unknown(peers: Mapping[str, PeerState]) -> dict[str, PeerState]:
-    """The same addresses, nothing known of them: never alive, never eligible."""
+    """The same addresses, nothing known of them: never alive, never eligible; a pruned
+    peer stays pruned, with its last_seen (what it was is not live state)."""
     return {address: PeerState(address=address, first_seen=peer.first_seen,
-                               node_id=peer.node_id)
+                               node_id=peer.node_id, pruned=peer.pruned,
+                               last_seen=peer.last_seen if peer.pruned else None)
             for address, peer in peers.items()}
 
 

@@ -2,7 +2,8 @@
 structures, computed from the `Membership` view and the config alone.
 
 Per node (this node first, then each known peer address): node_id, address, state
-("self", "alive", "dead", or "unknown" before any answer), alive, authenticated,
+("self", "alive", "dead", "pruned" (no authenticated answer for peer_prune_days:
+membership.py), or "unknown" before any answer), pruned, alive, authenticated,
 config_ok (false: configuration drift), eligible (THE predicate), verdict (of the last
 answer), legacy, loop, last_seen, clock_offset_seconds, probe_latency_seconds (of the
 last answered probe), the figures of the last authenticated ping (disk_total,
@@ -12,8 +13,8 @@ anti-entropy's cursors (`cluster/anti_entropy.py` `peer_sync`, given as `peer_sy
 empty before its first pass).
 
 Cluster level: eligible_node_count, live_node_count, size_exceeded, tombstone_gc_blocked
-(rule 7: some known peer was not seen within the tombstone grace window), syncing (given:
-part 2), worker_leader; and, beyond the spec, node_id, consistency, cluster_size,
+(rule 7: some known peer, not pruned, was not seen within the tombstone grace window),
+syncing (given: part 2), worker_leader; and, beyond the spec, node_id, consistency, cluster_size,
 write_quorum, protocol (this node's) and the write gate's state (with the upgrade rule).
 
 Pure: no I/O, no Twisted, no clock (callers pass `now`). Never a secret or fingerprint.
@@ -47,6 +48,8 @@ def empty_sync() -> dict[str, Any]:
 def peer_state_word(peer: PeerState) -> str:
     if peer.is_self:
         return "self"
+    if peer.pruned:
+        return "pruned"
     if peer.alive:
         return "alive"
     return "dead" if peer.last_seen is not None or peer.consecutive_failures else "unknown"
@@ -61,6 +64,7 @@ def peer_entry(peer: PeerState, peer_sync: PeerSync | None = None) -> dict[str, 
         "node_id": peer.node_id,
         "address": peer.address,
         "state": peer_state_word(peer),
+        "pruned": peer.pruned,
         "alive": peer.alive,
         "authenticated": peer.authenticated,
         "config_ok": peer.config_ok,
@@ -84,7 +88,7 @@ def self_entry(membership: Membership, cluster: Cluster, *, now: float,
                protocol: int = PROTOCOL_VERSION) -> dict[str, Any]:
     return {
         "node_id": membership.self_id, "address": cluster.advertise_url or None,
-        "state": "self", "alive": True, "authenticated": True, "config_ok": True,
+        "state": "self", "pruned": False, "alive": True, "authenticated": True, "config_ok": True,
         "eligible": True, "verdict": None, "legacy": False, "loop": False,
         "last_seen": iso(now), "consecutive_failures": 0, "clock_offset_seconds": 0.0,
         "probe_latency_seconds": None, "protocol": protocol, "disk_total": None,
@@ -93,11 +97,19 @@ def self_entry(membership: Membership, cluster: Cluster, *, now: float,
 
 
 def tombstone_gc_blocked(membership: Membership, cluster: Cluster, *, now: float) -> bool:
-    """Rule 7: purging tombstones is safe only when every known peer (a loop entry is
-    this node, not a peer) was seen within the grace window."""
+    """Rule 7: purging tombstones is safe only when every known peer was seen within the
+    grace window; a loop entry is this node, not a peer, and a pruned peer has left
+    (membership.py: it blocks nothing until it answers again)."""
+    return bool(unseen_within_grace(membership, cluster, now=now))
+
+
+def unseen_within_grace(membership: Membership, cluster: Cluster, *,
+                        now: float) -> list[PeerState]:
+    """The peers that block the tombstone purge (`tombstone_gc_blocked`)."""
     grace = cluster.tombstone_grace_total_seconds
-    return any(peer.last_seen is None or now - peer.last_seen > grace
-               for peer in membership.peers.values() if not peer.is_self)
+    return [peer for peer in membership.peers.values()
+            if not peer.is_self and not peer.pruned
+            and (peer.last_seen is None or now - peer.last_seen > grace)]
 
 
 def cluster_view(membership: Membership, cluster: Cluster, *, now: float,

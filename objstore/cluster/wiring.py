@@ -45,6 +45,7 @@ from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
 from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
 from objstore.cluster.node_views import LocalView, NodeViews
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
+from objstore.cluster.pruned_peers import PrunedPeersRecorder, pruned_path
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher, view_path
 from objstore.cluster.sync_view import SyncMirror, SyncPublisher, sync_path
@@ -61,7 +62,7 @@ from objstore.engine.settings import replicated_setting
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import KeyLocks
 from objstore.http.health import HealthState
-from objstore.http.tls_options import unbound_node_certificate
+from objstore.http.tls_options import listener_outside_cluster_ca, unbound_node_certificate
 from objstore.meta.async_store import MetaStore
 from objstore.metrics.collectors import ClusterCollector
 from objstore.metrics.registry import NodeMetrics
@@ -218,12 +219,17 @@ def worker_mirror(config: Config, reactor: Any, cluster: ClusterParts, io_pool: 
 
 
 def warn_unbound_certificate(config: Config, node_id: str) -> None:
-    """A start-up warning when [cluster.tls]'s node certificate does not name this node."""
+    """A start-up warning when [cluster.tls]'s node certificate does not name this node;
+    a note when the listener's certificate is not the cluster CA's (a public one)."""
     if config.cluster.tls is None:
         return
     unbound = unbound_node_certificate(config.cluster.tls, node_id)
     if unbound is not None:
         log.warn("{problem}", problem=unbound)
+    if config.server.tls is not None:
+        note = listener_outside_cluster_ca(config.server.tls, config.cluster.tls)
+        if note is not None:
+            log.info("{note}", note=note)
 
 
 def membership_prober(config: Config, reactor: Any, node_id: str, cluster: ClusterParts,
@@ -231,12 +237,18 @@ def membership_prober(config: Config, reactor: Any, node_id: str, cluster: Clust
                       leadership: WorkerLeadership | None,
                       runtime_dir: str | None) -> ClusterProber:
     """Worker 0's prober of the peers (found as [cluster] discovery says), asking
-    `leadership` after each tick; with several workers its view is published for them."""
+    `leadership` after each tick, recording its pruned peers in the data directory; with
+    several workers its view is published for them."""
     discovery = discovery_for(config.cluster, SystemResolver(io_pool),
-                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor))
+                              mdns=lambda: MdnsDiscovery.for_node(config, node_id, reactor),
+                              listener_tls=config.server.tls is not None)
     prober = ClusterProber(membership=cluster.membership, discovery=discovery,
                            probe=client.ping, cluster=config.cluster, clock=reactor,
                            after_tick=leadership.after_tick if leadership is not None else None)
+    # The pruned peers survive a restart (a record in the data directory).
+    PrunedPeersRecorder(cluster.membership, pruned_path(config.storage.data_dir),
+                        cluster=config.cluster, clock=reactor,
+                        runner=io_pool).setServiceParent(prober)
     if runtime_dir is not None:
         MembershipPublisher(cluster.membership, view_path(runtime_dir),
                             cluster=config.cluster, clock=reactor,

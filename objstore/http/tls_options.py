@@ -12,11 +12,14 @@ client depends on the other settings:
   refuse requests that arrived without one (`cluster/api.py` `certificate_refusal`: 403);
 * neither: no client certificate is asked for.
 
-Peers verify this listener against the cluster CA only (`cluster/client.py`
-`ClusterTlsPolicy`), so under [cluster.tls] the [server.tls] certificate must be issued
-by the cluster CA (usually it is the node certificate itself: the same cert_file and
-key_file in both sections). Start-up refuses one that is not (`TlsSetupError`): its peers
-would fail every handshake with it and the node would never be trusted.
+Peers verify this listener against the cluster CA *added to* their system roots
+(`cluster/client.py` `ClusterTlsPolicy`, spec Authentication 7), so under [cluster.tls]
+the [server.tls] certificate is usually the node certificate itself (the same cert_file
+and key_file in both sections), but may be a publicly trusted one that S3 clients verify
+without the cluster CA: peers then need its issuer among their system roots, and it must
+name the address they dial. `listener_outside_cluster_ca` says so at start (an info
+line). Only the node's identity comes from the cluster CA: its client certificate, which
+this listener verifies against the cluster CA alone, and the nonce MAC.
 
 Peers refuse a cluster request whose certificate is not issued to the node id it is
 signed with (`convergence/cert_binding.py`): `unbound_node_certificate` names that mistake at
@@ -68,17 +71,26 @@ def listener_options(server: ServerTLS, cluster: ClusterTLS | None) -> Any:
         return private.options(read_certificate(server.ca_file))
     if cluster is not None:
         ca = read_certificate(cluster.ca_file)
-        if not issued_by(private.original.to_cryptography(), ca.original.to_cryptography()):
-            raise TlsSetupError(
-                f"[server.tls] cert_file: {server.cert_file} is not issued by the cluster CA "
-                f"([cluster.tls] ca_file {cluster.ca_file}), so peers would refuse it; use "
-                f"the node certificate ([cluster.tls] cert_file) for both")
         # `trustRoot` forces requireCertificate=True (TWISTED-NOTES f): the older form
         # sets VERIFY_PEER without FAIL_IF_NO_PEER_CERT.
         return ssl.CertificateOptions(privateKey=private.privateKey.original,
                                       certificate=private.original, verify=True,
                                       caCerts=[ca.original], requireCertificate=False)
     return private.options()
+
+
+def listener_outside_cluster_ca(server: ServerTLS, cluster: ClusterTLS) -> str | None:
+    """The start-up note for a [server.tls] certificate not issued by the cluster CA (a
+    publicly trusted one, say): what peers need to accept it. None when it is the
+    cluster CA's."""
+    listener = read_certificate(server.cert_file).original.to_cryptography()
+    if issued_by(listener, read_certificate(cluster.ca_file).original.to_cryptography()):
+        return None
+    return (f"[server.tls] cert_file {server.cert_file} is not issued by the cluster CA "
+            f"([cluster.tls] ca_file {cluster.ca_file}): peers verify it against their "
+            f"system roots plus the cluster CA, so its issuer must be one of their system "
+            f"roots and it must name the address they dial; cluster requests still need "
+            f"this node's certificate from the cluster CA ([cluster.tls] cert_file)")
 
 
 def unbound_node_certificate(cluster: ClusterTLS, node_id: str) -> str | None:

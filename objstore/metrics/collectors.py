@@ -5,8 +5,8 @@ Prometheus scrapes. None of them queries the database or touches a file.
   largest buckets, from the snapshot a timer refreshes (`metrics.storage`).
 * `PoolCollector`: busy and queued work of the DB writer/reader pools and the IO pool.
 * `AuditCollector`: depth, capacity, drops and failed writes of the audit queue.
-* `ClusterCollector`: each known peer (alive, authenticated, eligible, clock offset,
-  consecutive probe failures; from the Membership view), the write gate (state, eligible
+* `ClusterCollector`: each known peer (alive, authenticated, eligible, pruned, clock
+  offset, consecutive probe failures; from the Membership view), the write gate (state, eligible
   nodes, write quorum, refusals by reason) and the fan-out's counts (writes, full acks,
   missed acks, quorum shortfalls, blob failures, best-effort ops) and anti-entropy's per
   peer (lag, skipped manifest entries). Probe latency is not measured yet (the prober
@@ -158,6 +158,9 @@ class PeerFigures(Protocol):
     @property
     def probe_latency_seconds(self) -> float | None: ...
 
+    @property
+    def pruned(self) -> bool: ...
+
 
 class FanOutFigures(Protocol):
     """`cluster.fanout.FanOutStats`."""
@@ -268,6 +271,10 @@ class ClusterCollector(Collector):
             "failures": GaugeMetricFamily(
                 "objstore_cluster_peer_consecutive_failures",
                 "Probes of a peer that failed in a row.", labels=labels),
+            "pruned": GaugeMetricFamily(
+                "objstore_cluster_peer_pruned",
+                "1 while a peer is pruned (no authenticated answer for peer_prune_days): "
+                "not eligible, not blocking the tombstone purge.", labels=labels),
         }
         offset = GaugeMetricFamily("objstore_cluster_peer_clock_offset_seconds",
                                    "A peer's clock minus this node's, from its last ping.",
@@ -277,10 +284,11 @@ class ClusterCollector(Collector):
                                     labels=labels)
         for peer in self._peers():
             names = [peer.address, peer.node_id or ""]
-            eligible = peer.authenticated and peer.config_ok is True
+            eligible = peer.authenticated and peer.config_ok is True and not peer.pruned
             for key, value in (("alive", peer.alive), ("authenticated", peer.authenticated),
                                ("eligible", eligible),
-                               ("failures", peer.consecutive_failures)):
+                               ("failures", peer.consecutive_failures),
+                               ("pruned", peer.pruned)):
                 families[key].add_metric(names, float(value))
             if peer.clock_offset_seconds is not None:
                 offset.add_metric(names, peer.clock_offset_seconds)

@@ -4,15 +4,18 @@ Peers present their node certificates and authenticate; S3 clients without a cer
 connect; a certificate from another CA fails the handshake; a cluster route without a
 client certificate answers 403 even to a request signed with the right secret, and so
 does one signed as node-b presenting node-c's certificate (a node's key speaks for that
-node only). A node
-whose listener certificate is not issued by the cluster CA is refused at start."""
+node only). A node may serve a publicly trusted listener certificate: peers verify it
+against the cluster CA added to their system roots, cluster routes still want the
+cluster CA's client certificate."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ssl
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,7 +31,8 @@ from tests.cluster.harness import (
     start_cluster,
     wait_for,
 )
-from tests.integration.daemon import Daemon
+from tests.integration.conftest import running_daemon
+from tests.integration.daemon import Daemon, free_port
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -146,20 +150,75 @@ def test_a_certificate_from_a_foreign_ca_is_refused(
     assert answer.status == 403, answer.data
 
 
-def test_a_listener_certificate_of_another_ca_is_refused_at_start(
-        nodes: dict[str, Node], tmp_path: Path) -> None:
-    certs = certs_dir(nodes["a"])
-    gen_certs(tmp_path, "ca")
-    gen_certs(tmp_path, "node", "stranger", "--ip", "127.0.0.1")
-    tls = (f'[server.tls]\ncert_file = "{tmp_path / "stranger.crt"}"\n'
-           f'key_file = "{tmp_path / "stranger.key"}"\n'
-           f'[cluster.tls]\nca_file = "{certs / "cluster-ca.crt"}"\n'
-           f'cert_file = "{certs / "node-c.crt"}"\nkey_file = "{certs / "node-c.key"}"\n')
-    section = cluster_section("node-x", [nodes["a"].daemon.endpoint], size=3)
-    daemon = Daemon(tmp_path / "node-x", workers=1, tls_ca=certs / "cluster-ca.crt",
-                    extra_config=section + tls)
-    try:
-        with pytest.raises(RuntimeError, match="not issued by the cluster CA"):
-            daemon.start(timeout=30)
-    finally:
-        daemon.cleanup()
+@dataclass
+class TrustingDaemon(Daemon):
+    """A daemon whose system roots are `system_roots` (SSL_CERT_FILE: OpenSSL reads it
+    in place of the distribution's bundle)."""
+
+    system_roots: Path | None = None
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        if self.system_roots is not None:
+            env["SSL_CERT_FILE"] = str(self.system_roots)
+        return env
+
+
+def test_a_node_may_serve_a_publicly_trusted_certificate(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Authentication 7: peers verify a listener against the cluster CA added to their
+    system roots. x serves S3 clients a certificate of a "public" CA (one of its peers'
+    system roots, through SSL_CERT_FILE); y trusts x and x trusts y; cluster routes
+    still need a client certificate of the cluster CA: a public one naming node-y is
+    refused."""
+    cluster_ca, public = tmp_path / "cluster", tmp_path / "public"
+    for directory in (cluster_ca, public):
+        directory.mkdir()
+        gen_certs(directory, "ca")
+    for name in ("node-x", "node-y"):
+        gen_certs(cluster_ca, "node", name, "--dns", name, "--ip", "127.0.0.1")
+    gen_certs(public, "node", "www-x", "--ip", "127.0.0.1")  # x's listener, for S3 clients
+    gen_certs(public, "node", "node-y", "--dns", "node-y", "--ip", "127.0.0.1")
+    roots = tmp_path / "system-roots.pem"
+    bundle = Path("/etc/ssl/certs/ca-certificates.crt")
+    roots.write_bytes((bundle.read_bytes() if bundle.exists() else b"")
+                      + (public / "cluster-ca.crt").read_bytes())
+    ports = {"x": free_port(), "y": free_port()}
+
+    def daemon(name: str, listener: str, listener_ca: Path) -> TrustingDaemon:
+        other = "y" if name == "x" else "x"
+        section = cluster_section(f"node-{name}", [f"https://127.0.0.1:{ports[other]}"],
+                                  size=2)
+        tls = (f'[server.tls]\ncert_file = "{listener}.crt"\nkey_file = "{listener}.key"\n'
+               f'[cluster.tls]\nca_file = "{cluster_ca / "cluster-ca.crt"}"\n'
+               f'cert_file = "{cluster_ca / f"node-{name}.crt"}"\n'
+               f'key_file = "{cluster_ca / f"node-{name}.key"}"\n')
+        return TrustingDaemon(tmp_path / f"node-{name}", workers=1, port=ports[name],
+                              tls_ca=listener_ca, extra_config=section + tls,
+                              system_roots=roots)
+
+    x_daemon = daemon("x", str(public / "www-x"), public / "cluster-ca.crt")
+    y_daemon = daemon("y", str(cluster_ca / "node-y"), cluster_ca / "cluster-ca.crt")
+    with contextlib.ExitStack() as stack:
+        x = Node(stack.enter_context(running_daemon(request, x_daemon)), "node-x")
+        y = Node(stack.enter_context(running_daemon(request, y_daemon)), "node-y")
+        wait_for("y trusts x (x's listener verified through the system roots)",
+                 lambda: all_trusted(y, 1), deadline=60)
+        wait_for("x trusts y", lambda: all_trusted(x, 1), deadline=60)
+        # an S3 client that knows only the public CA talks to x
+        assert isinstance(x.s3.list_buckets()["Buckets"], list)
+        # a cluster route: y's certificate of the cluster CA passes ...
+        ok = pool(x, cluster_ca / "node-y.crt", cluster_ca / "node-y.key").request(
+            "GET", f"/cluster/v1/ping?nonce={NONCE}", headers=signed_ping_headers("node-y"))
+        assert ok.status == 200, ok.data
+        # ... a public certificate naming node-y does not, though x trusts its CA as a root
+        impostor = pool(x, public / "node-y.crt", public / "node-y.key")
+        try:
+            refused = impostor.request("GET", f"/cluster/v1/ping?nonce={NONCE}",
+                                       headers=signed_ping_headers("node-y"))
+        except (urllib3.exceptions.SSLError, urllib3.exceptions.ProtocolError,
+                ssl.SSLError, ConnectionError):
+            pass  # the handshake failed: not the cluster CA
+        else:
+            assert refused.status == 403, refused.data
+        assert "not issued by the cluster CA" in x_daemon.log_path.read_text()

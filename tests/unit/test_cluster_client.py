@@ -257,3 +257,37 @@ def test_the_tls_policy_loads_cluster_tls_files(tmp_path: Path) -> None:
     creator = policy.creatorForNetloc(b"node-a", 9000)
     assert creator is not None
     assert creator._hostname == "node-a"  # verified against the name dialled
+
+
+def test_peers_listeners_are_verified_against_the_cluster_ca_added_to_the_system_roots(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Authentication 7: a peer may serve a publicly trusted certificate (its issuer among
+    the system roots, here SSL_CERT_FILE) or one of the cluster CA; a third CA's fails."""
+    from OpenSSL import crypto  # noqa: PLC0415
+    from twisted.web.iweb import IPolicyForHTTPS  # noqa: PLC0415
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca, public, stranger = (certs.make_ca(now=now) for _ in range(3))
+    node = certs.make_node(ca, "node-b", dns_names=["node-b"], now=now)
+    (tmp_path / "system-roots.pem").write_bytes(public.certificate_pem())
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "system-roots.pem"))
+    for name, data in (("ca.pem", ca.certificate_pem()), ("node.pem", node.certificate_pem()),
+                       ("node.key", node.key_pem())):
+        (tmp_path / name).write_bytes(data)
+    policy = ClusterTlsPolicy.from_files(ClusterTLS(*(str(tmp_path / name) for name in (
+        "ca.pem", "node.pem", "node.key"))))
+    assert IPolicyForHTTPS.providedBy(policy)  # what Agent asks of it
+    creator = policy.creatorForNetloc(b"node-a", 9000)
+    assert policy.creatorForNetloc(b"node-a", 9000) is creator  # one context per name
+    store = creator._createConnection.__self__.getContext().get_cert_store()
+
+    def verifies(issuer: certs.Issued) -> bool:
+        leaf = certs.make_node(issuer, "node-a", dns_names=["node-a"], now=now)
+        pem = crypto.load_certificate(crypto.FILETYPE_PEM, leaf.certificate_pem())
+        try:
+            crypto.X509StoreContext(store, pem).verify_certificate()
+        except crypto.X509StoreContextError:
+            return False
+        return True
+
+    assert verifies(ca) and verifies(public) and not verifies(stranger)

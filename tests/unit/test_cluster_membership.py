@@ -180,7 +180,91 @@ def test_membership_prunes_and_keeps_the_rest() -> None:
     view.propose(["http://a", "http://c"], now=T)
     view.observe("http://a", GOOD, now=T + 10)
     gone = view.prune(now=T + DAY + 5, prune_seconds=DAY)
-    assert [p.address for p in gone] == ["http://c"] and list(view.peers) == ["http://a"]
+    assert [p.address for p in gone] == ["http://c"]
+    assert not view.peers["http://a"].pruned and view.peers["http://c"].pruned
+    assert view.prune(now=T + 2 * DAY, prune_seconds=DAY) == ()  # each peer once
+
+
+def test_a_peer_that_refuses_us_is_pruned_though_it_answers() -> None:
+    # an mDNS node of another cluster: 403 at every probe, alive, never authenticated
+    view = Membership(SELF)
+    view.propose(["http://other"], now=T)
+    for i in range(3):
+        view.observe("http://other", REJECTED, now=T + i * DAY / 2)
+    assert view.prune(now=T + DAY - 1, prune_seconds=DAY) == ()
+    view.observe("http://other", REJECTED, now=T + DAY + 1)
+    [gone] = view.prune(now=T + DAY + 1, prune_seconds=DAY)
+    assert gone.pruned and gone.alive and gone.last_seen == T + DAY + 1
+    # its answers keep it pruned: only an authenticated one brings a peer back
+    assert view.observe("http://other", REJECTED, now=T + DAY + 2) == ()
+    assert view.peers["http://other"].pruned and view.live_node_count() == 1
+    # a member answering 403 since its last authenticated answer counts from that answer
+    member, _ = run(GOOD, REJECTED, REJECTED)
+    assert member.last_authenticated == T
+    assert not membership.prune_due(member, now=T + DAY, prune_seconds=DAY)
+    assert membership.prune_due(member, now=T + DAY + 1, prune_seconds=DAY)
+
+
+def test_a_drifted_or_loop_entry_is_not_pruned() -> None:
+    drifted, _ = run(DRIFTED)  # authenticated: a member with drift stays visible
+    assert not membership.prune_due(drifted, now=T + 100 * DAY, prune_seconds=DAY)
+    loop, _ = run(LOOP)
+    assert not membership.prune_due(loop, now=T + 100 * DAY, prune_seconds=DAY)
+
+
+def test_a_pruned_peer_keeps_its_last_seen_across_proposals_and_returns_when_it_answers(
+        ) -> None:
+    view = Membership(SELF)
+    view.propose(["http://a"], now=T)
+    view.observe("http://a", GOOD, now=T)
+    for i in (1, 2):
+        view.observe("http://a", DOWN, now=T + i)
+    [gone] = view.prune(now=T + DAY + 1, prune_seconds=DAY)
+    # discovery proposes it again at every tick: the pruned state and last_seen stay
+    assert view.propose(["http://a"], now=T + DAY + 2) == ()
+    peer = view.peers["http://a"]
+    assert peer.pruned and peer.last_seen == T and peer.first_seen == T
+    assert not membership.eligible(peer) and view.eligible_node_count() == 1
+    assert view.observe("http://a", DOWN, now=T + DAY + 3) == ()
+    # a 403 or a MAC-less answer does not bring it back; an authenticated answer does
+    view.observe("http://a", UNTRUSTED, now=T + DAY + 4)
+    assert view.peers["http://a"].pruned
+    events = view.observe("http://a", GOOD, now=T + DAY + 5)
+    assert PeerEvent.RETURNED in events and PeerEvent.AUTHENTICATED in events
+    back = view.peers["http://a"]
+    assert not back.pruned and membership.eligible(back)
+    assert [p.node_id for p in view.eligible_peers()] == ["node-a"]
+
+
+def test_a_pruned_peer_discovery_no_longer_proposes_is_forgotten() -> None:
+    view = Membership(SELF)
+    view.propose(["http://a", "http://c"], now=T)
+    view.prune(now=T + DAY + 1, prune_seconds=DAY)
+    forgotten = view.propose(["http://c"], now=T + DAY + 2)
+    assert [p.address for p in forgotten] == ["http://a"] and list(view.peers) == ["http://c"]
+    # an unpruned peer discovery stops proposing stays until it is pruned
+    view.propose(["http://b", "http://c"], now=T + DAY + 3)
+    view.observe("http://b", DOWN, now=T + DAY + 3)
+    assert [p.address for p in view.propose([], now=T + DAY + 4)] == ["http://c"]
+    assert list(view.peers) == ["http://b"] and not view.peers["http://b"].pruned
+
+
+def test_restored_pruned_peers_stay_pruned_unless_heard_since_the_start() -> None:
+    remembered = [PeerState(address=f"http://{name}", first_seen=T - 90 * DAY,
+                            node_id=f"node-{name}", last_seen=T - 60 * DAY,
+                            last_authenticated=T - 60 * DAY, pruned=True)
+                  for name in ("a", "c", "d")]
+    view = Membership(SELF)
+    view.propose(["http://a", "http://c"], now=T)  # the first tick ran before the restore
+    view.observe("http://a", GOOD, now=T)
+    view.observe("http://c", DOWN, now=T)
+    view.restore_pruned(remembered)
+    assert not view.peers["http://a"].pruned  # answered since the start: back
+    c, d = view.peers["http://c"], view.peers["http://d"]
+    assert c.pruned and c.last_seen == T - 60 * DAY and c.first_seen == T - 90 * DAY
+    assert c.node_id == "node-c" and not c.alive
+    assert d.pruned and d.last_seen == T - 60 * DAY and not membership.eligible(d)
+    assert view.prune(now=T + 1, prune_seconds=DAY) == ()  # already pruned: not again
 
 
 # -- the membership view --------------------------------------------------------------

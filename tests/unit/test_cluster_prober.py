@@ -170,6 +170,12 @@ def test_discovery_follows_the_config() -> None:
                                 advertise_url="https://me.example:9443", peers=()),
                         resolver)
     assert result_of(dns.propose()) == ["https://10.0.0.7:9443"]
+    # without advertise_url: the listener's scheme (a TLS listener: https), port 9000
+    unadvertised = replace(CLUSTER, discovery="dns", dns_name="nodes", peers=())
+    assert result_of(discovery_for(unadvertised, resolver).propose()) == [
+        "http://10.0.0.7:9000"]
+    assert result_of(discovery_for(unadvertised, resolver, listener_tls=True).propose()) == [
+        "https://10.0.0.7:9000"]
     static = discovery_for(CLUSTER, resolver)
     assert result_of(static.propose()) == [A, B]
     mdns = discovery_for(replace(CLUSTER, discovery="mdns"), resolver)
@@ -201,10 +207,33 @@ def test_unseen_peers_are_pruned() -> None:
     day = 24 * 3600.0
     prober.clock.advance(day - 10)  # one tick (the timer runs late on a jumped clock)
     assert A in prober.membership.peers and pruned == []
-    prober.clock.advance(20)
-    prober.ticks(1)
+    prober.clock.advance(20)  # pruned: kept, marked (discovery proposes nothing now)
+    assert prober.membership.peers[A].pruned
+    assert [(p.address, p.node_id) for p in pruned] == [(A, "node-a")]
+    prober.ticks(1)  # pruned and no longer proposed: forgotten
     assert A not in prober.membership.peers
     assert [(p.address, p.node_id) for p in pruned] == [(A, "node-a")]  # once
+
+
+def test_a_pruned_peer_discovery_still_proposes_stays_pruned_and_returns_when_it_answers(
+        ) -> None:
+    answers = [authenticated("node-a"), FAILED]
+    probe = FakeProbe({A: answers})
+    prober = Prober(probe)
+    pruned: list[PeerState] = []
+    prober.service.prune_listeners.append(pruned.append)
+    prober.start()
+    seen = prober.membership.peers[A].last_seen
+    prober.clock.advance(24 * 3600.0 + 10)
+    prober.ticks(3)  # re-proposed at every tick: still pruned, its last_seen kept
+    peer = prober.membership.peers[A]
+    assert peer.pruned and peer.last_seen == seen
+    assert sorted(p.address for p in pruned) == [A, B]  # each once (b never answered)
+    assert prober.membership.eligible_peers() == ()
+    answers[:] = [authenticated("node-a")]
+    prober.ticks(1)
+    assert not prober.membership.peers[A].pruned
+    assert [p.node_id for p in prober.membership.eligible_peers()] == ["node-a"]
 
 
 def test_the_timer_stops_with_the_service() -> None:

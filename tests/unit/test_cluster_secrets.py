@@ -116,6 +116,25 @@ def test_a_plain_http_cluster_needs_no_tls() -> None:
     assert secrets.validate(enabled(peers=("http://b:9000",)), Server()).ok
 
 
+@pytest.mark.parametrize("discovery, fields", [
+    ("dns", {"dns_name": "objstore.example.com"}),
+    ("mdns", {}),
+    ("static", {"peers": ("http://b:9000",)}),
+])
+def test_a_tls_listener_needs_cluster_tls_whatever_the_discovery(
+        discovery: str, fields: dict[str, object]) -> None:
+    found = secrets.validate(enabled(discovery=discovery, **fields), Server(tls=SERVER_TLS))
+    assert found.errors == (
+        f"[cluster.tls] is required: the listener serves TLS ([server.tls]), so cluster "
+        f"traffic is HTTPS (discovery = {discovery!r}); add [cluster.tls] (see `objstore "
+        f"gen-certs`)",)
+    assert secrets.validate(enabled(discovery=discovery, tls=CLUSTER_TLS, **fields),
+                            Server(tls=SERVER_TLS)).ok
+    # a disabled cluster asks nothing of a TLS listener
+    assert secrets.validate(Cluster(discovery=discovery, **fields),  # type: ignore[arg-type]
+                            Server(tls=SERVER_TLS)).ok
+
+
 def test_cluster_tls_needs_server_tls() -> None:
     found = secrets.validate(enabled(tls=CLUSTER_TLS), Server())
     assert found.errors == ("[cluster.tls]: requires [server.tls]; cluster traffic uses the "

@@ -90,6 +90,24 @@ def test_a_fresh_snapshot_is_taken_a_stale_one_makes_the_peers_unknown() -> None
                     stale_after=3.0)[1] is False
 
 
+def test_a_pruned_peer_is_mirrored_and_stays_pruned_in_a_stale_snapshot() -> None:
+    source = probed()
+    for _ in range(2):
+        source.observe(A, ProbeResult(status=None), now=NOW + 1)
+    source.observe(B, ProbeResult(status=200, mac_ok=True, fingerprint_ok=True,
+                                  node_id="b"), now=NOW + 10)
+    source.prune(now=NOW + 10, prune_seconds=5)
+    document = json.loads(json.dumps(document_of(source, now=NOW + 10)))
+    local = Membership("self")
+    peers, usable = mirrored(local, document, now=NOW + 10, stale_after=3.0)
+    assert usable and peers == source.peers and peers[A].pruned
+    assert peers[A].last_authenticated == NOW
+    local.peers.update(peers)
+    peers, usable = mirrored(local, document, now=NOW + 20, stale_after=3.0)
+    assert not usable and peers[A].pruned and peers[A].last_seen == NOW
+    assert not peers[B].pruned and peers[B].last_seen is None  # unknown, as before
+
+
 def test_stale_after_a_few_probe_intervals() -> None:
     assert stale_after_seconds(CLUSTER) == max(4.0, MIN_STALE_SECONDS)
     fast = Cluster(enabled=True, probe_interval_seconds=0.3)

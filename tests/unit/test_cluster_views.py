@@ -94,6 +94,31 @@ def test_tombstone_gc_is_blocked_only_by_a_peer_unseen_for_the_grace() -> None:
     assert tombstone_gc_blocked(view, CLUSTER, now=NOW + 3601)
 
 
+def test_a_pruned_peer_is_shown_with_its_last_seen_not_eligible_and_blocks_no_purge(
+        ) -> None:
+    view = Membership("node-c")
+    view.observe(A, ok("node-a"), now=NOW)
+    view.observe(B, ok("node-b"), now=NOW)
+    for _ in range(2):
+        view.observe(B, ProbeResult(status=None), now=NOW + 1)
+    assert tombstone_gc_blocked(view, CLUSTER, now=NOW + 3601)  # B unseen past the grace
+    view.observe(A, ok("node-a"), now=NOW + 3601)
+    view.prune(now=NOW + 7201, prune_seconds=7200)
+    document = cluster_view(view, CLUSTER, now=NOW + 7201)
+    b = nodes_by_address(document)[B]
+    assert {k: b[k] for k in ("state", "pruned", "eligible", "alive", "node_id",
+                              "last_seen")} == {
+        "state": "pruned", "pruned": True, "eligible": False, "alive": False,
+        "node_id": "node-b", "last_seen": "2023-11-14T22:13:20.000+00:00"}
+    assert nodes_by_address(document)[A]["pruned"] is False
+    assert document["tombstone_gc_blocked"] is False
+    assert document["eligible_node_count"] == 2 and document["live_node_count"] == 2
+    # back at its first authenticated answer: eligible, and seen
+    view.observe(B, ok("node-b"), now=NOW + 7202)
+    b = nodes_by_address(cluster_view(view, CLUSTER, now=NOW + 7202))[B]
+    assert (b["state"], b["pruned"], b["eligible"]) == ("alive", False, True)
+
+
 def test_no_secret_or_fingerprint_in_the_view() -> None:
     text = repr(cluster_view(membership(), CLUSTER, now=NOW))
     assert "s" * 16 not in text and "fingerprint" not in text

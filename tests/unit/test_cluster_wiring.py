@@ -21,6 +21,7 @@ from objstore.cluster.anti_entropy import AntiEntropy
 from objstore.cluster.blob_repair import BlobRepairService
 from objstore.cluster.control_reconcile import ControlListeners
 from objstore.cluster.prober import ClusterProber
+from objstore.cluster.pruned_peers import PrunedPeersRecorder
 from objstore.cluster.shared_view import MembershipMirror, MembershipPublisher
 from objstore.cluster.sync_view import SyncMirror, SyncPublisher
 from objstore.cluster.wiring import (
@@ -58,7 +59,7 @@ class Wired:
 
 def wire(tmp_path: Path, role: WorkerRole) -> Wired:
     config: Any = SimpleNamespace(cluster=CLUSTER, storage=SimpleNamespace(
-        data_dir=str(tmp_path / "data")))
+        data_dir=str(tmp_path / "data")), server=SimpleNamespace(tls=None))
     reactor, io = MemoryReactorClock(), InlinePool()
     parts = cluster_parts(config, "node-a", Space(), reactor.seconds)  # type: ignore[arg-type]
     assert parts is not None
@@ -84,7 +85,8 @@ def test_a_single_process_probes_syncs_and_repairs(tmp_path: Path) -> None:
     wired = wire(tmp_path, SINGLE_PROCESS)
     assert [type(s) for s in wired.services] == [ClusterProber, BlobRepairService]
     prober = wired.services[0]
-    assert children(prober) == [AntiEntropy]  # no other worker to publish for
+    # the pruned peers' record, no other worker to publish for
+    assert children(prober) == [PrunedPeersRecorder, AntiEntropy]
     assert wired.parts.anti_entropy is not None
     assert wired.parts.status.is_syncing == wired.parts.anti_entropy.is_syncing
 
@@ -93,7 +95,8 @@ def test_worker_0_of_several_publishes_the_views_around_anti_entropy(tmp_path: P
     role = WorkerRole(index=0, listen_fd=3, runtime_dir=str(tmp_path))
     wired = wire(tmp_path, role)
     assert [type(s) for s in wired.services] == [ClusterProber, BlobRepairService]
-    assert children(wired.services[0]) == [MembershipPublisher, AntiEntropy, SyncPublisher]
+    assert children(wired.services[0]) == [PrunedPeersRecorder, MembershipPublisher,
+                                           AntiEntropy, SyncPublisher]
 
 
 def test_another_worker_mirrors_the_views_and_runs_no_singleton(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert config.cluster.enabled is False and config.cluster.tls is None
     assert config.cluster.write_quorum == 1
     assert config.cluster.tombstone_grace_total_seconds == 7 * 86400
-    assert config.cluster.peer_prune_seconds == 7 * 86400
+    assert config.cluster.peer_prune_total_seconds == 7 * 86400
     assert config.notifications.max_retries == 8
     assert config.encryption.enabled is False and config.encryption.kms_provider == "local"
     assert config.audit.enabled is True and config.metrics.history_retention_hours == 24
@@ -190,7 +190,7 @@ format = "json"
     assert config.cluster.tls is not None and config.cluster.tls.ca_file == str(certs / "ca.crt")
     assert config.cluster.write_quorum == 2
     assert config.cluster.tombstone_grace_total_seconds == 60
-    assert config.cluster.peer_prune_seconds == 2 * 86400
+    assert config.cluster.peer_prune_total_seconds == 2 * 86400
     assert config.encryption.master_key_file == str(certs / "keys" / "master.key")
     assert config.logging == type(config.logging)(level="debug", format="json")
     assert config.warnings == ()
@@ -310,6 +310,7 @@ BAD = [
     ("[cluster]\ntombstone_grace_seconds = 0.5", "[cluster] tombstone_grace_seconds: must be a "
                                                  "number >= 1, got 0.5"),
     ("[cluster]\npeer_prune_days = 0.5", "[cluster] peer_prune_days: must be a number >= 1"),
+    ("[cluster]\npeer_prune_seconds = 0", "[cluster] peer_prune_seconds: must be a number >= 1"),
     ("[cluster]\nsecret = 12345678901234567", "[cluster] secret: must be a string"),
     ('[cluster.tls]\nca_file = "x"', "[cluster.tls] ca_file: no such file:"),
     # cluster: enabled-only rules
@@ -477,6 +478,15 @@ def test_cluster_tls_conflicts_with_server_client_ca(certs: Path) -> None:
     assert message.startswith("[cluster.tls]: cannot be combined with [server.tls] ca_file")
 
 
+@pytest.mark.parametrize("discovery", ['discovery = "dns"\ndns_name = "objstore.test"',
+                                       'discovery = "mdns"'])
+def test_a_dns_or_mdns_cluster_on_a_tls_listener_needs_cluster_tls(certs: Path,
+                                                                   discovery: str) -> None:
+    message = error_of(cluster(discovery) + SERVER_TLS, base_dir=str(certs))
+    assert message.startswith("[cluster.tls] is required: the listener serves TLS")
+    assert parse(cluster(discovery) + SERVER_TLS + CLUSTER_TLS, base_dir=str(certs)).cluster.tls
+
+
 def test_https_cluster_with_tls(certs: Path) -> None:
     config = parse(cluster('peers = ["https://b:9000"]') + CLUSTER_TLS + SERVER_TLS,
                    base_dir=str(certs))
@@ -548,11 +558,15 @@ def test_write_quorum(size: int, quorum: int) -> None:
 
 def test_tombstone_grace_and_peer_prune() -> None:
     c = parse("[cluster]\ntombstone_grace_days = 2\n").cluster
-    assert c.tombstone_grace_total_seconds == 2 * 86400 and c.peer_prune_seconds == 2 * 86400
+    assert c.tombstone_grace_total_seconds == 2 * 86400
+    assert c.peer_prune_total_seconds == 2 * 86400
     c = parse("[cluster]\ntombstone_grace_days = 2\ntombstone_grace_seconds = 30\n").cluster
-    assert c.tombstone_grace_total_seconds == 30 and c.peer_prune_seconds == 30
+    assert c.tombstone_grace_total_seconds == 30 and c.peer_prune_total_seconds == 30
     c = parse("[cluster]\ntombstone_grace_seconds = 30\npeer_prune_days = 1\n").cluster
-    assert c.peer_prune_seconds == 86400
+    assert c.peer_prune_total_seconds == 86400
+    # the test-only override in seconds wins over the days
+    c = parse("[cluster]\npeer_prune_days = 3\npeer_prune_seconds = 5\n").cluster
+    assert c.peer_prune_total_seconds == 5
 
 
 def test_other_warnings() -> None:

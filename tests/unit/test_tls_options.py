@@ -1,7 +1,7 @@
 """The listener's TLS options (http/tls_options.py): which client certificate it asks for
-under [server.tls] alone, with [server.tls] ca_file, and with [cluster.tls], whose CA must
-have issued the listener's certificate. No sockets: the options' OpenSSL contexts are
-inspected."""
+under [server.tls] alone, with [server.tls] ca_file, and with [cluster.tls] (the
+listener's certificate may come from another CA: a note at start). No sockets: the
+options' OpenSSL contexts are inspected."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from OpenSSL import SSL
 
 from objstore.cluster import certs
 from objstore.config import ClusterTLS, ServerTLS
-from objstore.http.tls_options import TlsSetupError, listener_options, unbound_node_certificate
+from objstore.http.tls_options import (
+    listener_options,
+    listener_outside_cluster_ca,
+    unbound_node_certificate,
+)
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
@@ -58,11 +62,20 @@ def test_cluster_tls_asks_for_a_client_certificate_without_requiring_it(
     assert not mode & SSL.VERIFY_FAIL_IF_NO_PEER_CERT
 
 
-def test_cluster_tls_refuses_a_listener_certificate_of_another_ca(
+def test_a_listener_certificate_of_another_ca_is_served_and_named_at_start(
         files: dict[str, str]) -> None:
-    with pytest.raises(TlsSetupError, match=r"not issued by the cluster CA"):
-        listener_options(ServerTLS(files["foreign_cert"], files["foreign_key"]),
-                         ClusterTLS(files["ca"], files["cert"], files["key"]))
+    # a publicly trusted certificate for S3 clients (Authentication 7: peers verify it
+    # against their system roots plus the cluster CA); client certificates are still
+    # verified against the cluster CA alone
+    cluster = ClusterTLS(files["ca"], files["cert"], files["key"])
+    public = ServerTLS(files["foreign_cert"], files["foreign_key"])
+    options = listener_options(public, cluster)
+    mode = verify_mode(options)
+    assert mode & SSL.VERIFY_PEER and not mode & SSL.VERIFY_FAIL_IF_NO_PEER_CERT
+    note = listener_outside_cluster_ca(public, cluster)
+    assert note is not None and "not issued by the cluster CA" in note
+    assert "system roots" in note
+    assert listener_outside_cluster_ca(ServerTLS(files["cert"], files["key"]), cluster) is None
 
 
 def test_a_node_certificate_not_issued_to_the_node_id_is_named(files: dict[str, str]) -> None:

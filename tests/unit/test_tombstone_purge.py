@@ -6,6 +6,7 @@ counts, and the collector's figures."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -59,6 +60,14 @@ def test_blocked_while_a_known_peer_was_not_seen_within_the_grace() -> None:
     never = PeerState(address="c", first_seen=NOW)  # proposed, never answered
     assert purge_blocked(membership(recent, never), CLUSTER, now=NOW)
     assert unseen_peers(membership(never), CLUSTER, now=NOW) == ["c"]
+
+
+def test_a_pruned_peer_blocks_nothing() -> None:
+    gone = replace(peer("b", NOW - 30 * GRACE), pruned=True)
+    assert not purge_blocked(membership(peer("a", NOW), gone), CLUSTER, now=NOW)
+    assert unseen_peers(membership(gone), CLUSTER, now=NOW) == []
+    never = PeerState(address="c", first_seen=NOW - 30 * GRACE, pruned=True)
+    assert not purge_blocked(membership(never), CLUSTER, now=NOW)
 
 
 def test_a_loop_entry_is_not_a_peer() -> None:
