@@ -141,6 +141,9 @@ class Cluster:
     dns_name: str = ""
     advertise_url: str = ""
     request_timeout_seconds: float = 10.0
+    # A replicated row or deletion stamped further ahead of this node's clock is refused
+    # (convergence/lww.py `too_far_ahead`): a peer whose clock runs fast.
+    max_clock_ahead_seconds: float = 300.0
     probe_interval_seconds: float = 5.0
     anti_entropy_interval_seconds: float = 30.0
     blob_repair_budget: int = 100
@@ -497,6 +500,7 @@ _CLUSTER = _Section("cluster", Cluster, (
     _F("dns_name", _optional(_str(_DNS_NAME, "a DNS name such as 'objstore.example.com'"))),
     _F("advertise_url", _optional(_url)),
     _F("request_timeout_seconds", _num(0, above=True)),
+    _F("max_clock_ahead_seconds", _num(1)),
     _F("probe_interval_seconds", _num(0, above=True)),
     _F("anti_entropy_interval_seconds", _num(0, above=True)),
     _F("blob_repair_budget", _int(1)),

@@ -49,6 +49,7 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
+from objstore.clock_offset import shift_reactor, wall_clock
 from objstore.cluster.control_reconcile import ControlListeners
 from objstore.cluster.node_views import NodeViews
 from objstore.cluster.tombstone_purge_metrics import TombstonePurgeCollector
@@ -173,7 +174,7 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
         control.prepare()
         check_private_storage(config, control)
     try:
-        sync_store = open_sync_store(storage)
+        sync_store = open_sync_store(storage, clock=wall_clock())
         bootstrap = None
         if prepare:
             sync_store.migrate()
@@ -239,6 +240,7 @@ def build_node(config: Config, reactor: Any = None, *,
         from twisted.internet import reactor as default_reactor
 
         reactor = default_reactor
+    shift_reactor(reactor)  # tests only: OBJSTORE_TEST_CLOCK_OFFSET_SECONDS
     storage = config.storage
     opened = open_storage(config, prepare=not role.supervised)
     blobs, control, sync_store, node_id = (opened.blobs, opened.control, opened.sync_store,
@@ -339,6 +341,7 @@ def build_node(config: Config, reactor: Any = None, *,
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
+                            future=cluster.future_stamps if cluster is not None else None,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests

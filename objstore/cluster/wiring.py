@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.application import service
@@ -57,7 +57,7 @@ from objstore.cluster.write_gate import ClusterStatus, ClusterWriteGate, single_
 from objstore.config import Config
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair
 from objstore.engine.changes import ChangeHook
-from objstore.engine.replication_apply import ReplicationApply
+from objstore.engine.replication_apply import FutureStamps, ReplicationApply
 from objstore.engine.settings import replicated_setting
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.engine.versioning import KeyLocks
@@ -89,6 +89,8 @@ class ClusterParts:
     uploads: PeerUploads | None = None  # multipart across nodes, built by peer_seams
     client: ClusterClient | None = None  # set by start_cluster
     anti_entropy: AntiEntropy | None = None  # set by start_cluster, in worker 0
+    # Replicated changes refused for a stamp too far ahead (both appliers of this process).
+    future_stamps: FutureStamps = field(default_factory=FutureStamps)
 
 
 def cluster_parts(config: Config, node_id: str, space: SpaceGuard,
@@ -265,7 +267,9 @@ def attach_anti_entropy(config: Config, reactor: Any, cluster: ClusterParts,
     hook); with several workers its state is published for them."""
     apply = ReplicationApply(meta, blobs, io_pool, clock=reactor.seconds, locks=locks,
                              changes=changes,
-                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds,
+                             max_clock_ahead_seconds=config.cluster.max_clock_ahead_seconds,
+                             future=cluster.future_stamps)
     # Per eligible peer each tick: object rows, then its control plane (rule 6).
     steps = [cluster.control.reconcile_control] if cluster.control is not None else []
     ae = cluster.anti_entropy = AntiEntropy(
@@ -327,7 +331,8 @@ def add_cluster_collectors(metrics: NodeMetrics, cluster: ClusterParts,
         fanout=cluster.fanout.stats if cluster.fanout is not None else None,
         repair=cluster.repair.stats if cluster.repair is not None else None,
         node_gauges=role.leader,  # gauges are summed over workers: the prober's only
-        sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None))
+        sync=cluster.anti_entropy.figures if cluster.anti_entropy is not None else None,
+        future=cluster.future_stamps))
     if cluster.control is not None:
         metrics.add(ControlCollector(cluster.control.stats))
     if cluster.uploads is not None:
@@ -346,11 +351,12 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
                 io_pool: Runner, clock: Callable[[], float], *, blobs: BlobStore,
                 locks: KeyLocks, changes: ChangeHook,
                 views: NodeViews | None = None, control: ControlReconciler | None = None,
-                ) -> Any | None:
+                future: FutureStamps | None = None) -> Any | None:
     """The /cluster/v1 resource when [cluster] enabled; None keeps the root's JSON 404.
     Replicated rows and blobs are applied through a `ReplicationApply` sharing the node's
     key locks and change hook (whose sinks ignore Origin.PEER); `views` answers the
-    peers' per-node view queries."""
+    peers' per-node view queries; `future` counts the changes refused for a stamp too far
+    ahead."""
     if not config.cluster.enabled:
         return None
     data_dir = config.storage.data_dir
@@ -360,7 +366,9 @@ def cluster_api(config: Config, node_id: str, health: HealthState, meta: MetaSto
         return NodeFigures(usage.total, usage.free, await meta.max_seq())
 
     apply = ReplicationApply(meta, blobs, io_pool, clock=clock, locks=locks, changes=changes,
-                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds)
+                             tombstone_grace_seconds=config.cluster.tombstone_grace_total_seconds,
+                             max_clock_ahead_seconds=config.cluster.max_clock_ahead_seconds,
+                             future=future)
     routes = (ControlRoutes(reconciler=control, apply=apply)
               if control is not None else None)
     return ClusterApi(cluster=config.cluster, node_id=node_id, health=health,

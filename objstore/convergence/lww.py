@@ -32,12 +32,21 @@ content is a no-op without a new `seq`, or rows would bounce between nodes forev
 did before the field existed (nodes of both versions pick the same row).
 
 Clock skew: a node whose clock lags would stamp an overwrite older than the row it
-replaces, and the older row would win everywhere. `stamp_write` gives a write
-max(now, replaced + 1 µs); `tombstone_stamp` gives a deletion max(now, removed row's
-last_modified), enough for its tombstone to beat that row (a tie goes to the delete). A
-row stamped far in the future (a clock that jumped ahead) shadows every later write to
-its key until the clocks catch up; `merge` flags it for the caller to log and count, and
-still applies the order (refusing it would make nodes disagree).
+replaces, and the older row would win everywhere. Every stamp a node gives a change is
+therefore a hybrid logical clock per key: `stamp_write` gives a write (a new version, a
+delete marker, a tag or lock change) max(now, replaced + 1 µs), where the store passes
+the newest of the key's latest row and the register's tombstone (`stamp_after`), read in
+the write transaction; since both carry every stamp this node applied from a peer for the
+key, a node never stamps a change of a key below what it has seen of it. `tombstone_stamp`
+gives a deletion max(now, removed row's last_modified + 1 µs). Causally related writes
+(one node saw the first before taking the second) then order right whatever the clocks
+say; concurrent writes through different nodes still order by their clocks.
+
+A row stamped far in the future (a clock that jumped ahead) shadows every later write to
+its key until the clocks catch up. `too_far_ahead` is the rule the apply path refuses
+such a row by (`[cluster] max_clock_ahead_seconds`), before it is stored anywhere; `merge`
+still flags rows ahead by more than FUTURE_TOLERANCE_SECONDS for the caller to log and
+count.
 """
 
 from __future__ import annotations
@@ -175,18 +184,46 @@ def stamp_write(now: float, replaced_last_modified: float | None) -> float:
     to) the row it replaces, whatever this node's clock says."""
     if replaced_last_modified is None:
         return now
-    step = max(replaced_last_modified + STAMP_STEP_SECONDS,
-               math.nextafter(replaced_last_modified, math.inf))
-    return max(now, step)
+    return max(now, _step_after(replaced_last_modified))
+
+
+def _step_after(stamp: float) -> float:
+    """The smallest stamp this module calls strictly after `stamp`: 1 µs on, or the next
+    float where 1 µs is below the float's resolution."""
+    return max(stamp + STAMP_STEP_SECONDS, math.nextafter(stamp, math.inf))
+
+
+def stamp_after(now: float, *seen: float | None) -> float:
+    """The stamp of a change of a key given the stamps it follows on this node (the key's
+    latest row, the register's tombstone, the row it replaces; None for those absent):
+    `now`, raised to 1 µs after the newest of them. The hybrid logical clock of the key."""
+    known = [stamp for stamp in seen if stamp is not None]
+    return now if not known else stamp_write(now, max(known))
 
 
 def tombstone_stamp(now: float, removed_last_modified: float | None) -> float:
-    """The deleted_at of a deletion on the node accepting it: never older than the row it
+    """The deleted_at of a deletion on the node accepting it: strictly after the row it
     removes, whatever this node's clock says, so that a late copy of that row loses to the
-    tombstone everywhere (`row_survives_tombstone`: on a tie the delete wins)."""
-    if removed_last_modified is None:
-        return now
-    return max(now, removed_last_modified)
+    tombstone everywhere (`row_survives_tombstone`; a tie would go to the delete too)."""
+    return stamp_after(now, removed_last_modified)
+
+
+def too_far_ahead(stamps: tuple[float | None, ...], now: float,
+                  max_ahead_seconds: float) -> float | None:
+    """The first of `stamps` (a replicated row's last_modified, lock_updated_at,
+    tags_updated_at, or a deletion's deleted_at) further ahead of `now` than
+    `max_ahead_seconds`, or None when every one is within it. The apply path refuses a
+    change with such a stamp: stored, it would shadow every later write of its key on
+    every node until the clocks catch up."""
+    for stamp in stamps:
+        if stamp is not None and stamp - now > max_ahead_seconds:
+            return stamp
+    return None
+
+
+def row_stamps(record: ObjectRecord) -> tuple[float | None, ...]:
+    """The stamps of a row `too_far_ahead` looks at."""
+    return (record.last_modified, record.lock_updated_at, record.tags_updated_at)
 
 
 def is_future_stamped(record: ObjectRecord, now: float,

@@ -26,6 +26,7 @@ import datetime
 import json
 from dataclasses import dataclass, replace
 
+from objstore.convergence.lww import stamp_write
 from objstore.meta.records import ObjectRecord
 
 GOVERNANCE = "GOVERNANCE"
@@ -218,12 +219,16 @@ def with_lock(record: ObjectRecord, requested: LockRequest, config: LockConfigur
 
 
 def with_retention(record: ObjectRecord, new: Retention, now: float) -> ObjectRecord:
+    """The version with a new retention, its lock stamp strictly after the one it replaces
+    (`lww.stamp_write`: a node whose clock lags still orders its change after the last)."""
     return replace(record, retention_mode=new.mode, retain_until_date=new.until,
-                   lock_updated_at=now)
+                   lock_updated_at=stamp_write(now, record.lock_updated_at))
 
 
 def with_legal_hold(record: ObjectRecord, status: str, now: float) -> ObjectRecord:
-    return replace(record, legal_hold_status=status, lock_updated_at=now)
+    """The version with a new legal hold status, stamped as `with_retention`."""
+    return replace(record, legal_hold_status=status,
+                   lock_updated_at=stamp_write(now, record.lock_updated_at))
 
 
 def lock_applies(requested: LockRequest, config: LockConfiguration | None) -> bool:

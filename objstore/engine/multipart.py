@@ -348,6 +348,7 @@ class MultipartService:
                                                               precondition, usage_check)
                 except PartsChanged:
                     continue
+                await self._files.restamp(record, result.record)
                 await self._completed(upload, result)
                 # The upload's end first: a quorum shortfall of the object's fan-out
                 # raises, and the peers must still learn that the upload is closed.

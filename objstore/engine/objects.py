@@ -93,6 +93,20 @@ class BlobFiles:
         object whose bytes are its parts')."""
         await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
 
+    async def restamp(self, written: ObjectRecord, stored: ObjectRecord) -> None:
+        """After a commit that raised the version's stamp past what it replaces (the store's
+        `insert_latest` with `restamp`): the sidecar written before it, with the clock's
+        stamp, is written again with the stored one, so that `recover` rebuilds the row as
+        committed. Not when nothing was raised (the usual case: no file work). A version a
+        concurrent write already replaced has no files left to rewrite."""
+        if stored.last_modified == written.last_modified or stored.blob_id is None:
+            return
+        try:
+            await self._io.run(self._blobs.write_sidecar, stored.blob_id,
+                               record_to_sidecar(stored))
+        except OSError:
+            log.failure("could not restamp the sidecar of {blob_id}", blob_id=stored.blob_id)
+
     async def withdraw(self, record: ObjectRecord) -> None:
         """Before a permanent delete commits: the version's sidecar moves aside, durably,
         so that `recover` never rebuilds it from bytes a crash leaves behind, and is kept
@@ -278,6 +292,7 @@ class ObjectService:
             if isinstance(error, RecordNotFound):
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
+        await self._files.restamp(record, result.record)
         await self._files.delete_replaced(result.orphaned_blob_ids)
         kind = (ChangeKind.DELETE_MARKER_WRITTEN if result.record.is_delete_marker
                 else ChangeKind.OBJECT_WRITTEN)

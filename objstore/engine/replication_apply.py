@@ -15,17 +15,22 @@ costs no sidecar write (anti-entropy redelivers many), and again inside the tran
 which decides; files written for a row that then lost a race are settled afterwards. All
 of it runs under the key's lock (`KeyLocks`), as other changes to existing versions do.
 
-The ack: `applied` is true whenever this node now holds the row or one that beats it (a
-newer row, a tombstone); `has_blob` whether it holds the bytes of that row: vacuously true
-for rows without bytes (delete markers, rows a tombstone beat, deletions); for a composite
-it means its sidecar is present (its parts travel on their own). Incoming records are
-validated first: blob ids (the row's and its parts') must be canonical UUID strings, as
-this server makes them, and are kept verbatim; every other field must hold what this
-server could have written (`convergence.row_rules`: dates of the years 1970 to 9999,
-sizes in signed 64 bits, enumerations, header-safe strings); a row sent without bytes
-whose blob is already here must agree with it on its size (`row_rules.blob_problem`, as
-for bytes sent with it); a deletion's stamp must be such a date too; the bucket must
-exist (NoSuchBucket).
+The ack: `applied` is true only when the change sent is the winning one here now: the row
+was stored, or this node already held the same row; a deletion removed its row, or found
+none to remove. A row this node keeps because its own row or the register's tombstone
+beats it, or a deletion older than the row here, answers `applied: false`, which the
+sender does not count toward its quorum: an acknowledged write is one a quorum holds.
+`has_blob` whether it holds the bytes of that row: vacuously true for rows without bytes
+(delete markers, rows a tombstone beat, deletions); for a composite it means its sidecar
+is present (its parts travel on their own). Incoming records are validated first: blob
+ids (the row's and its parts') must be canonical UUID strings, as this server makes them,
+and are kept verbatim; every other field must hold what this server could have written
+(`convergence.row_rules`: dates of the years 1970 to 9999, sizes in signed 64 bits,
+enumerations, header-safe strings); a row sent without bytes whose blob is already here
+must agree with it on its size (`row_rules.blob_problem`, as for bytes sent with it); a
+deletion's stamp must be such a date too; the bucket must exist (NoSuchBucket); no stamp
+may be further ahead of this node's clock than `[cluster] max_clock_ahead_seconds`
+(InvalidArgument, counted in `FutureStamps.refused`: `lww.too_far_ahead`).
 """
 
 from __future__ import annotations
@@ -43,7 +48,12 @@ from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id
 from objstore.blobs.writer import BlobWriter, UploadedBody
 from objstore.convergence.ack import Ack
-from objstore.convergence.lww import has_finite_stamps, row_survives_tombstone
+from objstore.convergence.lww import (
+    has_finite_stamps,
+    row_stamps,
+    row_survives_tombstone,
+    too_far_ahead,
+)
 from objstore.convergence.row_rules import RowProblem, blob_problem, row_problem, stamp_problem
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
@@ -65,6 +75,14 @@ PROVISIONAL_BLOB_KIND = "replica-in-progress"
 _LOCK_FIELDS = ("retention_mode", "retain_until_date", "legal_hold_status", "lock_updated_at")
 
 
+@dataclass
+class FutureStamps:
+    """Replicated changes refused for a stamp too far ahead of this node's clock, summed
+    over the node's appliers (the cluster route's and anti-entropy's), for the metrics."""
+
+    refused: int = 0
+
+
 @dataclass(frozen=True)
 class _Written:
     """The file work done for an incoming row before its transaction."""
@@ -84,8 +102,13 @@ class ReplicationApply:
         locks: KeyLocks | None = None,
         changes: ChangeHook | None = None,
         tombstone_grace_seconds: float | None = None,
+        max_clock_ahead_seconds: float | None = None,
+        future: FutureStamps | None = None,
     ) -> None:
         self._meta = meta
+        # A change stamped further ahead of this clock is refused (None: never).
+        self._max_ahead = max_clock_ahead_seconds
+        self.future = future if future is not None else FutureStamps()
         # A deletion older than this, of a version this node holds neither as a row nor as
         # a tombstone, is not recorded (meta/object_apply_queries.apply_replicated_delete).
         self._grace = tombstone_grace_seconds
@@ -106,6 +129,7 @@ class ReplicationApply:
         its owner to close when not used)."""
         _require_peer(caller)
         check_replicated_record(record, body)
+        self._refuse_future(row_stamps(record), record.bucket, record.key)
         if body is None:
             await self._check_held_blob(record)
         await require_bucket(self._meta, record.bucket)
@@ -147,7 +171,8 @@ class ReplicationApply:
         if result.applied:
             assert result.record is not None
             await self._report(_kind_of(local, result.record), caller, result.record)
-        return Ack(applied=True, has_blob=await self._has_blob(result))
+        won = result.applied or result.verdict is ApplyVerdict.IDENTICAL
+        return Ack(applied=won, has_blob=await self._has_blob(result))
 
     async def _verdict(self, local: ObjectRecord | None, record: ObjectRecord
                        ) -> ApplyVerdict:
@@ -284,6 +309,7 @@ class ReplicationApply:
         problem = stamp_problem("deleted_at", deleted_at)
         if problem is not None:
             raise _refused(problem)
+        self._refuse_future((deleted_at,), bucket, key)
         await require_bucket(self._meta, bucket)
         return await self._locks.run(bucket, key, lambda: self._delete(
             caller, bucket, key, version_id, deleted_at))
@@ -316,7 +342,8 @@ class ReplicationApply:
             await self._changes.committed(Change(ChangeKind.VERSION_DELETED, caller, bucket,
                                                  key, version_id, removed,
                                                  deleted_at=result.deleted_at))
-        return Ack(applied=True, has_blob=True)
+        # A row here strictly newer than the deletion survives it: the deletion lost.
+        return Ack(applied=local is None or doomed is not None, has_blob=True)
 
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
         """The sidecar of a row that was not removed after all, written back."""
@@ -330,6 +357,23 @@ class ReplicationApply:
                         bucket=record.bucket, key=record.key, version_id=record.version_id)
 
     # -- reporting -----------------------------------------------------------------------
+    def _refuse_future(self, stamps: tuple[float | None, ...], bucket: str, key: str) -> None:
+        """The one check of a replicated change's stamps against this node's clock:
+        InvalidArgument (400 to the peer), counted and logged, for a stamp further ahead
+        than `max_clock_ahead_seconds` (`lww.too_far_ahead`)."""
+        if self._max_ahead is None:
+            return
+        stamp = too_far_ahead(stamps, self._clock(), self._max_ahead)
+        if stamp is None:
+            return
+        self.future.refused += 1
+        log.warn("refused a peer's change of {bucket}/{key} stamped {ahead:.0f} s ahead of "
+                 "this node's clock (max_clock_ahead_seconds): a peer's clock runs fast",
+                 bucket=bucket, key=key, ahead=stamp - self._clock())
+        raise S3Error("InvalidArgument", "A stamp of this change is further ahead of this "
+                      "node's clock than max_clock_ahead_seconds allows.",
+                      ArgumentName="last_modified", ArgumentValue=repr(stamp))
+
     def _note_future(self, future: bool, bucket: str, key: str) -> None:
         if future:
             self.future_stamped += 1

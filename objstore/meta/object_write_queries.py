@@ -5,7 +5,8 @@ CompleteMultipartUpload (`upload_queries.py`) runs inside its own transaction.
 
 The rules of an object-row write exist once here: `next_seq` (the commit-ordered counter),
 `check_write` (the precondition and the usage check), `insert_latest` (replace a row of
-the same version, demote the previous latest, insert as latest), `promote_newest` (a new
+the same version, demote the previous latest, insert as latest; for a client's write,
+stamped strictly after what it replaces: `restamp`), `promote_newest` (a new
 latest after the latest went) and `unreferenced` (which blobs became orphans). They run
 through a `RowSource` (meta/driver.py), so the PUT path executes them on a raw DBAPI
 cursor with statements compiled once, and the other writes execute the same statements
@@ -17,7 +18,19 @@ the one lock every object writer queues on, which makes seq commit-ordered on Po
 serialises writers of a key around the checks and rules out lock-order deadlocks), then
 the bucket under FOR KEY SHARE (together with the configuration document of the usage rule
 for a PUT: the quota, read under the same lock), the precondition, the usage check, the
-replaced row, the demotion of the previous latest, the insert.
+stamps the write follows (a client's write), the replaced row, the demotion of the
+previous latest, the insert.
+
+The stamp of a client's change (`lww.stamp_after`, a hybrid logical clock per key): a new
+version or delete marker (PUT, copy, CompleteMultipartUpload, DeleteObject) is stamped
+max(its clock's stamp, 1 µs after the newest of the key's latest row, the row of the same
+version it replaces and the tombstone of its register), read in its transaction; a version
+delete's tombstone max(the database clock, 1 µs after the removed row). Those rows and
+tombstones carry every stamp this node applied from a peer for the key, so no change is
+stamped below anything this node has seen of its key, whatever its clock says. The caller
+reads the stamp from the returned record (Last-Modified; the sidecar it wrote with the
+clock's stamp is rewritten when it was raised). The apply of a peer's row keeps the
+peer's stamp (`insert_latest` without `restamp`).
 
 Every function that takes a seq is marked `changes_objects`. No Twisted here.
 """
@@ -98,16 +111,34 @@ NEXT_SEQ = (
     .values(value=_counter.c.value + _param("count"))
     .returning(_counter.c.value)
 )
+_t = schema.tombstones
+# What a client's new version of a key follows: the key's latest row, the register's
+# tombstone (the null version's, or a version id deleted before).
+_LATEST_STAMP = (sa.select(_o.c.last_modified).where(*_SAME_KEY, schema.LATEST_PREDICATE)
+                 .scalar_subquery())
+_TOMBSTONE_STAMP = sa.select(_t.c.deleted_at).where(
+    _t.c.family == _param("family"), _t.c.key == _param("tombstone_key")).scalar_subquery()
+STAMPS_SEEN = sa.select(_LATEST_STAMP, _TOMBSTONE_STAMP)
 BUCKET = (
     sa.select(_b.c.name).where(_b.c.name == _param("bucket"))
     .with_for_update(read=True, key_share=True)
 )
-BUCKET_WITH_DOCUMENT = (
+# PutObject's bucket check, which reads the stamps its write follows in the same
+# statement (the hot path takes no extra round trip for them): name, the configuration
+# document of the usage rule (NULL without one), the two stamps of STAMPS_SEEN.
+PUT_BUCKET = (
+    sa.select(_b.c.name, sa.null(), _LATEST_STAMP, _TOMBSTONE_STAMP)
+    .where(_b.c.name == _param("bucket"))
+    .with_for_update(of=_b, read=True, key_share=True)
+)
+PUT_BUCKET_WITH_DOCUMENT = (
     sa.select(
         _b.c.name,
         sa.select(_c.c.value)
         .where(_c.c.bucket == _param("bucket"), _c.c.key == _param("config_key"))
         .scalar_subquery(),
+        _LATEST_STAMP,
+        _TOMBSTONE_STAMP,
     )
     .where(_b.c.name == _param("bucket"))
     .with_for_update(of=_b, read=True, key_share=True)
@@ -117,7 +148,8 @@ LATEST_STATE = sa.select(_o.c.etag, _o.c.is_delete_marker).where(
 _BYTES = sa.func.coalesce(sa.func.sum(_o.c.size), sa.literal_column("0"))
 BUCKET_USAGE = sa.select(sa.func.count(), _BYTES).where(_o.c.bucket == _param("bucket"), _LIVE)
 REPLACED_SIZE = sa.select(_o.c.size).where(*_SAME_VERSION, _LIVE)
-DELETE_VERSION = sa.delete(_o).where(*_SAME_VERSION).returning(_o.c.blob_id, _o.c.parts)
+DELETE_VERSION = sa.delete(_o).where(*_SAME_VERSION).returning(_o.c.blob_id, _o.c.parts,
+                                                                _o.c.last_modified)
 DEMOTE_LATEST = (
     sa.update(_o).where(*_SAME_KEY, schema.LATEST_PREDICATE).values(is_latest=sa.false())
 )
@@ -179,18 +211,43 @@ def check_usage(rows: RowSource, record: ObjectRecord, check: UsageCheck) -> Non
 
 
 def insert_latest(
-    rows: RowSource, record: ObjectRecord, seq: int
+    rows: RowSource, record: ObjectRecord, seq: int, *, restamp: bool = False,
+    seen: Sequence[Any] | None = None,
 ) -> tuple[ObjectRecord, list[str | None]]:
     """Store `record` as the latest version of its key under `seq`, replacing a row of the
-    same version. Returns the stored record and the blob ids the replaced row used."""
+    same version. Returns the stored record and the blob ids the replaced row used.
+    `restamp` (a client's write): its last_modified is raised to 1 µs after the key's
+    latest row, the replaced row and the register's tombstone when it is not already
+    after them (`lww.stamp_after`); `seen`: those two stamps (latest, tombstone) when the
+    caller read them already in this transaction (STAMPS_SEEN's columns)."""
     same_key = {"p_bucket": record.bucket, "p_key": record.key}
+    if restamp and seen is None:
+        seen = rows.first(STAMPS_SEEN, {**same_key, **_seen_keys(record)})
+        assert seen is not None
     replaced = rows.first(DELETE_VERSION, {**same_key, "p_version_id": record.version_id})
+    if restamp:
+        assert seen is not None
+        stamp = lww.stamp_after(record.last_modified, _stamp(seen[0]), _stamp(seen[1]),
+                                None if replaced is None else _stamp(replaced[2]))
+        if stamp != record.last_modified:
+            record = replace(record, last_modified=stamp)
     rows.execute(DEMOTE_LATEST, same_key)
     stored = replace(record, is_latest=True, seq=seq)
     rows.execute(INSERT_OBJECT, _named(schema.object_values(stored)))
     if replaced is None:
         return stored, []
     return stored, [replaced[0], *(p.blob_id for p in schema.part_refs(replaced[1]))]
+
+
+def _seen_keys(record: ObjectRecord) -> dict[str, str]:
+    """The parameters of STAMPS_SEEN besides the key's."""
+    return {"p_family": TOMBSTONE_OBJECT,
+            "p_tombstone_key": object_tombstone_key(record.bucket, record.key,
+                                                    record.version_id)}
+
+
+def _stamp(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple[str, ...]:
@@ -221,11 +278,12 @@ def put_object(
     with driver_transaction(db.engine) as tx:
         seq = next_seq(tx)
         bucket = record.bucket
+        keys = {"p_bucket": bucket, "p_key": record.key, **_seen_keys(record)}
         if usage_rule is None:
-            found = tx.first(BUCKET, {"p_bucket": bucket})
+            found = tx.first(PUT_BUCKET, keys)
         else:
-            found = tx.first(BUCKET_WITH_DOCUMENT,
-                             {"p_bucket": bucket, "p_config_key": usage_rule.config_key})
+            found = tx.first(PUT_BUCKET_WITH_DOCUMENT,
+                             {**keys, "p_config_key": usage_rule.config_key})
         if found is None:
             raise RecordNotFound(f"bucket {bucket!r}")
         if usage_rule is not None and found[1] is not None:
@@ -233,7 +291,7 @@ def put_object(
             if ruled is not None:
                 check_usage(tx, record, ruled)
         check_write(tx, record, precondition, usage_check)
-        stored, old = insert_latest(tx, record, seq)
+        stored, old = insert_latest(tx, record, seq, restamp=True, seen=found[2:])
     return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
 
 

@@ -237,7 +237,7 @@ def complete_upload(
         conn.execute(sa.delete(_p).where(_p.c.upload_id == upload_id))
         conn.execute(sa.delete(_u).where(_u.c.upload_id == upload_id))
         leave_tombstone(db, conn, TOMBSTONE_UPLOAD, upload_id)
-        stored, old = insert_latest(rows, record, seq)
+        stored, old = insert_latest(rows, record, seq, restamp=True)
         _remember_completion(db, conn, upload_id, stored)
     replaced = unreferenced(old, stored)
     parts: list[str | None] = [str(blob_id) for blob_id in current.values()]

@@ -174,6 +174,12 @@ class FanOutFigures(Protocol):
     ops_failed: int
 
 
+class FutureStampFigures(Protocol):
+    """`engine.replication_apply.FutureStamps`."""
+
+    refused: int
+
+
 class BlobRepairFigures(Protocol):
     """`cluster.blob_repair.BlobRepairStats`."""
 
@@ -222,8 +228,10 @@ class ClusterCollector(Collector):
                  gate: Callable[[], GateFigures], fanout: FanOutFigures | None,
                  repair: BlobRepairFigures | None = None,
                  node_gauges: bool = True,
-                 sync: Callable[[], Iterable[PeerSyncFigures]] | None = None) -> None:
+                 sync: Callable[[], Iterable[PeerSyncFigures]] | None = None,
+                 future: FutureStampFigures | None = None) -> None:
         self._peers = peers
+        self._future = future
         self._gate = gate
         self._fanout = fanout
         self._repair = repair
@@ -240,6 +248,13 @@ class ClusterCollector(Collector):
             yield from _repair_families(self._repair)
         if self._sync is not None:
             yield from self._sync_families(self._sync())
+        if self._future is not None:
+            refused = CounterMetricFamily(
+                "objstore_cluster_future_stamped_refused",
+                "Replicated changes refused: stamped further ahead of this node's clock "
+                "than max_clock_ahead_seconds.")
+            refused.add_metric([], self._future.refused)
+            yield refused
 
     def _sync_families(self, peers: Iterable[PeerSyncFigures]) -> Iterator[Metric]:
         lag = GaugeMetricFamily("objstore_cluster_peer_sync_lag",

@@ -7,7 +7,9 @@ end and its files removed unless a test failed. Per-node config (a drifted secre
 loop, TLS) goes through `extra_config={name: text}` appended to that node's [cluster]
 section's neighbours, or `cluster_overrides={name: {key: toml_value}}` replacing keys of
 its [cluster] section; `workers` is every node's [server] workers (default 1);
-`list_self=(name, ...)` adds each such node's own address to its peers (a loop).
+`list_self=(name, ...)` adds each such node's own address to its peers (a loop);
+`environments={name: {variable: value}}` adds to that node's environment (e.g.
+OBJSTORE_TEST_CLOCK_OFFSET_SECONDS, a node whose clock is moved).
 `scheme="https"` makes a cluster CA and one certificate per node with `objstore gen-certs`
 (node-<name>, IP 127.0.0.1) and gives every node [server.tls] and [cluster.tls] with them;
 clients then verify against that CA (`Node.ca`). `wait_until_trusted(nodes)` waits until
@@ -120,6 +122,7 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                   cluster_overrides: Mapping[str, Mapping[str, str]] | None = None,
                   extra_config: Mapping[str, str] | None = None, workers: int = 1,
                   list_self: Sequence[str] = (),
+                  environments: Mapping[str, Mapping[str, str]] | None = None,
                   ) -> Iterator[dict[str, Node]]:
     ports = {name: free_port() for name in names}
     certs: Path | None = None
@@ -140,7 +143,8 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
         daemons[name] = Daemon(tmp_path_factory.mktemp(f"cluster-{name}"), backend=backend,
                                workers=workers, port=ports[name],
                                tls_ca=None if certs is None else certs / "cluster-ca.crt",
-                               extra_config=section + (extra_config or {}).get(name, ""))
+                               extra_config=section + (extra_config or {}).get(name, ""),
+                               extra_env=dict((environments or {}).get(name, {})))
     with contextlib.ExitStack() as stack:
         for name in names:
             stack.enter_context(running_daemon(request, daemons[name]))

@@ -111,10 +111,13 @@ Links = dict[tuple[str, str], Relay]
 @contextlib.contextmanager
 def relayed_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
                     names: Sequence[str], cluster_keys: Mapping[str, str],
-                    deadline: float) -> Iterator[tuple[dict[str, Node], Links]]:
+                    deadline: float,
+                    environments: Mapping[str, Mapping[str, str]] | None = None,
+                    ) -> Iterator[tuple[dict[str, Node], Links]]:
     """Nodes `names` whose every peer link (from, to) goes through a relay, each with
-    `cluster_keys` in its [cluster] section; yields the nodes, once each trusts all the
-    others (within `deadline` seconds each), and the relays. The relays close at the end."""
+    `cluster_keys` in its [cluster] section (and `environments` as start_cluster's);
+    yields the nodes, once each trusts all the others (within `deadline` seconds each),
+    and the relays. The relays close at the end."""
     relays = {(source, target): Relay() for source in names for target in names
               if source != target}
     overrides = {name: dict(cluster_keys, peers="[" + ", ".join(
@@ -124,7 +127,8 @@ def relayed_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.Tem
         for relay in relays.values():
             stack.callback(relay.close)
         started = stack.enter_context(start_cluster(request, tmp_path_factory, names,
-                                                    cluster_overrides=overrides))
+                                                    cluster_overrides=overrides,
+                                                    environments=environments))
         for (_source, target), relay in relays.items():
             relay.target_port = started[target].daemon.port
         wait_until_trusted(started, deadline)

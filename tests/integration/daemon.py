@@ -69,6 +69,8 @@ class Daemon:
     tls_ca: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
+    # Environment variables of the daemon besides the test's own (OBJSTORE_TEST_* knobs).
+    extra_env: dict[str, str] = field(default_factory=dict)
     _log_start: int = 0
 
     @property
@@ -100,6 +102,7 @@ class Daemon:
         env["TMPDIR"] = str(self.temp_dir)
         env["OBJSTORE_ROOT_ACCESS_KEY"] = ROOT_ACCESS_KEY
         env["OBJSTORE_ROOT_SECRET_KEY"] = ROOT_SECRET_KEY
+        env.update(self.extra_env)
         return env
 
     def write_config(self) -> None:

@@ -16,6 +16,7 @@ from objstore.cluster.fanout import BlobPayload, ClusterOp, FanOut, StoredBlobs
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.cluster.sender import ClientSender
 from objstore.config import Cluster
+from objstore.convergence import lww
 from objstore.convergence.ack import FULL_ACK, Ack
 from objstore.engine.changes import Caller, Change, ChangeKind, Origin
 from objstore.errors import S3Error
@@ -187,7 +188,9 @@ def test_a_deletion_without_a_stamp_is_stamped_no_older_than_the_row_it_removes(
     sender = FakeSender()
     outcome(fanout(sender, membership("a"), clock=clock).committed(
         written(kind=ChangeKind.VERSION_DELETED)))
-    assert sender.calls == [("delete", "http://a:9000", "k", "null", 100.0)]
+    # strictly after the removed row (lww.tombstone_stamp): 1 µs on
+    assert sender.calls == [("delete", "http://a:9000", "k", "null",
+                             lww.stamp_write(0.0, 100.0))]
     clock.advance(100.0)
     sender.calls.clear()
     outcome(fanout(sender, membership("a"), clock=clock).committed(

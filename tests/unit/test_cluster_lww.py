@@ -200,8 +200,52 @@ def test_only_a_strictly_newer_write_survives_a_tombstone() -> None:
 def test_a_deletion_on_a_lagging_node_still_beats_the_row_it_removes(removed: float) -> None:
     stamp = lww.tombstone_stamp(T, removed)
     assert not lww.row_survives_tombstone(row(at=removed), deleted_at=stamp)
-    assert stamp == max(T, removed)  # raised no further than the rule needs
+    assert stamp > removed  # strictly after the row it removes
+    assert stamp == max(T, lww.stamp_write(T, removed))  # and raised no further
     assert lww.tombstone_stamp(T, None) == T
+
+
+# -- the stamp of a change of a key: a hybrid logical clock per key --------------------
+
+
+def test_a_change_follows_the_newest_stamp_seen_of_its_key() -> None:
+    # The key's latest row, the register's tombstone, the replaced row: the newest counts.
+    assert lww.stamp_after(T, T - 30, None, T - 40) == T
+    assert lww.stamp_after(T - 30, T, None, None) == T + lww.STAMP_STEP_SECONDS
+    assert lww.stamp_after(T - 30, T - 60, T + 5, T - 60) == T + 5 + lww.STAMP_STEP_SECONDS
+    assert lww.stamp_after(T - 30, None, None, None) == T - 30
+    assert lww.stamp_after(T - 30) == T - 30
+
+
+def test_an_overwrite_through_a_node_30_s_behind_wins_on_every_node() -> None:
+    # Node 1 writes; node 2, 30 s behind, has applied it, then overwrites: the overwrite's
+    # stamp follows node 1's row, so rule 5 picks it wherever the two meet.
+    first = row(NULL_VERSION, at=T, blob="bbbb")
+    second = row(NULL_VERSION, at=lww.stamp_after(T - 30, first.last_modified), blob="aaaa")
+    assert second.last_modified > first.last_modified
+    assert lww.winner(first, second) is second and lww.winner(second, first) is second
+    # After a deletion of the null version applied from node 1, a new write follows it.
+    deleted_at = lww.tombstone_stamp(T, first.last_modified)
+    again = row(NULL_VERSION, at=lww.stamp_after(T - 30, None, deleted_at), blob="aaaa")
+    assert lww.row_survives_tombstone(again, deleted_at)
+
+
+def test_concurrent_writes_through_different_nodes_still_order_by_clock() -> None:
+    # Neither node saw the other's write: each stamps its clock, the later clock wins.
+    on_fast = row(NULL_VERSION, at=lww.stamp_after(T, None), blob="aaaa")
+    on_slow = row(NULL_VERSION, at=lww.stamp_after(T - 30, None), blob="ffff")
+    assert lww.winner(on_fast, on_slow) is on_fast
+    assert lww.winner(on_slow, on_fast) is on_fast
+
+
+def test_a_stamp_too_far_ahead_is_named() -> None:
+    assert lww.too_far_ahead((T + 300, None, None), T, 300) is None
+    assert lww.too_far_ahead((T + 301, None, None), T, 300) == T + 301
+    assert lww.too_far_ahead((T, T + 3600, None), T, 300) == T + 3600
+    assert lww.too_far_ahead((T - 1e6, None, T + 400), T, 300) == T + 400
+    assert lww.too_far_ahead((), T, 300) is None
+    record = row(at=T + 10, lock_at=T + 3600)
+    assert lww.too_far_ahead(lww.row_stamps(record), T, 300) == T + 3600
 
 
 # -- clock skew -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from objstore.blobs.store import BlobStore
 from objstore.blobs.writer import BlobWriter
 from objstore.convergence.ack import Ack
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
-from objstore.engine.replication_apply import ReplicationApply
+from objstore.engine.replication_apply import FutureStamps, ReplicationApply
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -157,10 +157,13 @@ def test_markers_and_composites_are_sidecar_only(node: Node) -> None:
     assert refused.value.code == "InvalidRequest"
 
 
-def test_a_losing_row_leaves_no_file_and_is_acknowledged(node: Node) -> None:
+def test_a_losing_row_leaves_no_file_and_is_not_counted(node: Node) -> None:
+    # The sender's write is not the winning row here: its ack must not count toward the
+    # sender's quorum (applied: false), though this node holds a newer row's bytes.
     node.apply(row(at=10.0), DATA)
     seq = node.store.max_seq()
-    assert node.apply(row(at=9.0, blob=BLOB_B), DATA) == Ack(applied=True, has_blob=True)
+    assert node.apply(row(at=9.0, blob=BLOB_B), DATA) == Ack(applied=False, has_blob=True)
+    assert node.apply(row(at=10.0), DATA) == Ack(applied=True, has_blob=True)  # identical
     assert node.has_files(BLOB_B) == (False, False)
     assert node.store.max_seq() == seq and len(node.seen.changes) == 1
 
@@ -182,7 +185,7 @@ def test_a_row_that_loses_a_race_has_its_files_settled(node: Node) -> None:
 
     node.store.apply_replicated_object = raced  # type: ignore[method-assign]
     ack = node.apply(row(at=10.0, blob=BLOB_B), DATA)
-    assert ack == Ack(applied=True, has_blob=False)  # the winner's bytes are not here
+    assert ack == Ack(applied=False, has_blob=False)  # the winner's bytes are not here
     assert node.has_files(BLOB_B) == (False, False)
 
 
@@ -196,14 +199,15 @@ def test_a_replicated_delete_removes_the_row_and_its_files(node: Node) -> None:
     assert change.kind is ChangeKind.VERSION_DELETED and change.caller is PEER
     assert change.record is not None and change.record.blob_id == BLOB_A
     assert change.deleted_at == 10.0  # the peer's stamp, as its tombstone here holds it
-    # the row arriving again stays deleted, with no file left behind
-    assert node.apply(row(), DATA) == Ack(applied=True, has_blob=True)
+    # the row arriving again stays deleted (it lost: not counted), with no file left
+    assert node.apply(row(), DATA) == Ack(applied=False, has_blob=True)
     assert node.has_files(BLOB_A) == (False, False)
 
 
 def test_a_delete_older_than_the_row_keeps_row_and_sidecar(node: Node) -> None:
     node.apply(row(at=20.0), DATA)
-    run(node.service.apply_replicated_delete(PEER, "b", "k", V1, 10.0))
+    ack = run(node.service.apply_replicated_delete(PEER, "b", "k", V1, 10.0))
+    assert ack == Ack(applied=False, has_blob=True)  # the deletion lost here
     assert node.store.get_object("b", "k", V1) is not None
     assert node.has_files(BLOB_A) == (True, True)
 
@@ -224,6 +228,26 @@ def test_an_invalid_row_is_refused_and_changes_nothing(node: Node, record: Objec
     assert refused.value.code == "InvalidArgument"
     assert node.store.max_seq() == 0 and node.seen.changes == []
     assert list(node.blobs.iter_blobs()) == []
+
+
+def test_a_change_stamped_too_far_ahead_is_refused_and_counted(node: Node) -> None:
+    """Clock 1000, max_clock_ahead_seconds 300: a row or deletion stamped beyond 1300 is
+    refused before anything is written, and counted; at the limit it applies."""
+    future = FutureStamps()
+    guarded = ReplicationApply(MetaStore(node.store, SyncDbPool()), node.blobs, InlinePool(),
+                               clock=lambda: 1000.0, changes=ChangeHook([node.seen]),
+                               max_clock_ahead_seconds=300.0, future=future)
+    for record in (row(at=4600.0), row(at=10.0, lock_updated_at=4600.0)):
+        with pytest.raises(S3Error) as refused:
+            run(guarded.apply_replicated(PEER, record, node.body()))
+        assert refused.value.code == "InvalidArgument"
+    with pytest.raises(S3Error):
+        run(guarded.apply_replicated_delete(PEER, "b", "k", V1, 1300.5))
+    assert future.refused == 3
+    assert node.store.max_seq() == 0 and node.seen.changes == []
+    assert list(node.blobs.iter_blobs()) == []
+    ack = run(guarded.apply_replicated(PEER, row(at=1300.0), node.body()))
+    assert ack == Ack(applied=True, has_blob=True) and future.refused == 3
 
 
 def test_a_missing_bucket_is_no_such_bucket(node: Node) -> None:

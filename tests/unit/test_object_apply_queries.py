@@ -160,8 +160,10 @@ def test_is_latest_follows_last_modified_whatever_the_arrival_order(
 def test_replacing_the_latest_with_an_older_stamp_promotes_the_newest(
     store: SyncMetaStore,
 ) -> None:
-    store.put_object(row(V2, at=20.0, blob=BLOB_B))
-    store.put_object(row(V1, at=10.0))  # a local write is latest whatever its stamp
+    # A latest version stamped older than another: what a local write on a lagging node
+    # left before writes were stamped after the key's latest (rebuilt here as it was).
+    store.insert_recovered([replace(row(V2, at=20.0, blob=BLOB_B), is_latest=False),
+                            replace(row(V1, at=10.0), is_latest=True)])
     result = store.apply_replicated_object(row(V1, at=15.0, blob=PART_1))
     assert result.applied and result.orphaned_blob_ids == (BLOB_A,)
     assert result.record is not None and not result.record.is_latest
@@ -226,7 +228,7 @@ def test_a_local_delete_of_a_row_stamped_ahead_of_this_clock_stays_deleted(
     local = store.apply_replicated_object(row(V1, at=ahead)).record
     assert local is not None
     result = store.delete_object_version(BUCKET, "k", V1)
-    assert result.removed == local and result.deleted_at == ahead
+    assert result.removed == local and result.deleted_at == lww.stamp_write(0.0, ahead)
     found = tombstone(store)
     assert found is not None and found[0] == result.deleted_at
     assert not lww.row_survives_tombstone(local, found[0])

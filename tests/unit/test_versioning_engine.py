@@ -23,6 +23,7 @@ from objstore.blobs.control import ControlRecord
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
 from objstore.blobs.store import BlobStore
 from objstore.cli.recover import restore_control_plane
+from objstore.convergence import lww
 from objstore.engine import lock_rules
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.changes import Caller, ChangeHook, ChangeKind
@@ -205,7 +206,8 @@ def test_a_permanent_delete_reports_and_fans_out_the_stamp_of_its_tombstone(
     run(objects.delete(Caller(ALICE), "b", "k", removed.version_id))
     found = world.store.get_tombstone(
         TOMBSTONE_OBJECT, object_tombstone_key("b", "k", removed.version_id))
-    assert found is not None and found[0] == removed.last_modified  # raised past 1000.0
+    # raised past 1000.0, to 1 µs after the removed row
+    assert found is not None and found[0] == lww.stamp_write(0.0, removed.last_modified)
     [change] = seen.changes
     assert change.kind is ChangeKind.VERSION_DELETED and change.deleted_at == found[0]
     assert sorted(sender.calls) == [
