@@ -2,10 +2,9 @@
 job record, the state machine, the modes and the table of job types with the validation of
 each type's parameters.
 
-A job moves pending -> running -> completed | failed by the worker's hand
-(`workers/jobs.py`); an operator pauses (pending or running -> paused), resumes (paused ->
-running) and cancels (any non-terminal state -> cancelled); any other move is refused (409).
-Pending, running and paused jobs are *active*: at most one at a time.
+The statuses, the moves and the records live below the store (`meta/job_records.py`,
+re-exported here), which applies a move atomically; the worker (`workers/jobs.py`) makes
+the pending -> running -> completed | failed moves, an operator pause, resume and cancel.
 
 `JOB_TYPES` lists every type the spec names, each with its parameter validation; whether a
 type can run here is the worker's runner table (`workers/jobs.py` RUNNERS): a type without a
@@ -21,75 +20,36 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-PENDING, RUNNING, PAUSED = "pending", "running", "paused"
-COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
-STATUSES = (PENDING, RUNNING, PAUSED, COMPLETED, FAILED, CANCELLED)
-ACTIVE = frozenset({PENDING, RUNNING, PAUSED})
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+from objstore.meta.job_records import (
+    ACTIVE,
+    CANCEL,
+    CANCELLED,
+    COMPLETE,
+    COMPLETED,
+    FAIL,
+    FAILED,
+    LOG_ENTRIES_MAX,
+    LOG_LEVELS,
+    LOG_MESSAGE_MAX,
+    OPERATOR_MOVES,
+    PAUSE,
+    PAUSED,
+    PENDING,
+    RESUME,
+    RUNNING,
+    START,
+    STATUSES,
+    TERMINAL,
+    JobLogEntry,
+    JobRecord,
+    is_active,
+    next_status,
+)
 
 LIVE, MAINTENANCE = "live", "maintenance"
 MODES = (LIVE, MAINTENANCE)
-
-# Operator moves (the API's) and worker moves.
-PAUSE, RESUME, CANCEL = "pause", "resume", "cancel"
-START, COMPLETE, FAIL = "start", "complete", "fail"
-
-_MOVES: dict[str, tuple[frozenset[str], str]] = {
-    PAUSE: (frozenset({PENDING, RUNNING}), PAUSED),
-    RESUME: (frozenset({PAUSED}), RUNNING),
-    CANCEL: (ACTIVE, CANCELLED),
-    START: (frozenset({PENDING}), RUNNING),
-    COMPLETE: (frozenset({RUNNING}), COMPLETED),
-    FAIL: (frozenset({RUNNING}), FAILED),
-}
-OPERATOR_MOVES = (PAUSE, RESUME, CANCEL)
-
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 500
-# Log entries kept per job (the oldest go first) and the length of one message.
-LOG_ENTRIES_MAX = 200
-LOG_MESSAGE_MAX = 1000
-LOG_LEVELS = ("info", "warning", "error")
-# A job's params document, as JSON text, at most.
-PARAMS_MAX_BYTES = 4096
-
-
-def next_status(current: str, move: str) -> str | None:
-    """The status after `move` from `current`; None when the move is not allowed."""
-    allowed, target = _MOVES[move]
-    return target if current in allowed else None
-
-
-def is_active(status: str) -> bool:
-    return status in ACTIVE
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A stored job. `cursor` is where its runner stopped (opaque to all but the runner);
-    times are float seconds since the epoch."""
-
-    id: str
-    job_type: str
-    status: str
-    mode: str
-    params: Mapping[str, Any]
-    total: int = 0
-    done: int = 0
-    rate: float = 0.0
-    cursor: str | None = None
-    last_error: str | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    started_at: float | None = None
-    finished_at: float | None = None
-
-
-@dataclass(frozen=True)
-class JobLogEntry:
-    ts: float
-    level: str
-    message: str
 
 
 class JobParamsError(ValueError):
@@ -266,3 +226,13 @@ def parse_job_request(body: Mapping[str, Any]) -> JobRequest:
     except JobParamsError as error:
         raise JobRequestError(f"{job_type}: {error}") from None
     return JobRequest(job_type, mode, parsed)
+
+
+__all__ = [
+    "ACTIVE", "CANCEL", "CANCELLED", "COMPLETE", "COMPLETED", "FAIL", "FAILED", "JOB_TYPES",
+    "LIST_LIMIT_DEFAULT", "LIST_LIMIT_MAX", "LIVE", "LOG_ENTRIES_MAX", "LOG_LEVELS",
+    "LOG_MESSAGE_MAX", "MAINTENANCE", "MODES", "OPERATOR_MOVES", "PAUSE", "PAUSED", "PENDING",
+    "RESUME", "RUNNING", "START", "STATUSES", "TERMINAL", "JobLogEntry", "JobParamsError",
+    "JobRecord", "JobRequest", "JobRequestError", "JobType", "Progress", "is_active",
+    "next_status", "parse_job_request", "rate_per_second",
+]

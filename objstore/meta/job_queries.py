@@ -2,7 +2,7 @@
 tables): create, read, list, move between states, record progress and log.
 
 Node-local: never replicated, exported or imported. Which moves are allowed is
-`engine/job_rules.py`'s; every move here is a compare-and-set in one write transaction (the
+`meta/job_records.py`'s; every move here is a compare-and-set in one write transaction (the
 status read and changed together), so an operator's pause and the worker's progress update
 never overwrite each other: the worker's updates only apply while the job is running. At most
 one job is active (the unique `active` column), also between two nodes' processes sharing a
@@ -16,11 +16,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-from objstore.engine import job_rules as rules
-from objstore.engine.job_rules import JobLogEntry, JobRecord
+from objstore.meta import job_records as rules
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, write_transaction
+from objstore.meta.job_records import JobLogEntry, JobRecord
 
 _j = schema.maintenance_jobs
 _l = schema.maintenance_job_logs
@@ -97,7 +97,7 @@ def active_job(db: Database) -> JobRecord | None:
     return None if row is None else _job(row)
 
 
-def list_jobs(db: Database, limit: int = rules.LIST_LIMIT_DEFAULT) -> list[JobRecord]:
+def list_jobs(db: Database, limit: int = 50) -> list[JobRecord]:
     """The newest `limit` jobs, newest first."""
     with read_transaction(db.engine) as conn:
         rows = conn.execute(sa.select(_j).order_by(_j.c.created_at.desc(), _j.c.id.desc())
@@ -107,7 +107,7 @@ def list_jobs(db: Database, limit: int = rules.LIST_LIMIT_DEFAULT) -> list[JobRe
 
 def move_job(db: Database, job_id: str, move: str, *, error: str | None = None
              ) -> JobRecord | None:
-    """Apply `move` (job_rules: pause, resume, cancel, start, complete, fail) to the job:
+    """Apply `move` (job_records: pause, resume, cancel, start, complete, fail) to the job:
     its new record; None when there is no such job; MoveRefused when the rules refuse the
     move from its current status. `error` is recorded as last_error (fail)."""
     now = db.clock()
