@@ -225,6 +225,8 @@ def parse_job_request(body: Mapping[str, Any]) -> JobRequest:
         parsed = spec.parse_params(params)
     except JobParamsError as error:
         raise JobRequestError(f"{job_type}: {error}") from None
+    if mode == MAINTENANCE and parsed.get("rate_bytes_per_sec"):
+        raise JobRequestError(f"{job_type}: rate_bytes_per_sec applies in live mode only")
     return JobRequest(job_type, mode, parsed)
 
 

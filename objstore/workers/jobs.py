@@ -35,6 +35,7 @@ from twisted.python.failure import Failure
 
 from objstore.engine import job_rules as rules
 from objstore.engine.job_rules import JobRecord, Progress
+from objstore.errors import condition_of
 from objstore.meta.job_queries import MoveRefused
 
 log = Logger()
@@ -145,6 +146,9 @@ class JobWorker(TimerService):
         return ensureDeferred(self.run_once()).addErrback(self._tick_failed)
 
     def _tick_failed(self, failure: Failure) -> None:
+        if failure.value is not None and condition_of(failure.value) is not None:
+            log.warn("the maintenance-job worker's tick failed: {error}", error=failure.value)
+            return
         log.failure("the maintenance-job worker's tick failed", failure)
 
     async def run_once(self) -> None:

@@ -79,6 +79,8 @@ def test_noop_request_defaults_to_live_mode() -> None:
     ({"type": "encrypt", "params": {"bucket": 5}}, "bucket must be a string"),
     ({"type": "encrypt", "params": {"prefix": "x" * 5000}}, "at most"),
     ({"type": "decrypt", "params": {"rate_bytes_per_sec": -1}}, "within"),
+    ({"type": "encrypt", "mode": "maintenance", "params": {"rate_bytes_per_sec": 10}},
+     "live mode only"),
 ])
 def test_bad_requests_are_refused_with_a_reason(body: dict[str, Any], words: str) -> None:
     with pytest.raises(JobRequestError, match=words):
@@ -96,3 +98,10 @@ def test_migrate_db_params() -> None:
                              "force": True}
     assert parse_job_request({"type": "migrate-db", "params": {"target": "sqlite"}}).params == {
         "target": "sqlite", "postgres_url": None, "force": False}
+
+
+def test_rate_limits_are_for_live_jobs() -> None:
+    assert parse_job_request({"type": "encrypt", "params": {"rate_bytes_per_sec": 10}}).params == {
+        "bucket": None, "prefix": "", "rate_bytes_per_sec": 10}
+    assert parse_job_request({"type": "encrypt", "mode": "maintenance",
+                              "params": {"rate_bytes_per_sec": 0}}).mode == "maintenance"
