@@ -360,7 +360,8 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
-    # The cluster-wide singletons (lifecycle) run where the worker leader's role is held:
+    # The cluster-wide singletons (lifecycle, maintenance jobs) run where the worker
+    # leader's role is held:
     # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
     # leader only, taken and given up after each probe tick (cluster/leadership.py).
     singletons = LeaderDuties(held=role.leader and cluster is None)
