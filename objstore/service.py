@@ -361,9 +361,9 @@ def build_node(config: Config, reactor: Any = None, *,
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
     # The cluster-wide singletons (lifecycle, maintenance jobs) run where the worker
-    # leader's role is held:
-    # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
-    # leader only, taken and given up after each probe tick (cluster/leadership.py).
+    # leader's role is held: on a single node in worker 0, always; on a cluster node in
+    # worker 0 of the worker leader only, taken and given up after each probe tick
+    # (cluster/leadership.py).
     singletons = LeaderDuties(held=role.leader and cluster is None)
     cluster_children = [] if cluster is None else cluster_services(
         config, reactor, node_id, cluster, role=role, singletons=singletons, io_pool=io_pool,
