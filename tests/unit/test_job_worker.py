@@ -212,3 +212,25 @@ def test_a_live_job_keeps_the_node_in(store: SyncMetaStore) -> None:
     Deferred.fromCoroutine(watch.refresh())
     assert watch() is None and HealthState(maintenance_job=watch).status() == (200, "ok")
     worker.stopService()
+
+
+def test_the_worker_leader_role_given_up_and_taken_again(store: SyncMetaStore) -> None:
+    from objstore.roles import LeaderDuties
+
+    clock = task.Clock()
+    duties = LeaderDuties(held=True)
+    worker = JobWorker(store=Answered(store), clock=clock)  # type: ignore[arg-type]
+    worker.setServiceParent(duties)
+    duties.startService()
+    created = noop(store, 4, delay_ms=1000)
+    clock.advance(1)  # the tick finds it
+    clock.advance(1)
+    assert job(store, created.id).done == 1
+    given_up = duties.give_up()
+    assert given_up.called and not worker.running  # the wait was cut short
+    clock.pump([1] * 5)
+    assert job(store, created.id).done == 1 and job(store, created.id).status == "running"
+    duties.take()
+    clock.pump([1] * 4)
+    assert job(store, created.id).status == "completed"
+    duties.stopService()
