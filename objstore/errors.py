@@ -127,6 +127,7 @@ ADMIN_ERRORS: dict[str, int] = {
     "Conflict": 409,
     "PayloadTooLarge": 413,
     "InternalError": 500,
+    "NotImplemented": 501,  # a maintenance-job type this build can not run yet
     "BadGateway": 502,  # a peer did not answer a proxied per-node view (node=<peer>)
     "ServiceUnavailable": 503,
     "SlowDown": 503,  # rate limit ([server.limits] rate_limit_*)

@@ -2,8 +2,8 @@
 
 A node has work that must run in exactly one of its processes (worker 0): the audit
 purge, the storage figures and the metrics history, node-local on every node. Within them,
-a cluster has work that must run on exactly one node: the lifecycle worker (and, once it
-exists, the maintenance-job worker). Each set is a `LeaderDuties`; the cluster-wide one is
+a cluster has work that must run on exactly one node: the lifecycle worker and the
+maintenance-job worker. Each set is a `LeaderDuties`; the cluster-wide one is
 a child of the node's, held always on a single node, and on a cluster node only while the
 worker-leader rule names this node (cluster/leadership.py: taken and given up after each
 membership tick). Worker 0 of a node holds the node's duties from its start.

@@ -32,6 +32,8 @@ from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
+from objstore.admin.jobs_routes import FAMILIES as JOB_FAMILIES
+from objstore.admin.jobs_routes import JobRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
 from objstore.admin.metrics_routes import MetricsRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
@@ -128,6 +130,7 @@ from objstore.s3.api import S3Api, S3Services
 from objstore.startup import fail_startup, warn_startup
 from objstore.threads import NamedPool
 from objstore.timers import safe_timer
+from objstore.workers.jobs import JobWorker, MaintenanceWatch
 from objstore.workers.lifecycle import (
     INTERVAL_SETTING,
     LifecycleSettings,
@@ -308,7 +311,9 @@ def build_node(config: Config, reactor: Any = None, *,
             cache_size=config.server.cache.size, counters=counters,
         ),
     )
-    health = HealthState(cluster=cluster.status if cluster is not None else None)
+    maintenance = MaintenanceWatch(meta)  # a maintenance-mode job drains the node
+    health = HealthState(cluster=cluster.status if cluster is not None else None,
+                         maintenance_job=maintenance)
     if cluster is not None:  # a peer's control plane merged here: the caches forget
         def iam_merged() -> None:
             identities.invalidate()
@@ -358,9 +363,10 @@ def build_node(config: Config, reactor: Any = None, *,
     site.observer = observability.recorder
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
-    # The cluster-wide singletons (lifecycle) run where the worker leader's role is held:
-    # on a single node in worker 0, always; on a cluster node in worker 0 of the worker
-    # leader only, taken and given up after each probe tick (cluster/leadership.py).
+    # The cluster-wide singletons (lifecycle, maintenance jobs) run where the worker
+    # leader's role is held: on a single node in worker 0, always; on a cluster node in
+    # worker 0 of the worker leader only, taken and given up after each probe tick
+    # (cluster/leadership.py).
     singletons = LeaderDuties(held=role.leader and cluster is None)
     cluster_children = [] if cluster is None else cluster_services(
         config, reactor, node_id, cluster, role=role, singletons=singletons, io_pool=io_pool,
@@ -384,6 +390,8 @@ def build_node(config: Config, reactor: Any = None, *,
     # worker 0 within a second.
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
     lifecycle.setServiceParent(singletons)
+    JobWorker(store=meta, clock=reactor).setServiceParent(singletons)
+    admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
     duties = LeaderDuties(held=role.leader)
     for work in (singletons, *observability.leader_work):
         work.setServiceParent(duties)
@@ -408,6 +416,8 @@ def build_node(config: Config, reactor: Any = None, *,
     safe_timer(REFRESH_SECONDS, space.refresh, clock=reactor,
                what="free space check").setServiceParent(top)
     hash_pool.setServiceParent(top)
+    safe_timer(1.0, maintenance.refresh, clock=reactor,
+               what="maintenance job watch").setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
     for child in cluster_children:  # peers are probed before this node serves

@@ -1,5 +1,5 @@
 """The admin subcommands of `objstore`: users, teams, grants, credentials, presign, archive,
-export, import, info, stats and audit, each a call (or a few) of the admin API.
+export, import, info, stats, audit and jobs, each a call (or a few) of the admin API.
 
 The commands are one table, `COMMANDS`: a path of words (`users grants attach`), its
 arguments and its handler. `add_commands` builds the argparse tree from it and `run`
@@ -64,6 +64,15 @@ from objstore.cli.admin_iam import (
     users_list,
     users_show,
     users_update,
+)
+from objstore.cli.admin_jobs import (
+    jobs_cancel,
+    jobs_list,
+    jobs_pause,
+    jobs_resume,
+    jobs_show,
+    jobs_start,
+    jobs_watch,
 )
 from objstore.cli.progress import Progress
 from objstore.cli.tables import Column, human_bytes, render_record, render_table
@@ -222,6 +231,7 @@ def audit(s: Session, a: argparse.Namespace) -> Result:
 USER, TEAM, GRANT = (arg("user", help="user id or username"), arg("team", help="team id or name"),
                      arg("grant", help="grant id or name"))
 DESCRIPTION = arg("--description", help="free text")
+JOB = arg("job_id", help="the job's id")
 SECTIONS = arg("--sections", help="comma-separated: users,teams,grants,credentials,"
                                   "buckets,settings (default all)")
 
@@ -315,6 +325,24 @@ COMMANDS: tuple[Command, ...] = (
              arg("--limit", type=int, help="entries per page (default 100, at most 1000)"),
              arg("--cursor", help="next page: the cursor a previous page printed"),
              arg("--node", help="a node id, or all"))),
+    Command(("jobs", "start"), "start a maintenance job", jobs_start,
+            (arg("type", help="noop, encrypt, decrypt, compress, decompress, rotate-key, "
+                              "migrate-db"),
+             arg("--mode", choices=("live", "maintenance"), default="live",
+                 help="maintenance: the node leaves the load balancer while the job runs"),
+             arg("--param", "-p", action="append", metavar="NAME=VALUE",
+                 help="a job parameter (repeatable; the value is read as JSON if it is)"),
+             arg("--params", help="the job parameters as a JSON object"),
+             arg("--watch", "-w", action="store_true",
+                 help="then show its progress until it ends"))),
+    Command(("jobs", "list"), "list maintenance jobs (newest first)", jobs_list,
+            (arg("--limit", type=int, help="jobs to list (default 50, at most 500)"),)),
+    Command(("jobs", "show"), "show a job and its log", jobs_show, (JOB,)),
+    Command(("jobs", "watch"), "show a job's progress (rate, ETA) until it ends", jobs_watch,
+            (JOB,)),
+    Command(("jobs", "pause"), "pause a pending or running job", jobs_pause, (JOB,)),
+    Command(("jobs", "resume"), "resume a paused job", jobs_resume, (JOB,)),
+    Command(("jobs", "cancel"), "cancel a job that has not ended", jobs_cancel, (JOB,)),
 )
 
 
@@ -328,6 +356,7 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("teams", "grants"): "grants attached to a team",
     ("grants",): "manage grants (policy documents)",
     ("credentials",): "manage access keys",
+    ("jobs",): "maintenance jobs: start, watch, pause, resume, cancel",
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

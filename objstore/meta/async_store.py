@@ -253,6 +253,16 @@ class MetaStore:
     control_state = _on_reader(SyncMetaStore.control_state)
     merge_control_snapshot = _on_writer(SyncMetaStore.merge_control_snapshot)
 
+    # -- maintenance jobs ------------------------------------------------------------
+    create_job = _on_writer(SyncMetaStore.create_job)
+    get_job = _on_reader(SyncMetaStore.get_job)
+    active_job = _on_reader(SyncMetaStore.active_job)
+    list_jobs = _on_reader(SyncMetaStore.list_jobs)
+    move_job = _on_writer(SyncMetaStore.move_job)
+    record_progress = _on_writer(SyncMetaStore.record_progress)
+    append_job_log = _on_writer(SyncMetaStore.append_job_log)
+    job_logs = _on_reader(SyncMetaStore.job_logs)
+
     # -- audit log and metrics history -----------------------------------------------
     insert_audit_records = _on_writer(SyncMetaStore.insert_audit_records)
     query_audit = _on_reader(SyncMetaStore.query_audit)

@@ -85,12 +85,19 @@ def _add_column(conn: Connection, column: sa.Column[object]) -> None:
     conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN {column.name} {kind}"))
 
 
+def _add_maintenance_jobs(conn: Connection) -> None:
+    """Version 6: the maintenance_jobs and maintenance_job_logs tables."""
+    schema.maintenance_jobs.create(conn, checkfirst=True)
+    schema.maintenance_job_logs.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
     Migration(3, "completed multipart uploads", _add_completed_uploads),
     Migration(4, "anti-entropy sync cursors", _add_sync_cursors),
     Migration(5, "object tags stamp", _add_tags_updated_at),
+    Migration(6, "maintenance jobs", _add_maintenance_jobs),
 )
 
 

@@ -344,6 +344,41 @@ sync_cursors = sa.Table(
     sa.Column("skipped_entries", sa.BigInteger, nullable=False, server_default="0"),
 )
 
+# Maintenance jobs (engine/job_rules.py, workers/jobs.py). Node-local: never replicated,
+# exported or imported. `active` is 1 while the job is pending, running or paused and NULL
+# once it ended: its unique index lets at most one job be active, on both backends.
+# `cursor` is where the job's runner stopped (opaque text), for a resume after a restart.
+maintenance_jobs = sa.Table(
+    "maintenance_jobs",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("job_type", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("mode", sa.Text, nullable=False),
+    sa.Column("params", sa.Text, nullable=False),  # JSON object
+    sa.Column("active", sa.Integer, nullable=True, unique=True),
+    sa.Column("total", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("done", sa.BigInteger, nullable=False, server_default="0"),
+    sa.Column("rate", sa.Double, nullable=False, server_default="0"),
+    sa.Column("cursor", sa.Text, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("created_at", Timestamp, nullable=False, index=True),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("started_at", Timestamp, nullable=True),
+    sa.Column("finished_at", Timestamp, nullable=True),
+)
+
+# A job's log entries (the newest LOG_ENTRIES_MAX of each job are kept).
+maintenance_job_logs = sa.Table(
+    "maintenance_job_logs",
+    metadata,
+    sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+    sa.Column("job_id", sa.Text, nullable=False, index=True),
+    sa.Column("ts", Timestamp, nullable=False),
+    sa.Column("level", sa.Text, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+)
+
 audit_log = sa.Table(
     "audit_log",
     metadata,

@@ -21,6 +21,7 @@ from objstore.meta import (
     cursor_queries,
     grant_queries,
     iam_queries,
+    job_queries,
     listing_queries,
     manifest_queries,
     metrics_queries,
@@ -173,6 +174,15 @@ class SyncMetaStore(Database):
     # the control-plane snapshot of the cluster (build, merge a peer's)
     control_state = control_snapshot_queries.control_state
     merge_control_snapshot = control_snapshot_queries.merge_control_snapshot
+    # maintenance jobs (node-local)
+    create_job = job_queries.create_job
+    get_job = job_queries.get_job
+    active_job = job_queries.active_job
+    list_jobs = job_queries.list_jobs
+    move_job = job_queries.move_job
+    record_progress = job_queries.record_progress
+    append_job_log = job_queries.append_job_log
+    job_logs = job_queries.job_logs
     # audit log and metrics history
     insert_audit_records = audit_queries.insert_audit_records
     query_audit = audit_queries.query_audit
