@@ -52,7 +52,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.writer import BlobWriter
@@ -61,11 +61,12 @@ from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState
 from objstore.cluster.sync_state import SyncState
 from objstore.cluster.sync_view import SyncAnswers, poll_seconds
-from objstore.cluster.wire import ReplicatedDelete
+from objstore.cluster.wire import ReplicatedDelete, WireError
 from objstore.config import Cluster
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import row_survives_tombstone
 from objstore.convergence.sync_rules import (
+    SKIP_AFTER_PASSES,
     PeerProgress,
     SyncCursor,
     advanced,
@@ -75,8 +76,10 @@ from objstore.convergence.sync_rules import (
     pass_completed,
     reset_after_rewind,
     rewound,
+    split_batches,
 )
 from objstore.engine.changes import Caller, Origin
+from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.object_apply_queries import ApplyVerdict, decide
 from objstore.meta.records import ObjectRecord
@@ -87,6 +90,10 @@ from objstore.timers import ReactorClock, safe_timer
 log = Logger()
 
 OPERATION = "Cluster::AntiEntropy"
+BATCH_ROWS = 200  # rows applied in one transaction
+BATCH_BYTES = 64 * 1024 * 1024  # bytes of rows fetched ahead for one batch (sizes summed)
+FETCH_CONCURRENCY = 8  # blob fetches in flight, all peers' passes together
+STARTUP_LOOK_SECONDS = 0.1  # how often the first ticks look for eligible peers
 PeerStep = Callable[[str, str], Awaitable[None]]  # (peer_node_id, base_url); raises
 
 
@@ -111,6 +118,10 @@ class Applier(Protocol):
 
     async def store_blob(self, caller: Caller, blob_id: str, body: Any) -> bool: ...
 
+    async def apply_replicated_rows(self, caller: Caller,
+                                    items: Sequence[tuple[ObjectRecord, Any]]
+                                    ) -> list[Ack | Exception]: ...
+
 
 class SyncMeta(Protocol):
     """What the pass asks of `MetaStore` (Deferreds)."""
@@ -127,6 +138,9 @@ class SyncMeta(Protocol):
     def get_tombstone(self, family: str, key: str
                       ) -> Awaitable[tuple[float, int | None] | None]: ...
 
+    def register_states(self, registers: Sequence[tuple[str, str, str]]
+                        ) -> Awaitable[list[tuple[ObjectRecord | None, float | None]]]: ...
+
 
 class BlobPresence(Protocol):
     """What the pass asks of `BlobStore` (on the IO pool)."""
@@ -137,7 +151,11 @@ class BlobPresence(Protocol):
 
 
 class EntryFailed(Exception):
-    """An entry could not be applied on this pass."""
+    """An entry could not be applied on this pass (`permanent`: nor on any other)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class RowsEnd(Enum):
@@ -152,7 +170,9 @@ class AntiEntropy(MultiService, SyncAnswers):
     def __init__(self, *, membership: Membership, meta: SyncMeta, client: ManifestClient,
                  apply: Applier, blobs: BlobPresence, io: Runner, cluster: Cluster,
                  clock: ReactorClock, steps: Sequence[PeerStep] = (),
-                 page_entries: int = PAGE_ENTRIES) -> None:
+                 page_entries: int = PAGE_ENTRIES, batch_rows: int = BATCH_ROWS,
+                 batch_bytes: int = BATCH_BYTES,
+                 fetch_concurrency: int = FETCH_CONCURRENCY) -> None:
         super().__init__()
         self._membership = membership
         self._meta = meta
@@ -164,11 +184,17 @@ class AntiEntropy(MultiService, SyncAnswers):
         self._clock = clock
         self.steps: list[PeerStep] = list(steps)  # the coordinator may add more
         self._page_entries = page_entries
+        self._batch_rows, self._batch_bytes = batch_rows, batch_bytes
+        self._fetches = DeferredSemaphore(fetch_concurrency)  # blob fetches in flight
+        self._claimed: dict[Register, _Claim] = {}  # registers a batch is applying
         self.state = SyncState()  # cursors and progress (sync_state.py)
         self._cursors = self.state.cursors
         self._progress = self.state.progress
         self._last_attempt: dict[str, float] = {}  # peer -> when its last pass ended
         self._stopping = False
+        self._ticking = False
+        self._started_at: float | None = None  # this process's first tick
+        self._look: Any = None  # the start-up look for eligible peers (IDelayedCall)
         self._poll = poll = poll_seconds(cluster)
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
@@ -182,9 +208,21 @@ class AntiEntropy(MultiService, SyncAnswers):
 
     def stopService(self) -> Any:  # noqa: N802 (Twisted's name)
         self._stopping = True  # a pass in progress stops at its next entry
+        if self._look is not None and self._look.active():
+            self._look.cancel()
+        self._look = None
         return super().stopService()
 
     async def tick(self) -> None:
+        if self._ticking:  # a start-up look (`_look_again`) meets the timer's tick
+            return
+        self._ticking = True
+        try:
+            await self._tick()
+        finally:
+            self._ticking = False
+
+    async def _tick(self) -> None:
         if not self.state.loaded:
             for cursor in await self._meta.list_sync_cursors():
                 self._cursors[cursor.peer_node_id] = cursor
@@ -192,11 +230,24 @@ class AntiEntropy(MultiService, SyncAnswers):
                     known_before=cursor.first_pass_done)
             self.state.loaded = True
         now = self._clock.seconds()
+        if self._started_at is None:
+            self._started_at = now
         due = [peer for peer in self._membership.eligible_peers()
                if peer.node_id is not None and self._due(peer.node_id, now)]
+        if not due and not self._last_attempt and now - self._started_at < self._poll:
+            # Start-up: peers become eligible with their first probe answers, a moment
+            # after this first tick; the first passes start then, not a poll later.
+            self._look = self._clock.callLater(STARTUP_LOOK_SECONDS, self._look_again)
         if due:
             await gatherResults([Deferred.fromCoroutine(self._guarded(peer))
                                  for peer in due])
+
+    def _look_again(self) -> None:
+        self._look = None
+        if self._stopping:
+            return
+        Deferred.fromCoroutine(self.tick()).addErrback(
+            lambda failure: log.failure("cluster anti-entropy failed", failure))
 
     def _due(self, node_id: str, now: float) -> bool:
         """At once for a peer not attempted yet; at every poll while no pass toward it
@@ -314,32 +365,175 @@ class AntiEntropy(MultiService, SyncAnswers):
     async def _apply_page(self, node_id: str, base_url: str, cursor: SyncCursor,
                           page: PulledPage, again_this_pass: bool
                           ) -> tuple[SyncCursor, RowsEnd | None]:
-        """Apply a page's entries in order: (the cursor now, why the pass stops: None
-        when it goes on)."""
+        """Apply a page's entries (in batches, module docstring 2), then move the cursor
+        over them in seq order: (the cursor now, why the pass stops: None when it goes
+        on). The cursor stops before the first entry that failed and is not skipped."""
         since = cursor.cursor
-        for entry in page.entries:
-            if self._stopping:
+        todo = [entry for entry in page.entries if entry.seq > cursor.cursor]
+        outcomes = await self._apply_entries(node_id, base_url, todo)
+        for entry in todo:
+            if entry.seq not in outcomes:  # this service is stopping
                 return cursor, RowsEnd.INTERRUPTED
-            if entry.seq <= cursor.cursor:
+            error = outcomes[entry.seq]
+            if error is None:
+                cursor = advanced(cursor, entry.seq, page.max_seq)
                 continue
-            try:
-                await self._apply_entry(node_id, base_url, entry)
-            except Exception as error:  # noqa: BLE001 (rule 9 decides)
-                cursor, skipped = entry_failed(cursor, entry.seq,
-                                               again_this_pass=again_this_pass)
-                if not skipped:
-                    log.info("anti-entropy: entry {seq} from {node_id} failed ({passes} "
-                             "pass(es) in a row): {error}", seq=entry.seq, node_id=node_id,
-                             passes=cursor.failed_passes, error=error)
-                    return cursor, RowsEnd.ENTRY_FAILED
-                log.warn("anti-entropy: entry {seq} from {node_id} failed on 5 passes in a "
-                         "row and is skipped: {error}", seq=entry.seq, node_id=node_id,
-                         error=error)
-                continue
-            cursor = advanced(cursor, entry.seq, page.max_seq)
+            permanent = is_permanent(error)
+            cursor, skipped = entry_failed(cursor, entry.seq, again_this_pass=again_this_pass,
+                                           permanent=permanent)
+            if not skipped:
+                log.info("anti-entropy: entry {seq} from {node_id} failed ({passes} "
+                         "pass(es) in a row): {error}", seq=entry.seq, node_id=node_id,
+                         passes=cursor.failed_passes, error=error)
+                return cursor, RowsEnd.ENTRY_FAILED
+            log.warn("anti-entropy: entry {seq} from {node_id} is skipped, {why}: {error}",
+                     seq=entry.seq, node_id=node_id, error=error,
+                     why="its failure is permanent" if permanent else
+                     f"it failed on {SKIP_AFTER_PASSES} passes in a row")
         last = page.entries[-1].seq if page.entries else None
         return advanced(cursor, page_end(since, last, page.max_seq, page.more),
                         page.max_seq), None
+
+    # -- a page's entries, in batches ------------------------------------------------------
+    async def _apply_entries(self, node_id: str, base_url: str,
+                             entries: Sequence[PulledEntry]) -> dict[int, Exception | None]:
+        """Apply `entries` batch by batch, the bytes of the next batch fetched while this
+        one is applied: {seq: None when applied (or nothing to do), else its error}. Seqs
+        missing from the answer were not attempted (this service is stopping)."""
+        outcomes: dict[int, Exception | None] = {}
+        batches = split_batches(entries, _fetch_size, self._batch_rows, self._batch_bytes)
+        if not batches:
+            return outcomes
+        pending: Deferred[_Batch] | None = Deferred.fromCoroutine(
+            self._prepare(base_url, batches[0]))
+        try:
+            for index in range(len(batches)):
+                assert pending is not None
+                batch, pending = await pending, None
+                try:
+                    if self._stopping:
+                        break
+                    if index + 1 < len(batches):  # pipelined: the next batch's bytes
+                        pending = Deferred.fromCoroutine(
+                            self._prepare(base_url, batches[index + 1]))
+                    outcomes.update(batch.outcomes)
+                    outcomes.update(await self.apply_rows(node_id, base_url, batch))
+                finally:
+                    batch.close()
+        finally:
+            if pending is not None:
+                (await pending).close()
+        return outcomes
+
+    async def _prepare(self, base_url: str, entries: Sequence[PulledEntry]) -> _Batch:
+        """What a batch needs before it is applied: the verdicts of its rows (one read),
+        then the bytes this node lacks, fetched in parallel (at most `fetch_concurrency`
+        in flight for the whole service). Rows another pass is applying are waited for
+        first (the same rows come from every peer)."""
+        batch = _Batch(list(entries))
+        rows = [e for e in entries if e.deletion is None and e.record is not None]
+        for entry in entries:
+            if entry.deletion is None and entry.record is None:
+                batch.outcomes[entry.seq] = EntryFailed(
+                    f"the peer cannot send entry {entry.seq} within a page", permanent=True)
+        registers = [_register(e.record) for e in rows if e.record is not None]
+        await self._claim(registers, batch)
+        states = await self._meta.register_states(registers)
+        now = self._clock.seconds()
+        fetches: list[Deferred[None]] = []
+        for entry, (local, deleted_at) in zip(rows, states, strict=True):
+            record = entry.record
+            assert record is not None
+            verdict, _ = decide(local, deleted_at, record, now)
+            if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
+                batch.outcomes[entry.seq] = None  # the local row or tombstone wins
+            elif record.parts:
+                batch.singles.append(entry)  # a composite: its parts first, on its own
+            elif record.blob_id is None or record.is_delete_marker:
+                if verdict is ApplyVerdict.APPLIED:
+                    batch.rows.append((entry, None))
+                else:
+                    batch.outcomes[entry.seq] = None
+            else:
+                fetches.append(Deferred.fromCoroutine(
+                    self._bytes_for(base_url, entry, verdict, batch)))
+        if fetches:
+            await gatherResults(fetches)
+        return batch
+
+    async def _bytes_for(self, base_url: str, entry: PulledEntry, verdict: ApplyVerdict,
+                         batch: _Batch) -> None:
+        """A plain row of the batch: with its bytes when this node lacks them (fetched),
+        without them when they are here; nothing to do when identical and here."""
+        record = entry.record
+        assert record is not None and record.blob_id is not None
+        try:
+            if await self._present(record.blob_id):
+                if verdict is ApplyVerdict.APPLIED:
+                    batch.rows.append((entry, None))
+                else:
+                    batch.outcomes[entry.seq] = None
+                return
+            await self._fetches.acquire()
+            try:
+                if self._stopping:
+                    return
+                body = await self._fetch(base_url, record.blob_id, record)
+            finally:
+                self._fetches.release()
+        except Exception as error:  # noqa: BLE001 (this entry's failure)
+            batch.outcomes[entry.seq] = error
+            return
+        batch.bodies.append(body)
+        batch.rows.append((entry, body))
+
+    async def _claim(self, registers: Sequence[Register], batch: _Batch) -> None:
+        """Wait until no other batch holds any of `registers`, then hold them for `batch`
+        (released when it is closed)."""
+        while True:
+            busy = {id(c): c for r in registers if (c := self._claimed.get(r)) is not None}
+            if not busy:
+                break
+            await gatherResults([claim.wait() for claim in busy.values()])
+        batch.claim = _Claim(self._claimed, registers)
+
+    async def apply_rows(self, node_id: str, base_url: str, batch: _Batch
+                         ) -> dict[int, Exception | None]:
+        """Apply a batch's rows: the rows with their bytes (or without, when none are
+        needed or they are here) through ONE `apply_replicated_rows` (one transaction),
+        then composites and deletions one by one. {seq: None or its error}."""
+        caller = self._caller(node_id)
+        outcomes: dict[int, Exception | None] = {}
+        if batch.rows:
+            try:
+                answers = await self._apply.apply_replicated_rows(
+                    caller, [(entry.record, body) for entry, body in batch.rows
+                             if entry.record is not None])
+            except Exception:  # noqa: BLE001 (the batch's transaction: row by row)
+                log.failure("anti-entropy: a batch of {count} rows from {node_id} failed; "
+                            "applying them one by one", count=len(batch.rows),
+                            node_id=node_id)
+                answers = [await self._one_row(caller, entry, body)
+                           for entry, body in batch.rows]
+            for (entry, body), answer in zip(batch.rows, answers, strict=True):
+                outcomes[entry.seq] = _row_outcome(entry, body, answer)
+        for entry in batch.singles + [e for e in batch.entries if e.deletion is not None]:
+            if self._stopping:
+                break
+            try:
+                await self._apply_entry(node_id, base_url, entry)
+                outcomes[entry.seq] = None
+            except Exception as error:  # noqa: BLE001 (rule 9 decides)
+                outcomes[entry.seq] = error
+        return outcomes
+
+    async def _one_row(self, caller: Caller, entry: PulledEntry, body: BlobWriter | None
+                       ) -> Ack | Exception:
+        assert entry.record is not None
+        try:
+            return await self._apply.apply_replicated(caller, entry.record, body)
+        except Exception as error:  # noqa: BLE001 (this row's answer)
+            return error
 
     # -- one entry ---------------------------------------------------------------------------
     def _caller(self, node_id: str) -> Caller:
@@ -423,7 +617,8 @@ class AntiEntropy(MultiService, SyncAnswers):
         try:
             fetched = await self._client.get_blob(base_url, blob_id, body.write)
             if isinstance(fetched, SendFailure):
-                raise EntryFailed(f"blob {blob_id}: {fetched.reason}")
+                raise EntryFailed(f"blob {blob_id}: {fetched.reason}",
+                                  permanent=fetched.status == 400)
             body.end()
             if body.error is not None:
                 raise EntryFailed(f"blob {blob_id} could not be spooled: {body.error}")
@@ -435,6 +630,90 @@ class AntiEntropy(MultiService, SyncAnswers):
             body.close()
             raise
         return body
+
+
+Register = tuple[str, str, str]  # (bucket, key, version_id)
+
+
+def _register(record: ObjectRecord) -> Register:
+    return record.bucket, record.key, record.version_id
+
+
+class _Claim:
+    """Registers a batch is applying: another pass's batch with any of them waits."""
+
+    def __init__(self, claimed: dict[Register, _Claim], registers: Sequence[Register]
+                 ) -> None:
+        self._claimed = claimed
+        self._registers = list(registers)
+        self._waiters: list[Deferred[None]] = []
+        for register in self._registers:
+            claimed[register] = self
+
+    def wait(self) -> Deferred[None]:
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append(waiter)
+        return waiter
+
+    def release(self) -> None:
+        for register in self._registers:
+            if self._claimed.get(register) is self:
+                del self._claimed[register]
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+
+class _Batch:
+    """A batch of a page's entries on its way to being applied: the outcomes decided
+    already (rows that lose or are held, fetches that failed), the rows to apply at once
+    with their bytes (or None), the entries applied one by one (composites; deletions
+    are taken from `entries`), and the spools to close."""
+
+    def __init__(self, entries: list[PulledEntry]) -> None:
+        self.entries = entries
+        self.outcomes: dict[int, Exception | None] = {}
+        self.rows: list[tuple[PulledEntry, BlobWriter | None]] = []
+        self.singles: list[PulledEntry] = []
+        self.bodies: list[BlobWriter] = []
+        self.claim: _Claim | None = None
+
+    def close(self) -> None:
+        for body in self.bodies:
+            body.close()
+        self.bodies = []
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
+
+
+def _fetch_size(entry: PulledEntry) -> int:
+    """The bytes an entry may need fetched (a row's size; a deletion none)."""
+    return entry.record.size if entry.record is not None else 0
+
+
+def is_permanent(error: Exception) -> bool:
+    """A failure that another pass would meet again whatever happens meanwhile: the row
+    was refused as invalid (a 400: validation, a size that disagrees with its bytes), the
+    peer refused to send it (a 400, a row too large for a page). Rule 9 skips such an
+    entry at once (sync_rules.entry_failed). A missing bucket, an unreachable peer or
+    missing bytes are not permanent: a step or blob repair may bring them."""
+    if isinstance(error, EntryFailed):
+        return error.permanent
+    if isinstance(error, S3Error):
+        return error.status == 400
+    return isinstance(error, WireError)
+
+
+def _row_outcome(entry: PulledEntry, body: BlobWriter | None, answer: Ack | Exception
+                 ) -> Exception | None:
+    if isinstance(answer, Exception):
+        return answer
+    if body is not None and not answer.has_blob:
+        record = entry.record
+        assert record is not None
+        return EntryFailed(f"the bytes of {record.bucket}/{record.key} were not kept")
+    return None
 
 
 def _plain(record: ObjectRecord) -> bool:

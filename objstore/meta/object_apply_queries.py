@@ -1,5 +1,8 @@
 """The apply of replicated object rows and deletes: what a node does with a row or a
-deletion a cluster peer sends it, each in one transaction on both backends.
+deletion a cluster peer sends it, each in one transaction on both backends, or many rows
+in one transaction (`apply_replicated_objects`, anti-entropy's batch: the same per-row
+reads, verdicts and writes, one commit); `register_states` reads what the verdicts of a
+page of rows need in one read transaction.
 
 The order is `convergence/lww.py`'s (the spec's cluster rule 5, and a tombstone beats a row of
 its register unless the row is strictly newer); this module only reads the register's
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
@@ -31,7 +35,7 @@ from sqlalchemy.engine import Connection
 from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
-from objstore.meta.dialect import write_transaction
+from objstore.meta.dialect import read_transaction, write_transaction
 from objstore.meta.driver import CoreRows
 from objstore.meta.errors import RecordNotFound
 from objstore.meta.object_write_queries import (
@@ -141,6 +145,60 @@ def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
 
 
 @changes_objects
+def apply_replicated_objects(db: Database, records: Sequence[ObjectRecord]
+                             ) -> list[ApplyResult | Exception]:
+    """Apply many peers' rows in ONE transaction (anti-entropy's batch: one commit, one
+    fsync, instead of one per row): for each row in order the same reads, verdict and
+    writes as `apply_replicated_object`, each applied row under a fresh seq. A row whose
+    bucket does not exist (RecordNotFound) or whose stamp is not finite (ValueError) gets
+    that exception in its place of the answer and writes nothing; the other rows go on.
+    Nothing applied: the transaction is rolled back, counter included. Any other error
+    rolls back the whole batch and is raised (the caller may apply row by row)."""
+    answers: list[ApplyResult | Exception] = []
+    try:
+        _apply_batch(db, records, answers)
+    except _NothingApplied:
+        pass
+    return answers
+
+
+class _NothingApplied(Exception):
+    """Rolls a batch that applied nothing back (its seq with it)."""
+
+
+def _apply_batch(db: Database, records: Sequence[ObjectRecord],
+                 answers: list[ApplyResult | Exception]) -> None:
+    with write_transaction(db.engine) as conn:
+        rows = CoreRows(conn)
+        seq: int | None = next_seq(rows)  # the counter's lock first, as a single apply
+        buckets: dict[str, bool] = {}
+        for record in records:
+            if not lww.has_finite_stamps(record):
+                answers.append(ValueError("a replicated row with a non-finite stamp"))
+                continue
+            if record.bucket not in buckets:
+                buckets[record.bucket] = rows.first(BUCKET, {"p_bucket": record.bucket}) \
+                    is not None
+            if not buckets[record.bucket]:
+                answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
+                continue
+            local = _local_row(conn, record.bucket, record.key, record.version_id)
+            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+            verdict, future = decide(local, deleted_at, record, db.clock())
+            if verdict is not ApplyVerdict.APPLIED:
+                answers.append(ApplyResult(verdict, local, future_stamped=future))
+                continue
+            if seq is None:
+                seq = next_seq(rows)
+            stored, replaced_blobs = _store_applied(rows, record, seq)
+            seq = None
+            answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
+                                       future))
+        if seq is not None:  # a seq is taken only for a row it then stores: none was
+            raise _NothingApplied
+
+
+@changes_objects
 def apply_replicated_delete(
     db: Database, bucket: str, key: str, version_id: str, deleted_at: float,
     expired_before: float | None = None,
@@ -182,6 +240,17 @@ def apply_replicated_delete(
     except _Unchanged as unchanged:
         assert isinstance(unchanged.result, TombstoneResult)
         return unchanged.result
+
+
+def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
+                    ) -> list[tuple[ObjectRecord | None, float | None]]:
+    """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
+    when absent), read in one read transaction: what `decide` needs, for a page of
+    replicated rows at once (anti-entropy asks it before fetching any bytes)."""
+    with read_transaction(db.engine) as conn:
+        return [(_local_row(conn, bucket, key, version_id),
+                 _tombstone_at(conn, object_tombstone_key(bucket, key, version_id)))
+                for bucket, key, version_id in registers]
 
 
 # -- the pieces ---------------------------------------------------------------------------
