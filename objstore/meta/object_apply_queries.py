@@ -172,7 +172,12 @@ def _apply_batch(db: Database, records: Sequence[ObjectRecord],
         rows = CoreRows(conn)
         seq: int | None = next_seq(rows)  # the counter's lock first, as a single apply
         buckets: dict[str, bool] = {}
-        for record in records:
+        registers = [(r.bucket, r.key, r.version_id) for r in records]
+        # The registers' state read at once; a register the batch names twice is read
+        # again for its later rows (the earlier one may have changed it).
+        states = dict(zip(registers, _states(conn, registers), strict=True)) \
+            if len(set(registers)) == len(registers) else {}
+        for record, register in zip(records, registers, strict=True):
             if not lww.has_finite_stamps(record):
                 answers.append(ValueError("a replicated row with a non-finite stamp"))
                 continue
@@ -182,8 +187,11 @@ def _apply_batch(db: Database, records: Sequence[ObjectRecord],
             if not buckets[record.bucket]:
                 answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
                 continue
-            local = _local_row(conn, record.bucket, record.key, record.version_id)
-            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+            if register in states:
+                local, deleted_at = states[register]
+            else:
+                local = _local_row(conn, record.bucket, record.key, record.version_id)
+                deleted_at = _tombstone_at(conn, _tombstone_key(record))
             verdict, future = decide(local, deleted_at, record, db.clock())
             if verdict is not ApplyVerdict.APPLIED:
                 answers.append(ApplyResult(verdict, local, future_stamped=future))
@@ -248,9 +256,32 @@ def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
     when absent), read in one read transaction: what `decide` needs, for a page of
     replicated rows at once (anti-entropy asks it before fetching any bytes)."""
     with read_transaction(db.engine) as conn:
-        return [(_local_row(conn, bucket, key, version_id),
-                 _tombstone_at(conn, object_tombstone_key(bucket, key, version_id)))
-                for bucket, key, version_id in registers]
+        return _states(conn, registers)
+
+
+_STATES_CHUNK = 250  # registers per query (3 bound parameters each)
+
+
+def _states(conn: Connection, registers: Sequence[tuple[str, str, str]]
+            ) -> list[tuple[ObjectRecord | None, float | None]]:
+    """`register_states` inside a transaction: two queries per chunk of registers (the
+    rows by primary key, the tombstones by key), not two per register."""
+    rows: dict[tuple[str, str, str], ObjectRecord] = {}
+    stamps: dict[str, float] = {}
+    unique = list(dict.fromkeys(registers))
+    for start in range(0, len(unique), _STATES_CHUNK):
+        chunk = unique[start:start + _STATES_CHUNK]
+        found = conn.execute(sa.select(_o).where(
+            sa.tuple_(_o.c.bucket, _o.c.key, _o.c.version_id).in_(chunk))).mappings()
+        for row in found:
+            record = schema.object_record(row)
+            rows[(record.bucket, record.key, record.version_id)] = record
+        keys = [object_tombstone_key(*register) for register in chunk]
+        for key, deleted_at in conn.execute(sa.select(_t.c.key, _t.c.deleted_at).where(
+                _t.c.family == TOMBSTONE_OBJECT, _t.c.key.in_(keys))):
+            stamps[str(key)] = float(deleted_at)
+    return [(rows.get(register), stamps.get(object_tombstone_key(*register)))
+            for register in registers]
 
 
 # -- the pieces ---------------------------------------------------------------------------
