@@ -397,32 +397,31 @@ class AntiEntropy(MultiService, SyncAnswers):
     # -- a page's entries, in batches ------------------------------------------------------
     async def _apply_entries(self, node_id: str, base_url: str,
                              entries: Sequence[PulledEntry]) -> dict[int, Exception | None]:
-        """Apply `entries` batch by batch, the bytes of the next batch fetched while this
-        one is applied: {seq: None when applied (or nothing to do), else its error}. Seqs
-        missing from the answer were not attempted (this service is stopping)."""
+        """Apply `entries` batch by batch, two batches prepared at a time: the next
+        batch's bytes are fetched while this one's are, and while it is applied. {seq:
+        None when applied (or nothing to do), else its error}. Seqs missing from the
+        answer were not attempted (this service is stopping)."""
         outcomes: dict[int, Exception | None] = {}
         batches = split_batches(entries, _fetch_size, self._batch_rows, self._batch_bytes)
-        if not batches:
-            return outcomes
-        pending: Deferred[_Batch] | None = Deferred.fromCoroutine(
-            self._prepare(base_url, batches[0]))
+        pending: list[Deferred[_Batch]] = [
+            Deferred.fromCoroutine(self._prepare(base_url, batch)) for batch in batches[:2]]
+        following = iter(batches[2:])
         try:
-            for index in range(len(batches)):
-                assert pending is not None
-                batch, pending = await pending, None
+            while pending:
+                batch = await pending.pop(0)
                 try:
                     if self._stopping:
                         break
-                    if index + 1 < len(batches):  # pipelined: the next batch's bytes
-                        pending = Deferred.fromCoroutine(
-                            self._prepare(base_url, batches[index + 1]))
                     outcomes.update(batch.outcomes)
                     outcomes.update(await self.apply_rows(node_id, base_url, batch))
                 finally:
                     batch.close()
+                upcoming = next(following, None)
+                if upcoming is not None:
+                    pending.append(Deferred.fromCoroutine(self._prepare(base_url, upcoming)))
         finally:
-            if pending is not None:
-                (await pending).close()
+            for left in pending:
+                (await left).close()
         return outcomes
 
     async def _prepare(self, base_url: str, entries: Sequence[PulledEntry]) -> _Batch:

@@ -559,3 +559,128 @@ def test_lag_and_skipped_entries_are_metrics(world: World) -> None:
     text = generate_latest(registry).decode()
     assert 'objstore_cluster_peer_sync_lag{node_id="node-b"} 6.0' in text
     assert 'objstore_cluster_peer_sync_skipped_entries_total{node_id="node-b"} 2.0' in text
+
+
+# -- batches: bounded parallel fetches, pipelined; skip sooner; the start-up look --------
+
+
+class HeldPeer(FakePeer):
+    """A peer whose blob answers wait until the test releases them, one by one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[tuple[str, Deferred[None]]] = []
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        answered: Deferred[None] = Deferred()
+        self.waiting.append((blob_id, answered))
+        await answered
+        return await super().get_blob(base_url, blob_id, sink)
+
+    def release(self) -> str:
+        blob_id, answered = self.waiting.pop(0)
+        answered.callback(None)
+        return blob_id
+
+
+def blob_id(n: int) -> str:
+    return f"{n:08x}-0000-4000-8000-000000000000"
+
+
+def test_fetches_run_in_parallel_bounded_and_the_next_batch_s_ahead(tmp_path: Path
+                                                                   ) -> None:
+    """Five rows in batches of two, at most two fetches in flight: the second batch's
+    bytes are fetched as soon as a place is free (while the first batch waits for its
+    own), and each batch is applied in one call as soon as its bytes are there."""
+    world = World(tmp_path, batch_rows=2, fetch_concurrency=2)
+    world.peer = peer = HeldPeer()
+    world.service._client = peer
+    for n in range(1, 6):
+        data = b"x%d" % n
+        peer.blobs[blob_id(n)] = data
+        peer.add(n, row(f"k{n}", data, blob=blob_id(n)))
+    world.service._page_entries = 10
+    world.join()
+    done: list[Any] = []
+    Deferred.fromCoroutine(world.service.run_pass("node-b", PEER_URL)).addBoth(done.append)
+    assert [b for b, _ in peer.waiting] == [blob_id(1), blob_id(2)]  # the bound
+    assert peer.release() == blob_id(1)
+    # the first batch still waits for k2; a third fetch took the free place
+    assert world.apply.batches == [] and len(peer.waiting) == 2
+    assert peer.release() == blob_id(2)
+    assert world.apply.batches == [["k1", "k2"]]  # the batch went at once, in one call
+    assert [b for b, _ in peer.waiting] == [blob_id(3), blob_id(4)]
+    assert peer.release() == blob_id(3)
+    assert [b for b, _ in peer.waiting] == [blob_id(4), blob_id(5)]  # the third batch's
+    while peer.waiting:
+        peer.release()
+    assert done == [True]
+    assert world.apply.batches == [["k1", "k2"], ["k3", "k4"], ["k5"]]
+    assert [data for _, _, data in world.apply.applied] == [b"x1", b"x2", b"x3", b"x4",
+                                                            b"x5"]
+    assert world.cursor.cursor == 5
+
+
+def test_a_row_refused_as_invalid_is_skipped_at_once(world: World) -> None:
+    """A 400 from the apply's validation is permanent: skipped on the first pass, the
+    rows after it applied and the node out of syncing; a missing bucket (404) is not."""
+    original = world.apply.apply_replicated
+
+    async def validating(caller: Caller, record: ObjectRecord, body: Any = None) -> Ack:
+        if record.key == "invalid":
+            raise S3Error("InvalidArgument", "The row's stamps must be finite times.")
+        return await original(caller, record, body)
+
+    world.apply.apply_replicated = validating  # type: ignore[method-assign]
+    world.apply.missing_buckets.add("later")
+    world.peer.add(1, row("invalid", b"", blob=None, is_delete_marker=True))
+    world.peer.add(2, row("after", b"", blob=None, is_delete_marker=True))
+    world.peer.add(3, replace(row("k", b"", blob=None, is_delete_marker=True),
+                              bucket="later"))
+    world.join()
+    world.tick()
+    assert world.cursor.skipped_entries == 1  # seq 1 at once
+    assert world.cursor.cursor == 2 and world.cursor.failing_seq == 3
+    assert world.cursor.failed_passes == 1  # NoSuchBucket counts passes as before
+    assert [key for _, key, _ in world.apply.applied] == ["after"]
+
+
+def test_a_blob_the_peer_refuses_with_400_is_skipped_at_once(world: World) -> None:
+    async def refusing(base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        return SendFailure("BadRequest: not a blob id", 400)
+
+    world.peer.get_blob = refusing  # type: ignore[method-assign]
+    world.peer.add(1, row("k"))
+    world.join()
+    world.tick()
+    assert world.cursor.cursor == 1 and world.cursor.skipped_entries == 1
+
+
+def test_the_first_passes_start_as_soon_as_peers_are_eligible(world: World) -> None:
+    """At start-up the peers become eligible a moment after the first tick: the passes
+    start then, not a poll interval later."""
+    world.service.startService()
+    try:
+        assert world.peer.asked == []
+        world.join()
+        world.clock.advance(0.1)
+        assert world.peer.asked == [0]
+        assert CLUSTER.probe_interval_seconds > 0.1
+    finally:
+        world.service.stopService()
+
+
+def test_a_batch_that_fails_as_a_whole_is_applied_row_by_row(world: World) -> None:
+    async def broken(caller: Caller, items: Sequence[tuple[ObjectRecord, Any]]
+                     ) -> list[Ack | Exception]:
+        raise RuntimeError("the transaction failed")
+
+    world.apply.apply_replicated_rows = broken  # type: ignore[method-assign]
+    for seq in (1, 2):
+        world.peer.add(seq, row(f"k{seq}", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert [key for _, key, _ in world.apply.applied] == ["k1", "k2"]
+    assert world.cursor.cursor == 2 and world.cursor.first_pass_done
