@@ -256,9 +256,9 @@ class KeyLocks:
                 assert self._across is not None
                 self._across.release(slot)
             for name in reversed(taken):
-                lock, users = self._locks[name]
                 if name in held:
-                    lock.release()
+                    self._locks[name][0].release()  # a waiter may run (and count) now
+                lock, users = self._locks[name]
                 if users == 1:
                     del self._locks[name]
                 else:
