@@ -156,54 +156,54 @@ def apply_replicated_objects(db: Database, records: Sequence[ObjectRecord]
     rolls back the whole batch and is raised (the caller may apply row by row)."""
     answers: list[ApplyResult | Exception] = []
     try:
-        _apply_batch(db, records, answers)
-    except _NothingApplied:
+        with write_transaction(db.engine) as conn:
+            rows = CoreRows(conn)
+            seq = next_seq(rows)  # the counter's lock first, as a single apply
+            _apply_each(rows, records, answers, seq, db.clock())
+            if not any(isinstance(a, ApplyResult) and a.applied for a in answers):
+                raise _Unchanged(ApplyResult(ApplyVerdict.IDENTICAL, None))  # roll back
+    except _Unchanged:
         pass
     return answers
 
 
-class _NothingApplied(Exception):
-    """Rolls a batch that applied nothing back (its seq with it)."""
-
-
-def _apply_batch(db: Database, records: Sequence[ObjectRecord],
-                 answers: list[ApplyResult | Exception]) -> None:
-    with write_transaction(db.engine) as conn:
-        rows = CoreRows(conn)
-        seq: int | None = next_seq(rows)  # the counter's lock first, as a single apply
-        buckets: dict[str, bool] = {}
-        registers = [(r.bucket, r.key, r.version_id) for r in records]
-        # The registers' state read at once; a register the batch names twice is read
-        # again for its later rows (the earlier one may have changed it).
-        states = dict(zip(registers, _states(conn, registers), strict=True)) \
-            if len(set(registers)) == len(registers) else {}
-        for record, register in zip(records, registers, strict=True):
-            if not lww.has_finite_stamps(record):
-                answers.append(ValueError("a replicated row with a non-finite stamp"))
-                continue
-            if record.bucket not in buckets:
-                buckets[record.bucket] = rows.first(BUCKET, {"p_bucket": record.bucket}) \
-                    is not None
-            if not buckets[record.bucket]:
-                answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
-                continue
-            if register in states:
-                local, deleted_at = states[register]
-            else:
-                local = _local_row(conn, record.bucket, record.key, record.version_id)
-                deleted_at = _tombstone_at(conn, _tombstone_key(record))
-            verdict, future = decide(local, deleted_at, record, db.clock())
-            if verdict is not ApplyVerdict.APPLIED:
-                answers.append(ApplyResult(verdict, local, future_stamped=future))
-                continue
-            if seq is None:
-                seq = next_seq(rows)
-            stored, replaced_blobs = _store_applied(rows, record, seq)
-            seq = None
-            answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
-                                       future))
-        if seq is not None:  # a seq is taken only for a row it then stores: none was
-            raise _NothingApplied
+def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
+                answers: list[ApplyResult | Exception], first_seq: int, now: float
+                ) -> None:
+    """The rows of `apply_replicated_objects`, in its transaction (the counter's lock
+    held): the first stored row takes `first_seq`, each later one a fresh seq."""
+    conn = rows.conn
+    buckets: dict[str, bool] = {}
+    registers = [(r.bucket, r.key, r.version_id) for r in records]
+    # The registers' state read at once; a register the batch names twice is read again
+    # for its later rows (an earlier one may have changed it).
+    states = dict(zip(registers, _states(conn, registers), strict=True)) \
+        if len(set(registers)) == len(registers) else {}
+    first = True
+    for record, register in zip(records, registers, strict=True):
+        if not lww.has_finite_stamps(record):
+            answers.append(ValueError("a replicated row with a non-finite stamp"))
+            continue
+        if record.bucket not in buckets:
+            buckets[record.bucket] = rows.first(BUCKET, {"p_bucket": record.bucket}) \
+                is not None
+        if not buckets[record.bucket]:
+            answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
+            continue
+        if register in states:
+            local, deleted_at = states[register]
+        else:
+            local = _local_row(conn, record.bucket, record.key, record.version_id)
+            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+        verdict, future = decide(local, deleted_at, record, now)
+        if verdict is not ApplyVerdict.APPLIED:
+            answers.append(ApplyResult(verdict, local, future_stamped=future))
+            continue
+        seq = first_seq if first else next_seq(rows)
+        first = False
+        stored, replaced_blobs = _store_applied(rows, record, seq)
+        answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
+                                   future))
 
 
 @changes_objects
