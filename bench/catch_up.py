@@ -11,8 +11,10 @@ case: node c is stopped, node a takes COUNT writes of SIZE (16 clients in parall
 acknowledges them, the quorum), then c starts again and the clock runs from the moment
 its process is started until its listing of the bucket equals a's (keys and ETags,
 polled every 0.5 s: listing thousands of keys costs the node too), then until its health
-answers 200 (out of `syncing`). Printed: both times and the rates over the first, restart
-included (objects/s, MiB/s), as a markdown table.
+answers 200 (out of `syncing`). Printed: both times, the rates over the first, restart
+included (objects/s, MiB/s), and the CPU time c used by then (start-up included: on a
+busy machine the wall-clock figures move with the load, the CPU time much less), as a
+markdown table.
 `--profile DIR` records c's catch-up under `py-spy record` (raw format) into DIR. Never
 part of the test suite.
 """
@@ -36,6 +38,7 @@ import urllib3
 from botocore.config import Config as BotoConfig
 
 from bench.report import Row, format_table, machine_description, say
+from bench.servers import cpu_seconds
 from tests.cluster.harness import cluster_section
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
 
@@ -55,6 +58,7 @@ class Case:
 class Result:
     case: Case
     listing_seconds: float  # process start -> listing equal
+    cpu_seconds: float  # c's CPU time (user + system) by then, start-up included
     healthy_seconds: float  # process start -> health 200
     listening_seconds: float  # process start -> health answers at all
 
@@ -167,12 +171,13 @@ def run_case(daemons: dict[str, ListeningDaemon], case: Case, profile: Path | No
     wait("c's listing matches a's", lambda: listing(c_client, prefix) == expected, 900.0,
          every=0.5)
     listed = time.monotonic() - started
+    cpu = cpu_seconds(c.process.pid) if c.process is not None else float("nan")
     wait("c healthy", lambda: health(c) == 200, 300.0)
     healthy = time.monotonic() - started
     if spy is not None:
         spy.send_signal(2)
         spy.wait(30)
-    return Result(case, listed, healthy, listening)
+    return Result(case, listed, cpu, healthy, listening)
 
 
 def rows(results: list[Result]) -> list[Row]:
@@ -183,7 +188,7 @@ def rows(results: list[Result]) -> list[Row]:
         label = f"{case.name}: {case.count} x {case.size // 1024} KiB"
         note = (f"listing equal {result.listing_seconds:.1f} s after the restart "
                 f"(listening at {result.listening_seconds:.1f} s), health 200 at "
-                f"{result.healthy_seconds:.1f} s")
+                f"{result.healthy_seconds:.1f} s; c used {result.cpu_seconds:.1f} CPU s")
         table.append(Row(f"{label}, objects caught up", "objects/s",
                          case.count / result.listing_seconds, note=note))
         table.append(Row(f"{label}, bytes caught up", "MiB/s", mib / result.listing_seconds))
