@@ -187,6 +187,7 @@ class AntiEntropy(MultiService, SyncAnswers):
         self._batch_rows, self._batch_bytes = batch_rows, batch_bytes
         self._fetches = DeferredSemaphore(fetch_concurrency)  # blob fetches in flight
         self._claimed: dict[Register, _Claim] = {}  # registers a batch is applying
+        self._tickets = 0  # batches begun
         self.state = SyncState()  # cursors and progress (sync_state.py)
         self._cursors = self.state.cursors
         self._progress = self.state.progress
@@ -420,16 +421,28 @@ class AntiEntropy(MultiService, SyncAnswers):
                 if upcoming is not None:
                     pending.append(Deferred.fromCoroutine(self._prepare(base_url, upcoming)))
         finally:
-            for left in pending:
-                (await left).close()
+            for left in pending:  # begun, not applied (stopping, or an error above)
+                try:
+                    (await left).close()
+                except Exception:  # noqa: BLE001 (its own error: closed already)
+                    log.failure("anti-entropy: preparing a batch failed")
         return outcomes
 
     async def _prepare(self, base_url: str, entries: Sequence[PulledEntry]) -> _Batch:
         """What a batch needs before it is applied: the verdicts of its rows (one read),
         then the bytes this node lacks, fetched in parallel (at most `fetch_concurrency`
-        in flight for the whole service). Rows another pass is applying are waited for
-        first (the same rows come from every peer)."""
-        batch = _Batch(list(entries))
+        in flight for the whole service). Rows an older batch of another pass is applying
+        are waited for first (the same rows come from every peer: `_claim`)."""
+        self._tickets += 1
+        batch = _Batch(list(entries), self._tickets)
+        try:
+            return await self._prepared(base_url, entries, batch)
+        except BaseException:
+            batch.close()  # its spools, and its claim: no other batch waits forever
+            raise
+
+    async def _prepared(self, base_url: str, entries: Sequence[PulledEntry],
+                        batch: _Batch) -> _Batch:
         rows = [e for e in entries if e.deletion is None and e.record is not None]
         for entry in entries:
             if entry.deletion is None and entry.record is None:
@@ -487,14 +500,19 @@ class AntiEntropy(MultiService, SyncAnswers):
         batch.rows.append((entry, body))
 
     async def _claim(self, registers: Sequence[Register], batch: _Batch) -> None:
-        """Wait until no other batch holds any of `registers`, then hold them for `batch`
-        (released when it is closed)."""
+        """Wait until no OLDER batch (a lower ticket) holds any of `registers`, then hold
+        those no batch holds, for `batch` (released when it is closed). A batch waits
+        only on older ones, and a pass applies its batches oldest first: every wait is on
+        an older batch, so no cycle of waits forms. A version a newer batch holds is not
+        waited for (it may then be fetched twice: harmless, rare)."""
         while True:
-            busy = {id(c): c for r in registers if (c := self._claimed.get(r)) is not None}
+            busy = {id(c): c for r in registers
+                    if (c := self._claimed.get(r)) is not None and c.ticket < batch.ticket}
             if not busy:
                 break
             await gatherResults([claim.wait() for claim in busy.values()])
-        batch.claim = _Claim(self._claimed, registers)
+        batch.claim = _Claim(self._claimed, [r for r in registers if r not in self._claimed],
+                             batch.ticket)
 
     async def apply_rows(self, node_id: str, base_url: str, batch: _Batch
                          ) -> dict[int, Exception | None]:
@@ -641,8 +659,9 @@ def _register(record: ObjectRecord) -> Register:
 class _Claim:
     """Registers a batch is applying: another pass's batch with any of them waits."""
 
-    def __init__(self, claimed: dict[Register, _Claim], registers: Sequence[Register]
-                 ) -> None:
+    def __init__(self, claimed: dict[Register, _Claim], registers: Sequence[Register],
+                 ticket: int) -> None:
+        self.ticket = ticket
         self._claimed = claimed
         self._registers = list(registers)
         self._waiters: list[Deferred[None]] = []
@@ -669,8 +688,9 @@ class _Batch:
     with their bytes (or None), the entries applied one by one (composites; deletions
     are taken from `entries`), and the spools to close."""
 
-    def __init__(self, entries: list[PulledEntry]) -> None:
+    def __init__(self, entries: list[PulledEntry], ticket: int) -> None:
         self.entries = entries
+        self.ticket = ticket  # its place in the order batches were begun (`_claim`)
         self.outcomes: dict[int, Exception | None] = {}
         self.rows: list[tuple[PulledEntry, BlobWriter | None]] = []
         self.singles: list[PulledEntry] = []

@@ -109,6 +109,7 @@ class FakeApply:
     callers: list[Caller] = field(default_factory=list)
     batches: list[list[str]] = field(default_factory=list)  # keys of each batch
     meta: FakeMeta | None = None  # where applied rows are held
+    present: set[str] = field(default_factory=set)  # blobs stored (FakeBlobs.present)
 
     async def apply_replicated(self, caller: Caller, record: ObjectRecord,
                                body: Any = None) -> Ack:
@@ -121,6 +122,8 @@ class FakeApply:
         self.applied.append(("row", record.key, data))
         if self.meta is not None:  # held from now on: a later pass finds it identical
             self.meta.rows[record.key] = record
+        if data is not None and record.blob_id is not None:
+            self.present.add(record.blob_id)  # and its bytes with it
         return Ack(True, True)
 
     async def apply_replicated_rows(self, caller: Caller,
@@ -202,6 +205,7 @@ class World:
         self.meta = FakeMeta()
         self.blobs = FakeBlobs(str(tmp_path))
         self.apply.meta = self.meta
+        self.apply.present = self.blobs.present
         self.service = AntiEntropy(
             membership=self.membership, meta=self.meta, client=self.peer, apply=self.apply,
             blobs=self.blobs, io=InlinePool(), cluster=CLUSTER, clock=self.clock,
@@ -684,3 +688,56 @@ def test_a_batch_that_fails_as_a_whole_is_applied_row_by_row(world: World) -> No
     world.tick()
     assert [key for _, key, _ in world.apply.applied] == ["k1", "k2"]
     assert world.cursor.cursor == 2 and world.cursor.first_pass_done
+
+
+class TwoPeers:
+    """Two peers holding the same rows, answering blobs when the test releases them."""
+
+    def __init__(self, first: HeldPeer, second: HeldPeer) -> None:
+        self.by_url = {PEER_URL: first, OTHER_URL: second}
+
+    async def manifest(self, base_url: str, since: int, limit: int
+                       ) -> PulledPage | SendFailure:
+        peer = self.by_url[base_url]
+        return await FakePeer.manifest(peer, PEER_URL, since, limit)
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        return await self.by_url[base_url].get_blob(PEER_URL, blob_id, sink)
+
+
+OTHER_URL = "http://c.test:9000"
+
+
+def test_the_same_rows_from_two_peers_are_fetched_once_whatever_their_order(
+        tmp_path: Path) -> None:
+    """Peers b and c hold the same six rows, in opposite seq orders; passes toward both
+    run at once, in batches of two. Each blob is fetched once (a batch waits while an
+    older batch of the other pass holds its rows, then finds them held), and both passes
+    complete: waiting only on older batches, they never wait on each other in a cycle."""
+    world = World(tmp_path, batch_rows=2, fetch_concurrency=8)
+    b, c = HeldPeer(), HeldPeer()
+    world.service._client = TwoPeers(b, c)
+    world.service._page_entries = 10
+    keys = [f"k{n}" for n in range(6)]
+    for n, key in enumerate(keys):
+        data = b"x%d" % n
+        for peer, seq in ((b, n + 1), (c, 6 - n)):
+            peer.blobs[blob_id(n)] = data
+            peer.add(seq, row(key, data, blob=blob_id(n)))
+    c.entries.sort(key=lambda entry: entry.seq)
+    world.join()
+    world.join("node-c", OTHER_URL)
+    done: list[Any] = []
+    for node_id, url in (("node-b", PEER_URL), ("node-c", OTHER_URL)):
+        Deferred.fromCoroutine(world.service.run_pass(node_id, url)).addBoth(done.append)
+    for _ in range(100):
+        waiting = b.waiting or c.waiting
+        if not waiting:
+            break
+        (b if b.waiting else c).release()
+    assert done == [True, True]
+    fetched = b.fetched + c.fetched
+    assert sorted(fetched) == sorted(blob_id(n) for n in range(6))  # each one once
+    assert sorted(key for _, key, _ in world.apply.applied) == keys
+    assert world.service._claimed == {}
