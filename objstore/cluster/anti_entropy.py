@@ -7,22 +7,31 @@ as deletions and beat older rows).
 probe_interval) seconds) a pass runs toward every eligible peer (membership's predicate)
 that is due: at once for a peer not attempted since this process started, at every poll
 while no pass toward it has completed since then, and every [cluster]
-anti_entropy_interval_seconds after that. Passes toward different peers run in parallel;
-one pass:
+anti_entropy_interval_seconds after that. At start-up, until a first pass starts (within
+the first poll), it also looks every STARTUP_LOOK_SECONDS: peers become eligible with their
+first probe answers, a moment after the first tick, and a returning node starts pulling
+then. Passes toward different peers run in parallel; one pass:
 
 1. pulls manifest pages (`ClusterClient.manifest`) from the stored cursor until the peer
    says no more follow;
-2. applies each entry in seq order: a deletion through `apply_replicated_delete`; a row
-   through `apply_replicated`, after fetching from that peer the bytes it references and
-   this node lacks (`get_blob` into a spool, checked against the row's size and plain
-   MD5 ETag; a composite's parts through `store_blob` first, as the blob PUT route does).
-   The apply path's verdict is read first (`decide`, reads only): a row that loses to the
-   local row or tombstone, a row already held with its bytes and a deletion already
-   recorded cost neither a fetch nor a write transaction (a first pass over a large store
-   is mostly those); the apply path decides again under the key's lock;
-3. persists the cursor (`sync_cursors`) after each page and where it stops; the pass stops
-   at the first entry that fails, and the rules of `sync_rules.py` decide rewinds (rule 8)
-   and skips (rule 9);
+2. applies each page in batches (`sync_rules.split_batches`: BATCH_ROWS rows, BATCH_BYTES
+   of row sizes), two batches prepared at a time. Preparing a batch reads the verdicts of
+   its rows at once (`register_states`, then `decide`): a row that loses to the local row
+   or tombstone, or is held with its bytes, costs neither a fetch nor a write; then it
+   fetches from that peer the bytes this node lacks, in parallel (at most
+   FETCH_CONCURRENCY fetches in flight for the whole service; `get_blob` into a spool,
+   checked against the row's size and plain MD5 ETag). `apply_rows` then applies the
+   batch: its rows through ONE `apply_replicated_rows` (one transaction; the apply path
+   decides again under the keys' locks), composites (parts through `store_blob` first, as
+   the blob PUT route does) and deletions (`apply_replicated_delete`, unless already
+   recorded) one by one. Entries of a page may so be applied out of seq order:
+   last-writer-wins does not depend on it. The same rows come from every peer: a batch
+   first waits while an older batch of another pass holds any of its versions (`_claim`),
+   then finds them held, so each object is fetched once;
+3. persists the cursor (`sync_cursors`) after each page and where it stops: it moves in
+   seq order over the entries applied, up to the first that failed, where the pass stops;
+   the rules of `sync_rules.py` decide rewinds (rule 8) and skips (rule 9: five passes,
+   or at once for a permanent failure, `is_permanent`: a row refused as invalid);
 4. then runs the extra per-peer steps (`PeerStep`, e.g. the control-plane reconcile),
    each `async (peer_node_id, base_url) -> None`, raising on failure;
 5. when applying (2) stopped at a failing entry and every step succeeded, pulls and
