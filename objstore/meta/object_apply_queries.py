@@ -148,8 +148,10 @@ def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
 def apply_replicated_objects(db: Database, records: Sequence[ObjectRecord]
                              ) -> list[ApplyResult | Exception]:
     """Apply many peers' rows in ONE transaction (anti-entropy's batch: one commit, one
-    fsync, instead of one per row): for each row in order the same reads, verdict and
-    writes as `apply_replicated_object`, each applied row under a fresh seq. A row whose
+    fsync, instead of one per row): for each row in order the same verdict and writes as
+    `apply_replicated_object`, each applied row under a fresh seq; the registers' rows and
+    tombstones and the other versions' stamps of their keys are read at once (a
+    register named twice is read again for its later rows). A row whose
     bucket does not exist (RecordNotFound) or whose stamp is not finite (ValueError) gets
     that exception in its place of the answer and writes nothing; the other rows go on.
     Nothing applied: the transaction is rolled back, counter included. Any other error
@@ -179,6 +181,7 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
     # for its later rows (an earlier one may have changed it).
     states = dict(zip(registers, _states(conn, registers), strict=True)) \
         if len(set(registers)) == len(registers) else {}
+    stamps = _KeyStamps(conn, records)
     first = True
     for record, register in zip(records, registers, strict=True):
         if not lww.has_finite_stamps(record):
@@ -201,7 +204,8 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
             continue
         seq = first_seq if first else next_seq(rows)
         first = False
-        stored, replaced_blobs = _store_applied(rows, record, seq)
+        stored, replaced_blobs = _store_applied(rows, record, seq, stamps)
+        stamps.stored(stored)
         answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
                                    future))
 
@@ -333,14 +337,41 @@ def _newest_other(conn: Connection, record: ObjectRecord) -> float | None:
     return None if found is None else float(found)
 
 
-def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int
+class _KeyStamps:
+    """The `last_modified` of every version of a batch's keys, read at once and kept up
+    to date as the batch stores rows: `_newest_other` without a query per row."""
+
+    def __init__(self, conn: Connection, records: Sequence[ObjectRecord]) -> None:
+        self._versions: dict[tuple[str, str], dict[str, float]] = {}
+        keys = list(dict.fromkeys((r.bucket, r.key) for r in records))
+        for start in range(0, len(keys), _STATES_CHUNK):
+            chunk = keys[start:start + _STATES_CHUNK]
+            for bucket, key, version_id, stamp in conn.execute(
+                    sa.select(_o.c.bucket, _o.c.key, _o.c.version_id, _o.c.last_modified)
+                    .where(sa.tuple_(_o.c.bucket, _o.c.key).in_(chunk))):
+                self._versions.setdefault((str(bucket), str(key)), {})[str(version_id)] = \
+                    float(stamp)
+
+    def newest_other(self, record: ObjectRecord) -> float | None:
+        others = [stamp for version_id, stamp
+                  in self._versions.get((record.bucket, record.key), {}).items()
+                  if version_id != record.version_id]
+        return max(others, default=None)
+
+    def stored(self, record: ObjectRecord) -> None:
+        self._versions.setdefault((record.bucket, record.key), {})[record.version_id] = \
+            record.last_modified
+
+
+def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int,
+                   stamps: _KeyStamps | None = None
                    ) -> tuple[ObjectRecord, list[str | None]]:
     """Store the winning row under `seq`, replacing the local row of its version. As the
     key's newest version (or on a tie: it is written last) it becomes latest through
     `insert_latest`; else it goes in as not latest, and should the row it replaced have
     been latest, the newest version is promoted. Returns the stored row and the blob ids
     the replaced row used."""
-    newest = _newest_other(rows.conn, record)
+    newest = _newest_other(rows.conn, record) if stamps is None else stamps.newest_other(record)
     if newest is None or record.last_modified >= newest:
         return insert_latest(rows, record, seq)
     conn = rows.conn

@@ -70,6 +70,8 @@ def incoming(bucket: str) -> list[ObjectRecord]:
         row(bucket, "twice", 7.0, 17),
         row(bucket, "twice", 8.0, 18),  # the same register again, newer
         row(bucket, "twice", 7.5, 19),  # and older than what the batch just stored
+        row(bucket, "pair", 20.0, 20),  # two versions of one key in one batch:
+        row(bucket, "pair", 15.0, 21, version_id=V2),  # the older one is not latest
     ]
 
 
