@@ -7,22 +7,31 @@ as deletions and beat older rows).
 probe_interval) seconds) a pass runs toward every eligible peer (membership's predicate)
 that is due: at once for a peer not attempted since this process started, at every poll
 while no pass toward it has completed since then, and every [cluster]
-anti_entropy_interval_seconds after that. Passes toward different peers run in parallel;
-one pass:
+anti_entropy_interval_seconds after that. At start-up, until a first pass starts (within
+the first poll), it also looks every STARTUP_LOOK_SECONDS: peers become eligible with their
+first probe answers, a moment after the first tick, and a returning node starts pulling
+then. Passes toward different peers run in parallel; one pass:
 
 1. pulls manifest pages (`ClusterClient.manifest`) from the stored cursor until the peer
    says no more follow;
-2. applies each entry in seq order: a deletion through `apply_replicated_delete`; a row
-   through `apply_replicated`, after fetching from that peer the bytes it references and
-   this node lacks (`get_blob` into a spool, checked against the row's size and plain
-   MD5 ETag; a composite's parts through `store_blob` first, as the blob PUT route does).
-   The apply path's verdict is read first (`decide`, reads only): a row that loses to the
-   local row or tombstone, a row already held with its bytes and a deletion already
-   recorded cost neither a fetch nor a write transaction (a first pass over a large store
-   is mostly those); the apply path decides again under the key's lock;
-3. persists the cursor (`sync_cursors`) after each page and where it stops; the pass stops
-   at the first entry that fails, and the rules of `sync_rules.py` decide rewinds (rule 8)
-   and skips (rule 9);
+2. applies each page in batches (`sync_rules.split_batches`: BATCH_ROWS rows, BATCH_BYTES
+   of row sizes), two batches prepared at a time. Preparing a batch reads the verdicts of
+   its rows at once (`register_states`, then `decide`): a row that loses to the local row
+   or tombstone, or is held with its bytes, costs neither a fetch nor a write; then it
+   fetches from that peer the bytes this node lacks, in parallel (at most
+   FETCH_CONCURRENCY fetches in flight for the whole service; `get_blob` into a spool,
+   checked against the row's size and plain MD5 ETag). `apply_rows` then applies the
+   batch: its rows through ONE `apply_replicated_rows` (one transaction; the apply path
+   decides again under the keys' locks), composites (parts through `store_blob` first, as
+   the blob PUT route does) and deletions (`apply_replicated_delete`, unless already
+   recorded) one by one. Entries of a page may so be applied out of seq order:
+   last-writer-wins does not depend on it. The same rows come from every peer: a batch
+   first waits while an older batch of another pass holds any of its versions (`_claim`),
+   then finds them held, so each object is fetched once;
+3. persists the cursor (`sync_cursors`) after each page and where it stops: it moves in
+   seq order over the entries applied, up to the first that failed, where the pass stops;
+   the rules of `sync_rules.py` decide rewinds (rule 8) and skips (rule 9: five passes,
+   or at once for a permanent failure, `is_permanent`: a row refused as invalid);
 4. then runs the extra per-peer steps (`PeerStep`, e.g. the control-plane reconcile),
    each `async (peer_node_id, base_url) -> None`, raising on failure;
 5. when applying (2) stopped at a failing entry and every step succeeded, pulls and
@@ -53,21 +62,22 @@ from enum import Enum
 from typing import Any, Protocol
 
 from twisted.application.service import MultiService
-from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.writer import BlobWriter
-from objstore.cluster.client import BlobFetched, SendFailure
+from objstore.cluster.client import PERSISTENT_PER_PEER, BlobFetched, SendFailure
 from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState
 from objstore.cluster.sync_state import SyncState
 from objstore.cluster.sync_view import SyncAnswers, poll_seconds
-from objstore.cluster.wire import ReplicatedDelete
+from objstore.cluster.wire import ReplicatedDelete, WireError
 from objstore.config import Cluster
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import row_survives_tombstone
 from objstore.convergence.row_rules import row_problem
 from objstore.convergence.sync_rules import (
+    SKIP_AFTER_PASSES,
     PeerProgress,
     SyncCursor,
     advanced,
@@ -77,8 +87,10 @@ from objstore.convergence.sync_rules import (
     pass_completed,
     reset_after_rewind,
     rewound,
+    split_batches,
 )
 from objstore.engine.changes import Caller, Origin
+from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.object_apply_queries import ApplyVerdict, decide
 from objstore.meta.records import ObjectRecord
@@ -89,6 +101,13 @@ from objstore.timers import ReactorClock, safe_timer
 log = Logger()
 
 OPERATION = "Cluster::AntiEntropy"
+BATCH_ROWS = 200  # rows applied in one transaction
+BATCH_BYTES = 64 * 1024 * 1024  # bytes of rows fetched ahead for one batch (sizes summed)
+# Blob fetches in flight, all peers' passes together: as many as the client keeps
+# connections to a peer (more would open and close a connection, a TLS handshake under
+# [cluster.tls], per fetch; the passes' claims leave most fetches to one peer).
+FETCH_CONCURRENCY = PERSISTENT_PER_PEER
+STARTUP_LOOK_SECONDS = 0.1  # how often the first ticks look for eligible peers
 PeerStep = Callable[[str, str], Awaitable[None]]  # (peer_node_id, base_url); raises
 
 
@@ -113,6 +132,10 @@ class Applier(Protocol):
 
     async def store_blob(self, caller: Caller, blob_id: str, body: Any) -> bool: ...
 
+    async def apply_replicated_rows(self, caller: Caller,
+                                    items: Sequence[tuple[ObjectRecord, Any]]
+                                    ) -> list[Ack | Exception]: ...
+
 
 class SyncMeta(Protocol):
     """What the pass asks of `MetaStore` (Deferreds)."""
@@ -129,6 +152,9 @@ class SyncMeta(Protocol):
     def get_tombstone(self, family: str, key: str
                       ) -> Awaitable[tuple[float, int | None] | None]: ...
 
+    def register_states(self, registers: Sequence[tuple[str, str, str]]
+                        ) -> Awaitable[list[tuple[ObjectRecord | None, float | None]]]: ...
+
 
 class BlobPresence(Protocol):
     """What the pass asks of `BlobStore` (on the IO pool)."""
@@ -139,7 +165,11 @@ class BlobPresence(Protocol):
 
 
 class EntryFailed(Exception):
-    """An entry could not be applied on this pass."""
+    """An entry could not be applied on this pass (`permanent`: nor on any other)."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class RowsEnd(Enum):
@@ -154,7 +184,9 @@ class AntiEntropy(MultiService, SyncAnswers):
     def __init__(self, *, membership: Membership, meta: SyncMeta, client: ManifestClient,
                  apply: Applier, blobs: BlobPresence, io: Runner, cluster: Cluster,
                  clock: ReactorClock, steps: Sequence[PeerStep] = (),
-                 page_entries: int = PAGE_ENTRIES) -> None:
+                 page_entries: int = PAGE_ENTRIES, batch_rows: int = BATCH_ROWS,
+                 batch_bytes: int = BATCH_BYTES,
+                 fetch_concurrency: int = FETCH_CONCURRENCY) -> None:
         super().__init__()
         self._membership = membership
         self._meta = meta
@@ -166,11 +198,18 @@ class AntiEntropy(MultiService, SyncAnswers):
         self._clock = clock
         self.steps: list[PeerStep] = list(steps)  # the coordinator may add more
         self._page_entries = page_entries
+        self._batch_rows, self._batch_bytes = batch_rows, batch_bytes
+        self._fetches = DeferredSemaphore(fetch_concurrency)  # blob fetches in flight
+        self._claimed: dict[Register, _Claim] = {}  # registers a batch is applying
+        self._tickets = 0  # batches begun
         self.state = SyncState()  # cursors and progress (sync_state.py)
         self._cursors = self.state.cursors
         self._progress = self.state.progress
         self._last_attempt: dict[str, float] = {}  # peer -> when its last pass ended
         self._stopping = False
+        self._ticking = False
+        self._started_at: float | None = None  # this process's first tick
+        self._look: Any = None  # the start-up look for eligible peers (IDelayedCall)
         self._poll = poll = poll_seconds(cluster)
         safe_timer(poll, self.tick, clock=clock, what="cluster anti-entropy"
                    ).setServiceParent(self)
@@ -184,9 +223,21 @@ class AntiEntropy(MultiService, SyncAnswers):
 
     def stopService(self) -> Any:  # noqa: N802 (Twisted's name)
         self._stopping = True  # a pass in progress stops at its next entry
+        if self._look is not None and self._look.active():
+            self._look.cancel()
+        self._look = None
         return super().stopService()
 
     async def tick(self) -> None:
+        if self._ticking:  # a start-up look (`_look_again`) meets the timer's tick
+            return
+        self._ticking = True
+        try:
+            await self._tick()
+        finally:
+            self._ticking = False
+
+    async def _tick(self) -> None:
         if not self.state.loaded:
             for cursor in await self._meta.list_sync_cursors():
                 self._cursors[cursor.peer_node_id] = cursor
@@ -194,11 +245,24 @@ class AntiEntropy(MultiService, SyncAnswers):
                     known_before=cursor.first_pass_done)
             self.state.loaded = True
         now = self._clock.seconds()
+        if self._started_at is None:
+            self._started_at = now
         due = [peer for peer in self._membership.eligible_peers()
                if peer.node_id is not None and self._due(peer.node_id, now)]
+        if not due and not self._last_attempt and now - self._started_at < self._poll:
+            # Start-up: peers become eligible with their first probe answers, a moment
+            # after this first tick; the first passes start then, not a poll later.
+            self._look = self._clock.callLater(STARTUP_LOOK_SECONDS, self._look_again)
         if due:
             await gatherResults([Deferred.fromCoroutine(self._guarded(peer))
                                  for peer in due])
+
+    def _look_again(self) -> None:
+        self._look = None
+        if self._stopping:
+            return
+        Deferred.fromCoroutine(self.tick()).addErrback(
+            lambda failure: log.failure("cluster anti-entropy failed", failure))
 
     def _due(self, node_id: str, now: float) -> bool:
         """At once for a peer not attempted yet; at every poll while no pass toward it
@@ -317,32 +381,200 @@ class AntiEntropy(MultiService, SyncAnswers):
     async def _apply_page(self, node_id: str, base_url: str, cursor: SyncCursor,
                           page: PulledPage, again_this_pass: bool
                           ) -> tuple[SyncCursor, RowsEnd | None]:
-        """Apply a page's entries in order: (the cursor now, why the pass stops: None
-        when it goes on)."""
+        """Apply a page's entries (in batches, module docstring 2), then move the cursor
+        over them in seq order: (the cursor now, why the pass stops: None when it goes
+        on). The cursor stops before the first entry that failed and is not skipped."""
         since = cursor.cursor
-        for entry in page.entries:
-            if self._stopping:
+        todo = [entry for entry in page.entries if entry.seq > cursor.cursor]
+        outcomes = await self._apply_entries(node_id, base_url, todo)
+        for entry in todo:
+            if entry.seq not in outcomes:  # this service is stopping
                 return cursor, RowsEnd.INTERRUPTED
-            if entry.seq <= cursor.cursor:
+            error = outcomes[entry.seq]
+            if error is None:
+                cursor = advanced(cursor, entry.seq, page.max_seq)
                 continue
-            try:
-                await self._apply_entry(node_id, base_url, entry)
-            except Exception as error:  # noqa: BLE001 (rule 9 decides)
-                cursor, skipped = entry_failed(cursor, entry.seq,
-                                               again_this_pass=again_this_pass)
-                if not skipped:
-                    log.info("anti-entropy: entry {seq} from {node_id} failed ({passes} "
-                             "pass(es) in a row): {error}", seq=entry.seq, node_id=node_id,
-                             passes=cursor.failed_passes, error=error)
-                    return cursor, RowsEnd.ENTRY_FAILED
-                log.warn("anti-entropy: entry {seq} from {node_id} failed on 5 passes in a "
-                         "row and is skipped: {error}", seq=entry.seq, node_id=node_id,
-                         error=error)
-                continue
-            cursor = advanced(cursor, entry.seq, page.max_seq)
+            permanent = is_permanent(error)
+            cursor, skipped = entry_failed(cursor, entry.seq, again_this_pass=again_this_pass,
+                                           permanent=permanent)
+            if not skipped:
+                log.info("anti-entropy: entry {seq} from {node_id} failed ({passes} "
+                         "pass(es) in a row): {error}", seq=entry.seq, node_id=node_id,
+                         passes=cursor.failed_passes, error=error)
+                return cursor, RowsEnd.ENTRY_FAILED
+            log.warn("anti-entropy: entry {seq} from {node_id} is skipped, {why}: {error}",
+                     seq=entry.seq, node_id=node_id, error=error,
+                     why="its failure is permanent" if permanent else
+                     f"it failed on {SKIP_AFTER_PASSES} passes in a row")
         last = page.entries[-1].seq if page.entries else None
         return advanced(cursor, page_end(since, last, page.max_seq, page.more),
                         page.max_seq), None
+
+    # -- a page's entries, in batches ------------------------------------------------------
+    async def _apply_entries(self, node_id: str, base_url: str,
+                             entries: Sequence[PulledEntry]) -> dict[int, Exception | None]:
+        """Apply `entries` batch by batch, two batches prepared at a time: the next
+        batch's bytes are fetched while this one's are, and while it is applied. {seq:
+        None when applied (or nothing to do), else its error}. Seqs missing from the
+        answer were not attempted (this service is stopping)."""
+        outcomes: dict[int, Exception | None] = {}
+        batches = split_batches(entries, _fetch_size, self._batch_rows, self._batch_bytes)
+        pending: list[Deferred[_Batch]] = [
+            Deferred.fromCoroutine(self._prepare(base_url, batch)) for batch in batches[:2]]
+        following = iter(batches[2:])
+        try:
+            while pending:
+                batch = await pending.pop(0)
+                try:
+                    if self._stopping:
+                        break
+                    outcomes.update(batch.outcomes)
+                    outcomes.update(await self.apply_rows(node_id, base_url, batch))
+                finally:
+                    batch.close()
+                upcoming = next(following, None)
+                if upcoming is not None:
+                    pending.append(Deferred.fromCoroutine(self._prepare(base_url, upcoming)))
+        finally:
+            for left in pending:  # begun, not applied (stopping, or an error above)
+                try:
+                    (await left).close()
+                except Exception:  # noqa: BLE001 (its own error: closed already)
+                    log.failure("anti-entropy: preparing a batch failed")
+        return outcomes
+
+    async def _prepare(self, base_url: str, entries: Sequence[PulledEntry]) -> _Batch:
+        """What a batch needs before it is applied: the verdicts of its rows (one read),
+        then the bytes this node lacks, fetched in parallel (at most `fetch_concurrency`
+        in flight for the whole service). Rows an older batch of another pass is applying
+        are waited for first (the same rows come from every peer: `_claim`)."""
+        self._tickets += 1
+        batch = _Batch(list(entries), self._tickets)
+        try:
+            return await self._prepared(base_url, entries, batch)
+        except BaseException:
+            batch.close()  # its spools, and its claim: no other batch waits forever
+            raise
+
+    async def _prepared(self, base_url: str, entries: Sequence[PulledEntry],
+                        batch: _Batch) -> _Batch:
+        rows: list[PulledEntry] = []
+        for entry in entries:
+            if entry.deletion is not None:
+                continue
+            if entry.record is None:
+                batch.outcomes[entry.seq] = EntryFailed(
+                    f"the peer cannot send entry {entry.seq} within a page", permanent=True)
+            elif (problem := row_problem(entry.record)) is not None:
+                # refused before its bytes are fetched (the apply checks it again)
+                batch.outcomes[entry.seq] = EntryFailed(
+                    f"entry {entry.seq} is not a row this server writes: {problem}",
+                    permanent=True)
+            else:
+                rows.append(entry)
+        registers = [_register(e.record) for e in rows if e.record is not None]
+        await self._claim(registers, batch)
+        states = await self._meta.register_states(registers)
+        now = self._clock.seconds()
+        fetches: list[Deferred[None]] = []
+        for entry, (local, deleted_at) in zip(rows, states, strict=True):
+            record = entry.record
+            assert record is not None
+            verdict, _ = decide(local, deleted_at, record, now)
+            if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
+                batch.outcomes[entry.seq] = None  # the local row or tombstone wins
+            elif record.parts:
+                batch.singles.append(entry)  # a composite: its parts first, on its own
+            elif record.blob_id is None or record.is_delete_marker:
+                if verdict is ApplyVerdict.APPLIED:
+                    batch.rows.append((entry, None))
+                else:
+                    batch.outcomes[entry.seq] = None
+            else:
+                fetches.append(Deferred.fromCoroutine(
+                    self._bytes_for(base_url, entry, verdict, batch)))
+        if fetches:
+            await gatherResults(fetches)
+        return batch
+
+    async def _bytes_for(self, base_url: str, entry: PulledEntry, verdict: ApplyVerdict,
+                         batch: _Batch) -> None:
+        """A plain row of the batch: with its bytes when this node lacks them (fetched),
+        without them when they are here; nothing to do when identical and here."""
+        record = entry.record
+        assert record is not None and record.blob_id is not None
+        try:
+            if await self._present(record.blob_id):
+                if verdict is ApplyVerdict.APPLIED:
+                    batch.rows.append((entry, None))
+                else:
+                    batch.outcomes[entry.seq] = None
+                return
+            await self._fetches.acquire()
+            try:
+                if self._stopping:
+                    return
+                body = await self._fetch(base_url, record.blob_id, record)
+            finally:
+                self._fetches.release()
+        except Exception as error:  # noqa: BLE001 (this entry's failure)
+            batch.outcomes[entry.seq] = error
+            return
+        batch.bodies.append(body)
+        batch.rows.append((entry, body))
+
+    async def _claim(self, registers: Sequence[Register], batch: _Batch) -> None:
+        """Wait until no OLDER batch (a lower ticket) holds any of `registers`, then hold
+        those no batch holds, for `batch` (released when it is closed). A batch waits
+        only on older ones, and a pass applies its batches oldest first: every wait is on
+        an older batch, so no cycle of waits forms. A version a newer batch holds is not
+        waited for (it may then be fetched twice: harmless, rare)."""
+        while True:
+            busy = {id(c): c for r in registers
+                    if (c := self._claimed.get(r)) is not None and c.ticket < batch.ticket}
+            if not busy:
+                break
+            await gatherResults([claim.wait() for claim in busy.values()])
+        batch.claim = _Claim(self._claimed, [r for r in registers if r not in self._claimed],
+                             batch.ticket)
+
+    async def apply_rows(self, node_id: str, base_url: str, batch: _Batch
+                         ) -> dict[int, Exception | None]:
+        """Apply a batch's rows: the rows with their bytes (or without, when none are
+        needed or they are here) through ONE `apply_replicated_rows` (one transaction),
+        then composites and deletions one by one. {seq: None or its error}."""
+        caller = self._caller(node_id)
+        outcomes: dict[int, Exception | None] = {}
+        if batch.rows:
+            try:
+                answers = await self._apply.apply_replicated_rows(
+                    caller, [(entry.record, body) for entry, body in batch.rows
+                             if entry.record is not None])
+            except Exception:  # noqa: BLE001 (the batch's transaction: row by row)
+                log.failure("anti-entropy: a batch of {count} rows from {node_id} failed; "
+                            "applying them one by one", count=len(batch.rows),
+                            node_id=node_id)
+                answers = [await self._one_row(caller, entry, body)
+                           for entry, body in batch.rows]
+            for (entry, body), answer in zip(batch.rows, answers, strict=True):
+                outcomes[entry.seq] = _row_outcome(entry, body, answer)
+        for entry in batch.singles + [e for e in batch.entries if e.deletion is not None]:
+            if self._stopping:
+                break
+            try:
+                await self._apply_entry(node_id, base_url, entry)
+                outcomes[entry.seq] = None
+            except Exception as error:  # noqa: BLE001 (rule 9 decides)
+                outcomes[entry.seq] = error
+        return outcomes
+
+    async def _one_row(self, caller: Caller, entry: PulledEntry, body: BlobWriter | None
+                       ) -> Ack | Exception:
+        assert entry.record is not None
+        try:
+            return await self._apply.apply_replicated(caller, entry.record, body)
+        except Exception as error:  # noqa: BLE001 (this row's answer)
+            return error
 
     # -- one entry ---------------------------------------------------------------------------
     def _caller(self, node_id: str) -> Caller:
@@ -365,7 +597,8 @@ class AntiEntropy(MultiService, SyncAnswers):
             raise EntryFailed(f"the peer cannot send entry {entry.seq} within a page")
         problem = row_problem(record)  # refused before its bytes are fetched
         if problem is not None:
-            raise EntryFailed(f"entry {entry.seq} is not a row this server writes: {problem}")
+            raise EntryFailed(f"entry {entry.seq} is not a row this server writes: {problem}",
+                              permanent=True)
         verdict = await self._verdict(record)
         if verdict in (ApplyVerdict.KEEP_LOCAL, ApplyVerdict.DELETED):
             return  # the local row or tombstone wins: nothing to write, nothing to fetch
@@ -429,7 +662,8 @@ class AntiEntropy(MultiService, SyncAnswers):
         try:
             fetched = await self._client.get_blob(base_url, blob_id, body.write)
             if isinstance(fetched, SendFailure):
-                raise EntryFailed(f"blob {blob_id}: {fetched.reason}")
+                raise EntryFailed(f"blob {blob_id}: {fetched.reason}",
+                                  permanent=fetched.status == 400)
             body.end()
             if body.error is not None:
                 raise EntryFailed(f"blob {blob_id} could not be spooled: {body.error}")
@@ -441,6 +675,92 @@ class AntiEntropy(MultiService, SyncAnswers):
             body.close()
             raise
         return body
+
+
+Register = tuple[str, str, str]  # (bucket, key, version_id)
+
+
+def _register(record: ObjectRecord) -> Register:
+    return record.bucket, record.key, record.version_id
+
+
+class _Claim:
+    """Registers a batch is applying: another pass's batch with any of them waits."""
+
+    def __init__(self, claimed: dict[Register, _Claim], registers: Sequence[Register],
+                 ticket: int) -> None:
+        self.ticket = ticket
+        self._claimed = claimed
+        self._registers = list(registers)
+        self._waiters: list[Deferred[None]] = []
+        for register in self._registers:
+            claimed[register] = self
+
+    def wait(self) -> Deferred[None]:
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append(waiter)
+        return waiter
+
+    def release(self) -> None:
+        for register in self._registers:
+            if self._claimed.get(register) is self:
+                del self._claimed[register]
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
+
+
+class _Batch:
+    """A batch of a page's entries on its way to being applied: the outcomes decided
+    already (rows that lose or are held, fetches that failed), the rows to apply at once
+    with their bytes (or None), the entries applied one by one (composites; deletions
+    are taken from `entries`), and the spools to close."""
+
+    def __init__(self, entries: list[PulledEntry], ticket: int) -> None:
+        self.entries = entries
+        self.ticket = ticket  # its place in the order batches were begun (`_claim`)
+        self.outcomes: dict[int, Exception | None] = {}
+        self.rows: list[tuple[PulledEntry, BlobWriter | None]] = []
+        self.singles: list[PulledEntry] = []
+        self.bodies: list[BlobWriter] = []
+        self.claim: _Claim | None = None
+
+    def close(self) -> None:
+        for body in self.bodies:
+            body.close()
+        self.bodies = []
+        if self.claim is not None:
+            self.claim.release()
+            self.claim = None
+
+
+def _fetch_size(entry: PulledEntry) -> int:
+    """The bytes an entry may need fetched (a row's size; a deletion none)."""
+    return entry.record.size if entry.record is not None else 0
+
+
+def is_permanent(error: Exception) -> bool:
+    """A failure that another pass would meet again whatever happens meanwhile: the row
+    was refused as invalid (a 400: validation, a size that disagrees with its bytes), the
+    peer refused to send it (a 400, a row too large for a page). Rule 9 skips such an
+    entry at once (sync_rules.entry_failed). A missing bucket, an unreachable peer or
+    missing bytes are not permanent: a step or blob repair may bring them."""
+    if isinstance(error, EntryFailed):
+        return error.permanent
+    if isinstance(error, S3Error):
+        return error.status == 400
+    return isinstance(error, WireError)
+
+
+def _row_outcome(entry: PulledEntry, body: BlobWriter | None, answer: Ack | Exception
+                 ) -> Exception | None:
+    if isinstance(answer, Exception):
+        return answer
+    if body is not None and not answer.has_blob:
+        record = entry.record
+        assert record is not None
+        return EntryFailed(f"the bytes of {record.bucket}/{record.key} were not kept")
+    return None
 
 
 def _plain(record: ObjectRecord) -> bool:

@@ -14,10 +14,14 @@ This module decides, without I/O or Twisted, what the cursor becomes:
   (identical rows are no-ops).
 * `entry_failed` (rule 9): the pass stops at an entry that fails; the same seq failing on
   SKIP_AFTER_PASSES consecutive passes is skipped (the cursor moves past it, a warning,
-  `skipped_entries` + 1), so one poison row never stalls a peer's sync. An entry that then
+  `skipped_entries` + 1), so one poison row never stalls a peer's sync; a failure the
+  caller knows is permanent (the row refused as invalid, a 400) is skipped at once, as no
+  later pass would apply it. An entry that then
   succeeds clears the count (`advanced` past it). A pass retries its object rows once
   after its extra steps (anti_entropy.py); the seq it stopped at failing again in that
   retry is not counted twice (`again_this_pass`): the rule counts passes, not attempts.
+* `split_batches`: a page's entries cut into the batches anti-entropy applies at once
+  (one transaction each) and fetches the bytes of ahead, bounded in rows and bytes.
 * `pass_completed`: the peer was caught up (and its extra steps succeeded): first pass done.
 * `cursor_to_forget`: a peer the membership pruned (unseen for peer_prune_days) loses its
   cursor, unless another known address still carries its node id (a node that moved).
@@ -30,8 +34,11 @@ nodes in syncing for one tick at most. With no eligible peers the node is not sy
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
+
+T = TypeVar("T")
 
 SKIP_AFTER_PASSES = 5
 
@@ -86,19 +93,40 @@ def reset_after_rewind(cursor: SyncCursor) -> SyncCursor:
     return replace(cursor, cursor=0, peer_max_seq=None, failing_seq=None, failed_passes=0)
 
 
-def entry_failed(cursor: SyncCursor, seq: int, *, again_this_pass: bool = False
-                 ) -> tuple[SyncCursor, bool]:
+def entry_failed(cursor: SyncCursor, seq: int, *, again_this_pass: bool = False,
+                 permanent: bool = False) -> tuple[SyncCursor, bool]:
     """The entry at `seq` failed on this pass: (the cursor now, whether it is skipped).
-    Skipped on the SKIP_AFTER_PASSES-th consecutive pass failing on the same seq. With
-    `again_this_pass` (the pass's retry), the seq this pass already counted (the cursor's
-    `failing_seq`) is not counted again."""
-    if again_this_pass and cursor.failing_seq == seq:
+    Skipped on the SKIP_AFTER_PASSES-th consecutive pass failing on the same seq, or at
+    once when the failure is `permanent` (the row was refused as invalid: no later pass
+    would apply it). With `again_this_pass` (the pass's retry), the seq this pass already
+    counted (the cursor's `failing_seq`) is not counted again."""
+    if again_this_pass and cursor.failing_seq == seq and not permanent:
         return cursor, False
     passes = cursor.failed_passes + 1 if cursor.failing_seq == seq else 1
-    if passes >= SKIP_AFTER_PASSES:
+    if passes >= SKIP_AFTER_PASSES or permanent:
         return replace(cursor, cursor=max(cursor.cursor, seq), failing_seq=None,
                        failed_passes=0, skipped_entries=cursor.skipped_entries + 1), True
     return replace(cursor, failing_seq=seq, failed_passes=passes), False
+
+
+def split_batches(entries: Sequence[T], size_of: Callable[[T], int], max_rows: int,
+                  max_bytes: int) -> list[list[T]]:
+    """A page's entries cut, in order, into batches of at most `max_rows` entries whose
+    sizes (`size_of`: the bytes a row may need fetched) add up to at most `max_bytes`;
+    an entry larger than that alone is a batch of its own."""
+    batches: list[list[T]] = []
+    current: list[T] = []
+    size = 0
+    for entry in entries:
+        weight = max(0, size_of(entry))
+        if current and (len(current) >= max_rows or size + weight > max_bytes):
+            batches.append(current)
+            current, size = [], 0
+        current.append(entry)
+        size += weight
+    if current:
+        batches.append(current)
+    return batches
 
 
 def pass_completed(cursor: SyncCursor, now: float) -> SyncCursor:

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.reader import ChunkStream
@@ -69,6 +70,9 @@ if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
 
 log = Logger()
+
+_NOT_YET: Exception = RuntimeError("not applied")  # a batch answer not yet given
+
 
 # The sidecar of a blob that came before its row (`store_blob`): not an object's.
 PROVISIONAL_BLOB_KIND = "replica-in-progress"
@@ -128,13 +132,18 @@ class ReplicationApply:
         """Apply a peer's row; `body`: the bytes of its blob, when sent with it (left to
         its owner to close when not used)."""
         _require_peer(caller)
+        await self._admit(record, body)
+        return await self._locks.run(record.bucket, record.key,
+                                     lambda: self._apply(caller, record, body))
+
+    async def _admit(self, record: ObjectRecord, body: UploadedBody | None) -> None:
+        """The checks every incoming row passes before it is applied, alone or in a batch:
+        the row rules, the future-stamp bound, a held blob's size, the bucket."""
         check_replicated_record(record, body)
         self._refuse_future(row_stamps(record), record.bucket, record.key)
         if body is None:
             await self._check_held_blob(record)
         await require_bucket(self._meta, record.bucket)
-        return await self._locks.run(record.bucket, record.key,
-                                     lambda: self._apply(caller, record, body))
 
     async def _check_held_blob(self, record: ObjectRecord) -> None:
         """A row sent without bytes whose blob is already here (sent first by the blob
@@ -150,13 +159,7 @@ class ReplicationApply:
                      body: UploadedBody | None) -> Ack:
         local = await self._meta.get_object(record.bucket, record.key, record.version_id)
         verdict = await self._verdict(local, record)
-        written = _Written()
-        if verdict is ApplyVerdict.APPLIED:
-            written = await self._store_files(record, body)
-        elif verdict is ApplyVerdict.IDENTICAL and body is not None and local is not None:
-            written = await self._fill_missing_bytes(local, body)
-        elif verdict is ApplyVerdict.IDENTICAL and local is not None:
-            await self._adopt_sent_bytes(local)
+        written = await self._prepare_files(record, body, local, verdict)
         try:
             result = await self._meta.apply_replicated_object(record)
         except BaseException as error:
@@ -173,6 +176,95 @@ class ReplicationApply:
             await self._report(_kind_of(local, result.record), caller, result.record)
         won = result.applied or result.verdict is ApplyVerdict.IDENTICAL
         return Ack(applied=won, has_blob=await self._has_blob(result))
+
+    async def _prepare_files(self, record: ObjectRecord, body: UploadedBody | None,
+                             local: ObjectRecord | None, verdict: ApplyVerdict) -> _Written:
+        """The file work before the row's transaction, by the verdict asked first."""
+        if verdict is ApplyVerdict.APPLIED:
+            return await self._store_files(record, body)
+        if verdict is ApplyVerdict.IDENTICAL and body is not None and local is not None:
+            return await self._fill_missing_bytes(local, body)
+        if verdict is ApplyVerdict.IDENTICAL and local is not None:
+            await self._adopt_sent_bytes(local)
+        return _Written()
+
+    # -- many rows at once (anti-entropy) -----------------------------------------------
+    async def apply_replicated_rows(
+        self, caller: Caller, items: Sequence[tuple[ObjectRecord, UploadedBody | None]],
+    ) -> list[Ack | Exception]:
+        """Apply many peers' rows (anti-entropy's batch, of distinct versions) as
+        `apply_replicated` does each, with their row writes in ONE transaction
+        (`apply_replicated_objects`): validated, then under the locks of all their keys
+        (`KeyLocks.run_many`) their registers read at once, their files made durable
+        concurrently (the IO pool bounds it), one transaction, then each row settled and
+        reported. Each row's answer is its ack or the exception it met (an invalid row,
+        NoSuchBucket); an error of the transaction itself is raised. The bodies are left
+        to their owner to close."""
+        _require_peer(caller)
+        answers: list[Ack | Exception] = [_NOT_YET] * len(items)
+        valid: list[int] = []
+        for index, (record, body) in enumerate(items):
+            try:
+                await self._admit(record, body)
+            except Exception as error:  # noqa: BLE001 (this row's answer)
+                answers[index] = error
+                continue
+            valid.append(index)
+        if valid:
+            await self._locks.run_many(
+                ((items[i][0].bucket, items[i][0].key) for i in valid),
+                lambda: self._apply_rows(caller, items, valid, answers))
+        return answers
+
+    async def _apply_rows(self, caller: Caller,
+                          items: Sequence[tuple[ObjectRecord, UploadedBody | None]],
+                          valid: list[int], answers: list[Ack | Exception]) -> None:
+        records = [items[i][0] for i in valid]
+        states = await self._meta.register_states(
+            [(r.bucket, r.key, r.version_id) for r in records])
+        now = self._clock()
+
+        async def prepare(index: int, state: tuple[ObjectRecord | None, float | None]
+                          ) -> _Written | Exception:
+            record, body = items[index]
+            verdict = decide(state[0], state[1], record, now)[0]
+            try:
+                return await self._prepare_files(record, body, state[0], verdict)
+            except Exception as error:  # noqa: BLE001 (this row's answer)
+                return error
+
+        done = await gatherResults([Deferred.fromCoroutine(prepare(i, state))
+                                    for i, state in zip(valid, states, strict=True)])
+        ready: list[tuple[int, ObjectRecord, ObjectRecord | None, _Written]] = []
+        for i, record, state, written in zip(valid, records, states, done, strict=True):
+            if isinstance(written, Exception):
+                answers[i] = written  # its file work failed: no row for it
+            else:
+                ready.append((i, record, state[0], written))
+        if not ready:
+            return
+        try:
+            results = await self._meta.apply_replicated_objects([r[1] for r in ready])
+        except BaseException:
+            for _, record, _, written in ready:
+                assert isinstance(written, _Written)
+                await self._settle_after_failure(record, written)
+            raise
+        for (index, record, local, written), result in zip(ready, results, strict=True):
+            if isinstance(result, Exception):
+                await self._settle_after_failure(record, written)
+                answers[index] = (S3Error("NoSuchBucket", BucketName=record.bucket)
+                                  if isinstance(result, RecordNotFound) else result)
+                continue
+            if not result.applied:
+                await self._settle(record, result.record, written)
+            await self._files.delete_replaced(result.orphaned_blob_ids)
+            self._note_future(result.future_stamped, record.bucket, record.key)
+            if result.applied:
+                assert result.record is not None
+                await self._report(_kind_of(local, result.record), caller, result.record)
+            won = result.applied or result.verdict is ApplyVerdict.IDENTICAL
+            answers[index] = Ack(applied=won, has_blob=await self._has_blob(result))
 
     async def _verdict(self, local: ObjectRecord | None, record: ObjectRecord
                        ) -> ApplyVerdict:

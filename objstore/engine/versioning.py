@@ -11,7 +11,7 @@ S3Error.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
@@ -228,6 +228,41 @@ class KeyLocks:
                 del self._locks[name]
             else:
                 self._locks[name] = (lock, users - 1)
+
+    async def run_many(self, names: Iterable[tuple[str, str]],
+                       fn: Callable[[], Awaitable[T]]) -> T:
+        """`fn` under the locks of every (bucket, key) in `names` (a batch of replicated
+        rows): each key's lock once, in sorted order, then each node-wide slot once, in
+        sorted order. A holder of one key (`run`) takes its slot after its key, and a slot
+        holder waits on no key lock, so no cycle of waits forms."""
+        ordered = sorted(set(names))
+        taken: list[tuple[str, str]] = []  # counted as users
+        held: set[tuple[str, str]] = set()  # acquired
+        slots: list[int] = []
+        try:
+            for name in ordered:
+                lock, users = self._locks.get(name, (DeferredLock(), 0))
+                self._locks[name] = (lock, users + 1)
+                taken.append(name)
+                await lock.acquire()
+                held.add(name)
+            if self._across is not None:
+                for slot in sorted({self._across.slot_of(*name) for name in ordered}):
+                    await self._across.acquire(slot)
+                    slots.append(slot)
+            return await fn()
+        finally:
+            for slot in reversed(slots):
+                assert self._across is not None
+                self._across.release(slot)
+            for name in reversed(taken):
+                if name in held:
+                    self._locks[name][0].release()  # a waiter may run (and count) now
+                lock, users = self._locks[name]
+                if users == 1:
+                    del self._locks[name]
+                else:
+                    self._locks[name] = (lock, users - 1)
 
     def __len__(self) -> int:
         return len(self._locks)

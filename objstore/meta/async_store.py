@@ -173,6 +173,8 @@ class MetaStore:
     update_object = _on_writer(SyncMetaStore.update_object)
     insert_recovered = _on_writer(SyncMetaStore.insert_recovered)
     apply_replicated_object = _on_writer(SyncMetaStore.apply_replicated_object)
+    apply_replicated_objects = _on_writer(SyncMetaStore.apply_replicated_objects)
+    register_states = _on_reader(SyncMetaStore.register_states)
     apply_replicated_delete = _on_writer(SyncMetaStore.apply_replicated_delete)
     changed_since = _on_reader(SyncMetaStore.changed_since)
     get_sync_cursor = _on_reader(SyncMetaStore.get_sync_cursor)

@@ -1,5 +1,8 @@
 """The apply of replicated object rows and deletes: what a node does with a row or a
-deletion a cluster peer sends it, each in one transaction on both backends.
+deletion a cluster peer sends it, each in one transaction on both backends, or many rows
+in one transaction (`apply_replicated_objects`, anti-entropy's batch: the same per-row
+reads, verdicts and writes, one commit); `register_states` reads what the verdicts of a
+page of rows need in one read transaction.
 
 The order is `convergence/lww.py`'s (the spec's cluster rule 5, and a tombstone beats a row of
 its register unless the row is strictly newer); this module only reads the register's
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
@@ -31,7 +35,7 @@ from sqlalchemy.engine import Connection
 from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
-from objstore.meta.dialect import write_transaction
+from objstore.meta.dialect import read_transaction, write_transaction
 from objstore.meta.driver import CoreRows
 from objstore.meta.errors import RecordNotFound
 from objstore.meta.object_write_queries import (
@@ -141,6 +145,72 @@ def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
 
 
 @changes_objects
+def apply_replicated_objects(db: Database, records: Sequence[ObjectRecord]
+                             ) -> list[ApplyResult | Exception]:
+    """Apply many peers' rows in ONE transaction (anti-entropy's batch: one commit, one
+    fsync, instead of one per row): for each row in order the same verdict and writes as
+    `apply_replicated_object`, each applied row under a fresh seq; the registers' rows and
+    tombstones and the other versions' stamps of their keys are read at once (a
+    register named twice is read again for its later rows). A row whose
+    bucket does not exist (RecordNotFound) or whose stamp is not finite (ValueError) gets
+    that exception in its place of the answer and writes nothing; the other rows go on.
+    Nothing applied: the transaction is rolled back, counter included. Any other error
+    rolls back the whole batch and is raised (the caller may apply row by row)."""
+    answers: list[ApplyResult | Exception] = []
+    try:
+        with write_transaction(db.engine) as conn:
+            rows = CoreRows(conn)
+            seq = next_seq(rows)  # the counter's lock first, as a single apply
+            _apply_each(rows, records, answers, seq, db.clock())
+            if not any(isinstance(a, ApplyResult) and a.applied for a in answers):
+                raise _Unchanged(ApplyResult(ApplyVerdict.IDENTICAL, None))  # roll back
+    except _Unchanged:
+        pass
+    return answers
+
+
+def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
+                answers: list[ApplyResult | Exception], first_seq: int, now: float
+                ) -> None:
+    """The rows of `apply_replicated_objects`, in its transaction (the counter's lock
+    held): the first stored row takes `first_seq`, each later one a fresh seq."""
+    conn = rows.conn
+    buckets: dict[str, bool] = {}
+    registers = [(r.bucket, r.key, r.version_id) for r in records]
+    # The registers' state read at once; a register the batch names twice is read again
+    # for its later rows (an earlier one may have changed it).
+    states = dict(zip(registers, _states(conn, registers), strict=True)) \
+        if len(set(registers)) == len(registers) else {}
+    stamps = _KeyStamps(conn, records)
+    first = True
+    for record, register in zip(records, registers, strict=True):
+        if not lww.has_finite_stamps(record):
+            answers.append(ValueError("a replicated row with a non-finite stamp"))
+            continue
+        if record.bucket not in buckets:
+            buckets[record.bucket] = rows.first(BUCKET, {"p_bucket": record.bucket}) \
+                is not None
+        if not buckets[record.bucket]:
+            answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
+            continue
+        if register in states:
+            local, deleted_at = states[register]
+        else:
+            local = _local_row(conn, record.bucket, record.key, record.version_id)
+            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+        verdict, future = decide(local, deleted_at, record, now)
+        if verdict is not ApplyVerdict.APPLIED:
+            answers.append(ApplyResult(verdict, local, future_stamped=future))
+            continue
+        seq = first_seq if first else next_seq(rows)
+        first = False
+        stored, replaced_blobs = _store_applied(rows, record, seq, stamps)
+        stamps.stored(stored)
+        answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
+                                   future))
+
+
+@changes_objects
 def apply_replicated_delete(
     db: Database, bucket: str, key: str, version_id: str, deleted_at: float,
     expired_before: float | None = None,
@@ -182,6 +252,40 @@ def apply_replicated_delete(
     except _Unchanged as unchanged:
         assert isinstance(unchanged.result, TombstoneResult)
         return unchanged.result
+
+
+def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
+                    ) -> list[tuple[ObjectRecord | None, float | None]]:
+    """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
+    when absent), read in one read transaction: what `decide` needs, for a page of
+    replicated rows at once (anti-entropy asks it before fetching any bytes)."""
+    with read_transaction(db.engine) as conn:
+        return _states(conn, registers)
+
+
+_STATES_CHUNK = 250  # registers per query (3 bound parameters each)
+
+
+def _states(conn: Connection, registers: Sequence[tuple[str, str, str]]
+            ) -> list[tuple[ObjectRecord | None, float | None]]:
+    """`register_states` inside a transaction: two queries per chunk of registers (the
+    rows by primary key, the tombstones by key), not two per register."""
+    rows: dict[tuple[str, str, str], ObjectRecord] = {}
+    stamps: dict[str, float] = {}
+    unique = list(dict.fromkeys(registers))
+    for start in range(0, len(unique), _STATES_CHUNK):
+        chunk = unique[start:start + _STATES_CHUNK]
+        found = conn.execute(sa.select(_o).where(
+            sa.tuple_(_o.c.bucket, _o.c.key, _o.c.version_id).in_(chunk))).mappings()
+        for row in found:
+            record = schema.object_record(row)
+            rows[(record.bucket, record.key, record.version_id)] = record
+        keys = [object_tombstone_key(*register) for register in chunk]
+        for key, deleted_at in conn.execute(sa.select(_t.c.key, _t.c.deleted_at).where(
+                _t.c.family == TOMBSTONE_OBJECT, _t.c.key.in_(keys))):
+            stamps[str(key)] = float(deleted_at)
+    return [(rows.get(register), stamps.get(object_tombstone_key(*register)))
+            for register in registers]
 
 
 # -- the pieces ---------------------------------------------------------------------------
@@ -233,14 +337,41 @@ def _newest_other(conn: Connection, record: ObjectRecord) -> float | None:
     return None if found is None else float(found)
 
 
-def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int
+class _KeyStamps:
+    """The `last_modified` of every version of a batch's keys, read at once and kept up
+    to date as the batch stores rows: `_newest_other` without a query per row."""
+
+    def __init__(self, conn: Connection, records: Sequence[ObjectRecord]) -> None:
+        self._versions: dict[tuple[str, str], dict[str, float]] = {}
+        keys = list(dict.fromkeys((r.bucket, r.key) for r in records))
+        for start in range(0, len(keys), _STATES_CHUNK):
+            chunk = keys[start:start + _STATES_CHUNK]
+            for bucket, key, version_id, stamp in conn.execute(
+                    sa.select(_o.c.bucket, _o.c.key, _o.c.version_id, _o.c.last_modified)
+                    .where(sa.tuple_(_o.c.bucket, _o.c.key).in_(chunk))):
+                self._versions.setdefault((str(bucket), str(key)), {})[str(version_id)] = \
+                    float(stamp)
+
+    def newest_other(self, record: ObjectRecord) -> float | None:
+        others = [stamp for version_id, stamp
+                  in self._versions.get((record.bucket, record.key), {}).items()
+                  if version_id != record.version_id]
+        return max(others, default=None)
+
+    def stored(self, record: ObjectRecord) -> None:
+        self._versions.setdefault((record.bucket, record.key), {})[record.version_id] = \
+            record.last_modified
+
+
+def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int,
+                   stamps: _KeyStamps | None = None
                    ) -> tuple[ObjectRecord, list[str | None]]:
     """Store the winning row under `seq`, replacing the local row of its version. As the
     key's newest version (or on a tie: it is written last) it becomes latest through
     `insert_latest`; else it goes in as not latest, and should the row it replaced have
     been latest, the newest version is promoted. Returns the stored row and the blob ids
     the replaced row used."""
-    newest = _newest_other(rows.conn, record)
+    newest = _newest_other(rows.conn, record) if stamps is None else stamps.newest_other(record)
     if newest is None or record.last_modified >= newest:
         return insert_latest(rows, record, seq)
     conn = rows.conn

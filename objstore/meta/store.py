@@ -106,6 +106,8 @@ class SyncMetaStore(Database):
     insert_recovered = object_write_queries.insert_recovered
     # object rows and deletes replicated from cluster peers
     apply_replicated_object = object_apply_queries.apply_replicated_object
+    apply_replicated_objects = object_apply_queries.apply_replicated_objects
+    register_states = object_apply_queries.register_states
     apply_replicated_delete = object_apply_queries.apply_replicated_delete
     # anti-entropy: the changed-since manifest and the cursors toward peers (node-local)
     changed_since = manifest_queries.changed_since

@@ -5,11 +5,14 @@ version delete; a legal hold set; a bucket created with an object) catches up wh
 returns: it serves exactly the listing, the version listing and the bytes of the node that
 took the writes, the legal hold and the new bucket's object, and nothing deleted comes
 back. Then the same the other way round: writes taken while another node was down reach
-it when it returns."""
+it when it returns; then six hundred objects and some deletions (several manifest pages
+and batches) reach a node that was down."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -169,3 +172,45 @@ def test_writes_taken_while_a_node_was_down_reach_it(nodes: dict[str, Node]) -> 
     assert served[f"{PLAIN} bytes"][("while-a-was-away", "null")] == b"written on c"
     wait_for("a completed a pass toward both peers", lambda: synced(a, 2), CATCH_UP_SECONDS)
     assert same_as(nodes["b"], c)
+
+
+def listing(node: Node, prefix: str) -> dict[str, str]:
+    """Key -> ETag of every object under `prefix` in PLAIN (all pages)."""
+    found: dict[str, str] = {}
+    for page in node.s3.get_paginator("list_objects_v2").paginate(Bucket=PLAIN,
+                                                                  Prefix=prefix):
+        found.update((o["Key"], o["ETag"]) for o in page.get("Contents", []))
+    return found
+
+
+def test_a_few_hundred_objects_written_while_a_node_was_down_reach_it(
+        nodes: dict[str, Node]) -> None:
+    """Anti-entropy in batches (several pages, rows applied many per transaction, bytes
+    fetched in parallel): every object, its bytes and the deletions reach the node that
+    was away."""
+    a, c = nodes["a"], nodes["c"]
+    wait_for("every node trusts both peers",
+             lambda: all(all_trusted(node, 2) for node in nodes.values()), CATCH_UP_SECONDS)
+    c.daemon.stop()
+    client = a.s3
+    bodies = {f"many/{n:04d}": b"%04d" % n * (n % 5 * 300 + 1) for n in range(600)}
+
+    def put(key: str) -> None:
+        client.put_object(Bucket=PLAIN, Key=key, Body=bodies[key])
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, bodies))
+    for n in range(0, 600, 50):  # deletions among them
+        client.delete_object(Bucket=PLAIN, Key=f"many/{n:04d}")
+        del bodies[f"many/{n:04d}"]
+    expected = {key: f'"{hashlib.md5(body).hexdigest()}"' for key, body in bodies.items()}
+    assert listing(a, "many/") == expected
+
+    c.daemon.start(timeout=CATCH_UP_SECONDS)
+    wait_for("c lists every object a lists", lambda: listing(c, "many/") == expected,
+             CATCH_UP_SECONDS)
+    for key in list(bodies)[::37]:
+        assert c.s3.get_object(Bucket=PLAIN, Key=key)["Body"].read() == bodies[key]
+    wait_for("c completed a pass toward both peers", lambda: synced(c, 2), CATCH_UP_SECONDS)
+    assert health(c) == 200
+    assert listing(nodes["b"], "many/") == expected

@@ -7,7 +7,7 @@ metrics' figures. No socket, no thread."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -107,6 +107,9 @@ class FakeApply:
     failing: set[str] = field(default_factory=set)
     missing_buckets: set[str] = field(default_factory=set)
     callers: list[Caller] = field(default_factory=list)
+    batches: list[list[str]] = field(default_factory=list)  # keys of each batch
+    meta: FakeMeta | None = None  # where applied rows are held
+    present: set[str] = field(default_factory=set)  # blobs stored (FakeBlobs.present)
 
     async def apply_replicated(self, caller: Caller, record: ObjectRecord,
                                body: Any = None) -> Ack:
@@ -117,7 +120,24 @@ class FakeApply:
             raise RuntimeError(f"poison {record.key}")
         data = b"".join(body.read_back()) if body is not None else None
         self.applied.append(("row", record.key, data))
+        if self.meta is not None:  # held from now on: a later pass finds it identical
+            self.meta.rows[record.key] = record
+        if data is not None and record.blob_id is not None:
+            self.present.add(record.blob_id)  # and its bytes with it
         return Ack(True, True)
+
+    async def apply_replicated_rows(self, caller: Caller,
+                                    items: Sequence[tuple[ObjectRecord, Any]]
+                                    ) -> list[Ack | Exception]:
+        """One batch (one transaction in the real apply): each row's ack or error."""
+        self.batches.append([record.key for record, _ in items])
+        answers: list[Ack | Exception] = []
+        for record, body in items:
+            try:
+                answers.append(await self.apply_replicated(caller, record, body))
+            except Exception as error:  # noqa: BLE001 (the row's answer)
+                answers.append(error)
+        return answers
 
     async def apply_replicated_delete(self, caller: Caller, bucket: str, key: str,
                                       version_id: str, deleted_at: float) -> Ack:
@@ -137,6 +157,7 @@ class FakeMeta:
     rows: dict[str, ObjectRecord] = field(default_factory=dict)  # by key
     tombstones: dict[str, float] = field(default_factory=dict)  # by key: deleted_at
     saves: int = 0
+    state_reads: int = 0
 
     def list_sync_cursors(self) -> Deferred[list[SyncCursor]]:
         return succeed(sorted(self.cursors.values(), key=lambda c: c.peer_node_id))
@@ -158,6 +179,12 @@ class FakeMeta:
         deleted_at = self.tombstones.get(key.split(":", 2)[2])
         return succeed(None if deleted_at is None else (deleted_at, 1))
 
+    def register_states(self, registers: Sequence[tuple[str, str, str]]
+                        ) -> Deferred[list[tuple[ObjectRecord | None, float | None]]]:
+        self.state_reads += 1
+        return succeed([(self.rows.get(key), self.tombstones.get(key))
+                        for _, key, _ in registers])
+
 
 @dataclass
 class FakeBlobs:
@@ -169,7 +196,7 @@ class FakeBlobs:
 
 
 class World:
-    def __init__(self, tmp_path: Path, *, steps: Any = ()) -> None:
+    def __init__(self, tmp_path: Path, *, steps: Any = (), **batching: int) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         self.membership = Membership("node-a")
@@ -177,10 +204,12 @@ class World:
         self.apply = FakeApply()
         self.meta = FakeMeta()
         self.blobs = FakeBlobs(str(tmp_path))
+        self.apply.meta = self.meta
+        self.apply.present = self.blobs.present
         self.service = AntiEntropy(
             membership=self.membership, meta=self.meta, client=self.peer, apply=self.apply,
             blobs=self.blobs, io=InlinePool(), cluster=CLUSTER, clock=self.clock,
-            steps=steps, page_entries=2)
+            steps=steps, page_entries=2, **batching)
 
     def join(self, node_id: str = "node-b", url: str = PEER_URL, max_seq: int = 0) -> None:
         self.membership.propose([url], now=self.clock.seconds())
@@ -213,8 +242,10 @@ def test_a_pass_applies_every_page_in_seq_order_and_fetches_missing_bytes(world:
     world.join()
     assert world.service.is_syncing()
     world.tick()
+    # A page's rows go in one batch (one transaction), then its deletions one by one.
     assert world.apply.applied == [("row", "new", b"abc"), ("row", "held", None),
-                                   ("delete", "gone", None), ("row", "marker", None)]
+                                   ("row", "marker", None), ("delete", "gone", None)]
+    assert world.apply.batches == [["new", "held"], ["marker"]]
     assert world.peer.fetched == [BLOB_A]  # BLOB_B is here
     assert world.peer.asked == [0, 4]  # pages of 2 from the cursor
     assert world.cursor.cursor == 9 and world.cursor.peer_max_seq == 9  # gaps scanned
@@ -263,13 +294,13 @@ def test_a_pruned_peer_loses_its_cursor_unless_its_node_id_is_still_known(
     assert world.peer.asked == [0, 0] and world.cursor.cursor == 1
 
 
-def test_a_stopping_service_ends_its_pass_at_the_next_entry(tmp_path: Path) -> None:
+def test_a_stopping_service_ends_its_pass_at_the_next_batch(tmp_path: Path) -> None:
     calls: list[str] = []
 
     async def step(node_id: str, base_url: str) -> None:
         calls.append(node_id)
 
-    world = World(tmp_path, steps=[step])
+    world = World(tmp_path, steps=[step], batch_rows=1)
     original = world.apply.apply_replicated
 
     async def then_stop(caller: Caller, record: ObjectRecord, body: Any = None) -> Ack:
@@ -356,13 +387,13 @@ def test_bytes_that_do_not_match_the_etag_fail_the_entry(world: World) -> None:
 def test_a_row_the_row_rules_refuse_fails_its_entry_before_any_fetch(
         world: World, fields: dict[str, Any]) -> None:
     """The same rules as the direct route (convergence/row_rules.py): nothing fetched,
-    nothing applied, the entry failed (rule 9 skips it after five passes)."""
+    nothing applied, the entry skipped at once (a permanent failure)."""
     world.peer.blobs[BLOB_A] = b"abc"
     world.peer.add(1, replace(row("k"), **fields))
     world.join()
     world.tick()
     assert world.peer.fetched == [] and world.apply.applied == []
-    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
+    assert world.cursor.cursor == 1 and world.cursor.skipped_entries == 1
 
 
 def test_a_poison_entry_stops_the_pass_then_is_skipped_after_five(world: World) -> None:
@@ -382,12 +413,15 @@ def test_a_poison_entry_stops_the_pass_then_is_skipped_after_five(world: World) 
     assert world.service.figures()[0].skipped_entries == 1
 
 
-def test_an_oversized_entry_fails_like_a_poison_row(world: World) -> None:
+def test_an_oversized_entry_is_skipped_at_once(world: World) -> None:
+    """The peer can never send that row within a page: a permanent failure."""
     world.peer.entries.append(PulledEntry(1, oversized=True))
-    world.peer.max_seq = 1
+    world.peer.add(2, row("after", b"", blob=None, is_delete_marker=True))
     world.join()
     world.tick()
-    assert world.cursor.cursor == 0 and world.cursor.failing_seq == 1
+    assert world.cursor.cursor == 2 and world.cursor.skipped_entries == 1
+    assert [key for _, key, _ in world.apply.applied] == ["after"]
+    assert not world.service.is_syncing()
 
 
 def test_a_rewound_peer_is_pulled_again_from_zero(world: World) -> None:
@@ -546,3 +580,181 @@ def test_lag_and_skipped_entries_are_metrics(world: World) -> None:
     text = generate_latest(registry).decode()
     assert 'objstore_cluster_peer_sync_lag{node_id="node-b"} 6.0' in text
     assert 'objstore_cluster_peer_sync_skipped_entries_total{node_id="node-b"} 2.0' in text
+
+
+# -- batches: bounded parallel fetches, pipelined; skip sooner; the start-up look --------
+
+
+class HeldPeer(FakePeer):
+    """A peer whose blob answers wait until the test releases them, one by one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting: list[tuple[str, Deferred[None]]] = []
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        answered: Deferred[None] = Deferred()
+        self.waiting.append((blob_id, answered))
+        await answered
+        return await super().get_blob(base_url, blob_id, sink)
+
+    def release(self) -> str:
+        blob_id, answered = self.waiting.pop(0)
+        answered.callback(None)
+        return blob_id
+
+
+def blob_id(n: int) -> str:
+    return f"{n:08x}-0000-4000-8000-000000000000"
+
+
+def test_fetches_run_in_parallel_bounded_and_the_next_batch_s_ahead(tmp_path: Path
+                                                                   ) -> None:
+    """Five rows in batches of two, at most two fetches in flight: the second batch's
+    bytes are fetched as soon as a place is free (while the first batch waits for its
+    own), and each batch is applied in one call as soon as its bytes are there."""
+    world = World(tmp_path, batch_rows=2, fetch_concurrency=2)
+    world.peer = peer = HeldPeer()
+    world.service._client = peer
+    for n in range(1, 6):
+        data = b"x%d" % n
+        peer.blobs[blob_id(n)] = data
+        peer.add(n, row(f"k{n}", data, blob=blob_id(n)))
+    world.service._page_entries = 10
+    world.join()
+    done: list[Any] = []
+    Deferred.fromCoroutine(world.service.run_pass("node-b", PEER_URL)).addBoth(done.append)
+    assert [b for b, _ in peer.waiting] == [blob_id(1), blob_id(2)]  # the bound
+    assert peer.release() == blob_id(1)
+    # the first batch still waits for k2; a third fetch took the free place
+    assert world.apply.batches == [] and len(peer.waiting) == 2
+    assert peer.release() == blob_id(2)
+    assert world.apply.batches == [["k1", "k2"]]  # the batch went at once, in one call
+    assert [b for b, _ in peer.waiting] == [blob_id(3), blob_id(4)]
+    assert peer.release() == blob_id(3)
+    assert [b for b, _ in peer.waiting] == [blob_id(4), blob_id(5)]  # the third batch's
+    while peer.waiting:
+        peer.release()
+    assert done == [True]
+    assert world.apply.batches == [["k1", "k2"], ["k3", "k4"], ["k5"]]
+    assert [data for _, _, data in world.apply.applied] == [b"x1", b"x2", b"x3", b"x4",
+                                                            b"x5"]
+    assert world.cursor.cursor == 5
+
+
+def test_a_row_refused_as_invalid_is_skipped_at_once(world: World) -> None:
+    """A 400 from the apply's validation is permanent: skipped on the first pass, the
+    rows after it applied and the node out of syncing; a missing bucket (404) is not."""
+    original = world.apply.apply_replicated
+
+    async def validating(caller: Caller, record: ObjectRecord, body: Any = None) -> Ack:
+        if record.key == "invalid":
+            raise S3Error("InvalidArgument", "The row's stamps must be finite times.")
+        return await original(caller, record, body)
+
+    world.apply.apply_replicated = validating  # type: ignore[method-assign]
+    world.apply.missing_buckets.add("later")
+    world.peer.add(1, row("invalid", b"", blob=None, is_delete_marker=True))
+    world.peer.add(2, row("after", b"", blob=None, is_delete_marker=True))
+    world.peer.add(3, replace(row("k", b"", blob=None, is_delete_marker=True),
+                              bucket="later"))
+    world.join()
+    world.tick()
+    assert world.cursor.skipped_entries == 1  # seq 1 at once
+    assert world.cursor.cursor == 2 and world.cursor.failing_seq == 3
+    assert world.cursor.failed_passes == 1  # NoSuchBucket counts passes as before
+    assert [key for _, key, _ in world.apply.applied] == ["after"]
+
+
+def test_a_blob_the_peer_refuses_with_400_is_skipped_at_once(world: World) -> None:
+    async def refusing(base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        return SendFailure("BadRequest: not a blob id", 400)
+
+    world.peer.get_blob = refusing  # type: ignore[method-assign]
+    world.peer.add(1, row("k"))
+    world.join()
+    world.tick()
+    assert world.cursor.cursor == 1 and world.cursor.skipped_entries == 1
+
+
+def test_the_first_passes_start_as_soon_as_peers_are_eligible(world: World) -> None:
+    """At start-up the peers become eligible a moment after the first tick: the passes
+    start then, not a poll interval later."""
+    world.service.startService()
+    try:
+        assert world.peer.asked == []
+        world.join()
+        world.clock.advance(0.1)
+        assert world.peer.asked == [0]
+        assert CLUSTER.probe_interval_seconds > 0.1
+    finally:
+        world.service.stopService()
+
+
+def test_a_batch_that_fails_as_a_whole_is_applied_row_by_row(world: World) -> None:
+    async def broken(caller: Caller, items: Sequence[tuple[ObjectRecord, Any]]
+                     ) -> list[Ack | Exception]:
+        raise RuntimeError("the transaction failed")
+
+    world.apply.apply_replicated_rows = broken  # type: ignore[method-assign]
+    for seq in (1, 2):
+        world.peer.add(seq, row(f"k{seq}", b"", blob=None, is_delete_marker=True))
+    world.join()
+    world.tick()
+    assert [key for _, key, _ in world.apply.applied] == ["k1", "k2"]
+    assert world.cursor.cursor == 2 and world.cursor.first_pass_done
+
+
+class TwoPeers:
+    """Two peers holding the same rows, answering blobs when the test releases them."""
+
+    def __init__(self, first: HeldPeer, second: HeldPeer) -> None:
+        self.by_url = {PEER_URL: first, OTHER_URL: second}
+
+    async def manifest(self, base_url: str, since: int, limit: int
+                       ) -> PulledPage | SendFailure:
+        peer = self.by_url[base_url]
+        return await FakePeer.manifest(peer, PEER_URL, since, limit)
+
+    async def get_blob(self, base_url: str, blob_id: str, sink: Callable[[bytes], object]
+                       ) -> BlobFetched | SendFailure:
+        return await self.by_url[base_url].get_blob(PEER_URL, blob_id, sink)
+
+
+OTHER_URL = "http://c.test:9000"
+
+
+def test_the_same_rows_from_two_peers_are_fetched_once_whatever_their_order(
+        tmp_path: Path) -> None:
+    """Peers b and c hold the same six rows, in opposite seq orders; passes toward both
+    run at once, in batches of two. Each blob is fetched once (a batch waits while an
+    older batch of the other pass holds its rows, then finds them held), and both passes
+    complete: waiting only on older batches, they never wait on each other in a cycle."""
+    world = World(tmp_path, batch_rows=2, fetch_concurrency=8)
+    b, c = HeldPeer(), HeldPeer()
+    world.service._client = TwoPeers(b, c)
+    world.service._page_entries = 10
+    keys = [f"k{n}" for n in range(6)]
+    for n, key in enumerate(keys):
+        data = b"x%d" % n
+        for peer, seq in ((b, n + 1), (c, 6 - n)):
+            peer.blobs[blob_id(n)] = data
+            peer.add(seq, row(key, data, blob=blob_id(n)))
+    c.entries.sort(key=lambda entry: entry.seq)
+    world.join()
+    world.join("node-c", OTHER_URL)
+    done: list[Any] = []
+    for node_id, url in (("node-b", PEER_URL), ("node-c", OTHER_URL)):
+        Deferred.fromCoroutine(world.service.run_pass(node_id, url)).addBoth(done.append)
+    for _ in range(100):
+        waiting = b.waiting or c.waiting
+        if not waiting:
+            break
+        (b if b.waiting else c).release()
+    assert done == [True, True]
+    fetched = b.fetched + c.fetched
+    assert sorted(fetched) == sorted(blob_id(n) for n in range(6))  # each one once
+    assert sorted(key for _, key, _ in world.apply.applied) == keys
+    assert world.service._claimed == {}

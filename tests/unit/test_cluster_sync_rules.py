@@ -1,6 +1,7 @@
 """Anti-entropy's pure rules (convergence/sync_rules.py), without a reactor: where a page leaves
 the cursor, rewind detection (rule 8), the skip of an entry failing 5 passes in a row on
-the same seq (rule 9), first pass done, lag, and the node's syncing state."""
+the same seq (rule 9) or at once when the failure is permanent, a page cut into
+batches, first pass done, lag, and the node's syncing state."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from objstore.convergence.sync_rules import (
     pass_completed,
     reset_after_rewind,
     rewound,
+    split_batches,
     syncing,
 )
 
@@ -81,6 +83,29 @@ def test_the_retry_of_a_pass_does_not_count_its_failing_seq_twice() -> None:
     # another seq failing in the retry is a failure of its own
     other, skipped = entry_failed(cursor, 9, again_this_pass=True)
     assert not skipped and (other.failing_seq, other.failed_passes) == (9, 1)
+
+
+def test_a_permanent_failure_is_skipped_at_once() -> None:
+    cursor, skipped = entry_failed(replace(START, cursor=6), 7, permanent=True)
+    assert skipped and cursor.cursor == 7 and cursor.skipped_entries == 1
+    assert cursor.failing_seq is None and cursor.failed_passes == 0
+    # also in a pass's retry, and after transient failures of the same seq
+    counted = replace(START, cursor=6, failing_seq=7, failed_passes=2)
+    cursor, skipped = entry_failed(counted, 7, again_this_pass=True, permanent=True)
+    assert skipped and cursor.cursor == 7
+    # a transient failure still counts passes
+    cursor, skipped = entry_failed(replace(START, cursor=6), 7, permanent=False)
+    assert not skipped and cursor.cursor == 6 and cursor.failed_passes == 1
+
+
+def test_a_page_is_cut_into_batches_bounded_in_rows_and_bytes() -> None:
+    sizes = [10, 10, 10, 10, 10]
+    assert split_batches(sizes, lambda n: n, 2, 1000) == [[10, 10], [10, 10], [10]]
+    assert split_batches(sizes, lambda n: n, 10, 25) == [[10, 10], [10, 10], [10]]
+    # an entry larger than the byte bound goes alone; order is kept
+    assert split_batches([5, 100, 5, 5], lambda n: n, 10, 20) == [[5], [100], [5, 5]]
+    assert split_batches([], lambda n: n, 2, 10) == []
+    assert split_batches([0] * 5, lambda n: n, 3, 0) == [[0, 0, 0], [0, 0]]
 
 
 def test_a_completed_pass_is_recorded() -> None:

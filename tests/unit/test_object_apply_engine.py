@@ -318,3 +318,41 @@ def test_a_deletion_stamped_outside_1970_to_9999_is_refused(node: Node, stamp: f
     with pytest.raises(S3Error) as refused:
         run(node.service.apply_replicated_delete(PEER, "b", "k", V1, stamp))
     assert refused.value.code == "InvalidArgument"
+
+
+# -- many rows at once (anti-entropy's batch) -------------------------------------------
+
+
+def test_a_batch_stores_files_before_its_one_transaction_and_answers_each_row(
+        node: Node) -> None:
+    """Files of every row durable before the single row transaction; each row answered:
+    its ack, or its own error (an invalid blob id, a missing bucket) without stopping the
+    others; the change hook told of each applied row."""
+    transactions: list[list[tuple[bool, bool]]] = []
+    apply_many = node.store.apply_replicated_objects
+
+    def spying(records: list[ObjectRecord]) -> list[ApplyResult | Exception]:
+        transactions.append([node.has_files(r.blob_id) for r in records if r.blob_id])
+        return apply_many(records)
+
+    node.store.apply_replicated_objects = spying  # type: ignore[method-assign]
+    node.apply(replace(row(V2, blob=BLOB_B), key="held"), DATA)
+    items: list[tuple[ObjectRecord, BlobWriter | None]] = [
+        (row(V1, blob=BLOB_A), node.body()),  # new, with its bytes
+        (replace(row(V2, blob=BLOB_B), key="held"), None),  # identical: nothing
+        (replace(row(V1, blob="not-a-uuid"), key="bad"), None),
+        (replace(row(V1, blob=PART_1), bucket="missing"), None),
+        (replace(row(V1, blob=None, size=0), key="marker", is_delete_marker=True), None),
+    ]
+    answers = run(node.service.apply_replicated_rows(PEER, items))
+    assert answers[0] == Ack(applied=True, has_blob=True)
+    assert answers[1] == Ack(applied=True, has_blob=True)
+    assert isinstance(answers[2], S3Error) and answers[2].code == "InvalidArgument"
+    assert isinstance(answers[3], S3Error) and answers[3].code == "NoSuchBucket"
+    assert answers[4] == Ack(applied=True, has_blob=True)
+    assert transactions == [[(True, True), (True, True)]]  # one, after the files
+    assert node.store.get_object("b", "k", V1) is not None
+    assert node.store.get_object("b", "marker", V1) is not None
+    applied = [c.record.key for c in node.seen.changes if c.record is not None]
+    assert applied == ["held", "k", "marker"]  # "held" by the single apply before
+    assert all(c.caller is PEER for c in node.seen.changes)

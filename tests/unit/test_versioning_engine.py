@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.task import Clock
 
 from objstore.blobs.control import ControlRecord
@@ -527,3 +527,52 @@ def test_key_locks_serialise_per_key_and_forget_idle_keys() -> None:
     for d in (one, two, three):
         d.addCallback(results.append)
     assert results == ["first", "second", "other"] and len(locks) == 0
+
+
+class OneSlotForAll:
+    """Node-wide locks where every key falls in the same slot (the worst case)."""
+
+    def __init__(self) -> None:
+        self.held: list[int] = []
+        self.taken = 0
+
+    def slot_of(self, bucket: str, key: str) -> int:
+        return 0
+
+    def acquire(self, slot: int) -> Deferred[None]:
+        assert slot not in self.held, "a slot taken twice by one holder: a deadlock"
+        self.held.append(slot)
+        self.taken += 1
+        return succeed(None)
+
+    def release(self, slot: int) -> None:
+        self.held.remove(slot)
+
+
+def test_key_locks_run_many_holds_every_key_and_each_slot_once() -> None:
+    across = OneSlotForAll()
+    locks = KeyLocks(across)
+    order: list[str] = []
+    gate: Deferred[None] = Deferred()
+
+    async def batch() -> str:
+        order.append("batch-in")
+        await gate
+        order.append("batch-out")
+        return "batch"
+
+    async def single() -> str:
+        order.append("single")
+        return "single"
+
+    many = Deferred.fromCoroutine(locks.run_many(
+        [("b", "k2"), ("b", "k1"), ("b", "k2")], batch))
+    assert order == ["batch-in"] and across.taken == 1 and len(locks) == 2
+    one = Deferred.fromCoroutine(locks.run("b", "k1", single))
+    assert order == ["batch-in"]  # k1 is held by the batch
+    gate.callback(None)
+    assert order == ["batch-in", "batch-out", "single"]
+    results: list[str] = []
+    for d in (many, one):
+        d.addCallback(results.append)
+    assert results == ["batch", "single"] and len(locks) == 0 and across.held == []

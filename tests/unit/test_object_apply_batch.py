@@ -1,0 +1,163 @@
+"""The batched apply of replicated rows (`apply_replicated_objects`, anti-entropy's one
+transaction per batch) gives, on SQLite and PostgreSQL, the same verdict for each row and
+leaves the same rows, latest flags and tombstones as applying the rows one by one
+(`apply_replicated_object`); it takes a seq only for the rows it stores, none when it
+stores nothing, and answers a row's own error in its place. `register_states` reads what
+the verdicts need."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from objstore.meta.records import BucketRecord, ObjectRecord
+from objstore.meta.store import (
+    TOMBSTONE_OBJECT,
+    ApplyResult,
+    ApplyVerdict,
+    RecordNotFound,
+    SyncMetaStore,
+    object_tombstone_key,
+)
+from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
+    backend,
+    db_engine,
+    meta_store,
+    postgres_database,
+)
+
+ONE, BATCH = "one-by-one", "batched"
+V1 = "11111111-1111-4111-8111-111111111111"
+V2 = "22222222-2222-4222-8222-222222222222"
+
+
+def blob(n: int) -> str:
+    return f"{n:08x}-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
+
+
+def row(bucket: str, key: str, at: float, n: int, version_id: str = V1,
+        **fields: object) -> ObjectRecord:
+    values: dict[str, object] = {"size": 3, "etag": f"e{n}", **fields}
+    return ObjectRecord(bucket, key, version_id, blob(n), last_modified=at,
+                        **values)  # type: ignore[arg-type]
+
+
+def seed(store: SyncMetaStore, bucket: str) -> None:
+    """The local state both buckets start from."""
+    store.create_bucket(BucketRecord(bucket, "u-1", "us-east-1", 1.0))
+    store.put_object(row(bucket, "newer", 10.0, 1))
+    store.put_object(row(bucket, "older", 10.0, 2))
+    store.put_object(row(bucket, "same", 10.0, 3))
+    store.apply_replicated_delete(bucket, "dead", V1, 20.0)
+    store.apply_replicated_delete(bucket, "alive", V1, 20.0)
+    store.put_object(row(bucket, "versions", 30.0, 4, version_id=V2))
+    store.put_object(row(bucket, "marked", 10.0, 5))
+
+
+def incoming(bucket: str) -> list[ObjectRecord]:
+    """One row per case, in a page's order; `twice` names its register twice."""
+    return [
+        row(bucket, "new", 5.0, 10),  # no local row: applied
+        row(bucket, "newer", 11.0, 11),  # newer than the local row: applied
+        row(bucket, "older", 9.0, 12),  # older: the local row stays
+        row(bucket, "same", 10.0, 3),  # identical
+        row(bucket, "dead", 15.0, 13),  # the tombstone beats it
+        row(bucket, "alive", 25.0, 14),  # strictly newer than the tombstone
+        row(bucket, "versions", 12.0, 15),  # an old version: applied, not latest
+        replace(row(bucket, "marked", 12.0, 16), is_delete_marker=True, size=0),
+        row(bucket, "twice", 7.0, 17),
+        row(bucket, "twice", 8.0, 18),  # the same register again, newer
+        row(bucket, "twice", 7.5, 19),  # and older than what the batch just stored
+        row(bucket, "pair", 20.0, 20),  # two versions of one key in one batch:
+        row(bucket, "pair", 15.0, 21, version_id=V2),  # the older one is not latest
+    ]
+
+
+def state(store: SyncMetaStore, bucket: str) -> object:
+    """Every version and tombstone of `bucket`, without node-local seqs."""
+    versions = sorted((r.key, r.version_id, r.is_latest, r.blob_id, r.last_modified,
+                       r.is_delete_marker)
+                      for r in store.list_versions(bucket, limit=1000))
+    stamps = {key: store.get_tombstone(TOMBSTONE_OBJECT,
+                                       object_tombstone_key(bucket, key, V1))
+              for key in ("dead", "alive")}
+    return versions, {key: None if found is None else found[0]
+                      for key, found in stamps.items()}
+
+
+def verdict(answer: ApplyResult | Exception) -> object:
+    if isinstance(answer, Exception):
+        return type(answer)
+    stored = answer.record
+    return answer.verdict, answer.orphaned_blob_ids, \
+        None if stored is None else (stored.blob_id, stored.is_latest)
+
+
+def test_a_batch_decides_and_leaves_what_rows_one_by_one_do(
+        meta_store: SyncMetaStore) -> None:  # noqa: F811
+    store = meta_store
+    seed(store, ONE)
+    seed(store, BATCH)
+    single = [store.apply_replicated_object(record) for record in incoming(ONE)]
+    before = store.max_seq()
+    batched = store.apply_replicated_objects(incoming(BATCH))
+    assert [verdict(a) for a in batched] == [verdict(a) for a in single]
+    assert state(store, BATCH) == state(store, ONE)
+    applied = [a for a in batched if isinstance(a, ApplyResult) and a.applied]
+    assert [a.verdict for a in batched if isinstance(a, ApplyResult)].count(
+        ApplyVerdict.KEEP_LOCAL) == 2  # "older" and the last "twice"
+    assert {ApplyVerdict.IDENTICAL, ApplyVerdict.DELETED} <= {
+        a.verdict for a in batched if isinstance(a, ApplyResult)}
+    # One fresh seq per stored row, in order, no gap.
+    seqs = [a.record.seq for a in applied if a.record is not None]
+    assert seqs == list(range(before + 1, before + 1 + len(applied)))
+    assert store.max_seq() == before + len(applied)
+
+
+def test_a_row_s_own_error_takes_its_place_and_the_others_apply(
+        meta_store: SyncMetaStore) -> None:  # noqa: F811
+    store = meta_store
+    seed(store, BATCH)
+    answers = store.apply_replicated_objects([
+        row("no-such-bucket", "k", 1.0, 1),
+        row(BATCH, "bad-stamp", math.inf, 2),
+        row(BATCH, "good", 1.0, 3),
+    ])
+    assert isinstance(answers[0], RecordNotFound)
+    assert isinstance(answers[1], ValueError)
+    assert isinstance(answers[2], ApplyResult) and answers[2].applied
+    assert store.get_object(BATCH, "good", V1) is not None
+
+
+def test_a_batch_that_stores_nothing_takes_no_seq(
+        meta_store: SyncMetaStore) -> None:  # noqa: F811
+    store = meta_store
+    seed(store, BATCH)
+    before = store.max_seq()
+    answers = store.apply_replicated_objects([row(BATCH, "same", 10.0, 3),
+                                              row(BATCH, "older", 9.0, 12)])
+    assert [verdict(a)[0] for a in answers] == [ApplyVerdict.IDENTICAL,  # type: ignore[index]
+                                                ApplyVerdict.KEEP_LOCAL]
+    assert store.max_seq() == before
+    assert store.apply_replicated_objects([]) == []
+    assert store.max_seq() == before
+
+
+@pytest.mark.parametrize("count", [1, 600])
+def test_register_states_reads_rows_and_tombstones(
+        meta_store: SyncMetaStore, count: int) -> None:  # noqa: F811
+    store = meta_store
+    seed(store, BATCH)
+    registers = [(BATCH, "newer", V1), (BATCH, "dead", V1), (BATCH, "nothing", V1),
+                 (BATCH, "versions", V2)] + [(BATCH, f"absent-{n}", V1)
+                                             for n in range(count)]
+    states = store.register_states(registers)
+    assert len(states) == len(registers)
+    newer, dead, nothing, versions = states[:4]
+    assert newer[0] is not None and newer[0].blob_id == blob(1) and newer[1] is None
+    assert dead == (None, 20.0)
+    assert nothing == (None, None)
+    assert versions[0] is not None and versions[0].version_id == V2
+    assert all(found == (None, None) for found in states[4:])
