@@ -96,7 +96,10 @@ def test_control_files(package: Package) -> None:
     assert fields["Package"] == "objstore"
     from objstore import __version__
     assert fields["Version"] == f"{__version__}-1"
-    assert re.fullmatch(r"python3\.\d+", fields["Depends"].split(",")[0].strip()), fields
+    python = fields["Depends"].split(",")[0].strip()
+    assert re.fullmatch(r"python3\.\d+", python), fields
+    # The venv's interpreter is that package's file (the link dpkg-deb -x kept, resolved here).
+    assert os.path.realpath(package.python) == f"/usr/bin/{python}"
     assert (package.control / "conffiles").read_text().split() == ["/etc/objstore/objstore.toml"]
     postinst = (package.control / "postinst").read_text()
     assert "useradd --system" in postinst and "/var/lib/objstore" in postinst
