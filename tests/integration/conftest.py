@@ -27,11 +27,16 @@ def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @contextmanager
-def running_daemon(request: pytest.FixtureRequest, node: Daemon) -> Iterator[Daemon]:
+def running_daemon(request: pytest.FixtureRequest, node: Daemon, *, wait: bool = True
+                   ) -> Iterator[Daemon]:
     """Start `node`, stop it at the end, and remove its files unless a test using it failed
-    (then they stay, with the daemon's log, under pytest's base temp directory)."""
+    (then they stay, with the daemon's log, under pytest's base temp directory). With
+    `wait=False` the process is only launched: the caller waits (`node.wait_ready`)."""
     failed_before = request.session.testsfailed
-    node.start()
+    if wait:
+        node.start()
+    else:
+        node.launch()
     try:
         yield node
     finally:

@@ -120,6 +120,12 @@ class Daemon:
         )
 
     def start(self, timeout: float = 30.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Write the config and start the process without waiting for it (`wait_ready`
+        does): several daemons then start side by side."""
         self.write_config()
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
@@ -127,7 +133,6 @@ class Daemon:
                 [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(self.config_path)],
                 cwd=self.workdir, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
             )
-        self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
         http = urllib3.PoolManager(retries=False, timeout=2.0,
