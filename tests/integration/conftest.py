@@ -1,6 +1,19 @@
 """Fixtures that run the real daemon; every test here talks to it over HTTP with real
 clients. Each test module gets its own daemon per metadata backend (SQLite and the local
-PostgreSQL)."""
+PostgreSQL).
+
+The `workers` marker picks the tests that scripts/test runs a second time against
+two-worker nodes (OBJSTORE_TEST_WORKERS=2, SQLite, `-m workers`). The rule: a module whose
+behaviour involves state each worker process holds or shares with the others, served by
+the default `daemon`/`node` (so it has one worker in the first pass): caches of IAM,
+settings and bucket state that a change through one worker must reach in the other, the
+leader's duties (lifecycle, tombstone purge) and figures merged from every worker (audit,
+usage). Modules that start their two-worker nodes themselves (test_workers, test_read_races,
+test_metrics, test_rate_limit, test_private_files, test_lifecycle_of_the_process) already
+run them in the first pass; the rest (S3 semantics answered by one process or another
+alike) run once. WORKER_PASS lists the modules; a module may also say `pytestmark =
+pytest.mark.workers`.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +29,23 @@ from botocore.config import Config as BotoConfig
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 BACKENDS = os.environ.get("OBJSTORE_TEST_BACKENDS", "sqlite,postgres").split(",")
+WORKER_PASS = frozenset({
+    "test_admin_escalation.py",  # IAM changes and the caches of every worker
+    "test_audit.py",  # each worker writes its records; a query merges them
+    "test_lifecycle.py",  # the leader worker runs lifecycle; settings reach it
+    "test_quota.py",  # usage counted by every worker, concurrent writers
+    "test_rbac.py",  # revocation and grants on the very next request, any worker
+    "test_settings.py",  # settings cached per worker
+    "test_tombstone_purge.py",  # the leader purges; its figures reach every scrape
+    "test_transfer.py",  # an import replaces IAM and settings under running workers
+    "test_versioning.py",  # a bucket's versioning state, cached per worker, on every write
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in WORKER_PASS and item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.workers)
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
