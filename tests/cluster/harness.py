@@ -150,6 +150,8 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
             stack.enter_context(running_daemon(request, daemons[name], wait=False))
         for name in names:
             daemons[name].wait_ready(START_SECONDS)
+        # At the end every node is sent SIGTERM at once, before each is waited for.
+        stack.callback(lambda: [daemon.terminate() for daemon in daemons.values()])
         yield {name: Node(daemons[name], f"node-{name}") for name in names}
 
 

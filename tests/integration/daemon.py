@@ -70,6 +70,7 @@ class Daemon:
     process: subprocess.Popen[bytes] | None = None
     pg_database: str | None = None
     _log_start: int = 0
+    _terminating: bool = False  # SIGTERM sent by terminate(), not waited for yet
 
     @property
     def data_dir(self) -> Path:
@@ -119,7 +120,7 @@ class Daemon:
             "[storage]\n" + storage + self.extra_config
         )
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 60.0) -> None:
         self.launch()
         self.wait_ready(timeout)
 
@@ -164,13 +165,21 @@ class Daemon:
                                                 r"listening on", text)}
         return listening >= set(range(self.workers))
 
+    def terminate(self) -> None:
+        """Send SIGTERM once without waiting (`stop`/`cleanup` then wait): several daemons
+        then drain side by side."""
+        if self.process is not None and self.process.poll() is None and not self._terminating:
+            self.process.send_signal(signal.SIGTERM)
+            self._terminating = True
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process is None:
             return 0
-        if self.process.poll() is None:
+        if self.process.poll() is None and not (sig == signal.SIGTERM and self._terminating):
             self.process.send_signal(sig)
         code = self.process.wait(timeout)
         self.process = None
+        self._terminating = False
         return code
 
     def kill(self) -> None:
@@ -188,6 +197,7 @@ class Daemon:
                     os.kill(pid, sig)
         self.process.wait(timeout)
         self.process = None
+        self._terminating = False
         wait_processes_gone(pids, timeout)
 
     def cleanup(self) -> None:
