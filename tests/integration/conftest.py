@@ -1,6 +1,12 @@
 """Fixtures that run the real daemon; every test here talks to it over HTTP with real
-clients. Each test module gets its own daemon per metadata backend (SQLite and the local
-PostgreSQL).
+clients. The `daemon` fixture gives each test module a daemon per metadata backend
+(SQLite and the local PostgreSQL): its own, or for the modules in SHARED_DAEMON one daemon
+per backend shared by all of them for the whole session (started on first use). A module
+shares when its tests leave nothing another module could see: unique bucket, user and key
+names, no settings or region changes, no restart or kill of `daemon`, no whole-daemon
+figures asserted (peak memory, every bucket or user listed). At the end of each sharing
+module the log of the shared daemon since the module began must hold no traceback, as a
+module's own daemon's whole log must.
 
 The `workers` marker picks the tests that scripts/test runs a second time against
 two-worker nodes (OBJSTORE_TEST_WORKERS=2, SQLite, `-m workers`). The rule: a module whose
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import boto3
@@ -48,9 +54,46 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.workers)
 
 
+SHARED_DAEMON = frozenset({
+    "test_admin_cli.py", "test_admin_escalation.py", "test_admin_iam.py", "test_auth.py",
+    "test_aws_cli.py", "test_clients.py", "test_hostile_input.py", "test_multipart.py",
+    "test_object_lock.py", "test_object_operations.py", "test_quota.py",
+    "test_s3_basics.py", "test_tagging.py", "test_versioning.py",
+})
+
+
+class SharedDaemons:
+    """One running daemon per backend, started on first use, stopped by `stack`."""
+
+    def __init__(self, request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory, stack: ExitStack) -> None:
+        self._request, self._factory, self._stack = request, tmp_path_factory, stack
+        self._running: dict[str, Daemon] = {}
+
+    def get(self, backend: str) -> Daemon:
+        if backend not in self._running:
+            node = Daemon(self._factory.mktemp(f"shared-{backend}"), backend=backend)
+            self._running[backend] = self._stack.enter_context(
+                running_daemon(self._request, node))
+        return self._running[backend]
+
+
+@pytest.fixture(scope="session")
+def shared_daemons(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+                   ) -> Iterator[SharedDaemons]:
+    with ExitStack() as stack:
+        yield SharedDaemons(request, tmp_path_factory, stack)
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
+    if request.path.name in SHARED_DAEMON:
+        shared: Daemon = request.getfixturevalue("shared_daemons").get(request.param)
+        logged = shared.log_size()
+        yield shared
+        shared.assert_no_tracebacks(since=logged)
+        return
     with running_daemon(request, Daemon(tmp_path_factory.mktemp(f"node-{request.param}"),
                                         backend=request.param)) as node:
         yield node
