@@ -11,14 +11,14 @@ module's own daemon's whole log must.
 The `workers` marker picks the tests that scripts/test runs a second time against
 two-worker nodes (OBJSTORE_TEST_WORKERS=2, SQLite, `-m workers`). The rule: a module whose
 behaviour involves state each worker process holds or shares with the others, served by
-the default `daemon`/`node` (so it has one worker in the first pass): caches of IAM,
-settings and bucket state that a change through one worker must reach in the other, the
-leader's duties (lifecycle, tombstone purge) and figures merged from every worker (audit,
-usage). Modules that start their two-worker nodes themselves (test_workers, test_read_races,
-test_metrics, test_rate_limit, test_private_files, test_lifecycle_of_the_process) already
-run them in the first pass; the rest (S3 semantics answered by one process or another
-alike) run once. WORKER_PASS lists the modules; a module may also say `pytestmark =
-pytest.mark.workers`.
+the default `daemon`/`node` (so it has one worker in the first pass): caches of IAM and
+settings that a change through one worker must reach in the other, the leader's duties
+(lifecycle, tombstone purge) and figures merged from every worker (audit, usage). Modules
+that start their two-worker nodes themselves (test_workers, which pins requests to each
+worker for the IAM, bucket-state and settings caches, test_read_races, test_metrics,
+test_rate_limit, test_private_files, test_lifecycle_of_the_process) already run them in the
+first pass; the rest (S3 semantics answered by one process or another alike) run once.
+WORKER_PASS lists the modules; a module may also say `pytestmark = pytest.mark.workers`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ WORKER_PASS = frozenset({
     "test_settings.py",  # settings cached per worker
     "test_tombstone_purge.py",  # the leader purges; its figures reach every scrape
     "test_transfer.py",  # an import replaces IAM and settings under running workers
-    "test_versioning.py",  # a bucket's versioning state, cached per worker, on every write
 })
 
 
