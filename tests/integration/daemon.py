@@ -71,6 +71,7 @@ class Daemon:
     pg_database: str | None = None
     _log_start: int = 0
     _terminating: bool = False  # SIGTERM sent by terminate(), not waited for yet
+    log_checked: int = 0  # the log before this byte was checked for tracebacks already
 
     @property
     def data_dir(self) -> Path:
@@ -222,13 +223,14 @@ class Daemon:
         """Bytes in the daemon's log so far (where a later check may start)."""
         return self.log_path.stat().st_size if self.log_path.exists() else 0
 
-    def assert_no_tracebacks(self, since: int = 0) -> None:
+    def assert_no_tracebacks(self, since: int | None = None) -> None:
         """No request of a test may hit an unhandled error: every one would have been a
-        500 (or a cut stream) for a real client. `since`: only the log after that byte."""
+        500 (or a cut stream) for a real client. `since`: only the log after that byte
+        (default `log_checked`)."""
         if not self.log_path.exists():
             return
         with open(self.log_path, "rb") as log:
-            log.seek(since)
+            log.seek(self.log_checked if since is None else since)
             text = log.read().decode("utf-8", "replace")
         index = text.find("Traceback (most recent call last)")
         if index >= 0:
