@@ -2,7 +2,8 @@
 
 `start_cluster(request, tmp_path_factory, names=("a", "b", "c"), ...)` is a context manager
 that starts one daemon per name (node id `node-<name>`, static peers = every other node,
-one shared secret, fast probes) and yields `{name: Node}`; each daemon is stopped at the
+one shared secret, fast probes; all launched at once, then each waited for until
+/admin/health answers 200) and yields `{name: Node}`; each daemon is stopped at the
 end and its files removed unless a test failed. Per-node config (a drifted secret, a
 loop, TLS) goes through `extra_config={name: text}` appended to that node's [cluster]
 section's neighbours, or `cluster_overrides={name: {key: toml_value}}` replacing keys of
@@ -43,6 +44,7 @@ from tests.integration.daemon import (
 
 SECRET = "cluster-test-secret-7f3a9c2e5b1d4f60"
 DEADLINE_SECONDS = 15.0
+START_SECONDS = 60.0  # each node of a cluster answers /admin/health 200 within this
 
 
 @dataclass
@@ -146,8 +148,14 @@ def start_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                                extra_config=section + (extra_config or {}).get(name, ""),
                                extra_env=dict((environments or {}).get(name, {})))
     with contextlib.ExitStack() as stack:
+        # Every node starts at once (a start is mostly the interpreter loading: they overlap
+        # on two cores); then each must answer /admin/health.
         for name in names:
-            stack.enter_context(running_daemon(request, daemons[name]))
+            stack.enter_context(running_daemon(request, daemons[name], wait=False))
+        for name in names:
+            daemons[name].wait_ready(START_SECONDS)
+        # At the end every node is sent SIGTERM at once, before each is waited for.
+        stack.callback(lambda: [daemon.terminate() for daemon in daemons.values()])
         yield {name: Node(daemons[name], f"node-{name}") for name in names}
 
 

@@ -56,8 +56,15 @@ def blob_path(node: Node, blob_id: str) -> Path:
 
 
 def replicated(node: Node, key: str, body: bytes) -> None:
-    wait_for(f"{key} on {node.node_id}",
-             lambda: node.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == body)
+    def served() -> bool:
+        try:
+            return bool(node.s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == body)
+        except ClientError as error:  # not there yet: the fan-out is still on its way
+            if error.response["Error"]["Code"] != "NoSuchKey":
+                raise
+            return False
+
+    wait_for(f"{key} on {node.node_id}", served)
 
 
 def counter(node: Node, line_start: str) -> float:

@@ -2,7 +2,8 @@
 links all go through TCP relays of the test (tests/cluster/relay.py); under the soak's
 light mixed load (puts, overwrites, deletes through random nodes, every side keeps
 writing), one node at a time is cut off from the others and healed again, at random, for
-OBJSTORE_CLUSTER_SOAK_SECONDS (default 30; OBJSTORE_CLUSTER_SOAK_SEED picks the cuts).
+OBJSTORE_CLUSTER_SOAK_SECONDS (default 15; OBJSTORE_CLUSTER_SOAK_SEED picks the cuts; a
+long run: bench/cluster_soak.py --partition).
 After the last heal every node is healthy and all serve the same version listings and
 the same bytes for a sample of versions: both sides' writes merged by last-writer-wins."""
 

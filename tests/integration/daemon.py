@@ -72,6 +72,8 @@ class Daemon:
     # Environment variables of the daemon besides the test's own (OBJSTORE_TEST_* knobs).
     extra_env: dict[str, str] = field(default_factory=dict)
     _log_start: int = 0
+    _terminating: bool = False  # SIGTERM sent by terminate(), not waited for yet
+    log_checked: int = 0  # the log before this byte was checked for tracebacks already
 
     @property
     def data_dir(self) -> Path:
@@ -122,7 +124,13 @@ class Daemon:
             "[storage]\n" + storage + self.extra_config
         )
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 60.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Write the config and start the process without waiting for it (`wait_ready`
+        does): several daemons then start side by side."""
         self.write_config()
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
@@ -130,7 +138,6 @@ class Daemon:
                 [TWISTD, "-n", "--pidfile=", "objstore", "--config", str(self.config_path)],
                 cwd=self.workdir, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
             )
-        self.wait_ready(timeout)
 
     def wait_ready(self, timeout: float) -> None:
         http = urllib3.PoolManager(retries=False, timeout=2.0,
@@ -162,13 +169,21 @@ class Daemon:
                                                 r"listening on", text)}
         return listening >= set(range(self.workers))
 
+    def terminate(self) -> None:
+        """Send SIGTERM once without waiting (`stop`/`cleanup` then wait): several daemons
+        then drain side by side."""
+        if self.process is not None and self.process.poll() is None and not self._terminating:
+            self.process.send_signal(signal.SIGTERM)
+            self._terminating = True
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.process is None:
             return 0
-        if self.process.poll() is None:
+        if self.process.poll() is None and not (sig == signal.SIGTERM and self._terminating):
             self.process.send_signal(sig)
         code = self.process.wait(timeout)
         self.process = None
+        self._terminating = False
         return code
 
     def kill(self) -> None:
@@ -186,6 +201,7 @@ class Daemon:
                     os.kill(pid, sig)
         self.process.wait(timeout)
         self.process = None
+        self._terminating = False
         wait_processes_gone(pids, timeout)
 
     def cleanup(self) -> None:
@@ -206,12 +222,19 @@ class Daemon:
         assert self.process is None
         shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def assert_no_tracebacks(self) -> None:
+    def log_size(self) -> int:
+        """Bytes in the daemon's log so far (where a later check may start)."""
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def assert_no_tracebacks(self, since: int | None = None) -> None:
         """No request of a test may hit an unhandled error: every one would have been a
-        500 (or a cut stream) for a real client."""
+        500 (or a cut stream) for a real client. `since`: only the log after that byte
+        (default `log_checked`)."""
         if not self.log_path.exists():
             return
-        text = self.log_path.read_text(errors="replace")
+        with open(self.log_path, "rb") as log:
+            log.seek(self.log_checked if since is None else since)
+            text = log.read().decode("utf-8", "replace")
         index = text.find("Traceback (most recent call last)")
         if index >= 0:
             raise AssertionError("the daemon logged a traceback:\n" + text[max(0, index - 600):

@@ -3,12 +3,10 @@ reactor: every Deferred here has already fired, or is fired by the test)."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet import defer
-from twisted.python.failure import Failure
 
 from objstore.errors import S3Error
 from objstore.iam.authorizer import (
@@ -21,21 +19,10 @@ from objstore.iam.identity import IdentityResolver, Principal
 from objstore.iam.policy import BUILTIN_GRANTS
 from objstore.meta.iam_records import EffectiveGrant, GrantRecord
 from objstore.meta.records import CredentialRecord, UserRecord
-
-T = TypeVar("T")
+from tests.unit.conftest import run
 
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
 ROOT = Principal("u-root", "root", True, "AKROOT")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    defer.Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine is still waiting"
-    if isinstance(results[0], Failure):
-        results[0].raiseException()
-    result: T = results[0]
-    return result
 
 
 def doc(*statements: dict[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,9 @@ observer). In memory: SQLite in a temp dir, inline pools, a real BlobStore (fsyn
 from __future__ import annotations
 
 import json
-from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
@@ -35,25 +34,11 @@ from objstore.engine.versions import VersionService
 from objstore.errors import AdminError, S3Error
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
-from objstore.meta.async_store import MetaStore
-from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import WritePrecondition
-from objstore.meta.store import SyncMetaStore
-from objstore.threads import InlinePool
+from tests.unit.conftest import LocalStores, run
 
-T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", True, "AKALICE")
 CALLER = Caller(ALICE, request_id="req-1", source_address="192.0.2.7")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 class Recording:
@@ -88,19 +73,13 @@ class Engine:
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
-                        clock=lambda: 1000.0)
-    sql.migrate()
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
-    control = ControlRecord(str(tmp_path / "data"), fsync=False)
-    control.prepare()
-    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
+def engine(stores: LocalStores) -> Engine:
+    meta, blobs, control = stores.meta, stores.blobs, stores.control
+    io, clock = stores.io, lambda: 2000.0
     sink = Recording()
     hook = ChangeHook([sink])
     locks = KeyLocks()
-    yield Engine(
+    return Engine(
         sink, blobs,
         BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook),
         BucketConfigService(meta, control, io, clock=clock, locks=locks, changes=hook),
@@ -113,7 +92,6 @@ def engine(tmp_path: Path) -> Iterator[Engine]:
         BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook,
                       restamp_on_repeat=True),
     )
-    sql.close()
 
 
 def test_object_writes_and_deletes_report_their_rows(engine: Engine) -> None:

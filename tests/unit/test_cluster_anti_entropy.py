@@ -7,10 +7,10 @@ metrics' figures. No socket, no thread."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -32,8 +32,8 @@ from objstore.http.health import HealthState
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.metrics.collectors import ClusterCollector
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 
-T = TypeVar("T")
 NOW = 1_700_000_000.0
 PEER_URL = "http://b.test:9000"
 CLUSTER = Cluster(enabled=True, secret="s" * 16, cluster_size=3, peers=(PEER_URL,),
@@ -42,15 +42,6 @@ BLOB_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 BLOB_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 PART = "cccccccc-cccc-4ccc-8ccc-cccccccccccc"
 V1 = "11111111-1111-4111-8111-111111111111"
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 def row(key: str, data: bytes = b"abc", blob: str | None = BLOB_A, **fields: Any

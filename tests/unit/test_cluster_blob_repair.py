@@ -43,7 +43,7 @@ from objstore.meta.records import BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import SyncMetaStore
 from objstore.metrics.collectors import ClusterCollector
 from objstore.threads import InlinePool
-from tests.unit.test_changes import run
+from tests.unit.conftest import run
 
 P1, P2 = "http://peer-1:9000", "http://peer-2:9000"
 IDS = [f"{n:08x}-0000-4000-8000-000000000000" for n in range(1, 6)]

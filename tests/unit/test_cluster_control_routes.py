@@ -32,8 +32,9 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, CredentialRecord, ObjectRecord, UserRecord
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 from tests.unit.test_cluster_api import CLUSTER, NOW, ClusterNode, served
-from tests.unit.test_cluster_routes import Recorder, run
+from tests.unit.test_cluster_routes import Recorder
 
 V1 = "11111111-1111-4111-8111-111111111111"
 BLOB = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"

@@ -24,7 +24,8 @@ from objstore.meta.async_store import MetaStore
 from objstore.meta.manifest_queries import ManifestDeletion, ManifestEntry, ManifestPage
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import ObjectRecord, PartRef
-from tests.unit.test_cluster_routes import BASE, Receiver, row, run
+from tests.unit.conftest import run
+from tests.unit.test_cluster_routes import BASE, Receiver, row
 
 V2 = "22222222-2222-4222-8222-222222222222"
 BLOB_2 = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import datetime
 import json
-from collections.abc import Coroutine, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.web.resource import Resource
 
@@ -36,19 +35,10 @@ from objstore.config import ServerLimits
 from objstore.errors import AdminError
 from objstore.http.health import HealthState
 from objstore.http.root import RootResource
+from tests.unit.conftest import run
 from tests.unit.test_cluster_api import CLUSTER, FIGURES, NOW, served
 
-T = TypeVar("T")
 B, C = "http://node-b.test", "http://node-c.test"
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 def at(seconds: float) -> str:

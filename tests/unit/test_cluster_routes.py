@@ -8,10 +8,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred, fail
@@ -34,21 +34,12 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 from tests.unit.test_cluster_api import CLUSTER, NOW, ClusterNode, served
 
-T = TypeVar("T")
 V1 = "11111111-1111-4111-8111-111111111111"
 BLOB = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 BASE = "http://node-b.test"
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 class Recorder:

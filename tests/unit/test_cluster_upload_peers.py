@@ -38,7 +38,7 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, PartRecord, UploadRecord
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
-from tests.unit.test_changes import run
+from tests.unit.conftest import run
 from tests.unit.test_cluster_blob_repair import IDS, P1, P2, FakePeers, FakeSource
 
 UPLOAD = UploadRecord(upload_id="up-1", bucket="b", key="big", initiated_at=5.0,

@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 import pytest
 from twisted.internet.defer import Deferred
 
-from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair
 from objstore.engine.buckets import BucketService
@@ -25,13 +24,10 @@ from objstore.engine.multipart import ChecksumMode, MultipartService
 from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.spool import BodySpool
-from objstore.meta.async_store import MetaStore
-from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.meta.store import SyncMetaStore
-from objstore.threads import InlinePool
-from tests.unit.test_changes import CALLER, run
+from tests.unit.conftest import local_stores, run
+from tests.unit.test_changes import CALLER
 
 T = TypeVar("T")
 COMPOSITE = "cccccccc-cccc-4ccc-8ccc-cccccccccccc"
@@ -86,17 +82,12 @@ class Node:
 
 
 def build(tmp_path: Path, repair: BlobRepair | None) -> tuple[Node, SyncMetaStore]:
-    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
-                        clock=lambda: 1000.0)
-    sql.migrate()
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
+    stores = local_stores(tmp_path)
+    sql, meta, blobs, control = stores.sql, stores.meta, stores.blobs, stores.control
+    io, clock = stores.io, lambda: 2000.0
     fake = FakeRepair(blobs)
     used = fake if repair is None else repair
-    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
     hook = ChangeHook()
-    control = ControlRecord(str(tmp_path / "data"), fsync=False)
-    control.prepare()
     buckets = BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook)
     run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
     node = Node(sql, blobs,

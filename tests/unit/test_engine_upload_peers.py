@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
@@ -32,13 +31,10 @@ from objstore.engine.objects import ObjectAttrs, ObjectService
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
 from objstore.errors import S3Error
 from objstore.http.spool import BodySpool
-from objstore.meta.async_store import MetaStore
-from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import PartRecord, UploadRecord
 from objstore.meta.store import SyncMetaStore
-from objstore.threads import InlinePool
-from tests.unit.test_changes import CALLER, run
+from tests.unit.conftest import local_stores, run
+from tests.unit.test_changes import CALLER
 
 MIB = 1024 * 1024
 
@@ -102,16 +98,10 @@ class FakePeers:
 
 
 def build(tmp_path: Path, peers: UploadPeers) -> Node:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
-                        clock=lambda: 1000.0)
-    sql.migrate()
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
-    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
+    stores = local_stores(tmp_path)
+    sql, meta, blobs, control = stores.sql, stores.meta, stores.blobs, stores.control
+    io, clock = stores.io, lambda: 2000.0
     hook = ChangeHook()
-    control = ControlRecord(str(tmp_path / "data"), fsync=False)
-    control.prepare()
     buckets = BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook)
     run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
     return Node(sql, blobs, ObjectService(meta, blobs, io, clock=clock, changes=hook),

@@ -5,13 +5,8 @@ of test_changes.py (SQLite in a temp dir, inline pools) with a gate the test clo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from objstore.blobs.control import ControlRecord
-from objstore.blobs.store import BlobStore
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
 from objstore.engine.multipart import (
@@ -22,12 +17,8 @@ from objstore.engine.multipart import (
 )
 from objstore.engine.objects import ObjectAttrs, ObjectService
 from objstore.errors import S3Error
-from objstore.meta.async_store import MetaStore
-from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
-from objstore.meta.store import SyncMetaStore
-from objstore.threads import InlinePool
-from tests.unit.test_changes import CALLER, Engine, Recording, run
+from tests.unit.conftest import LocalStores, run
+from tests.unit.test_changes import CALLER, Engine, Recording
 
 
 class Gate:
@@ -47,15 +38,9 @@ class Gate:
 
 
 @pytest.fixture
-def gated(tmp_path: Path) -> Iterator[tuple[Engine, Gate]]:
-    sql = SyncMetaStore(create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2),
-                        clock=lambda: 1000.0)
-    sql.migrate()
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
-    control = ControlRecord(str(tmp_path / "data"), fsync=False)
-    control.prepare()
-    meta, io, clock = MetaStore(sql, SyncDbPool()), InlinePool(), lambda: 2000.0
+def gated(stores: LocalStores) -> tuple[Engine, Gate]:
+    meta, blobs, control = stores.meta, stores.blobs, stores.control
+    io, clock = stores.io, lambda: 2000.0
     sink, gate = Recording(), Gate()
     hook = ChangeHook([sink])
     buckets = BucketService(meta, control, io, region="us-east-1", clock=clock, changes=hook)
@@ -66,8 +51,7 @@ def gated(tmp_path: Path) -> Iterator[tuple[Engine, Gate]]:
                     BucketService(meta, control, io, region="us-east-1", clock=clock,
                                   changes=hook, restamp_on_repeat=True))
     run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
-    yield engine, gate
-    sql.close()
+    return engine, gate
 
 
 def exists(engine: Engine, key: str) -> bool:

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs.control import ControlRecord
 from objstore.engine.changes import Caller
@@ -25,20 +24,11 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import UserRecord
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 
-T = TypeVar("T")
 ADMIN = builtin_grant_id("AdministratorAccess")
 FULL = builtin_grant_id("S3FullAccess")
 READ = builtin_grant_id("S3ReadOnlyAccess")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 def doc(*statements: dict[str, Any]) -> dict[str, Any]:

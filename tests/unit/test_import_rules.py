@@ -5,6 +5,7 @@ functions and `if TYPE_CHECKING:` too), so an upward import cannot hide in a fun
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -64,7 +65,9 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
+@functools.cache
 def modules() -> dict[str, set[str]]:
+    """Every module of the package and its imports, read once per test run."""
     return {module_name(path): imports_of(path) for path in sorted(PACKAGE.rglob("*.py"))}
 
 

@@ -9,10 +9,10 @@ import base64
 import hashlib
 import os
 import zlib
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
@@ -47,28 +47,11 @@ from objstore.meta.records import (
 )
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import fails, local_stores, run
 
-T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
 CALLER = Caller(ALICE)
 MIB = 1024 * 1024
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Drive a coroutine whose every wait has already fired (inline pools)."""
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    outcome = results[0]
-    if hasattr(outcome, "raiseException"):
-        outcome.raiseException()
-    return outcome  # type: ignore[no-any-return]
-
-
-def fails(coroutine: Coroutine[Any, Any, Any]) -> S3Error:
-    with pytest.raises(S3Error) as caught:
-        run(coroutine)
-    return caught.value
 
 
 def crc32_b64(data: bytes) -> str:
@@ -120,12 +103,8 @@ class World:
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SyncMetaStore(engine, clock=lambda: 1000.0)
-    store.migrate()
-    store.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
+    stores = local_stores(tmp_path, buckets=["b"])
+    store, blobs = stores.sql, stores.blobs
     meta = HookedMeta(store, SyncDbPool())
     ticks = iter(range(2000, 100000))
     service = MultipartService(meta, blobs, InlinePool(), clock=lambda: float(next(ticks)))

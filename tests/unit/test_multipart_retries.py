@@ -4,10 +4,10 @@ and a clock the test moves."""
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
@@ -22,7 +22,6 @@ from objstore.engine.multipart import (
 )
 from objstore.engine.multipart_rules import same_parts
 from objstore.engine.objects import ObjectAttrs
-from objstore.errors import S3Error
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -32,25 +31,10 @@ from objstore.meta.records import BucketRecord, ObjectRecord, PartRef, PutResult
 from objstore.meta.store import SyncMetaStore
 from objstore.meta.upload_queries import COMPLETED_UPLOAD_KEPT_SECONDS
 from objstore.threads import InlinePool
+from tests.unit.conftest import fails, run
 
-T = TypeVar("T")
 CALLER = Caller(Principal("u-alice", "alice", False, "AKALICE"))
 MIB = 1024 * 1024
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
-
-
-def fails(coroutine: Coroutine[Any, Any, Any]) -> S3Error:
-    with pytest.raises(S3Error) as caught:
-        run(coroutine)
-    return caught.value
 
 
 class RacingMeta(MetaStore):

@@ -6,13 +6,12 @@ deletes, validation, and the change hook told with the peer's caller."""
 from __future__ import annotations
 
 import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs.sidecar import record_from_sidecar
 from objstore.blobs.store import BlobStore
@@ -29,8 +28,8 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 
-T = TypeVar("T")
 PEER = Caller(Principal("u-root", "root", True, ""), origin=Origin.PEER,
               operation="Cluster::ApplyObject")
 V1 = "11111111-1111-4111-8111-111111111111"
@@ -39,17 +38,6 @@ BLOB_A = "aaaaaaaa-aaaa-4aaa-8aaa-aaaaaaaaaaaa"
 BLOB_B = "bbbbbbbb-bbbb-4bbb-8bbb-bbbbbbbbbbbb"
 PART_1 = "0000000a-0000-4000-8000-000000000001"
 DATA = b"abc"
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Drive a coroutine whose every wait has already fired (inline pools)."""
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    outcome = results[0]
-    if hasattr(outcome, "raiseException"):
-        outcome.raiseException()
-    return outcome  # type: ignore[no-any-return]
 
 
 class Recorder:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,40 +21,20 @@ from objstore.engine.changes import Caller
 from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged, VersionVanished
 from objstore.errors import S3Error
 from objstore.iam.identity import Principal
-from objstore.meta.async_store import MetaStore
-from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
-from objstore.meta.records import BucketRecord, ObjectRecord, PartRef, WritePrecondition
+from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
 from objstore.meta.store import SyncMetaStore
-from objstore.threads import InlinePool
+from tests.unit.conftest import local_stores, run
 
 T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
 
 
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Drive a coroutine whose every wait has already fired (inline pools)."""
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    outcome = results[0]
-    if hasattr(outcome, "raiseException"):
-        outcome.raiseException()
-    return outcome  # type: ignore[no-any-return]
-
-
 @pytest.fixture
 def parts(tmp_path: Path) -> Iterator[tuple[ObjectService, SyncMetaStore, BlobStore]]:
-    engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SyncMetaStore(engine, clock=lambda: 1000.0)
-    store.migrate()
-    store.create_bucket(BucketRecord("b", "u-root", "us-east-1", 1.0))
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
-    service = ObjectService(MetaStore(store, SyncDbPool()), blobs, InlinePool(),
-                            clock=lambda: 2000.0)
-    yield service, store, blobs
-    store.close()
+    stores = local_stores(tmp_path, buckets=["b"])
+    service = ObjectService(stores.meta, stores.blobs, stores.io, clock=lambda: 2000.0)
+    yield service, stores.sql, stores.blobs
+    stores.close()
 
 
 def stored_blob(blobs: BlobStore, data: bytes) -> str:

@@ -5,14 +5,13 @@ the admin use cases that keep the quota durable."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
@@ -44,6 +43,7 @@ from objstore.meta.records import (
 )
 from objstore.meta.store import RecordNotFound, SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -51,20 +51,8 @@ from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     postgres_database,
 )
 
-T = TypeVar("T")
 BUCKET = "quota"
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Drive a coroutine whose every wait has already fired (inline pools)."""
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    outcome = results[0]
-    if hasattr(outcome, "raiseException"):
-        outcome.raiseException()
-    return outcome  # type: ignore[no-any-return]
 
 
 def obj(key: str, size: int, version_id: str = NULL_VERSION, *, marker: bool = False

@@ -6,13 +6,12 @@ from the volume into a fresh one."""
 from __future__ import annotations
 
 import os
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
@@ -36,19 +35,10 @@ from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, PartRecord, UploadRecord
 from objstore.meta.store import RowChanged, SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 
-T = TypeVar("T")
 CALLER = Caller(Principal("u-alice", "alice", False, "AKALICE"))
 MIB = 1024 * 1024
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 @dataclass

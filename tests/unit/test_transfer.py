@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import copy
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs.control import ControlRecord
 from objstore.engine.bucket_config import BucketConfigService
@@ -36,6 +35,7 @@ from objstore.meta.dialect import create_db_engine
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
+from tests.unit.conftest import run
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -43,24 +43,12 @@ from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     postgres_database,
 )
 
-T = TypeVar("T")
 DOC = {"Version": "2012-10-17",
        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["*"]}]}
 LIFECYCLE = to_json(LifecycleConfiguration((
     LifecycleRule("tmp", "Enabled", expiration=Expiration(days=7)),)))
 OTHER_DOC = {"Version": "2012-10-17",
              "Statement": [{"Effect": "Deny", "Action": ["s3:*"], "Resource": ["*"]}]}
-
-
-def run(work: Coroutine[Any, Any, T] | Deferred[T]) -> T:
-    """The result of work whose every wait has already fired (inline pools)."""
-    results: list[Any] = []
-    deferred = work if isinstance(work, Deferred) else Deferred.fromCoroutine(work)
-    deferred.addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    if hasattr(results[0], "raiseException"):
-        results[0].raiseException()
-    return results[0]  # type: ignore[no-any-return]
 
 
 class Settings:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred, succeed
@@ -30,11 +29,9 @@ from objstore.engine.changes import Caller, ChangeHook, ChangeKind
 from objstore.engine.objects import DeleteOutcome, ObjectAttrs, ObjectService
 from objstore.engine.versioning import KeyLocks, list_version_page
 from objstore.engine.versions import VersionService
-from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
 from objstore.meta.dialect import create_db_engine
-from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import (
     TOMBSTONE_OBJECT,
@@ -43,30 +40,14 @@ from objstore.meta.store import (
     object_tombstone_key,
 )
 from objstore.threads import InlinePool
+from tests.unit.conftest import LocalStores, fails, run
 from tests.unit.test_changes import Recording
 from tests.unit.test_cluster_fanout import FakeSender, fanout, membership
 
-T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
 ROOT = Principal("u-root", "root", True, "AKROOT")
 CALLER = Caller(ROOT)
 FAR = 4_000_000_000.0
-
-
-def run(coroutine: Coroutine[Any, Any, T]) -> T:
-    results: list[Any] = []
-    Deferred.fromCoroutine(coroutine).addBoth(results.append)
-    assert results, "the coroutine waited on something that never fired"
-    outcome = results[0]
-    if hasattr(outcome, "raiseException"):
-        outcome.raiseException()
-    return outcome  # type: ignore[no-any-return]
-
-
-def fails(coroutine: Coroutine[Any, Any, Any]) -> S3Error:
-    with pytest.raises(S3Error) as caught:
-        run(coroutine)
-    return caught.value
 
 
 class Ticks:
@@ -121,17 +102,10 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    engine = create_db_engine("sqlite", str(tmp_path / "meta.db"), None, 2)
-    store = SyncMetaStore(engine, clock=lambda: 1000.0)
-    store.migrate()
-    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
-    blobs.prepare()
-    control = ControlRecord(str(tmp_path / "data"), fsync=False)
-    control.prepare()
-    meta = MetaStore(store, SyncDbPool())
+def world(stores: LocalStores) -> World:
+    store, meta, blobs, control = stores.sql, stores.meta, stores.blobs, stores.control
     clock, authority, locks = Ticks(), Authority("u-bypasser"), KeyLocks()
-    yield World(
+    return World(
         store, meta, blobs, control,
         ObjectService(meta, blobs, InlinePool(), clock=clock, authority=authority, locks=locks),
         VersionService(meta, blobs, InlinePool(), clock=clock, locks=locks,
@@ -139,7 +113,6 @@ def world(tmp_path: Path) -> Iterator[World]:
         BucketConfigService(meta, control, InlinePool(), clock=clock),
         authority, clock,
     )
-    store.close()
 
 
 # -- delete markers ------------------------------------------------------------------------
