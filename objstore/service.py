@@ -64,6 +64,7 @@ from objstore.cluster.wiring import (
     tombstone_purge,
 )
 from objstore.config import Config
+from objstore.console.resource import ConsoleResource
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -340,6 +341,7 @@ def build_node(config: Config, reactor: Any = None, *,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
+        console=ConsoleResource(),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(

@@ -24,8 +24,8 @@ from objstore.errors import S3Error
 from objstore.http.site import Admitted, Gatekeeper, ObjstoreRequest
 
 # (mount name, the path segments it owns, decoded as twisted.web's traversal decodes them).
-# The first match wins; a path no mount owns is S3's. The root consumes the first segment;
-# the mount's resource sees the rest (the cluster API sees `v1/...`).
+# The first match wins; a request no mount owns is S3's. The root consumes the first
+# segment; the mount's resource sees the rest (the cluster API sees `v1/...`).
 MOUNTS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
     ("admin", (b"admin",)),
     ("cluster", (b"cluster", b"v1")),
@@ -34,9 +34,14 @@ MOUNTS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
 S3 = "s3"
 
 
-def mount_of(path: bytes) -> str:
-    """The name of the mount that owns a path-style request `path` (`S3` when none does)."""
+def mount_of(method: bytes, path: bytes) -> str:
+    """The name of the mount that owns a path-style request (`S3` when none does).
+
+    A CreateBucket shape (PUT of a bare first segment) is S3's whatever the name, so
+    `PUT /admin` and `PUT /console` get S3's InvalidBucketName (`engine/names.py`)."""
     segments = [unquote_to_bytes(s) for s in path[1:].split(b"/", 2)]
+    if method == b"PUT" and (len(segments) == 1 or segments[1:] == [b""]):
+        return S3
     for name, prefix in MOUNTS:
         if tuple(segments[: len(prefix)]) == prefix:
             return name
@@ -101,7 +106,7 @@ class RootResource(Resource):
             request.vhost_bucket = bucket  # type: ignore[attr-defined]
             mount = S3
         else:
-            mount = mount_of(request.path)
+            mount = mount_of(request.method, request.path)
         if mount != S3:
             note_api(request, mount)
         api = self._apis[mount]

@@ -16,6 +16,19 @@ from objstore.http.site import ObjstoreSite
 from tests.unit.test_cluster_api import result
 
 
+@pytest.mark.parametrize(("method", "path", "mount"), [
+    (b"PUT", b"/console", S3),  # CreateBucket: refused by the bucket name rules
+    (b"PUT", b"/admin/", S3),
+    (b"PUT", b"/%61dmin", S3),
+    (b"DELETE", b"/console", "console"),
+    (b"HEAD", b"/console/", "console"),
+    (b"PUT", b"/admin/users/u", "admin"),
+    (b"PUT", b"/admin/settings/region", "admin"),
+])
+def test_mount_of_by_method(method: bytes, path: bytes, mount: str) -> None:
+    assert mount_of(method, path) == mount
+
+
 @pytest.mark.parametrize(("path", "mount"), [
     (b"/admin/info", "admin"),
     (b"/admin", "admin"),
@@ -32,7 +45,7 @@ from tests.unit.test_cluster_api import result
     (b"/bucket/console", S3),
 ])
 def test_mount_of(path: bytes, mount: str) -> None:
-    assert mount_of(path) == mount
+    assert mount_of(b"GET", path) == mount
 
 
 def test_every_single_segment_mount_is_a_reserved_bucket_name() -> None:

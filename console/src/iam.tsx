@@ -1,0 +1,201 @@
+import { useEffect, useState } from "preact/hooks";
+import { Client } from "./api";
+import { ErrorLine } from "./buckets";
+
+const describe = (err: any) => `${err.code || "Error"}: ${err.message}`;
+
+const EXAMPLE = JSON.stringify({
+  Version: "2012-10-17",
+  Statement: [{ Effect: "Allow", Action: ["s3:GetObject", "s3:ListBucket"], Resource: ["arn:aws:s3:::example", "arn:aws:s3:::example/*"] }],
+}, null, 2);
+
+interface User { user_id: string; username: string; description: string; is_root: boolean }
+interface Grant { grant_id: string; name: string; description: string }
+
+export function IamPage(props: { client: Client }) {
+  const { client } = props;
+  const [users, setUsers] = useState<User[]>([]);
+  const [grants, setGrants] = useState<Grant[]>([]);
+  const [error, setError] = useState("");
+  const [selected, setSelected] = useState<User | null>(null);
+  async function load() {
+    try {
+      setUsers(await client.admin("GET", "/users"));
+      setGrants(await client.admin("GET", "/grants"));
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  useEffect(() => { load(); }, []);
+  async function createUser(e: Event) {
+    e.preventDefault();
+    const form = e.target as HTMLFormElement;
+    const data = new FormData(form);
+    setError("");
+    try {
+      const user = await client.admin<User>("POST", "/users", { username: data.get("username"), description: data.get("description") || "" });
+      form.reset();
+      await load();
+      setSelected(user);
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  return (
+    <section aria-labelledby="iam-title">
+      <h1 id="iam-title">Access</h1>
+      <ErrorLine error={error} />
+      <div class="columns">
+        <div>
+          <h2>Users</h2>
+          <form class="inline" onSubmit={createUser}>
+            <label>Username <input name="username" required /></label>
+            <label>Description <input name="description" /></label>
+            <button type="submit">Create user</button>
+          </form>
+          <ul class="picklist">
+            {users.map((u) => (
+              <li key={u.user_id}>
+                <button type="button" aria-pressed={selected?.user_id === u.user_id} onClick={() => setSelected(u)}>
+                  {u.username}{u.is_root ? " (root)" : ""}
+                </button>
+              </li>
+            ))}
+          </ul>
+          {selected && <UserPanel client={client} user={selected} grants={grants} key={selected.user_id} />}
+        </div>
+        <div>
+          <GrantsPanel client={client} grants={grants} reload={load} />
+        </div>
+      </div>
+    </section>
+  );
+}
+
+function UserPanel(props: { client: Client; user: User; grants: Grant[] }) {
+  const { client, user, grants } = props;
+  const base = `/users/${encodeURIComponent(user.user_id)}`;
+  const [keys, setKeys] = useState<any[]>([]);
+  const [attached, setAttached] = useState<Grant[]>([]);
+  const [secret, setSecret] = useState<{ id: string; secret: string } | null>(null);
+  const [error, setError] = useState("");
+  const [choice, setChoice] = useState("");
+  async function load() {
+    try {
+      setKeys(await client.admin("GET", `${base}/credentials`));
+      setAttached(await client.admin("GET", `${base}/grants`));
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  useEffect(() => { load(); }, []);
+  async function createKey() {
+    setError("");
+    try {
+      const made = await client.admin("POST", `${base}/credentials`, { description: "made in the console" });
+      setSecret({ id: made.access_key_id, secret: made.secret_access_key });
+      await load();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function attach(e: Event) {
+    e.preventDefault();
+    if (!choice) return;
+    setError("");
+    try {
+      await client.admin("PUT", `${base}/grants/${encodeURIComponent(choice)}`);
+      await load();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function detach(grantId: string) {
+    try {
+      await client.admin("DELETE", `${base}/grants/${encodeURIComponent(grantId)}`);
+      await load();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  return (
+    <article class="panel" aria-label={`User ${user.username}`}>
+      <h3>{user.username}</h3>
+      <ErrorLine error={error} />
+      <h4>Access keys</h4>
+      <ul>
+        {keys.map((k) => <li key={k.access_key_id}><code>{k.access_key_id}</code> {k.active ? "active" : "inactive"} {k.description}</li>)}
+      </ul>
+      <button type="button" onClick={createKey}>Create access key</button>
+      {secret && (
+        <div class="secret" role="status">
+          <p>Copy the secret now: it is shown only once.</p>
+          <label>Access key ID <input readOnly value={secret.id} /></label>
+          <label>Secret access key <input readOnly value={secret.secret} aria-label="New secret access key" /></label>
+          <button type="button" onClick={() => navigator.clipboard?.writeText(secret.secret)}>Copy secret</button>
+          <button type="button" onClick={() => setSecret(null)}>Done</button>
+        </div>
+      )}
+      <h4>Grants</h4>
+      <ul>
+        {attached.map((g) => (
+          <li key={g.grant_id}>{g.name} <button type="button" onClick={() => detach(g.grant_id)} aria-label={`Detach ${g.name}`}>Detach</button></li>
+        ))}
+      </ul>
+      <form class="inline" onSubmit={attach}>
+        <label>
+          Attach grant
+          <select value={choice} onChange={(e) => setChoice((e.target as HTMLSelectElement).value)}>
+            <option value="">Choose…</option>
+            {grants.map((g) => <option key={g.grant_id} value={g.grant_id}>{g.name}</option>)}
+          </select>
+        </label>
+        <button type="submit">Attach</button>
+      </form>
+    </article>
+  );
+}
+
+function GrantsPanel(props: { client: Client; grants: Grant[]; reload: () => Promise<void> }) {
+  const { client, grants, reload } = props;
+  const [name, setName] = useState("");
+  const [doc, setDoc] = useState(EXAMPLE);
+  const [error, setError] = useState("");
+  const [saved, setSaved] = useState("");
+  async function create(e: Event) {
+    e.preventDefault();
+    setError("");
+    setSaved("");
+    let document: unknown;
+    try {
+      document = JSON.parse(doc);
+    } catch (err: any) {
+      setError(`The policy is not valid JSON: ${err.message}`);
+      return;
+    }
+    try {
+      await client.admin("POST", "/grants", { name, document });
+      setSaved(`Grant ${name} created.`);
+      setName("");
+      await reload();
+    } catch (err) {
+      setError(describe(err));  // the server's validation message
+    }
+  }
+  return (
+    <>
+      <h2>Grants</h2>
+      <ul>{grants.map((g) => <li key={g.grant_id}>{g.name} <small>{g.description}</small></li>)}</ul>
+      <form onSubmit={create} class="policy">
+        <label>Grant name <input value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} required /></label>
+        <label>
+          Policy document
+          <textarea rows={12} spellcheck={false} value={doc} onInput={(e) => setDoc((e.target as HTMLTextAreaElement).value)} />
+        </label>
+        <button type="submit">Create grant</button>
+        <ErrorLine error={error} />
+        {saved && <p role="status">{saved}</p>}
+      </form>
+    </>
+  );
+}

@@ -1,0 +1,245 @@
+"""The web console end to end: a real daemon, Debian's Chromium driven by playwright.
+
+One browser for the module, one daemon (SQLite); the second pass of scripts/test (two-worker
+daemons) skips it, since the console is static files and the browser's own signing. Each
+page's screenshot is saved under the test's tmp (`screenshots/`); with
+OBJSTORE_CONSOLE_SCREENSHOTS=<dir> they are copied there too (docs/console is made so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import make_client, running_daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+BIG = 20 * 1024 * 1024
+BUCKET = "console-photos"
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("OBJSTORE_TEST_WORKERS", "1") != "1",
+    reason="the console needs one run; the two-worker pass adds nothing to it")
+
+
+@pytest.fixture(scope="module")
+def console_daemon(request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    with running_daemon(request, Daemon(tmp_path_factory.mktemp("console-node"))) as node:
+        yield node
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert Path(CHROMIUM).exists(), "Debian's chromium is needed: scripts/install-test-clients"
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("screenshots")
+    yield directory
+    published = os.environ.get("OBJSTORE_CONSOLE_SCREENSHOTS")
+    if published:
+        for shot in directory.glob("*.png"):
+            shutil.copy(shot, Path(published) / shot.name)
+
+
+def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
+                            tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+    endpoint = console_daemon.endpoint
+    s3: Any = make_client(endpoint)
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        # Sign in; a wrong secret is refused with the server's error.
+        page.goto(endpoint + "/console")
+        assert page.url == endpoint + "/console/"
+        page.get_by_label("Access key ID").fill(ROOT_ACCESS_KEY)
+        page.get_by_label("Secret access key").fill("not-the-secret")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("SignatureDoesNotMatch")
+        page.screenshot(path=shots / "sign-in.png")
+        page.get_by_label("Secret access key").fill(ROOT_SECRET_KEY)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Buckets")).to_be_visible()
+
+        # Create a bucket; a reserved name gets the server's refusal.
+        page.get_by_label("New bucket name").fill("console")
+        page.get_by_role("button", name="Create bucket").click()
+        expect(page.get_by_role("alert")).to_contain_text("InvalidBucketName")
+        page.get_by_label("New bucket name").fill(BUCKET)
+        page.get_by_role("button", name="Create bucket").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        assert BUCKET in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+        page.screenshot(path=shots / "buckets.png")
+
+        # Upload a 20 MB file (multipart, with progress) and a small one into a folder.
+        page.get_by_role("link", name=BUCKET).click()
+        expect(page.get_by_role("heading", name=BUCKET)).to_be_visible()
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(BIG))
+        small = tmp_path / "note.txt"
+        small.write_bytes(b"shared through a presigned link\n")
+        page.evaluate("""() => {
+            window.__sent = [];
+            new MutationObserver((changes) => {
+                for (const c of changes) window.__sent.push(Number(c.target.dataset.sent));
+            }).observe(document.body,
+                       {attributes: true, subtree: true, attributeFilter: ['data-sent']});
+        }""")
+        page.get_by_label("Upload files to").set_input_files([str(big), str(small)])
+        expect(page.locator(".uploads li").filter(has_text="big.bin")).to_contain_text(
+            "Uploaded", timeout=120_000)
+        expect(page.locator(".uploads li").filter(has_text="note.txt")).to_contain_text("Uploaded")
+        bar = page.get_by_label("Upload of big.bin")
+        assert bar.evaluate("p => [p.value, p.max]") == [BIG, BIG]
+        sent = page.evaluate("() => window.__sent")
+        assert any(0 < n < BIG for n in sent), sent  # the bar moved before the end
+        head = s3.head_object(Bucket=BUCKET, Key="big.bin")
+        assert head["ContentLength"] == BIG and head["ETag"].endswith('-3"')  # 3 parts of 8 MB
+        page.screenshot(path=shots / "upload.png")
+
+        # Browse: the listing shows both; a folder made by another client is browsable.
+        s3.put_object(Bucket=BUCKET, Key="2026/march/a.jpg", Body=b"a")
+        page.reload()
+        expect(page.get_by_role("link", name="2026/")).to_be_visible()
+        page.get_by_role("link", name="2026/").click()
+        page.get_by_role("link", name="march/").click()
+        expect(page.get_by_role("cell", name="a.jpg", exact=True)).to_be_visible()
+        page.screenshot(path=shots / "browse-folder.png")
+        page.get_by_role("navigation", name="Path").get_by_role("link", name=BUCKET).click()
+        expect(page.get_by_role("cell", name="big.bin", exact=True)).to_be_visible()
+
+        # Download compares byte for byte.
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download big.bin").click()
+        saved = tmp_path / "downloaded.bin"
+        download.value.save_as(saved)
+        assert hashlib.sha256(saved.read_bytes()).digest() == hashlib.sha256(
+            big.read_bytes()).digest()
+
+        # A share link, presigned in the browser, works without credentials.
+        page.get_by_role("button", name="Share note.txt").click()
+        link = page.get_by_label("Share link for note.txt").input_value()
+        assert "X-Amz-Signature=" in link and "X-Amz-Expires=3600" in link
+        with urllib.request.urlopen(link, timeout=30) as response:
+            assert response.read() == small.read_bytes()
+        page.screenshot(path=shots / "browse.png", full_page=True)
+
+        # IAM: a grant (the server's validation message shown first), a user, a key.
+        page.get_by_role("link", name="Access").click()
+        expect(page.get_by_role("heading", name="Access")).to_be_visible()
+        page.get_by_label("Grant name").fill("photos-read")
+        policy = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                  '"Action": ["s3:ListBucket", "s3:GetObject", "s3:Fly"], '
+                  f'"Resource": ["arn:aws:s3:::{BUCKET}", "arn:aws:s3:::{BUCKET}/*"]}}]}}')
+        page.get_by_label("Policy document").fill(policy)
+        page.get_by_role("button", name="Create grant").click()
+        expect(page.get_by_role("alert")).to_contain_text("s3:Fly")
+        page.get_by_label("Policy document").fill(policy.replace(', "s3:Fly"', ""))
+        page.get_by_role("button", name="Create grant").click()
+        expect(page.get_by_role("status")).to_contain_text("Grant photos-read created")
+        page.get_by_label("Username").fill("alice")
+        page.get_by_role("button", name="Create user").click()
+        panel = page.get_by_role("article", name="User alice")
+        expect(panel).to_be_visible()
+        panel.get_by_label("Attach grant").select_option(label="photos-read")
+        panel.get_by_role("button", name="Attach").click()
+        expect(panel.get_by_role("button", name="Detach photos-read")).to_be_visible()
+        panel.get_by_role("button", name="Create access key").click()
+        secret = panel.get_by_label("New secret access key").input_value()
+        access_key = panel.get_by_label("Access key ID").input_value()
+        assert secret and access_key
+        page.screenshot(path=shots / "access.png", full_page=True)
+        alice: Any = make_client(endpoint, access_key, secret)
+        keys = [o["Key"] for o in alice.list_objects_v2(Bucket=BUCKET)["Contents"]]
+        assert "note.txt" in keys
+        assert alice.get_object(Bucket=BUCKET, Key="note.txt")["Body"].read() == small.read_bytes()
+
+        # Operations: server info, cluster, the audit log filtered by operation.
+        page.get_by_role("link", name="Operations").click()
+        expect(page.get_by_role("heading", name="Server")).to_be_visible()
+        expect(page.locator("dl.fields").first).to_contain_text("metadata_backend")
+        page.get_by_label("Operation", exact=True).fill("CreateBucket")
+
+        def audited() -> bool:
+            page.get_by_role("button", name="Filter").click()
+            return page.get_by_role("cell", name=BUCKET, exact=True).count() > 0
+        _poll(audited, "the audit log to show CreateBucket")
+        assert page.get_by_role("cell", name="PutObject", exact=True).count() == 0
+        page.screenshot(path=shots / "operations.png", full_page=True)
+
+        # Phone width: the bucket page still fits.
+        page.set_viewport_size({"width": 390, "height": 800})
+        page.get_by_role("link", name="Buckets").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        page.screenshot(path=shots / "phone.png", full_page=True)
+
+        # Sign-out clears the tab's secret.
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.get_by_label("Access key ID")).to_be_visible()
+        assert page.evaluate("() => sessionStorage.length") == 0
+    finally:
+        context.close()
+    assert ROOT_SECRET_KEY not in console_daemon.log_path.read_text(errors="replace")
+
+
+def test_static_files_and_no_traversal(console_daemon: Daemon) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", console_daemon.port, timeout=30)
+
+    def get(path: str) -> tuple[int, dict[str, str], bytes]:
+        connection.request("GET", path)  # sent as written: no client-side normalisation
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+
+    status, headers, index = get("/console/")
+    assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+    assert headers["cache-control"] == "no-cache"
+    assert get("/console/iam")[2] == index  # an app route falls back to index.html
+    script = index.split(b'src="', 1)[1].split(b'"', 1)[0].decode()
+    status, headers, _ = get(script)
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    assert "immutable" in headers["cache-control"]
+    for path in ("/console/../setup.cfg", "/console/%2e%2e/%2e%2e/setup.cfg",
+                 "/console/assets/..%2F..%2Fresource.py", "/console/%2E%2E%2Fresource.py",
+                 "/console/assets/%2e%2e/__init__.py", "/console/..%5c__init__.py"):
+        status, _, body = get(path)
+        assert status in (400, 404), path
+        assert b"import" not in body and b"[metadata]" not in body, path
+    connection.close()
+    s3: Any = make_client(console_daemon.endpoint)
+    for reserved in ("console", "admin"):
+        with pytest.raises(s3.exceptions.ClientError) as refused:
+            s3.create_bucket(Bucket=reserved)
+        assert refused.value.response["Error"]["Code"] == "InvalidBucketName"
