@@ -105,9 +105,11 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
     }
   }
 
+  // A file's key: its path inside a chosen folder (webkitRelativePath), else its name.
+  const nameOf = (f: File) => (f as any).webkitRelativePath || f.name;
   async function send(files: File[]) {
     const start = uploads.length;
-    let list = [...uploads, ...files.map((f) => ({ name: f.name, size: f.size, sent: 0, error: "", done: false }))];
+    let list = [...uploads, ...files.map((f) => ({ name: nameOf(f), size: f.size, sent: 0, error: "", done: false }))];
     setUploads(list);
     const update = (i: number, change: Partial<Upload>) => {
       list = list.map((u, j) => (j === i ? { ...u, ...change } : u));
@@ -116,7 +118,7 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
     for (const [n, file] of files.entries()) {
       const i = start + n;
       try {
-        await upload(client, bucket, prefix + file.name, file, (sent) => update(i, { sent }));
+        await upload(client, bucket, prefix + nameOf(file), file, (sent) => update(i, { sent }));
         update(i, { done: true, sent: file.size });
       } catch (err) {
         update(i, { error: describe(err) });
@@ -177,6 +179,14 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
         <label>
           Upload files to {prefix || "the bucket root"} (or drop them here)
           <input type="file" multiple onChange={(e) => {
+            const input = e.target as HTMLInputElement;
+            send(Array.from(input.files || []));
+            input.value = "";
+          }} />
+        </label>
+        <label>
+          Upload a folder (its files keep their paths)
+          <input type="file" multiple {...{ webkitdirectory: "" }} onChange={(e) => {
             const input = e.target as HTMLInputElement;
             send(Array.from(input.files || []));
             input.value = "";

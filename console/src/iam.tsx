@@ -62,7 +62,8 @@ export function IamPage(props: { client: Client }) {
               </li>
             ))}
           </ul>
-          {selected && <UserPanel client={client} user={selected} grants={grants} key={selected.user_id} />}
+          {selected && <UserPanel client={client} user={selected} grants={grants} key={selected.user_id}
+            onDeleted={() => { setSelected(null); load(); }} />}
         </div>
         <div>
           <GrantsPanel client={client} grants={grants} reload={load} />
@@ -72,7 +73,7 @@ export function IamPage(props: { client: Client }) {
   );
 }
 
-function UserPanel(props: { client: Client; user: User; grants: Grant[] }) {
+function UserPanel(props: { client: Client; user: User; grants: Grant[]; onDeleted: () => void }) {
   const { client, user, grants } = props;
   const base = `/users/${encodeURIComponent(user.user_id)}`;
   const [keys, setKeys] = useState<any[]>([]);
@@ -110,6 +111,35 @@ function UserPanel(props: { client: Client; user: User; grants: Grant[] }) {
       setError(describe(err));
     }
   }
+  async function setActive(id: string, active: boolean) {
+    setError("");
+    try {
+      await client.admin("PUT", `/credentials/${encodeURIComponent(id)}`, { active });
+      await load();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function deleteKey(id: string) {
+    if (!confirm(`Delete the access key ${id}?`)) return;
+    setError("");
+    try {
+      await client.admin("DELETE", `/credentials/${encodeURIComponent(id)}`);
+      await load();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function deleteUser() {
+    if (!confirm(`Delete the user ${user.username}? Their access keys must be deleted first.`)) return;
+    setError("");
+    try {
+      await client.admin("DELETE", base);
+      props.onDeleted();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
   async function detach(grantId: string) {
     try {
       await client.admin("DELETE", `${base}/grants/${encodeURIComponent(grantId)}`);
@@ -124,7 +154,14 @@ function UserPanel(props: { client: Client; user: User; grants: Grant[] }) {
       <ErrorLine error={error} />
       <h4>Access keys</h4>
       <ul>
-        {keys.map((k) => <li key={k.access_key_id}><code>{k.access_key_id}</code> {k.active ? "active" : "inactive"} {k.description}</li>)}
+        {keys.map((k) => (
+          <li key={k.access_key_id}>
+            <code>{k.access_key_id}</code> {k.active ? "active" : "inactive"} {k.description}{" "}
+            <button type="button" onClick={() => setActive(k.access_key_id, !k.active)}
+              aria-label={`${k.active ? "Deactivate" : "Activate"} ${k.access_key_id}`}>{k.active ? "Deactivate" : "Activate"}</button>
+            <button type="button" onClick={() => deleteKey(k.access_key_id)} aria-label={`Delete ${k.access_key_id}`}>Delete</button>
+          </li>
+        ))}
       </ul>
       <button type="button" onClick={createKey}>Create access key</button>
       {secret && (
@@ -152,6 +189,7 @@ function UserPanel(props: { client: Client; user: User; grants: Grant[] }) {
         </label>
         <button type="submit">Attach</button>
       </form>
+      {!user.is_root && <p><button type="button" onClick={deleteUser}>Delete user {user.username}</button></p>}
     </article>
   );
 }
@@ -162,6 +200,28 @@ function GrantsPanel(props: { client: Client; grants: Grant[]; reload: () => Pro
   const [doc, setDoc] = useState(EXAMPLE);
   const [error, setError] = useState("");
   const [saved, setSaved] = useState("");
+  const [editing, setEditing] = useState<Grant | null>(null);
+  async function edit(g: Grant) {
+    setError("");
+    setSaved("");
+    try {
+      const full = await client.admin("GET", `/grants/${encodeURIComponent(g.grant_id)}`);
+      setEditing(g);
+      setName(full.name);
+      setDoc(JSON.stringify(full.document, null, 2));
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function remove(g: Grant) {
+    if (!confirm(`Delete the grant ${g.name}? It is detached from every user and team.`)) return;
+    try {
+      await client.admin("DELETE", `/grants/${encodeURIComponent(g.grant_id)}`);
+      await reload();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
   async function create(e: Event) {
     e.preventDefault();
     setError("");
@@ -174,8 +234,14 @@ function GrantsPanel(props: { client: Client; grants: Grant[]; reload: () => Pro
       return;
     }
     try {
-      await client.admin("POST", "/grants", { name, document });
-      setSaved(`Grant ${name} created.`);
+      if (editing) {
+        await client.admin("PUT", `/grants/${encodeURIComponent(editing.grant_id)}`, { name, document });
+        setSaved(`Grant ${name} saved.`);
+      } else {
+        await client.admin("POST", "/grants", { name, document });
+        setSaved(`Grant ${name} created.`);
+      }
+      setEditing(null);
       setName("");
       await reload();
     } catch (err) {
@@ -185,14 +251,23 @@ function GrantsPanel(props: { client: Client; grants: Grant[]; reload: () => Pro
   return (
     <>
       <h2>Grants</h2>
-      <ul>{grants.map((g) => <li key={g.grant_id}>{g.name} <small>{g.description}</small></li>)}</ul>
+      <ul>
+        {grants.map((g) => (
+          <li key={g.grant_id}>
+            {g.name} <small>{g.description}</small>{" "}
+            <button type="button" onClick={() => edit(g)} aria-label={`Edit grant ${g.name}`}>Edit</button>
+            <button type="button" onClick={() => remove(g)} aria-label={`Delete grant ${g.name}`}>Delete</button>
+          </li>
+        ))}
+      </ul>
       <form onSubmit={create} class="policy">
         <label>Grant name <input value={name} onInput={(e) => setName((e.target as HTMLInputElement).value)} required /></label>
         <label>
           Policy document
           <textarea rows={12} spellcheck={false} value={doc} onInput={(e) => setDoc((e.target as HTMLTextAreaElement).value)} />
         </label>
-        <button type="submit">Create grant</button>
+        <button type="submit">{editing ? `Save grant ${editing.name}` : "Create grant"}</button>
+        {editing && <button type="button" onClick={() => { setEditing(null); setName(""); setDoc(EXAMPLE); }}>Cancel</button>}
         <ErrorLine error={error} />
         {saved && <p role="status">{saved}</p>}
       </form>

@@ -80,6 +80,11 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
     context = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 800})
     page = context.new_page()
     page.set_default_timeout(30_000)
+    # Uncaught errors and Content-Security-Policy refusals in the page fail the test.
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda message: problems.append(message.text)
+            if "Content Security Policy" in message.text else None)
     try:
         # Sign in; a wrong secret is refused with the server's error.
         page.goto(endpoint + "/console")
@@ -185,6 +190,12 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         keys = [o["Key"] for o in alice.list_objects_v2(Bucket=BUCKET)["Contents"]]
         assert "note.txt" in keys
         assert alice.get_object(Bucket=BUCKET, Key="note.txt")["Body"].read() == small.read_bytes()
+        panel.get_by_role("button", name="Done").click()
+        panel.get_by_role("button", name=f"Deactivate {access_key}").click()
+        reactivate = panel.get_by_role("button", name=f"Activate {access_key}", exact=True)
+        expect(reactivate).to_be_visible()
+        with pytest.raises(alice.exceptions.ClientError):
+            alice.list_objects_v2(Bucket=BUCKET)
 
         # Operations: server info, cluster, the audit log filtered by operation.
         page.get_by_role("link", name="Operations").click()
@@ -210,6 +221,7 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         page.get_by_role("button", name="Sign out").click()
         expect(page.get_by_label("Access key ID")).to_be_visible()
         assert page.evaluate("() => sessionStorage.length") == 0
+        assert problems == []
     finally:
         context.close()
     assert ROOT_SECRET_KEY not in console_daemon.log_path.read_text(errors="replace")
