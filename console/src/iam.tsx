@@ -67,6 +67,7 @@ export function IamPage(props: { client: Client }) {
         </div>
         <div>
           <GrantsPanel client={client} grants={grants} reload={load} />
+          <TeamsPanel client={client} users={users} grants={grants} />
         </div>
       </div>
     </section>
@@ -81,10 +82,12 @@ function UserPanel(props: { client: Client; user: User; grants: Grant[]; onDelet
   const [secret, setSecret] = useState<{ id: string; secret: string } | null>(null);
   const [error, setError] = useState("");
   const [choice, setChoice] = useState("");
+  const [effective, setEffective] = useState<{ grant_id: string; name: string; source: string }[]>([]);
   async function load() {
     try {
       setKeys(await client.admin("GET", `${base}/credentials`));
       setAttached(await client.admin("GET", `${base}/grants`));
+      setEffective(await client.admin("GET", `${base}/effective-grants`));
     } catch (err) {
       setError(describe(err));
     }
@@ -189,6 +192,10 @@ function UserPanel(props: { client: Client; user: User; grants: Grant[]; onDelet
         </label>
         <button type="submit">Attach</button>
       </form>
+      <h4>Effective grants</h4>
+      <ul aria-label="Effective grants">
+        {effective.map((g) => <li key={g.grant_id + g.source}>{g.name} <small>({g.source})</small></li>)}
+      </ul>
       {!user.is_root && <p><button type="button" onClick={deleteUser}>Delete user {user.username}</button></p>}
     </article>
   );
@@ -271,6 +278,116 @@ function GrantsPanel(props: { client: Client; grants: Grant[]; reload: () => Pro
         <ErrorLine error={error} />
         {saved && <p role="status">{saved}</p>}
       </form>
+    </>
+  );
+}
+
+interface Team { team_id: string; name: string; description: string; member_count?: number }
+
+function TeamsPanel(props: { client: Client; users: User[]; grants: Grant[] }) {
+  const { client, users, grants } = props;
+  const [teams, setTeams] = useState<Team[]>([]);
+  const [selected, setSelected] = useState<Team | null>(null);
+  const [members, setMembers] = useState<User[]>([]);
+  const [teamGrants, setTeamGrants] = useState<Grant[]>([]);
+  const [error, setError] = useState("");
+  const guard = async (work: () => Promise<void>) => {
+    setError("");
+    try {
+      await work();
+    } catch (err) {
+      setError(describe(err));
+    }
+  };
+  const load = () => guard(async () => setTeams(await client.admin("GET", "/teams")));
+  const open = (t: Team) => guard(async () => {
+    const base = `/teams/${encodeURIComponent(t.team_id)}`;
+    setMembers(await client.admin("GET", `${base}/members`));
+    setTeamGrants(await client.admin("GET", `${base}/grants`));
+    setSelected(t);
+  });
+  useEffect(() => { load(); }, []);
+  const base = selected ? `/teams/${encodeURIComponent(selected.team_id)}` : "";
+  function create(e: Event) {
+    e.preventDefault();
+    const form = e.target as HTMLFormElement;
+    const name = String(new FormData(form).get("team") || "");
+    guard(async () => {
+      const team = await client.admin<Team>("POST", "/teams", { name });
+      form.reset();
+      await load();
+      await open(team);
+    });
+  }
+  function pick(e: Event, kind: "members" | "grants") {
+    e.preventDefault();
+    const id = String(new FormData(e.target as HTMLFormElement).get("id") || "");
+    if (!id || !selected) return;
+    guard(async () => {
+      await client.admin("PUT", `${base}/${kind}/${encodeURIComponent(id)}`);
+      await open(selected);
+    });
+  }
+  const drop = (kind: "members" | "grants", id: string) => selected && guard(async () => {
+    await client.admin("DELETE", `${base}/${kind}/${encodeURIComponent(id)}`);
+    await open(selected);
+  });
+  const removeTeam = () => selected && confirm(`Delete the team ${selected.name}?`) && guard(async () => {
+    await client.admin("DELETE", base);
+    setSelected(null);
+    await load();
+  });
+  return (
+    <>
+      <h2>Teams</h2>
+      <ErrorLine error={error} />
+      <form class="inline" onSubmit={create}>
+        <label>Team name <input name="team" required /></label>
+        <button type="submit">Create team</button>
+      </form>
+      <ul class="picklist">
+        {teams.map((t) => (
+          <li key={t.team_id}>
+            <button type="button" aria-pressed={selected?.team_id === t.team_id} onClick={() => open(t)}>{t.name}</button>
+          </li>
+        ))}
+      </ul>
+      {selected && (
+        <article class="panel" aria-label={`Team ${selected.name}`}>
+          <h3>{selected.name}</h3>
+          <h4>Members</h4>
+          <ul>
+            {members.map((m) => (
+              <li key={m.user_id}>{m.username} <button type="button" onClick={() => drop("members", m.user_id)} aria-label={`Remove ${m.username}`}>Remove</button></li>
+            ))}
+          </ul>
+          <form class="inline" onSubmit={(e) => pick(e, "members")}>
+            <label>Add member
+              <select name="id">
+                <option value="">Choose…</option>
+                {users.map((u) => <option key={u.user_id} value={u.user_id}>{u.username}</option>)}
+              </select>
+            </label>
+            <button type="submit">Add</button>
+          </form>
+          <h4>Grants</h4>
+          <ul>
+            {teamGrants.map((g) => (
+              <li key={g.grant_id}>{g.name} <button type="button" onClick={() => drop("grants", g.grant_id)} aria-label={`Detach ${g.name} from the team`}>Detach</button></li>
+            ))}
+          </ul>
+          <form class="inline" onSubmit={(e) => pick(e, "grants")}>
+            <label>Attach grant to the team
+              <select name="id">
+                <option value="">Choose…</option>
+                {grants.map((g) => <option key={g.grant_id} value={g.grant_id}>{g.name}</option>)}
+              </select>
+            </label>
+            <button type="submit">Attach to team</button>
+          </form>
+          <p><button type="button" onClick={removeTeam}>Delete team {selected.name}</button></p>
+        </article>
+      )}
     </>
   );
 }

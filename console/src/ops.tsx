@@ -69,7 +69,7 @@ function Audit(props: { client: Client }) {
     e.preventDefault();
     const data = new FormData(e.target as HTMLFormElement);
     const f: Record<string, string> = {};
-    for (const k of ["bucket", "operation", "user", "since", "until"]) f[k] = String(data.get(k) || "").trim();
+    for (const k of ["bucket", "operation", "user", "since", "until", "node"]) f[k] = String(data.get(k) || "").trim();
     setFilter(f);
     load(f, null);
   }
@@ -82,16 +82,17 @@ function Audit(props: { client: Client }) {
         <label>User <input name="user" /></label>
         <label>Since <input name="since" placeholder="2026-01-01T00:00:00Z" /></label>
         <label>Until <input name="until" /></label>
+        <label>Node <input name="node" placeholder="this node, a node id, or all" /></label>
         <button type="submit">Filter</button>
       </form>
       <ErrorLine error={error} />
       <div class="scroll">
         <table>
-          <thead><tr><th scope="col">Time</th><th scope="col">Operation</th><th scope="col">User</th><th scope="col">Bucket</th><th scope="col">Key</th><th scope="col">Status</th></tr></thead>
+          <thead><tr><th scope="col">Time</th><th scope="col">Node</th><th scope="col">Operation</th><th scope="col">User</th><th scope="col">Bucket</th><th scope="col">Key</th><th scope="col">Status</th></tr></thead>
           <tbody>
             {entries.map((e) => (
               <tr key={e.id + e.node_id}>
-                <td>{e.time}</td><td>{e.operation}</td><td>{e.username || ""}</td><td>{e.bucket || ""}</td><td>{e.key || ""}</td>
+                <td>{e.time}</td><td>{e.node_id}</td><td>{e.operation}</td><td>{e.username || ""}</td><td>{e.bucket || ""}</td><td>{e.key || ""}</td>
                 <td>{e.status}{e.error_code ? ` ${e.error_code}` : ""}</td>
               </tr>
             ))}

@@ -185,7 +185,7 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         secret = panel.get_by_label("New secret access key").input_value()
         access_key = panel.get_by_label("Access key ID").input_value()
         assert secret and access_key
-        page.screenshot(path=shots / "access.png", full_page=True)
+        page.screenshot(path=shots / "access-key.png", full_page=True)
         alice: Any = make_client(endpoint, access_key, secret)
         keys = [o["Key"] for o in alice.list_objects_v2(Bucket=BUCKET)["Contents"]]
         assert "note.txt" in keys
@@ -196,6 +196,24 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         expect(reactivate).to_be_visible()
         with pytest.raises(alice.exceptions.ClientError):
             alice.list_objects_v2(Bucket=BUCKET)
+
+        # Teams: alice's effective grants name their source.
+        page.get_by_label("Team name").fill("editors")
+        page.get_by_role("button", name="Create team").click()
+        team = page.get_by_role("article", name="Team editors")
+        team.get_by_label("Add member").select_option(label="alice")
+        team.get_by_role("button", name="Add", exact=True).click()
+        expect(team.get_by_role("button", name="Remove alice")).to_be_visible()
+        team.get_by_label("Attach grant to the team").select_option(label="S3ReadOnlyAccess")
+        team.get_by_role("button", name="Attach to team").click()
+        expect(team.get_by_role("button", name="Detach S3ReadOnlyAccess from the team")
+               ).to_be_visible()
+        page.get_by_role("button", name="root (root)").click()
+        page.get_by_role("button", name="alice", exact=True).click()
+        panel = page.get_by_role("article", name="User alice")
+        expect(panel.get_by_role("list", name="Effective grants")).to_contain_text(
+            "S3ReadOnlyAccess (team:editors)")
+        page.screenshot(path=shots / "access.png", full_page=True)
 
         # Operations: server info, cluster, the audit log filtered by operation.
         page.get_by_role("link", name="Operations").click()
