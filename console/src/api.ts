@@ -92,8 +92,9 @@ export class Client {
   }
 
   // A presigned GET of an object, signed here in the browser; valid for `seconds`.
-  async presign(bucket: string, key: string, seconds: number): Promise<string> {
+  async presign(bucket: string, key: string, seconds: number, params: Record<string, string> = {}): Promise<string> {
     const url = new URL(origin() + "/" + encodeURIComponent(bucket) + "/" + encodeKey(key));
+    for (const [name, value] of Object.entries(params)) url.searchParams.set(name, value);
     url.searchParams.set("X-Amz-Expires", String(seconds));
     const request = await this.aws.sign(url.toString(), { method: "GET", aws: { signQuery: true } });
     return request.url;

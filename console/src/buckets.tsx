@@ -127,17 +127,20 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
     await first();
   }
 
+  // A short-lived presigned GET asking for an attachment: the browser streams the object to
+  // disk itself, so a large object never sits in the tab's memory.
   async function download(key: string) {
     try {
-      const response = await client.s3("GET", `/${encodeURIComponent(bucket)}/${encodeKey(key)}`);
-      const url = URL.createObjectURL(await response.blob());
+      const name = key.split("/").pop() || key;
+      const url = await client.presign(bucket, key, 300, {
+        "response-content-disposition": `attachment; filename*=UTF-8''${encodeURIComponent(name)}`,
+      });
       const a = document.createElement("a");
       a.href = url;
-      a.download = key.split("/").pop() || key;
+      a.download = name;
       document.body.appendChild(a);
       a.click();
       a.remove();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
     } catch (err) {
       setError(describe(err));
     }

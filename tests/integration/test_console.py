@@ -15,6 +15,7 @@ import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,20 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         download.value.save_as(saved)
         assert hashlib.sha256(saved.read_bytes()).digest() == hashlib.sha256(
             big.read_bytes()).digest()
+        assert download.value.suggested_filename == "big.bin"
+
+        # A folder of more keys than a page: the first page, then the next on demand.
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: s3.put_object(Bucket=BUCKET, Key=f"many/k{n:03d}", Body=b""),
+                          range(205)))
+        page.reload()
+        page.get_by_role("link", name="many/").click()
+        rows = page.locator("tbody tr")
+        expect(rows).to_have_count(200)
+        page.get_by_role("button", name="Load more").click()
+        expect(rows).to_have_count(205)
+        expect(page.get_by_role("button", name="Load more")).to_have_count(0)
+        page.get_by_role("navigation", name="Path").get_by_role("link", name=BUCKET).click()
 
         # A share link, presigned in the browser, works without credentials.
         page.get_by_role("button", name="Share note.txt").click()
