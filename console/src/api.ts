@@ -141,6 +141,13 @@ export async function listPage(
 }
 
 export const PART_SIZE = 8 * 1024 * 1024;
+const MAX_PARTS = 10000;
+
+// Parts of 8 MiB, larger when a file would need more than S3's 10,000 parts.
+export function partSize(total: number): number {
+  const mib = 1024 * 1024;
+  return Math.max(PART_SIZE, Math.ceil(total / MAX_PARTS / mib) * mib);
+}
 
 function put(
   c: Client, path: string, body: Blob, onProgress: (sent: number) => void,
@@ -177,10 +184,11 @@ export async function upload(
   const created = await c.s3Xml("POST", `${path}?uploads`);
   const uploadId = text(created, "UploadId");
   const etags: string[] = [];
+  const size = partSize(file.size);
   try {
-    for (let offset = 0, part = 1; offset < file.size; offset += PART_SIZE, part++) {
+    for (let offset = 0, part = 1; offset < file.size; offset += size, part++) {
       const q = new URLSearchParams({ partNumber: String(part), uploadId });
-      const etag = await put(c, `${path}?${q}`, file.slice(offset, offset + PART_SIZE),
+      const etag = await put(c, `${path}?${q}`, file.slice(offset, offset + size),
         (sent) => onProgress(offset + sent));
       etags.push(etag);
     }

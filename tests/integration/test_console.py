@@ -116,6 +116,8 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         big.write_bytes(os.urandom(BIG))
         small = tmp_path / "note.txt"
         small.write_bytes(b"shared through a presigned link\n")
+        odd = tmp_path / "näme +%&=?#.txt"  # a key every layer must encode alike
+        odd.write_bytes(b"odd")
         page.evaluate("""() => {
             window.__sent = [];
             new MutationObserver((changes) => {
@@ -123,10 +125,22 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
             }).observe(document.body,
                        {attributes: true, subtree: true, attributeFilter: ['data-sent']});
         }""")
-        page.get_by_label("Upload files to").set_input_files([str(big), str(small)])
+        page.get_by_label("Upload files to").set_input_files([str(big), str(small), str(odd)])
         expect(page.locator(".uploads li").filter(has_text="big.bin")).to_contain_text(
             "Uploaded", timeout=120_000)
         expect(page.locator(".uploads li").filter(has_text="note.txt")).to_contain_text("Uploaded")
+        expect(page.locator(".uploads li").filter(has_text=odd.name)).to_contain_text("Uploaded")
+        assert s3.get_object(Bucket=BUCKET, Key=odd.name)["Body"].read() == b"odd"
+        # Drag and drop: a file dropped on the upload area is uploaded too.
+        page.locator(".drop").evaluate("""area => {
+            const files = new DataTransfer();
+            files.items.add(new File(["dropped bytes"], "dropped.txt"));
+            area.dispatchEvent(new DragEvent("drop", {dataTransfer: files, bubbles: true,
+                                                      cancelable: true}));
+        }""")
+        expect(page.locator(".uploads li").filter(has_text="dropped.txt")).to_contain_text(
+            "Uploaded")
+        assert s3.get_object(Bucket=BUCKET, Key="dropped.txt")["Body"].read() == b"dropped bytes"
         bar = page.get_by_label("Upload of big.bin")
         assert bar.evaluate("p => [p.value, p.max]") == [BIG, BIG]
         sent = page.evaluate("() => window.__sent")
@@ -228,6 +242,8 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         panel = page.get_by_role("article", name="User alice")
         expect(panel.get_by_role("list", name="Effective grants")).to_contain_text(
             "S3ReadOnlyAccess (team:editors)")
+        panel.get_by_role("button", name=f"Activate {access_key}", exact=True).click()
+        expect(panel.get_by_role("button", name=f"Deactivate {access_key}")).to_be_visible()
         page.screenshot(path=shots / "access.png", full_page=True)
 
         # Operations: server info, cluster, the audit log filtered by operation.
@@ -254,6 +270,15 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         page.get_by_role("button", name="Sign out").click()
         expect(page.get_by_label("Access key ID")).to_be_visible()
         assert page.evaluate("() => sessionStorage.length") == 0
+
+        # alice signs in: she sees the buckets her grants allow, not the admin pages.
+        page.get_by_label("Access key ID").fill(access_key)
+        page.get_by_label("Secret access key").fill(secret)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        page.get_by_role("link", name="Operations").click()
+        expect(page.get_by_role("alert").first).to_contain_text("AccessDenied")
+        page.get_by_role("button", name="Sign out").click()
         assert problems == []
     finally:
         context.close()
