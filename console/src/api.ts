@@ -126,12 +126,15 @@ export interface Listing {
 export async function listPage(
   c: Client, bucket: string, prefix: string, token: string | null, pageSize = 200,
 ): Promise<Listing> {
-  const q = new URLSearchParams({ "list-type": "2", delimiter: "/", prefix, "max-keys": String(pageSize) });
+  // encoding-type=url: keys holding characters XML 1.0 can not carry still parse.
+  const q = new URLSearchParams({
+    "list-type": "2", delimiter: "/", prefix, "max-keys": String(pageSize), "encoding-type": "url",
+  });
   if (token) q.set("continuation-token", token);
   const doc = await c.s3Xml("GET", `/${encodeURIComponent(bucket)}?${q}`);
-  const folders = Array.from(doc.getElementsByTagName("CommonPrefixes")).map((n) => text(n, "Prefix"));
+  const folders = Array.from(doc.getElementsByTagName("CommonPrefixes")).map((n) => decodeURIComponent(text(n, "Prefix")));
   const objects = Array.from(doc.getElementsByTagName("Contents")).map((n) => ({
-    key: text(n, "Key"),
+    key: decodeURIComponent(text(n, "Key")),
     size: Number(text(n, "Size")),
     modified: text(n, "LastModified"),
     etag: text(n, "ETag"),
