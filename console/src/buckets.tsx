@@ -1,3 +1,4 @@
+import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Client, Listing, encodeKey, formatSize, listPage, text, upload } from "./api";
 import { Link } from "./router";
@@ -85,6 +86,29 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
   const [share, setShare] = useState<{ key: string; url: string } | null>(null);
   const [expiry, setExpiry] = useState(3600);
   const [dragging, setDragging] = useState(false);
+  const [versioning, setVersioning] = useState("");
+  const [details, setDetails] = useState<string | null>(null);
+  const bucketPath = "/" + encodeURIComponent(bucket);
+  async function loadVersioning() {
+    try {
+      const doc = await client.s3Xml("GET", `${bucketPath}?versioning`);
+      setVersioning(text(doc, "Status") || "Off");
+    } catch {
+      setVersioning("");
+    }
+  }
+  async function changeVersioning(status: "Enabled" | "Suspended") {
+    setError("");
+    try {
+      await client.s3("PUT", `${bucketPath}?versioning`, {
+        body: `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>${status}</Status></VersioningConfiguration>`,
+      });
+      await loadVersioning();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  useEffect(() => { loadVersioning(); }, [bucket]);
 
   async function first() {
     setError("");
@@ -94,7 +118,7 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
       setError(describe(err));
     }
   }
-  useEffect(() => { setPages([]); setShare(null); first(); }, [bucket, prefix]);
+  useEffect(() => { setPages([]); setShare(null); setDetails(null); first(); }, [bucket, prefix]);
   const next = pages.length ? pages[pages.length - 1].next : null;
   async function more() {
     try {
@@ -163,6 +187,14 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
   return (
     <section aria-labelledby="browse-title">
       <h1 id="browse-title">{bucket}</h1>
+      {versioning && (
+        <p class="inline-row">
+          Versioning: <strong>{versioning}</strong>{" "}
+          {versioning === "Enabled"
+            ? <button type="button" onClick={() => changeVersioning("Suspended")}>Suspend versioning</button>
+            : <button type="button" onClick={() => changeVersioning("Enabled")}>Enable versioning</button>}
+        </p>
+      )}
       <nav aria-label="Path" class="crumbs">
         <Link to={here("")}>{bucket}</Link>
         {crumbs.map((c, i) => (
@@ -217,6 +249,7 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
           <button type="button" onClick={() => navigator.clipboard?.writeText(share.url)}>Copy</button>
         </div>
       )}
+      {details !== null && <ObjectDetails client={client} bucket={bucket} objectKey={details} onClose={() => setDetails(null)} />}
       <label class="inline">
         Share links expire after
         <select value={String(expiry)} onChange={(e) => setExpiry(Number((e.target as HTMLSelectElement).value))}>
@@ -243,6 +276,7 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
                 <td class="actions">
                   <button type="button" onClick={() => download(o.key)} aria-label={`Download ${o.key}`}>Download</button>
                   <button type="button" onClick={() => makeLink(o.key)} aria-label={`Share ${o.key}`}>Share</button>
+                  <button type="button" onClick={() => setDetails(o.key)} aria-label={`Details of ${o.key}`}>Details</button>
                   <button type="button" onClick={() => remove(o.key)} aria-label={`Delete ${o.key}`}>Delete</button>
                 </td>
               </tr>
@@ -253,5 +287,69 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
       {pages.length > 0 && !pages.some((p) => p.folders.length || p.objects.length) && <p>Nothing here yet.</p>}
       {next && <button type="button" onClick={more}>Load more</button>}
     </section>
+  );
+}
+
+// One object: its headers and metadata (HEAD), tags, and versions with a download of each.
+function ObjectDetails(props: { client: Client; bucket: string; objectKey: string; onClose: () => void }) {
+  const { client, bucket, objectKey } = props;
+  const path = `/${encodeURIComponent(bucket)}/${encodeKey(objectKey)}`;
+  const [head, setHead] = useState<[string, string][]>([]);
+  const [tags, setTags] = useState<[string, string][]>([]);
+  const [versions, setVersions] = useState<{ id: string; latest: boolean; size: string; modified: string; marker: boolean }[]>([]);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    (async () => {
+      try {
+        const response = await client.s3("HEAD", path);
+        const shown = ["content-type", "content-length", "etag", "last-modified", "x-amz-version-id",
+          "x-amz-storage-class", "x-amz-object-lock-mode", "x-amz-object-lock-retain-until-date",
+          "x-amz-object-lock-legal-hold"];
+        const rows: [string, string][] = [];
+        response.headers.forEach((value, name) => {
+          if (shown.includes(name) || name.startsWith("x-amz-meta-")) rows.push([name, value]);
+        });
+        setHead(rows);
+        const tagging = await client.s3Xml("GET", `${path}?tagging`);
+        setTags(Array.from(tagging.getElementsByTagName("Tag")).map((t) => [text(t, "Key"), text(t, "Value")]));
+        const q = new URLSearchParams({ versions: "", prefix: objectKey, "max-keys": "100" });
+        const listed = await client.s3Xml("GET", `/${encodeURIComponent(bucket)}?${q}`);
+        const entries = [...Array.from(listed.getElementsByTagName("Version")), ...Array.from(listed.getElementsByTagName("DeleteMarker"))];
+        setVersions(entries.filter((v) => text(v, "Key") === objectKey).map((v) => ({
+          id: text(v, "VersionId"), latest: text(v, "IsLatest") === "true", size: text(v, "Size"),
+          modified: text(v, "LastModified"), marker: v.tagName === "DeleteMarker",
+        })).sort((a, b) => b.modified.localeCompare(a.modified)));
+      } catch (err) {
+        setError(describe(err));
+      }
+    })();
+  }, [objectKey]);
+  async function downloadVersion(id: string) {
+    const url = await client.presign(bucket, objectKey, 300, {
+      versionId: id, "response-content-disposition": "attachment",
+    });
+    window.location.assign(url);
+  }
+  return (
+    <article class="panel" aria-label={`Details of ${objectKey}`}>
+      <h2>{objectKey}</h2>
+      <ErrorLine error={error} />
+      <dl class="fields">
+        {head.map(([k, v]) => <Fragment key={k}><dt>{k}</dt><dd>{v}</dd></Fragment>)}
+      </dl>
+      <h3>Tags</h3>
+      {tags.length ? <ul>{tags.map(([k, v]) => <li key={k}>{k} = {v}</li>)}</ul> : <p>No tags.</p>}
+      <h3>Versions</h3>
+      <ul>
+        {versions.map((v) => (
+          <li key={v.id}>
+            <code>{v.id}</code> {v.modified} {v.marker ? "(delete marker)" : formatSize(Number(v.size))}
+            {v.latest ? " (latest)" : ""}{" "}
+            {!v.marker && v.id !== "null" && <button type="button" onClick={() => downloadVersion(v.id)} aria-label={`Download version ${v.id}`}>Download</button>}
+          </li>
+        ))}
+      </ul>
+      <button type="button" onClick={props.onClose}>Close details</button>
+    </article>
   );
 }

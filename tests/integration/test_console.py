@@ -193,6 +193,23 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
             assert response.read() == small.read_bytes()
         page.screenshot(path=shots / "browse.png", full_page=True)
 
+        # Versioning, and one object's details: metadata, tags, versions.
+        page.get_by_role("button", name="Enable versioning").click()
+        expect(page.get_by_role("button", name="Suspend versioning")).to_be_visible()
+        assert s3.get_bucket_versioning(Bucket=BUCKET)["Status"] == "Enabled"
+        s3.put_object(Bucket=BUCKET, Key="log.txt", Body=b"first")
+        s3.put_object(Bucket=BUCKET, Key="log.txt", Body=b"second", Metadata={"owner": "ops"},
+                      Tagging="kind=text")
+        page.reload()
+        page.get_by_role("button", name="Details of log.txt").click()
+        details = page.get_by_role("article", name="Details of log.txt")
+        expect(details).to_contain_text("x-amz-meta-owner")
+        expect(details).to_contain_text("kind = text")
+        expect(details.get_by_role("button", name="Download version")).to_have_count(2)
+        expect(details).to_contain_text("(latest)")
+        page.screenshot(path=shots / "object.png", full_page=True)
+        details.get_by_role("button", name="Close details").click()
+
         # IAM: a grant (the server's validation message shown first), a user, a key.
         page.get_by_role("link", name="Access").click()
         expect(page.get_by_role("heading", name="Access")).to_be_visible()
