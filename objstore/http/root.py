@@ -1,8 +1,9 @@
 """The root resource: virtual-host rewrite, then dispatch by one mount table (`MOUNTS`):
 the admin API, the cluster protocol (a JSON 404 unless the cluster is enabled), the web
 console's static files, else the S3 API. Request-level limits are checked here, before any
-API sees the request. The mounts' first segments are reserved bucket names
-(`engine/names.py` `RESERVED_BUCKET_NAMES`); a virtual-hosted request is always S3's.
+API sees the request. The single-segment mounts' names are reserved bucket names
+(`engine/names.py` `RESERVED_BUCKET_NAMES`; `cluster` is not: a bucket of that name keeps
+everything but its `v1/` keys); a virtual-hosted request is always S3's.
 
 The same dispatch admits a request with a body before the body is read (`admit`, the
 site's `Gatekeeper`): the API it is for decides from the request line and headers. It is
