@@ -67,6 +67,7 @@ from objstore.cluster.wiring import (
     tombstone_purge,
 )
 from objstore.config import Config
+from objstore.console.resource import ConsoleResource
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -348,6 +349,7 @@ def build_node(config: Config, reactor: Any = None, *,
                             control=cluster.control if cluster is not None else None,
                             future=cluster.future_stamps if cluster is not None else None,
                             views=NodeViews(node_id=node_id, local=node_view_sources(meta))),
+        console=ConsoleResource(),
     )
     hash_pool = NamedPool(reactor, HASH_POOL_NAME, HASH_THREADS)  # large bodies' digests
     site = ObjstoreSite(

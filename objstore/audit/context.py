@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class RequestAudit:
-    api: str = "s3"  # "s3", "admin" or "cluster", set by the root resource
+    api: str = "s3"  # "s3", "admin", "cluster" or "console", set by the root resource
     started: float = 0.0  # clock reading when the headers were complete
     access_key: str = ""  # the access key id the request was signed with (proved or not)
     user_id: str = ""  # set only once the signature was verified

@@ -67,7 +67,7 @@ class RequestRecorder:
 
     def _record(self, request: ObjstoreRequest, completed: bool) -> None:
         context = request.audit
-        if context.api == "cluster":
+        if context.api in ("cluster", "console"):  # peers' traffic; static files
             return
         status, error_code = outcome(request, completed)
         operation, bucket, key, details = describe(request)

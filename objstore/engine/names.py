@@ -7,6 +7,9 @@ import re
 _BUCKET_CHARS = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _IP_SHAPE = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
 MAX_KEY_BYTES = 1024
+# Path-style URLs under these names belong to the daemon's own mounts (`http/root.py`), so
+# no bucket may take them.
+RESERVED_BUCKET_NAMES = frozenset({"admin", "console"})
 
 
 def bucket_name_problem(name: str) -> str | None:
@@ -24,6 +27,8 @@ def bucket_name_problem(name: str) -> str | None:
         return "Bucket names must not be formatted as an IP address."
     if name.startswith("xn--") or name.endswith("-s3alias") or name.endswith("--ol-s3"):
         return "Bucket names must not use a reserved prefix or suffix."
+    if name in RESERVED_BUCKET_NAMES:
+        return f"The bucket name {name!r} is reserved by this server."
     return None
 
 

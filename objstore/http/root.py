@@ -1,6 +1,9 @@
-"""The root resource: virtual-host rewrite, then dispatch by path prefix to the admin API,
-the cluster protocol (a JSON 404 unless the cluster is enabled), or the S3 API.
-Request-level limits are checked here, before any API sees the request.
+"""The root resource: virtual-host rewrite, then dispatch by one mount table (`MOUNTS`):
+the admin API, the cluster protocol (a JSON 404 unless the cluster is enabled), the web
+console's static files, else the S3 API. Request-level limits are checked here, before any
+API sees the request. The single-segment mounts' names are reserved bucket names
+(`engine/names.py` `RESERVED_BUCKET_NAMES`; `cluster` is not: a bucket of that name keeps
+everything but its `v1/` keys); a virtual-hosted request is always S3's.
 
 The same dispatch admits a request with a body before the body is read (`admit`, the
 site's `Gatekeeper`): the API it is for decides from the request line and headers. It is
@@ -21,30 +24,65 @@ from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http.site import Admitted, Gatekeeper, ObjstoreRequest
 
+# (mount name, the path segments it owns, decoded as twisted.web's traversal decodes them).
+# The first match wins; a request no mount owns is S3's. The root consumes the first
+# segment; the mount's resource sees the rest (the cluster API sees `v1/...`).
+MOUNTS: tuple[tuple[str, tuple[bytes, ...]], ...] = (
+    ("admin", (b"admin",)),
+    ("cluster", (b"cluster", b"v1")),
+    ("console", (b"console",)),
+)
+S3 = "s3"
+
+
+def mount_of(method: bytes, path: bytes) -> str:
+    """The name of the mount that owns a path-style request (`S3` when none does).
+
+    A CreateBucket shape (PUT of a bare first segment) is S3's whatever the name, so
+    `PUT /admin` and `PUT /console` get S3's InvalidBucketName (`engine/names.py`)."""
+    segments = [unquote_to_bytes(s) for s in path[1:].split(b"/", 2)]
+    if method == b"PUT" and (len(segments) == 1 or segments[1:] == [b""]):
+        return S3
+    for name, prefix in MOUNTS:
+        if tuple(segments[: len(prefix)]) == prefix:
+            return name
+    return S3
+
 
 class _JsonNotFound(Resource):
     isLeaf = True
 
+    def __init__(self, message: bytes) -> None:
+        super().__init__()
+        self._body = b'{"error": "NotFound", "message": "' + message + b'"}'
+
     def render(self, request: Any) -> bytes:
         request.setResponseCode(404)
         request.setHeader(b"Content-Type", b"application/json")
-        return b'{"error": "NotFound", "message": "Clustering is not enabled on this node."}'
+        return self._body
 
 
 class RootResource(Resource):
     def __init__(
         self, *, s3: Any, admin: Any, limits: ServerLimits, domains: tuple[str, ...],
-        cluster: Any = None,
+        cluster: Any = None, console: Any = None,
     ) -> None:
         super().__init__()
         self._s3 = s3
-        self._admin = admin
-        self._cluster = cluster if cluster is not None else _JsonNotFound()
+        self._apis: dict[str, Any] = {
+            S3: s3,
+            "admin": admin,
+            "cluster": cluster if cluster is not None else _JsonNotFound(
+                b"Clustering is not enabled on this node."),
+            "console": console if console is not None else _JsonNotFound(
+                b"The web console is not served by this node."),
+        }
+        assert set(self._apis) == {S3, *(name for name, _ in MOUNTS)}
         self._limits = limits
         self._domains = tuple(d.lower() for d in domains)
         # The APIs that admit a request before its body, by identity (looked up per request).
         self._gatekeepers: dict[int, Gatekeeper] = {
-            id(api): api for api in (s3, admin, self._cluster) if isinstance(api, Gatekeeper)}
+            id(api): api for api in self._apis.values() if isinstance(api, Gatekeeper)}
 
     def admit(self, request: ObjstoreRequest) -> Deferred[Admitted] | None:
         if request.path is None:  # not through ObjstoreChannel: decided after the body
@@ -64,20 +102,15 @@ class RootResource(Resource):
         if request.api_resource is not None:
             return request.api_resource
         _check_request_limits(request, self._limits)
-        segments = request.path[1:].split(b"/", 2)
-        first = unquote_to_bytes(segments[0])  # as twisted.web's traversal decodes it
         bucket = self._vhost_bucket(request)
         if bucket is not None:
             request.vhost_bucket = bucket  # type: ignore[attr-defined]
-            api = self._s3
-        elif first == b"admin":
-            note_api(request, "admin")
-            api = self._admin
-        elif first == b"cluster" and len(segments) > 1 and unquote_to_bytes(segments[1]) == b"v1":
-            note_api(request, "cluster")
-            api = self._cluster
+            mount = S3
         else:
-            api = self._s3
+            mount = mount_of(request.method, request.path)
+        if mount != S3:
+            note_api(request, mount)
+        api = self._apis[mount]
         request.api_resource = api
         return api
 

@@ -24,3 +24,9 @@ def test_key_rules() -> None:
     assert key_problem("a\x00b") is not None
     assert key_problem("k" * 1025)[0] == "KeyTooLongError"  # type: ignore[index]
     assert key_problem("é" * 513)[0] == "KeyTooLongError"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("name", ["admin", "console"])
+def test_reserved_bucket_names(name: str) -> None:
+    assert "reserved" in (bucket_name_problem(name) or "")
+    assert bucket_name_problem(name + "-data") is None

@@ -1,0 +1,335 @@
+"""The web console end to end: a real daemon, Debian's Chromium driven by playwright.
+
+One browser for the module, one daemon (SQLite); the second pass of scripts/test (two-worker
+daemons) skips it, since the console is static files and the browser's own signing. Each
+page's screenshot is saved under the test's tmp (`screenshots/`); with
+OBJSTORE_CONSOLE_SCREENSHOTS=<dir> they are copied there too (docs/console is made so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import shutil
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import make_client, running_daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
+                 "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+BIG = 20 * 1024 * 1024
+BUCKET = "console-photos"
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("OBJSTORE_TEST_WORKERS", "1") != "1",
+    reason="the console needs one run; the two-worker pass adds nothing to it")
+
+
+@pytest.fixture(scope="module")
+def console_daemon(request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    with running_daemon(request, Daemon(tmp_path_factory.mktemp("console-node"))) as node:
+        yield node
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    assert Path(CHROMIUM).exists(), "Debian's chromium is needed: scripts/install-test-clients"
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    directory = tmp_path_factory.mktemp("screenshots")
+    yield directory
+    published = os.environ.get("OBJSTORE_CONSOLE_SCREENSHOTS")
+    if published:
+        for shot in directory.glob("*.png"):
+            shutil.copy(shot, Path(published) / shot.name)
+
+
+def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
+                            tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+    endpoint = console_daemon.endpoint
+    s3: Any = make_client(endpoint)
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    # Uncaught errors and Content-Security-Policy refusals in the page fail the test.
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("console", lambda message: problems.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    try:
+        # Sign in; a wrong secret is refused with the server's error.
+        page.goto(endpoint + "/console")
+        assert page.url == endpoint + "/console/"
+        page.get_by_label("Access key ID").fill(ROOT_ACCESS_KEY)
+        page.get_by_label("Secret access key").fill("not-the-secret")
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("alert")).to_contain_text("SignatureDoesNotMatch")
+        page.screenshot(path=shots / "sign-in.png")
+        page.get_by_label("Secret access key").fill(ROOT_SECRET_KEY)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("heading", name="Buckets")).to_be_visible()
+
+        # Create a bucket; a reserved name gets the server's refusal.
+        page.get_by_label("New bucket name").fill("console")
+        page.get_by_role("button", name="Create bucket").click()
+        expect(page.get_by_role("alert")).to_contain_text("InvalidBucketName")
+        page.get_by_label("New bucket name").fill(BUCKET)
+        page.get_by_role("button", name="Create bucket").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        assert BUCKET in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+        page.screenshot(path=shots / "buckets.png")
+
+        # Upload a 20 MB file (multipart, with progress) and a small one into a folder.
+        page.get_by_role("link", name=BUCKET).click()
+        expect(page.get_by_role("heading", name=BUCKET)).to_be_visible()
+        big = tmp_path / "big.bin"
+        big.write_bytes(os.urandom(BIG))
+        small = tmp_path / "note.txt"
+        small.write_bytes(b"shared through a presigned link\n")
+        odd = tmp_path / "näme +%&=?#.txt"  # a key every layer must encode alike
+        odd.write_bytes(b"odd")
+        page.evaluate("""() => {
+            window.__sent = [];
+            new MutationObserver((changes) => {
+                for (const c of changes) window.__sent.push(Number(c.target.dataset.sent));
+            }).observe(document.body,
+                       {attributes: true, subtree: true, attributeFilter: ['data-sent']});
+        }""")
+        page.get_by_label("Upload files to").set_input_files([str(big), str(small), str(odd)])
+        expect(page.locator(".uploads li").filter(has_text="big.bin")).to_contain_text(
+            "Uploaded", timeout=120_000)
+        expect(page.locator(".uploads li").filter(has_text="note.txt")).to_contain_text("Uploaded")
+        expect(page.locator(".uploads li").filter(has_text=odd.name)).to_contain_text("Uploaded")
+        assert s3.get_object(Bucket=BUCKET, Key=odd.name)["Body"].read() == b"odd"
+        # Drag and drop: a file dropped on the upload area is uploaded too.
+        page.locator(".drop").evaluate("""area => {
+            const files = new DataTransfer();
+            files.items.add(new File(["dropped bytes"], "dropped.txt"));
+            area.dispatchEvent(new DragEvent("drop", {dataTransfer: files, bubbles: true,
+                                                      cancelable: true}));
+        }""")
+        expect(page.locator(".uploads li").filter(has_text="dropped.txt")).to_contain_text(
+            "Uploaded")
+        assert s3.get_object(Bucket=BUCKET, Key="dropped.txt")["Body"].read() == b"dropped bytes"
+        bar = page.get_by_label("Upload of big.bin")
+        assert bar.evaluate("p => [p.value, p.max]") == [BIG, BIG]
+        sent = page.evaluate("() => window.__sent")
+        assert any(0 < n < BIG for n in sent), sent  # the bar moved before the end
+        head = s3.head_object(Bucket=BUCKET, Key="big.bin")
+        assert head["ContentLength"] == BIG and head["ETag"].endswith('-3"')  # 3 parts of 8 MB
+        page.screenshot(path=shots / "upload.png")
+
+        # Browse: the listing shows both; a folder made by another client is browsable.
+        s3.put_object(Bucket=BUCKET, Key="2026/march/a.jpg", Body=b"a")
+        s3.put_object(Bucket=BUCKET, Key="2026/march/bell\x07 100%.txt", Body=b"b")
+        page.reload()
+        expect(page.get_by_role("link", name="2026/")).to_be_visible()
+        page.get_by_role("link", name="2026/").click()
+        page.get_by_role("link", name="march/").click()
+        expect(page.get_by_role("cell", name="a.jpg", exact=True)).to_be_visible()
+        bell = page.get_by_role("button", name="Download 2026/march/bell\x07 100%.txt")
+        expect(bell).to_be_visible()  # listed although XML 1.0 can not carry its key
+        page.screenshot(path=shots / "browse-folder.png")
+        page.get_by_role("navigation", name="Path").get_by_role("link", name=BUCKET).click()
+        expect(page.get_by_role("cell", name="big.bin", exact=True)).to_be_visible()
+
+        # Download compares byte for byte.
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download big.bin").click()
+        saved = tmp_path / "downloaded.bin"
+        download.value.save_as(saved)
+        assert hashlib.sha256(saved.read_bytes()).digest() == hashlib.sha256(
+            big.read_bytes()).digest()
+        assert download.value.suggested_filename == "big.bin"
+
+        # A folder of more keys than a page: the first page, then the next on demand.
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: s3.put_object(Bucket=BUCKET, Key=f"many/k{n:03d}", Body=b""),
+                          range(205)))
+        page.reload()
+        page.get_by_role("link", name="many/").click()
+        rows = page.locator("tbody tr")
+        expect(rows).to_have_count(200)
+        page.get_by_role("button", name="Load more").click()
+        expect(rows).to_have_count(205)
+        expect(page.get_by_role("button", name="Load more")).to_have_count(0)
+        page.get_by_role("navigation", name="Path").get_by_role("link", name=BUCKET).click()
+
+        # A share link, presigned in the browser, works without credentials.
+        page.get_by_role("button", name="Share note.txt").click()
+        link = page.get_by_label("Share link for note.txt").input_value()
+        assert "X-Amz-Signature=" in link and "X-Amz-Expires=3600" in link
+        with urllib.request.urlopen(link, timeout=30) as response:
+            assert response.read() == small.read_bytes()
+        page.screenshot(path=shots / "browse.png", full_page=True)
+
+        # Versioning, and one object's details: metadata, tags, versions.
+        page.get_by_role("button", name="Enable versioning").click()
+        expect(page.get_by_role("button", name="Suspend versioning")).to_be_visible()
+        assert s3.get_bucket_versioning(Bucket=BUCKET)["Status"] == "Enabled"
+        s3.put_object(Bucket=BUCKET, Key="log.txt", Body=b"first")
+        s3.put_object(Bucket=BUCKET, Key="log.txt", Body=b"second", Metadata={"owner": "ops"},
+                      Tagging="kind=text")
+        page.reload()
+        page.get_by_role("button", name="Details of log.txt").click()
+        details = page.get_by_role("article", name="Details of log.txt")
+        expect(details).to_contain_text("x-amz-meta-owner")
+        expect(details).to_contain_text("kind = text")
+        expect(details.get_by_role("button", name="Download version")).to_have_count(2)
+        expect(details).to_contain_text("(latest)")
+        page.screenshot(path=shots / "object.png", full_page=True)
+        details.get_by_role("button", name="Close details").click()
+
+        # IAM: a grant (the server's validation message shown first), a user, a key.
+        page.get_by_role("link", name="Access").click()
+        expect(page.get_by_role("heading", name="Access")).to_be_visible()
+        page.get_by_label("Grant name").fill("photos-read")
+        policy = ('{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", '
+                  '"Action": ["s3:ListBucket", "s3:GetObject", "s3:Fly"], '
+                  f'"Resource": ["arn:aws:s3:::{BUCKET}", "arn:aws:s3:::{BUCKET}/*"]}}]}}')
+        page.get_by_label("Policy document").fill(policy)
+        page.get_by_role("button", name="Create grant").click()
+        expect(page.get_by_role("alert")).to_contain_text("s3:Fly")
+        page.get_by_label("Policy document").fill(policy.replace(', "s3:Fly"', ""))
+        page.get_by_role("button", name="Create grant").click()
+        expect(page.get_by_role("status")).to_contain_text("Grant photos-read created")
+        page.get_by_label("Username").fill("alice")
+        page.get_by_role("button", name="Create user").click()
+        panel = page.get_by_role("article", name="User alice")
+        expect(panel).to_be_visible()
+        panel.get_by_label("Attach grant").select_option(label="photos-read")
+        panel.get_by_role("button", name="Attach").click()
+        expect(panel.get_by_role("button", name="Detach photos-read")).to_be_visible()
+        panel.get_by_role("button", name="Create access key").click()
+        secret = panel.get_by_label("New secret access key").input_value()
+        access_key = panel.get_by_label("Access key ID").input_value()
+        assert secret and access_key
+        page.screenshot(path=shots / "access-key.png", full_page=True)
+        alice: Any = make_client(endpoint, access_key, secret)
+        keys = [o["Key"] for o in alice.list_objects_v2(Bucket=BUCKET)["Contents"]]
+        assert "note.txt" in keys
+        assert alice.get_object(Bucket=BUCKET, Key="note.txt")["Body"].read() == small.read_bytes()
+        panel.get_by_role("button", name="Done").click()
+        panel.get_by_role("button", name=f"Deactivate {access_key}").click()
+        reactivate = panel.get_by_role("button", name=f"Activate {access_key}", exact=True)
+        expect(reactivate).to_be_visible()
+        with pytest.raises(alice.exceptions.ClientError):
+            alice.list_objects_v2(Bucket=BUCKET)
+
+        # Teams: alice's effective grants name their source.
+        page.get_by_label("Team name").fill("editors")
+        page.get_by_role("button", name="Create team").click()
+        team = page.get_by_role("article", name="Team editors")
+        team.get_by_label("Add member").select_option(label="alice")
+        team.get_by_role("button", name="Add", exact=True).click()
+        expect(team.get_by_role("button", name="Remove alice")).to_be_visible()
+        team.get_by_label("Attach grant to the team").select_option(label="S3ReadOnlyAccess")
+        team.get_by_role("button", name="Attach to team").click()
+        expect(team.get_by_role("button", name="Detach S3ReadOnlyAccess from the team")
+               ).to_be_visible()
+        page.get_by_role("button", name="root (root)").click()
+        page.get_by_role("button", name="alice", exact=True).click()
+        panel = page.get_by_role("article", name="User alice")
+        expect(panel.get_by_role("list", name="Effective grants")).to_contain_text(
+            "S3ReadOnlyAccess (team:editors)")
+        panel.get_by_role("button", name=f"Activate {access_key}", exact=True).click()
+        expect(panel.get_by_role("button", name=f"Deactivate {access_key}")).to_be_visible()
+        page.screenshot(path=shots / "access.png", full_page=True)
+
+        # Operations: server info, cluster, the audit log filtered by operation.
+        page.get_by_role("link", name="Operations").click()
+        expect(page.get_by_role("heading", name="Server")).to_be_visible()
+        expect(page.locator("dl.fields").first).to_contain_text("metadata_backend")
+        page.get_by_label("Operation", exact=True).fill("CreateBucket")
+
+        def audited() -> bool:
+            page.get_by_role("button", name="Filter").click()
+            return page.get_by_role("cell", name=BUCKET, exact=True).count() > 0
+        _poll(audited, "the audit log to show CreateBucket")
+        assert page.get_by_role("cell", name="PutObject", exact=True).count() == 0
+        page.screenshot(path=shots / "operations.png", full_page=True)
+
+        # Phone width: the bucket page still fits.
+        page.set_viewport_size({"width": 390, "height": 800})
+        page.get_by_role("link", name="Buckets").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        page.screenshot(path=shots / "phone.png", full_page=True)
+
+        # Sign-out clears the tab's secret.
+        page.get_by_role("button", name="Sign out").click()
+        expect(page.get_by_label("Access key ID")).to_be_visible()
+        assert page.evaluate("() => sessionStorage.length") == 0
+
+        # alice signs in: she sees the buckets her grants allow, not the admin pages.
+        page.get_by_label("Access key ID").fill(access_key)
+        page.get_by_label("Secret access key").fill(secret)
+        page.get_by_role("button", name="Sign in").click()
+        expect(page.get_by_role("link", name=BUCKET)).to_be_visible()
+        page.get_by_role("link", name="Operations").click()
+        expect(page.get_by_role("alert").first).to_contain_text("AccessDenied")
+        page.get_by_role("button", name="Sign out").click()
+        assert problems == []
+    finally:
+        context.close()
+    assert ROOT_SECRET_KEY not in console_daemon.log_path.read_text(errors="replace")
+
+
+def test_static_files_and_no_traversal(console_daemon: Daemon) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", console_daemon.port, timeout=30)
+
+    def get(path: str) -> tuple[int, dict[str, str], bytes]:
+        connection.request("GET", path)  # sent as written: no client-side normalisation
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+
+    status, headers, index = get("/console/")
+    assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
+    assert headers["cache-control"] == "no-cache"
+    assert get("/console/iam")[2] == index  # an app route falls back to index.html
+    script = index.split(b'src="', 1)[1].split(b'"', 1)[0].decode()
+    status, headers, _ = get(script)
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    assert "immutable" in headers["cache-control"]
+    for path in ("/console/../setup.cfg", "/console/%2e%2e/%2e%2e/setup.cfg",
+                 "/console/assets/..%2F..%2Fresource.py", "/console/%2E%2E%2Fresource.py",
+                 "/console/assets/%2e%2e/__init__.py", "/console/..%5c__init__.py"):
+        status, _, body = get(path)
+        assert status in (400, 404), path
+        assert b"import" not in body and b"[metadata]" not in body, path
+    connection.close()
+    s3: Any = make_client(console_daemon.endpoint)
+    for reserved in ("console", "admin"):
+        with pytest.raises(s3.exceptions.ClientError) as refused:
+            s3.create_bucket(Bucket=reserved)
+        assert refused.value.response["Error"]["Code"] == "InvalidBucketName"
