@@ -226,6 +226,9 @@ class ObjectService:
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
         record = await self._prepare_version(bucket, record, attrs, integrity)
+        staged = body.stage_fields(record.bucket, record.key, record.version_id)
+        if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
+            record = replace(record, **staged)
         assert record.blob_id is not None
         await self._files.store(body, record.blob_id, record_to_sidecar(record))
         return await self._commit(caller, record, precondition)
@@ -317,17 +320,18 @@ class ObjectService:
         record = await self._prepare_version(bucket, record, attrs, True)
         segments = plan_segments(source, 0, source.size)
         try:
-            record = await self._io.run(self._copy_blob, segments, record)
+            record = await self._io.run(self._copy_blob, segments, record, source)
         except FileNotFoundError:
             if not await self.repaired(source):
                 raise SourceChanged(source) from None
             try:
-                record = await self._io.run(self._copy_blob, segments, record)
+                record = await self._io.run(self._copy_blob, segments, record, source)
             except FileNotFoundError:
                 raise SourceChanged(source) from None
         return await self._commit(caller, record, precondition)
 
-    def _copy_blob(self, segments: list[Segment], record: ObjectRecord) -> ObjectRecord:
+    def _copy_blob(self, segments: list[Segment], record: ObjectRecord,
+                   source: ObjectRecord) -> ObjectRecord:
         """(IO thread) The new blob and its sidecar, durable. Without a known ETag the bytes
         are hashed while copied, under a provisional sidecar that `recover` ignores (a
         crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
@@ -337,7 +341,8 @@ class ObjectService:
         want_md5 = not record.etag
         if want_md5:
             sidecar["kind"] = PROVISIONAL_SIDECAR_KIND
-        md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5)
+        md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5,
+                                        source=source)
         if md5 is None:
             return record
         blob_id = record.blob_id
@@ -372,7 +377,7 @@ class ObjectService:
         nothing is opened yet."""
         if length is None:
             length = record.size - start
-        return self._blobs.reader(plan_segments(record, start, length))
+        return self._blobs.reader(plan_segments(record, start, length), record)
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
@@ -424,7 +429,7 @@ class ObjectService:
 
     async def _open_stream(self, record: ObjectRecord, segments: list[Segment],
                            several: bool) -> ChunkStream:
-        reader = self._blobs.reader(segments)
+        reader = self._blobs.reader(segments, record)
         pin: PartsPin | None = None
         try:
             if several:

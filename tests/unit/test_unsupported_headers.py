@@ -30,3 +30,21 @@ def test_encryption_headers_are_refused(name: str) -> None:
 def test_other_headers_pass() -> None:
     refuse_unsupported_headers(["Host", "x-amz-date", "x-amz-meta-server-side-encryption",
                                 "x-amz-storage-class", "content-md5"])
+
+
+@pytest.mark.parametrize(("name", "operation"), [
+    ("x-amz-server-side-encryption", "CopyObject"),
+    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    ("x-amz-server-side-encryption", "UploadPart"),
+    ("x-amz-server-side-encryption", "GetObject"),
+    ("x-amz-server-side-encryption-customer-key", "PutObject"),
+    ("x-amz-server-side-encryption-aws-kms-key-id", "PutObject"),
+])
+def test_sse_still_refused_where_it_does_not_work(name: str, operation: str) -> None:
+    with pytest.raises(S3Error) as caught:
+        refuse_unsupported_headers(["Host", name], operation)
+    assert caught.value.code == "NotImplemented"
+
+
+def test_sse_s3_honoured_on_put_object() -> None:
+    refuse_unsupported_headers(["Host", "X-Amz-Server-Side-Encryption"], "PutObject")
