@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from objstore.blobs.stages import ByteSource
+from objstore.errors import ServerCondition
 
 PACKAGE_PLAINTEXT = 64 * 1024
 TAG_BYTES = 16
@@ -32,8 +33,14 @@ FORMAT = "aes256gcm-64k-v1"  # recorded in encryption_params["format"]
 _AAD_PREFIX = b"objstore/" + FORMAT.encode() + b"\0"
 
 
-class InvalidPackage(OSError):
-    """A stored package does not authenticate: the blob was altered, truncated or mixed."""
+class InvalidPackage(OSError, ServerCondition):
+    """A stored package does not authenticate: the blob was altered, truncated or mixed
+    (answered InternalError, logged in one line; `check --deep` reports it)."""
+
+    def __init__(self, message: str) -> None:
+        OSError.__init__(self, message)
+        self.code = "InternalError"
+        self.message = message
 
 
 def package_count(size: int) -> int:
