@@ -65,7 +65,8 @@ from objstore.cluster.wiring import (
     tombstone_purge,
 )
 from objstore.config import Config
-from objstore.crypto.master_key import MasterKeyError, load_or_create
+from objstore.crypto.keyring import node_stages
+from objstore.crypto.master_key import MasterKeyError
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -191,20 +192,11 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
 
 
-def master_key_path(config: Config) -> str:
-    """Where the local master key lives: [encryption] master_key_file, else in the
-    node's private tree."""
-    return (config.encryption.master_key_file
-            or os.path.join(config.storage.data_dir, "control", "keys", "master.key"))
-
-
 def blob_stages(config: Config) -> BlobStages:
     """The factory of the node's blob writers and readers: with [encryption] enabled, the
     local master key (created at first start; a start refused when it is unusable)."""
-    if not config.encryption.enabled:
-        return BlobStages()
     try:
-        return BlobStages(load_or_create(master_key_path(config)))
+        return node_stages(config, create=True)
     except (MasterKeyError, OSError) as exc:
         raise BootstrapError(str(exc)) from None
 

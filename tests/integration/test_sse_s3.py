@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from tests.integration.daemon import Daemon
 P = 64 * 1024
 MARKER = b"SSE-S3-PLAINTEXT-MARKER-d41d8cd9"
 BUCKET = "sse"
+OBJSTORE = str(Path(sys.executable).with_name("objstore"))
 
 
 def _body(size: int) -> bytes:
@@ -153,6 +156,13 @@ def test_a_flipped_stored_byte_is_an_error_never_wrong_bytes(daemon: Daemon, s3:
         with pytest.raises(ClientError) as caught:
             s3.get_object(Bucket=BUCKET, Key="victim", Range=byte_range)["Body"].read()
         assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    # `check --deep` reads through the stages: the altered package is a finding, and the
+    # intact encrypted objects are not.
+    result = subprocess.run([OBJSTORE, "check", "--deep", "--config", str(daemon.config_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    findings = [line for line in result.stdout.splitlines() if "sse/" in line]
+    assert findings and all("victim" in line for line in findings), result.stdout
 
 
 def test_a_flipped_byte_late_in_a_streamed_get_cuts_the_answer(daemon: Daemon, s3: Any

@@ -172,8 +172,9 @@ def test_a_wrapped_key_is_bound_to_its_object_and_master() -> None:
 
 def test_the_node_refuses_to_start_on_a_malformed_master_key(tmp_path: Path) -> None:
     from objstore.config import Config, Encryption, Storage, load_config
+    from objstore.crypto.keyring import master_key_path
     from objstore.iam.bootstrap import BootstrapError
-    from objstore.service import blob_stages, master_key_path
+    from objstore.service import blob_stages
 
     base = load_config(None)
     config: Config = dataclasses.replace(
