@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client, running_daemon
 from tests.integration.daemon import Daemon
 
@@ -179,3 +180,9 @@ def test_a_flipped_byte_late_in_a_streamed_get_cuts_the_answer(daemon: Daemon, s
         got = s3.get_object(Bucket=BUCKET, Key="streamed-victim")["Body"].read()
         assert got == data  # never reached with the right bytes: it must not read at all
     assert not isinstance(caught.value, AssertionError)
+
+
+def test_admin_info_reports_encryption(daemon: Daemon) -> None:
+    info = AdminClient(daemon.endpoint).ok("GET", "/info")
+    assert info["encryption_enabled"] is True and info["kms_provider"] == "local"
+    assert "kms_endpoint" not in info
