@@ -189,3 +189,12 @@ def test_the_node_refuses_to_start_on_a_malformed_master_key(tmp_path: Path) -> 
     with pytest.raises(BootstrapError, match="not an objstore master key"):
         blob_stages(config)
     assert blob_stages(dataclasses.replace(config, encryption=Encryption())).key_id is None
+
+
+def test_admin_info_reports_the_provider_only_with_encryption() -> None:
+    from objstore.admin.api import server_info
+
+    plain = server_info(0.0, tls=False, backend="sqlite")()
+    assert plain["encryption_enabled"] is False and "kms_provider" not in plain
+    local = server_info(0.0, tls=False, backend="sqlite", kms_provider="local")()
+    assert local["encryption_enabled"] is True and local["kms_provider"] == "local"
