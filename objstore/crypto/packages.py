@@ -84,20 +84,28 @@ class PackageEncryptor:
 
     def transform(self, data: bytes) -> bytes:
         pending = self._pending
-        pending += data
-        if len(pending) <= PACKAGE_PLAINTEXT:
+        if len(pending) + len(data) <= PACKAGE_PLAINTEXT:
+            pending += data
             return b""
         out = []
-        start = 0
+        view = memoryview(data)
+        at = 0
+        if pending:  # complete the held package (more input follows it: not the last)
+            at = PACKAGE_PLAINTEXT - len(pending)
+            pending += view[:at]
+            out.append(self._seal(bytes(pending)))
+            pending.clear()
         # Keep at least one byte back: the last package is sealed by finish(), as final.
-        while len(pending) - start > PACKAGE_PLAINTEXT:
-            end = start + PACKAGE_PLAINTEXT
-            out.append(seal_package(self._cipher, self._seq, bytes(pending[start:end]),
-                                    False))
-            self._seq += 1
-            start = end
-        del pending[:start]
+        while len(data) - at > PACKAGE_PLAINTEXT:
+            out.append(self._seal(view[at:at + PACKAGE_PLAINTEXT]))
+            at += PACKAGE_PLAINTEXT
+        pending += view[at:]
         return b"".join(out)
+
+    def _seal(self, plaintext: bytes | memoryview) -> bytes:
+        sealed = self._cipher.encrypt(_nonce(self._seq), plaintext, _aad(self._seq, False))
+        self._seq += 1
+        return sealed
 
     def finish(self) -> bytes:
         sealed = seal_package(self._cipher, self._seq, bytes(self._pending), True)
