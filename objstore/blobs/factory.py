@@ -33,6 +33,7 @@ from objstore.crypto.packages import (
     PackageEncryptor,
     stored_size,
 )
+from objstore.errors import ServerCondition
 
 
 class MasterKey(Protocol):
@@ -46,9 +47,14 @@ class MasterKey(Protocol):
     def unwrap(self, key_id: str | None, wrapped: str, context: bytes) -> bytes: ...
 
 
-class StagesUnavailable(OSError):
+class StagesUnavailable(OSError, ServerCondition):
     """A plan this node can not apply or read (no master key configured, an unknown
-    stage written by a newer version)."""
+    stage written by a newer version): InternalError, logged in one line."""
+
+    def __init__(self, message: str) -> None:
+        OSError.__init__(self, message)  # the log line's detail
+        self.code = "InternalError"
+        self.message = "The object's stored bytes can not be decrypted on this server."
 
 
 class ObjectIdentity(Protocol):

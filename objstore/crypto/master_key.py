@@ -22,6 +22,7 @@ import re
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from objstore.errors import ServerCondition
 from objstore.private_files import OWNER_ONLY_FILE, make_private_dir
 
 _HEADER = "objstore-master-key-v1"
@@ -34,8 +35,14 @@ class MasterKeyError(Exception):
     """The master key file can not be used (a start-up error, one line)."""
 
 
-class UnwrapError(OSError):
-    """A wrapped data key does not open under this master key and object."""
+class UnwrapError(OSError, ServerCondition):
+    """A wrapped data key does not open under this master key and object (another node's
+    key, a record moved to another object): InternalError, logged in one line."""
+
+    def __init__(self, message: str) -> None:
+        OSError.__init__(self, message)  # the log line's detail
+        self.code = "InternalError"
+        self.message = "The object's stored bytes can not be decrypted on this server."
 
 
 def key_context(bucket: str, key: str, version_id: str) -> bytes:

@@ -186,3 +186,20 @@ def test_admin_info_reports_encryption(daemon: Daemon) -> None:
     info = AdminClient(daemon.endpoint).ok("GET", "/info")
     assert info["encryption_enabled"] is True and info["kms_provider"] == "local"
     assert "kms_endpoint" not in info
+
+
+def test_upload_part_copy_from_an_encrypted_source(s3: Any, stored: dict[str, bytes]) -> None:
+    """The part is copied through a decrypting reader (stored as sent: the upload asked
+    for no encryption)."""
+    data = stored["large"]
+    start, end = P - 3, 17 * P + 5
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="assembled")["UploadId"]
+    part = s3.upload_part_copy(Bucket=BUCKET, Key="assembled", UploadId=upload, PartNumber=1,
+                               CopySource={"Bucket": BUCKET, "Key": "large"},
+                               CopySourceRange=f"bytes={start}-{end}")
+    copied = data[start:end + 1]
+    assert part["CopyPartResult"]["ETag"] == f'"{hashlib.md5(copied).hexdigest()}"'
+    s3.complete_multipart_upload(
+        Bucket=BUCKET, Key="assembled", UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=BUCKET, Key="assembled")["Body"].read() == copied
