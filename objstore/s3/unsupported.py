@@ -2,8 +2,8 @@
 
 A client that asks for server-side encryption (SSE-S3, SSE-KMS, SSE-C, on a write, a copy,
 a multipart upload or a read) must never get a 2xx for bytes stored in plaintext, nor read
-an object without the customer key it believes protects it. Until blob encryption exists,
-every such request answers 501 NotImplemented and changes nothing. Pure: no Twisted.
+an object without the customer key it believes protects it. Every such request this
+version can not honour answers 501 NotImplemented and changes nothing. Pure: no Twisted.
 
 Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject
 (SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C, SSE-KMS key ids and
