@@ -64,7 +64,7 @@ from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
 from objstore.blobs.plan import plan_of
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
-from objstore.blobs.writer import HeldBody, HeldBytes
+from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
 from objstore.private_files import OWNER_ONLY_DIR, make_private_dir
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -454,16 +454,18 @@ class BlobStore:
 
     def copy_segments(
         self, segments: Sequence[Segment], blob_id: str, sidecar: dict[str, Any], *,
-        want_md5: bool, source: StagedObject | None = None,
+        want_md5: bool, source: StagedObject | None = None, writer: BlobWriter | None = None,
     ) -> str | None:
         """Write the concatenation of `segments` (logical bytes of `source`) as a new
-        durable blob with its sidecar, stored as sent (the identity plan). The kernel copies
-        the bytes (copy_file_range) when they are stored as they read (`source`'s plan is
-        the identity) and no MD5 is wanted; otherwise they pass once through a reader (its
-        stages) and a writer. Returns the hex MD5 when asked."""
+        durable blob with its sidecar. The kernel copies the bytes (copy_file_range) when
+        they are stored as they read (`source`'s plan is the identity), no MD5 is wanted
+        and no `writer` (the destination's stages, from the factory) is given; otherwise
+        they pass once through a reader (the source's stages) and that writer (stored as
+        sent without one). Returns the hex MD5 when asked."""
         staged = source is not None and not plan_of(source).identity
-        if want_md5 or staged:
-            md5 = self._copy_hashed(segments, blob_id, sidecar, source if staged else None)
+        if want_md5 or staged or writer is not None:
+            md5 = self._copy_hashed(segments, blob_id, sidecar, source if staged else None,
+                                    writer)
             return md5 if want_md5 else None
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".copy"))
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -479,8 +481,10 @@ class BlobStore:
         return None
 
     def _copy_hashed(self, segments: Sequence[Segment], blob_id: str,
-                     sidecar: dict[str, Any], source: StagedObject | None) -> str:
-        writer = self.stages.writer(self.tmp_dir, memory_limit=0)
+                     sidecar: dict[str, Any], source: StagedObject | None,
+                     writer: BlobWriter | None) -> str:
+        if writer is None:
+            writer = self.stages.writer(self.tmp_dir, memory_limit=0)
         try:
             with self.reader(segments, source) as reader:
                 for chunk in reader.chunks(COPY_CHUNK_BYTES):

@@ -33,7 +33,7 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
-from objstore.engine.stage_plan import SSE_HEADER, STAGED_OPERATIONS, decide_stage_plan
+from objstore.engine.stage_plan import BODY_OPERATIONS, SSE_HEADER, decide_stage_plan
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
@@ -187,7 +187,7 @@ class S3Api:
 
     def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
         """The body's stages (engine/stage_plan.py), before the body is read."""
-        if line.operation not in STAGED_OPERATIONS:
+        if line.operation not in BODY_OPERATIONS:
             return IDENTITY
         sse = request.header(SSE_HEADER)
         headers = {} if sse is None else {SSE_HEADER: sse}

@@ -6,8 +6,8 @@ an object without the customer key it believes protects it. Every such request t
 version can not honour answers 501 NotImplemented and changes nothing. Pure: no Twisted.
 
 Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject
-(SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C, SSE-KMS key ids and
-contexts, and encryption on copies and multipart uploads are still refused.
+and CopyObject (SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C,
+SSE-KMS key ids and contexts, and encryption on multipart uploads are still refused.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 # (header name, operation) pairs that are honoured although a prefix above matches.
 HONOURED: frozenset[tuple[str, str]] = frozenset({
     ("x-amz-server-side-encryption", "PutObject"),
+    ("x-amz-server-side-encryption", "CopyObject"),
 })
 
 

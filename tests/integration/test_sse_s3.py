@@ -132,7 +132,8 @@ def test_other_algorithms_refused(s3: Any, value: str, status: int) -> None:
 def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str, bytes]) -> None:
     for call in (
         lambda: s3.create_multipart_upload(Bucket=BUCKET, Key="mp", ServerSideEncryption="AES256"),
-        lambda: s3.copy_object(Bucket=BUCKET, Key="c2", ServerSideEncryption="AES256",
+        lambda: s3.copy_object(Bucket=BUCKET, Key="c2", SSECustomerAlgorithm="AES256",
+                               SSECustomerKey="k" * 32,
                                CopySource={"Bucket": BUCKET, "Key": "small"}),
         lambda: s3.put_object(Bucket=BUCKET, Key="c3", Body=b"x", SSECustomerAlgorithm="AES256",
                               SSECustomerKey="k" * 32),
@@ -203,3 +204,41 @@ def test_upload_part_copy_from_an_encrypted_source(s3: Any, stored: dict[str, by
         Bucket=BUCKET, Key="assembled", UploadId=upload,
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
     assert s3.get_object(Bucket=BUCKET, Key="assembled")["Body"].read() == copied
+
+
+def _stored_blob(daemon: Daemon, key: str) -> bytes:
+    sidecar = next(p for p in daemon.data_dir.rglob("*.meta.json")
+                   if json.loads(p.read_text()).get("key") == key
+                   and json.loads(p.read_text()).get("kind") == "object")
+    return sidecar.with_name(sidecar.name.removesuffix(".meta.json")).read_bytes()
+
+
+@pytest.mark.parametrize("source", ["small", "plain-source"])
+def test_copy_with_sse_s3_encrypts_the_destination(daemon: Daemon, s3: Any,
+                                                   stored: dict[str, bytes], source: str) -> None:
+    """An SSE-S3 destination from an encrypted source (a new data key: read through the
+    source's stages, written through the destination's) or from a plain one."""
+    data = stored["small"] if source == "small" else _body(2 * P + 3)
+    if source == "plain-source":
+        s3.put_object(Bucket=BUCKET, Key=source, Body=data)
+    target = f"sse-copy-of-{source}"
+    answer = s3.copy_object(Bucket=BUCKET, Key=target, ServerSideEncryption="AES256",
+                            CopySource={"Bucket": BUCKET, "Key": source})
+    assert answer["ServerSideEncryption"] == "AES256"
+    assert answer["CopyObjectResult"]["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    got = s3.get_object(Bucket=BUCKET, Key=target, Range=f"bytes={P - 2}-{P + 2}")
+    assert got["Body"].read() == data[P - 2:P + 3]
+    assert got["ServerSideEncryption"] == "AES256"
+    assert s3.get_object(Bucket=BUCKET, Key=target)["Body"].read() == data
+    assert MARKER not in _stored_blob(daemon, target)
+
+
+def test_copy_onto_itself_with_sse_s3_encrypts_it(daemon: Daemon, s3: Any) -> None:
+    data = _body(P + 1)
+    s3.put_object(Bucket=BUCKET, Key="self", Body=data)
+    s3.copy_object(Bucket=BUCKET, Key="self", ServerSideEncryption="AES256",
+                   CopySource={"Bucket": BUCKET, "Key": "self"})
+    head = s3.head_object(Bucket=BUCKET, Key="self")
+    assert head["ServerSideEncryption"] == "AES256" and head["ContentLength"] == len(data)
+    assert s3.get_object(Bucket=BUCKET, Key="self")["Body"].read() == data
+    assert MARKER not in _stored_blob(daemon, "self")

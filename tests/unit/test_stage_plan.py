@@ -24,10 +24,16 @@ def test_sse_s3_put_is_encrypted_under_the_configured_key() -> None:
     assert plan == StagePlan(encryption=SSE_S3, key_id=KEY_ID) and not plan.identity
 
 
-@pytest.mark.parametrize("operation", ["UploadPart", "CompleteMultipartUpload", "CopyObject",
+@pytest.mark.parametrize("operation", ["UploadPart", "CompleteMultipartUpload", "UploadPartCopy",
                                        "PutObjectTagging", None])
 def test_only_object_bodies_get_stages(operation: str | None) -> None:
     assert decide_stage_plan(operation, SSE, key_id=KEY_ID) is IDENTITY
+
+
+def test_a_copy_destination_is_staged_as_a_put_is() -> None:
+    assert decide_stage_plan("CopyObject", SSE, key_id=KEY_ID) == \
+        StagePlan(encryption=SSE_S3, key_id=KEY_ID)
+    assert decide_stage_plan("CopyObject", {}, key_id=KEY_ID) is IDENTITY
 
 
 def test_sse_s3_without_encryption_configured_is_refused() -> None:
