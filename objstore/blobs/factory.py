@@ -121,18 +121,36 @@ class BlobStages:
         plan = plan_of(record)
         if plan.identity:
             return open_blob
-        master = self._master_for(plan)
-        params = record.encryption_params or {}
-        if params.get("format") != FORMAT or not isinstance(params.get("wrapped_key"), str):
-            raise StagesUnavailable(f"unknown encryption format {params.get('format')!r}")
-        data_key = master.unwrap(record.encryption_key_id, params["wrapped_key"],
-                                 key_context(record.bucket, record.key, record.version_id))
+        data_key = self._data_key(record, plan)
         size = record.size
 
         def open_source(blob_id: str) -> ByteSource:
             return DecryptingSource(open_blob(blob_id), data_key, size)
 
         return open_source
+
+    def rewrapped(self, record: StagedObject, bucket: str, key: str, version_id: str
+                  ) -> dict[str, Any] | None:
+        """The record fields of a copy of `record`'s stored bytes as `bucket`/`key`
+        `version_id`: its data key unwrapped and wrapped again for the copy (the bytes are
+        not re-encrypted). None when the plan is not SSE-S3 alone."""
+        plan = plan_of(record)
+        if plan.encryption != SSE_S3 or plan.compression is not None:
+            return None
+        master = self._master_for(plan)
+        data_key = self._data_key(record, plan)
+        return {"encryption_algorithm": SSE_S3, "encryption_key_id": master.key_id,
+                "encryption_params": {"format": FORMAT, "wrapped_key": master.wrap(
+                    data_key, key_context(bucket, key, version_id))},
+                "compression": None}
+
+    def _data_key(self, record: StagedObject, plan: StagePlan) -> bytes:
+        master = self._master_for(plan)
+        params = record.encryption_params or {}
+        if params.get("format") != FORMAT or not isinstance(params.get("wrapped_key"), str):
+            raise StagesUnavailable(f"unknown encryption format {params.get('format')!r}")
+        return master.unwrap(record.encryption_key_id, params["wrapped_key"],
+                             key_context(record.bucket, record.key, record.version_id))
 
     @staticmethod
     def stored_size(record: StagedObject) -> int:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
-from objstore.blobs.plan import IDENTITY, StagePlan
+from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
 from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
@@ -312,7 +312,8 @@ class ObjectService:
         plain object whose ETag is the MD5 of its bytes. Full-object checksums describe the
         bytes and travel with them; composite checksums (of parts) do not. `plan`: the
         destination's stages (`copy_plan`); a source or destination with stages passes
-        through a reader (the source's) and a writer (the destination's)."""
+        through a reader (the source's) and a writer (the destination's), unless both have
+        the same SSE-S3 plan: then the stored bytes are copied and the data key re-wrapped."""
         check_key(key)
         bucket = await self._bucket(bucket_name)
         if source.size > MAX_COPY_SOURCE_BYTES:
@@ -346,6 +347,10 @@ class ObjectService:
         crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
         the real sidecar replaces it before the row can be committed."""
         assert record.blob_id is not None
+        if not plan.identity and plan == plan_of(source) and not source.parts:
+            rewrapped = self._copy_rewrapped(segments, record, source)
+            if rewrapped is not None:
+                return rewrapped
         writer = None
         if not plan.identity:
             writer = self._blobs.stages.writer(self._blobs.tmp_dir, plan, memory_limit=0)
@@ -367,6 +372,24 @@ class ObjectService:
         except BaseException:
             self._blobs.delete(blob_id)
             raise
+        return record
+
+    def _copy_rewrapped(self, segments: list[Segment], record: ObjectRecord,
+                        source: ObjectRecord) -> ObjectRecord | None:
+        """(IO thread) A whole-object copy between equal plans (SSE-S3 under the same
+        master key): the stored bytes copied by the kernel, the source's data key wrapped
+        again for the copy. None when the plan does not allow it."""
+        fields = self._blobs.stages.rewrapped(source, record.bucket, record.key,
+                                              record.version_id)
+        if fields is None or source.blob_id is None or record.blob_id is None:
+            return None
+        if [(s.blob_id, s.offset, s.length) for s in segments] != [
+                (source.blob_id, 0, source.size)]:
+            return None
+        blob_id = record.blob_id
+        record = replace(record, **fields)
+        stored = [Segment(source.blob_id, 0, self._blobs.stages.stored_size(source))]
+        self._blobs.copy_segments(stored, blob_id, record_to_sidecar(record), want_md5=False)
         return record
 
     async def head(

@@ -216,8 +216,9 @@ def _stored_blob(daemon: Daemon, key: str) -> bytes:
 @pytest.mark.parametrize("source", ["small", "plain-source"])
 def test_copy_with_sse_s3_encrypts_the_destination(daemon: Daemon, s3: Any,
                                                    stored: dict[str, bytes], source: str) -> None:
-    """An SSE-S3 destination from an encrypted source (a new data key: read through the
-    source's stages, written through the destination's) or from a plain one."""
+    """An SSE-S3 destination from an encrypted source (the same plan: the stored bytes
+    copied, the data key re-wrapped for the copy) or from a plain one (read as stored,
+    written through the destination's stages)."""
     data = stored["small"] if source == "small" else _body(2 * P + 3)
     if source == "plain-source":
         s3.put_object(Bucket=BUCKET, Key=source, Body=data)
@@ -231,6 +232,8 @@ def test_copy_with_sse_s3_encrypts_the_destination(daemon: Daemon, s3: Any,
     assert got["ServerSideEncryption"] == "AES256"
     assert s3.get_object(Bucket=BUCKET, Key=target)["Body"].read() == data
     assert MARKER not in _stored_blob(daemon, target)
+    if source == "small":  # not re-encrypted: the very same packages
+        assert _stored_blob(daemon, target) == _stored_blob(daemon, source)
 
 
 def test_copy_onto_itself_with_sse_s3_encrypts_it(daemon: Daemon, s3: Any) -> None:

@@ -162,3 +162,22 @@ def test_a_spool_encrypts_as_bytes_arrive_and_an_empty_one_restages(store: BlobS
     full.write(b"x")
     with pytest.raises(RuntimeError):
         full.restage(plan)
+
+
+def test_rewrapped_key_reads_the_same_stored_bytes_as_another_object(store: BlobStore
+                                                                     ) -> None:
+    data = _body(2 * P + 1)
+    source = _write(store, store.stages.writer(store.tmp_dir, StagePlan(encryption=SSE_S3)),
+                    data)
+    assert source.blob_id is not None
+    fields = store.stages.rewrapped(source, "other-bucket", "copy", "v9")
+    assert fields is not None
+    assert fields["encryption_params"]["wrapped_key"] != \
+        source.encryption_params["wrapped_key"]
+    copy = dataclasses.replace(source, bucket="other-bucket", key="copy", version_id="v9",
+                               **fields)
+    with store.reader([Segment(source.blob_id, 0, copy.size)], copy) as reader:
+        assert reader.read_all() == data
+    assert store.stages.rewrapped(
+        dataclasses.replace(source, encryption_algorithm=None, encryption_params={}),
+        "b", "k", "v") is None
