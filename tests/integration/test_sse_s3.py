@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client, running_daemon
-from tests.integration.daemon import Daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 P = 64 * 1024
 MARKER = b"SSE-S3-PLAINTEXT-MARKER-d41d8cd9"
@@ -245,3 +245,26 @@ def test_copy_onto_itself_with_sse_s3_encrypts_it(daemon: Daemon, s3: Any) -> No
     assert head["ServerSideEncryption"] == "AES256" and head["ContentLength"] == len(data)
     assert s3.get_object(Bucket=BUCKET, Key="self")["Body"].read() == data
     assert MARKER not in _stored_blob(daemon, "self")
+
+
+def test_aws_cli_cp_with_sse(daemon: Daemon, s3: Any, tmp_path: Path) -> None:
+    """`aws s3 cp --sse AES256`, as a new user tries it (a single PutObject below the
+    CLI's multipart threshold), and back."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ROOT_ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=ROOT_SECRET_KEY, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=str(tmp_path / "aws-config"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws-credentials"))
+    aws = str(Path(sys.executable).with_name("aws"))
+    data = _body(3 * P + 11)
+    (tmp_path / "up.bin").write_bytes(data)
+    up = subprocess.run([aws, "--endpoint-url", daemon.endpoint, "s3", "cp", "--sse", "AES256",
+                         str(tmp_path / "up.bin"), f"s3://{BUCKET}/cli.bin"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    assert s3.head_object(Bucket=BUCKET, Key="cli.bin")["ServerSideEncryption"] == "AES256"
+    down = subprocess.run([aws, "--endpoint-url", daemon.endpoint, "s3", "cp",
+                           f"s3://{BUCKET}/cli.bin", str(tmp_path / "down.bin")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert (tmp_path / "down.bin").read_bytes() == data
+    assert MARKER not in _stored_blob(daemon, "cli.bin")
