@@ -188,7 +188,8 @@ class Notifications:
 class Encryption:
     enabled: bool = False
     kms_provider: str = "local"
-    master_key_file: str | None = None  # may be created by the server; existence not required
+    # Created (0600) at first start when absent; None: <data_dir>/control/keys/master.key
+    master_key_file: str | None = None
     vault_url: str = ""
     vault_token_file: str | None = None
     vault_key_name: str = "objstore"
@@ -523,9 +524,6 @@ _NOTIFICATIONS = _Section("notifications", Notifications, (
 def _finish_encryption(values: dict[str, Any], ctx: _Context) -> None:
     if not values["enabled"]:
         return
-    if values["kms_provider"] == "local" and values["master_key_file"] is None:
-        raise ConfigError('[encryption] master_key_file: required when encryption is enabled '
-                          'with kms_provider = "local"')
     if values["kms_provider"] == "vault":
         for key in ("vault_url", "vault_token_file"):
             if not values[key]:

@@ -149,7 +149,9 @@ class AdminError(Exception):
 
 # -- states of the server, found below the APIs ---------------------------------------------
 
-CONDITION_CODES = ("InsufficientStorage", "ServiceUnavailable")
+# InternalError: stored bytes that fail their authentication (crypto/packages.py): a 500
+# logged in one line, never wrong bytes and never a traceback.
+CONDITION_CODES = ("InsufficientStorage", "ServiceUnavailable", "InternalError")
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DISK_FULL_MESSAGE = "Not enough storage space to complete the request; free space, then retry."
 

@@ -48,6 +48,7 @@ from objstore.audit.changes import AuditChangeSink
 from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog, AuditSink
 from objstore.audit.requests import RequestRecorder
 from objstore.blobs.control import ControlRecord
+from objstore.blobs.factory import BlobStages
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
 from objstore.blobs.store import BlobStore
 from objstore.cli.check import resolve_withdrawn
@@ -68,6 +69,8 @@ from objstore.cluster.wiring import (
 )
 from objstore.config import Config
 from objstore.console.resource import ConsoleResource
+from objstore.crypto.keyring import node_stages
+from objstore.crypto.master_key import MasterKeyError
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -171,7 +174,7 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     sure the root credential and built-in grants exist and resolves the deletes a crash
     left in doubt (before any worker serves, so none is in flight)."""
     storage = config.storage
-    blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync, stages=blob_stages(config))
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
     if prepare:
         blobs.prepare()
@@ -192,6 +195,15 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
         raise BootstrapError(f"metadata database ({storage.metadata_backend}): "
                              f"{one_line(exc)}") from exc
     return OpenStorage(blobs, control, sync_store, bootstrap, node_id)
+
+
+def blob_stages(config: Config) -> BlobStages:
+    """The factory of the node's blob writers and readers: with [encryption] enabled, the
+    local master key (created at first start; a start refused when it is unusable)."""
+    try:
+        return node_stages(config, create=True)
+    except (MasterKeyError, OSError) as exc:
+        raise BootstrapError(str(exc)) from None
 
 
 def settle_deletes_in_doubt(sync_store: SyncMetaStore, blobs: BlobStore) -> None:
@@ -332,7 +344,8 @@ def build_node(config: Config, reactor: Any = None, *,
         info=server_info(role.node_started_at or time.time(),
                          tls=config.server.tls is not None, backend=storage.metadata_backend,
                          workers=config.server.workers if role.supervised else 1,
-                         worker_index=role.index),
+                         worker_index=role.index,
+                         kms_provider="local" if blobs.stages.key_id is not None else None),
         rate_limits=rate_limits,
         authorizer=authorizer,
         space=space,
@@ -340,7 +353,8 @@ def build_node(config: Config, reactor: Any = None, *,
     iam = mount_admin_apis(admin, config, meta, control, io_pool, identities, authorizer,
                            clock, changes)
     root = RootResource(
-        s3=S3Api(services, authenticator, rate_limits, space, write_gate).resource(),
+        s3=S3Api(services, authenticator, rate_limits, space, write_gate,
+                 key_id=blobs.stages.key_id).resource(),
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
@@ -356,6 +370,7 @@ def build_node(config: Config, reactor: Any = None, *,
         root, tmp_dir=blobs.tmp_dir, limits=config.server.limits,
         server_header=config.server.server_header, hash_runner=hash_pool,
         sync_runner=io_pool if config.storage.fsync else None,
+        blob_stages=blobs.stages,
         header_timeout_seconds=config.server.header_timeout_seconds,
         idle_timeout_seconds=config.server.idle_timeout_seconds,
     )

@@ -337,16 +337,20 @@ def match_route(app: Klein, path_info: str, method: str, *, no_endpoint: str = _
 
 
 def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,
-                worker_index: int = 0) -> Callable[[], dict[str, Any]]:
+                worker_index: int = 0, kms_provider: str | None = None
+                ) -> Callable[[], dict[str, Any]]:
     """GET /admin/info. `workers` and `worker` (which process answered) go beyond the
-    spec's fields: they tell an operator the node's process layout."""
+    spec's fields: they tell an operator the node's process layout. `kms_provider`: the
+    provider of SSE-S3's master key (None: no encryption)."""
+    encryption = {} if kms_provider is None else {"kms_provider": kms_provider}
 
     def info() -> dict[str, Any]:
         return {
             "version": __version__,
             "uptime_seconds": int(time.time() - started_at),
             "tls_enabled": tls,
-            "encryption_enabled": False,
+            "encryption_enabled": kms_provider is not None,
+            **encryption,
             "metadata_backend": backend,
             "replication_enabled": False,
             "workers": workers,

@@ -3,9 +3,10 @@
 `BlobReader` covers a logical range of an object as its planned segments (segments.py: one
 for a plain object, one per part for a composite), and offers `read(offset, length)` and
 chunk iteration over it. It opens each blob through a callable that returns a `ByteSource`
-(stages.py): today `BlobStore.open_blob`, the blob file itself; a stage (decrypt,
-decompress) is a source wrapped around that file, so the reader, the GET producer, the
-archive stream, checksums and `check --deep` do not change when one is stacked.
+(stages.py): `BlobStore.open_blob`, the blob file itself, for a plain record; for a staged
+one, the opener blobs/factory.py gives for the record's plan (a decrypting source wrapped
+around that file), so the reader, the GET producer, the archive stream, checksums and
+`check --deep` do not change when a stage is stacked.
 
 At most one blob is open at a time: moving to another segment closes the previous blob.
 `open()` opens the first blob at once: a blob deleted after that still reads through the

@@ -1,9 +1,10 @@
 """The shapes of the stages that can be stacked on blob bytes: what a writer does to a body
 on its way into a blob file, and what a reader does to a blob's bytes on their way out.
 
-Nothing here transforms anything: objstore ships only the identity path (no stage), and a
-blob is stored exactly as the client sent it. The shapes exist so that compression and
-encryption plug in without a second write or read path:
+Nothing here transforms anything. Which stages a blob gets is its `StagePlan` (plan.py),
+and blobs/factory.py is the one place that turns a plan into these stages (SSE-S3:
+crypto/packages.py); a plain blob has none and is stored exactly as the client sent it.
+The shapes let compression and encryption plug in without a second write or read path:
 
 * A `WriteStage` turns chunks of the client's bytes into the bytes stored, in order
   (`transform` per chunk, `finish` for whatever it still holds). The writer computes every

@@ -59,7 +59,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from objstore.blobs.factory import BlobStages, StagedObject
 from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
+from objstore.blobs.plan import plan_of
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
 from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
@@ -113,8 +115,11 @@ class BlobInfo:
 
 
 class BlobStore:
-    def __init__(self, data_dir: str, *, fsync: bool = True) -> None:
+    def __init__(self, data_dir: str, *, fsync: bool = True,
+                 stages: BlobStages | None = None) -> None:
         self.data_dir = os.path.abspath(data_dir)
+        # Writers and readers of staged (encrypted) blobs: blobs/factory.py.
+        self.stages = stages if stages is not None else BlobStages()
         self.blob_root = os.path.join(self.data_dir, "blobs")
         self.tmp_dir = os.path.join(self.data_dir, "tmp")
         self.upload_root = os.path.join(self.data_dir, "uploads")
@@ -431,9 +436,13 @@ class BlobStore:
         """The blob's bytes (FileNotFoundError when it is missing); the caller closes it."""
         return BlobFile(blob_id, self.blob_path(blob_id))
 
-    def reader(self, segments: Sequence[Segment]) -> BlobReader:
-        """A reader of the concatenation of `segments` (nothing is opened yet)."""
-        return BlobReader(segments, self.open_blob)
+    def reader(self, segments: Sequence[Segment],
+               record: StagedObject | None = None) -> BlobReader:
+        """A reader of the concatenation of `segments` (nothing is opened yet), seen
+        through the stages of `record` (the blob's own bytes without one)."""
+        if record is None:
+            return BlobReader(segments, self.open_blob)
+        return BlobReader(segments, self.stages.opener(record, self.open_blob))
 
     def blob_reader(self, blob_id: str, size: int | None = None) -> BlobReader:
         """A reader of a whole blob: `size` bytes (from its record), else as big as its
@@ -445,19 +454,25 @@ class BlobStore:
 
     def copy_segments(
         self, segments: Sequence[Segment], blob_id: str, sidecar: dict[str, Any], *,
-        want_md5: bool,
+        want_md5: bool, source: StagedObject | None = None, writer: BlobWriter | None = None,
     ) -> str | None:
-        """Write the concatenation of `segments` as a new durable blob with its sidecar.
-        The kernel copies the bytes (copy_file_range) unless an MD5 is wanted, in which case
-        they pass once through a reader and a writer. Returns the hex MD5 when asked."""
-        if want_md5:
-            return self._copy_hashed(segments, blob_id, sidecar)
+        """Write the concatenation of `segments` (logical bytes of `source`) as a new
+        durable blob with its sidecar. The kernel copies the bytes (copy_file_range) when
+        they are stored as they read (`source`'s plan is the identity), no MD5 is wanted
+        and no `writer` (the destination's stages, from the factory) is given; otherwise
+        they pass once through a reader (the source's stages) and that writer (stored as
+        sent without one). Returns the hex MD5 when asked."""
+        staged = source is not None and not plan_of(source).identity
+        if want_md5 or staged or writer is not None:
+            md5 = self._copy_hashed(segments, blob_id, sidecar, source if staged else None,
+                                    writer)
+            return md5 if want_md5 else None
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".copy"))
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             for segment in segments:
-                with self.open_blob(segment.blob_id) as source:
-                    _kernel_copy(source, segment, out)
+                with self.open_blob(segment.blob_id) as blob:
+                    _kernel_copy(blob, segment, out)
         except BaseException:
             os.close(out)
             unlink_quietly(tmp)
@@ -466,10 +481,12 @@ class BlobStore:
         return None
 
     def _copy_hashed(self, segments: Sequence[Segment], blob_id: str,
-                     sidecar: dict[str, Any]) -> str:
-        writer = BlobWriter(self.tmp_dir, memory_limit=0)
+                     sidecar: dict[str, Any], source: StagedObject | None,
+                     writer: BlobWriter | None) -> str:
+        if writer is None:
+            writer = self.stages.writer(self.tmp_dir, memory_limit=0)
         try:
-            with self.reader(segments) as reader:
+            with self.reader(segments, source) as reader:
                 for chunk in reader.chunks(COPY_CHUNK_BYTES):
                     writer.write(chunk)
             held = writer.detach()

@@ -30,7 +30,8 @@ copy:
 Write stages: with `stages`, each chunk passes through them after hashing and before it is
 kept, and the digests are computed inline (the spool file holds stored bytes, which are
 not what the client's digests describe); the body can then not be read back (`read_at`).
-No stage is shipped: objstore stores bytes as sent.
+Writers are built by blobs/factory.py from a `StagePlan`, never directly: `stage_fields`
+gives the record fields that describe the stored bytes (None for the identity plan).
 
 The engine never sees this class: it types a body against `UploadedBody`. The writer never
 fsyncs on the reactor thread and never decides where a blob goes.
@@ -43,15 +44,16 @@ import hashlib
 import io
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
 
 from objstore.blobs.digests import FileDigest, first_error
 from objstore.blobs.files import unlink_quietly, write_all
+from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.stages import WriteStage, apply_write_stages, finish_write_stages
 from objstore.checksums import Checksummer
 
@@ -59,6 +61,9 @@ if TYPE_CHECKING:
     from objstore.threads import Runner
 
 log = Logger()
+
+# (bucket, key, version_id) -> the record fields that describe a staged blob
+Sealer = Callable[[str, str, str], dict[str, Any]]
 
 MEMORY_LIMIT_BYTES = 1024 * 1024
 READ_BACK_BYTES = 1024 * 1024
@@ -103,6 +108,11 @@ class UploadedBody(Protocol):
         """Hand the bytes over for `BlobStore.commit` (reactor thread); once only."""
         ...
 
+    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+        """The record fields describing the stored bytes of the object `bucket`/`key`
+        `version_id` (encryption, compression); None for bytes stored as sent."""
+        ...
+
 
 def _flush_and_close(fd: int) -> None:
     """(pool thread) fdatasync a duplicate descriptor of a spool file, then close it."""
@@ -128,8 +138,12 @@ class BlobWriter:
         hash_runner: Runner | None = None,
         sync_runner: Runner | None = None,
         stages: Sequence[WriteStage] = (),
+        sealer: Sealer | None = None,
+        plan: StagePlan = IDENTITY,
     ) -> None:
         self._tmp_dir = tmp_dir
+        self.plan = plan  # what the stages do (factory.py built them from it)
+        self._sealer = sealer
         self._sync_runner = sync_runner
         self.early_flush: defer.Deferred[None] | None = None  # flush_early's job
         self._md5 = hashlib.md5()
@@ -306,6 +320,13 @@ class BlobWriter:
         while chunk := self.read_at(offset, block_bytes):
             offset += len(chunk)
             yield chunk
+
+    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+        """(`UploadedBody`) None without stages; else the sealer's fields (a wrapped data
+        key is bound to the object it is given here)."""
+        if self._sealer is None:
+            return None
+        return self._sealer(bucket, key, version_id)
 
     # -- hand-over and cleanup -----------------------------------------------------------
     def detach(self) -> HeldBody:

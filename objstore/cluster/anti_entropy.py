@@ -65,6 +65,7 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
+from objstore.blobs.factory import stored_bytes_writer
 from objstore.blobs.writer import BlobWriter
 from objstore.cluster.client import PERSISTENT_PER_PEER, BlobFetched, SendFailure
 from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
@@ -658,7 +659,7 @@ class AntiEntropy(MultiService, SyncAnswers):
     async def _fetch(self, base_url: str, blob_id: str, record: ObjectRecord | None
                      ) -> BlobWriter:
         """A peer's blob in a spool (the caller closes it), checked against the row."""
-        body = BlobWriter(self._blobs.tmp_dir, hash_runner=self._io)
+        body = stored_bytes_writer(self._blobs.tmp_dir, hash_runner=self._io)
         try:
             fetched = await self._client.get_blob(base_url, blob_id, body.write)
             if isinstance(fetched, SendFailure):

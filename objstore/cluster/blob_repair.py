@@ -53,6 +53,7 @@ from twisted.application.service import MultiService
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
+from objstore.blobs.factory import stored_bytes_writer
 from objstore.blobs.files import unlink_quietly, write_all
 from objstore.blobs.store import BlobStore, is_valid_blob_id
 from objstore.blobs.writer import BlobWriter
@@ -252,7 +253,7 @@ class PeerBlobRepair:
             return Fetched(False)
         requests = 0
         for peer in self._peers.eligible_peers():
-            writer = BlobWriter(self._blobs.tmp_dir, max_length=expected.size,
+            writer = stored_bytes_writer(self._blobs.tmp_dir, max_length=expected.size,
                                 hash_runner=self._hash_runner)
             try:
                 requests += 1

@@ -264,23 +264,24 @@ class MultipartService:
         )
         segments = plan_segments(source, start, length)
         try:
-            part = await self._io.run(self._copy_part_blob, segments, upload, part)
+            part = await self._io.run(self._copy_part_blob, segments, upload, part, source)
         except FileNotFoundError:
             if not await repair_after_missing(self._meta, self._repair, source):
                 raise _source_changed(source) from None
             try:
-                part = await self._io.run(self._copy_part_blob, segments, upload, part)
+                part = await self._io.run(self._copy_part_blob, segments, upload, part, source)
             except FileNotFoundError:
                 raise _source_changed(source) from None
         return await self._commit_part(caller, upload, part)
 
     def _copy_part_blob(
-        self, segments: list[Segment], upload: UploadRecord, part: PartRecord
+        self, segments: list[Segment], upload: UploadRecord, part: PartRecord,
+        source: ObjectRecord,
     ) -> PartRecord:
         """(IO thread) Copy, then rewrite the sidecar with the ETag (and the upload's
         checksum) learnt from the copied bytes."""
         md5 = self._blobs.copy_segments(segments, part.blob_id, part_sidecar(upload, part),
-                                        want_md5=True)
+                                        want_md5=True, source=source)
         assert md5 is not None
         checksums: dict[str, str] = {}
         algorithm = upload.checksum_algorithm

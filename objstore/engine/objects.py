@@ -20,12 +20,13 @@ guard, so a retention or legal hold committed meanwhile is never ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
+from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
 from objstore.blobs.reader import BlobReader, ChunkStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
@@ -38,6 +39,7 @@ from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.quota import QUOTA_RULE
 from objstore.engine.replicator import NO_GATE, WriteGate
+from objstore.engine.stage_plan import decide_stage_plan
 from objstore.engine.versioning import (
     DISABLED,
     ActionAuthority,
@@ -240,6 +242,9 @@ class ObjectService:
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
         record = await self._prepare_version(bucket, record, attrs, integrity)
+        staged = body.stage_fields(record.bucket, record.key, record.version_id)
+        if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
+            record = replace(record, **staged)
         assert record.blob_id is not None
         await self._files.store(body, record.blob_id, record_to_sidecar(record))
         return await self._commit(caller, record, precondition)
@@ -315,11 +320,15 @@ class ObjectService:
         key: str,
         attrs: ObjectAttrs,
         precondition: WritePrecondition | None = None,
+        plan: StagePlan = IDENTITY,
     ) -> ObjectRecord:
         """Copy the bytes of `source` into a new object, on the IO pool. A plain source is
         copied by the kernel and keeps its ETag; a composite (multipart) source becomes a
         plain object whose ETag is the MD5 of its bytes. Full-object checksums describe the
-        bytes and travel with them; composite checksums (of parts) do not."""
+        bytes and travel with them; composite checksums (of parts) do not. `plan`: the
+        destination's stages (`copy_plan`); a source or destination with stages passes
+        through a reader (the source's) and a writer (the destination's), unless both have
+        the same SSE-S3 plan: then the stored bytes are copied and the data key re-wrapped."""
         check_key(key)
         bucket = await self._bucket(bucket_name)
         if source.size > MAX_COPY_SOURCE_BYTES:
@@ -332,27 +341,43 @@ class ObjectService:
         record = await self._prepare_version(bucket, record, attrs, True)
         segments = plan_segments(source, 0, source.size)
         try:
-            record = await self._io.run(self._copy_blob, segments, record)
+            record = await self._io.run(self._copy_blob, segments, record, source, plan)
         except FileNotFoundError:
             if not await self.repaired(source):
                 raise SourceChanged(source) from None
             try:
-                record = await self._io.run(self._copy_blob, segments, record)
+                record = await self._io.run(self._copy_blob, segments, record, source, plan)
             except FileNotFoundError:
                 raise SourceChanged(source) from None
         return await self._commit(caller, record, precondition)
 
-    def _copy_blob(self, segments: list[Segment], record: ObjectRecord) -> ObjectRecord:
+    def copy_plan(self, headers: Mapping[str, str]) -> StagePlan:
+        """The stages of a CopyObject's destination, from its headers (lower-case names)."""
+        return decide_stage_plan("CopyObject", headers, key_id=self._blobs.stages.key_id)
+
+    def _copy_blob(self, segments: list[Segment], record: ObjectRecord,
+                   source: ObjectRecord, plan: StagePlan) -> ObjectRecord:
         """(IO thread) The new blob and its sidecar, durable. Without a known ETag the bytes
         are hashed while copied, under a provisional sidecar that `recover` ignores (a
         crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
         the real sidecar replaces it before the row can be committed."""
         assert record.blob_id is not None
+        if not plan.identity and plan == plan_of(source) and not source.parts:
+            rewrapped = self._copy_rewrapped(segments, record, source)
+            if rewrapped is not None:
+                return rewrapped
+        writer = None
+        if not plan.identity:
+            writer = self._blobs.stages.writer(self._blobs.tmp_dir, plan, memory_limit=0)
+            staged = writer.stage_fields(record.bucket, record.key, record.version_id)
+            record = replace(record, **(staged or {}))
+        assert record.blob_id is not None
         sidecar = record_to_sidecar(record)
         want_md5 = not record.etag
         if want_md5:
             sidecar["kind"] = PROVISIONAL_SIDECAR_KIND
-        md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5)
+        md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5,
+                                        source=source, writer=writer)
         if md5 is None:
             return record
         blob_id = record.blob_id
@@ -362,6 +387,24 @@ class ObjectService:
         except BaseException:
             self._blobs.delete(blob_id)
             raise
+        return record
+
+    def _copy_rewrapped(self, segments: list[Segment], record: ObjectRecord,
+                        source: ObjectRecord) -> ObjectRecord | None:
+        """(IO thread) A whole-object copy between equal plans (SSE-S3 under the same
+        master key): the stored bytes copied by the kernel, the source's data key wrapped
+        again for the copy. None when the plan does not allow it."""
+        fields = self._blobs.stages.rewrapped(source, record.bucket, record.key,
+                                              record.version_id)
+        if fields is None or source.blob_id is None or record.blob_id is None:
+            return None
+        if [(s.blob_id, s.offset, s.length) for s in segments] != [
+                (source.blob_id, 0, source.size)]:
+            return None
+        blob_id = record.blob_id
+        record = replace(record, **fields)
+        stored = [Segment(source.blob_id, 0, self._blobs.stages.stored_size(source))]
+        self._blobs.copy_segments(stored, blob_id, record_to_sidecar(record), want_md5=False)
         return record
 
     async def head(
@@ -387,7 +430,7 @@ class ObjectService:
         nothing is opened yet."""
         if length is None:
             length = record.size - start
-        return self._blobs.reader(plan_segments(record, start, length))
+        return self._blobs.reader(plan_segments(record, start, length), record)
 
     async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
@@ -439,7 +482,7 @@ class ObjectService:
 
     async def _open_stream(self, record: ObjectRecord, segments: list[Segment],
                            several: bool) -> ChunkStream:
-        reader = self._blobs.reader(segments)
+        reader = self._blobs.reader(segments, record)
         pin: PartsPin | None = None
         try:
             if several:

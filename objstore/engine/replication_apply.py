@@ -44,10 +44,11 @@ from typing import TYPE_CHECKING
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.logger import Logger
 
+from objstore.blobs.factory import stored_bytes_writer
 from objstore.blobs.reader import ChunkStream
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id
-from objstore.blobs.writer import BlobWriter, UploadedBody
+from objstore.blobs.writer import UploadedBody
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import (
     has_finite_stamps,
@@ -332,7 +333,7 @@ class ReplicationApply:
         if await self._blob_present(blob_id):
             return False
         if body is None:
-            body = BlobWriter(self._blobs.tmp_dir)
+            body = stored_bytes_writer(self._blobs.tmp_dir)
         await self._files.store(body, blob_id, {"kind": PROVISIONAL_BLOB_KIND})
         return True
 

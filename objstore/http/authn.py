@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from objstore.audit.context import note_access_key, note_user
+from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
@@ -45,6 +46,8 @@ class VerifiedHeaders:
     view: sigv4.RequestView
     context: sigv4.SigningContext | None
     credential: ResolvedCredential = field(repr=False)  # holds the secret: never printed
+    # The stages of the body (blobs/plan.py), decided by the API's admission.
+    stage_plan: StagePlan = IDENTITY
 
     @property
     def hash_body(self) -> bool:

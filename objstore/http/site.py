@@ -27,6 +27,8 @@ from twisted.web.http_headers import Headers
 from twisted.web.resource import Resource
 
 from objstore.audit.context import RequestAudit
+from objstore.blobs.factory import BlobStages
+from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
@@ -94,7 +96,10 @@ def _header_value(value: str | bytes) -> bytes:
 
 class Admitted(Protocol):
     """What an API's admission carries from a request's headers to its handler (opaque to
-    the site, but for what the body's sink must know)."""
+    the site, but for what the body's sink must know). An admission may also carry a
+    `stage_plan` (blobs/plan.py: the S3 API's does): the stages the body passes through on
+    its way to the disk, decided before the body, so that a body to encrypt is never
+    spooled as sent; without one the body is stored as sent."""
 
     @property
     def hash_body(self) -> bool:
@@ -210,7 +215,8 @@ class ObjstoreRequest(server.Request):
         held = self.content
         assert isinstance(held, _HeldBody)
         self.content = self.objstore_site.open_spool(self, self.body_length,
-                                                     hash_body=admitted.hash_body)
+                                                     hash_body=admitted.hash_body,
+                                                     plan=stage_plan_of(admitted))
         for chunk in held.chunks:
             self.content.write(chunk)
         if self._held:
@@ -326,6 +332,12 @@ class _HeldBody(_DiscardSink):
         pause_reading(self._request, True)
 
 
+def stage_plan_of(admitted: Admitted) -> StagePlan:
+    """The stage plan an admission decided (identity when its API has none)."""
+    plan = getattr(admitted, "stage_plan", IDENTITY)
+    return plan if isinstance(plan, StagePlan) else IDENTITY
+
+
 def pause_reading(request: ObjstoreRequest, paused: bool) -> None:
     """Stop (or resume) reading the request's connection."""
     transport = getattr(request.channel, "transport", None)
@@ -407,6 +419,7 @@ class ObjstoreSite(server.Site):
         server_header: str,
         hash_runner: Runner | None = None,
         sync_runner: Runner | None = None,
+        blob_stages: BlobStages | None = None,
         header_timeout_seconds: float = HEADER_TIMEOUT_SECONDS,
         idle_timeout_seconds: float = IDLE_TIMEOUT_SECONDS,
         reactor: Any = None,
@@ -420,6 +433,8 @@ class ObjstoreSite(server.Site):
         # Where complete bodies on disk start their fdatasync (`BlobWriter.flush_early`);
         # None when the node does not fsync.
         self.sync_runner = sync_runner
+        # Builds each body's writer from its stage plan (blobs/factory.py).
+        self.blob_stages = blob_stages if blob_stages is not None else BlobStages()
         self.tmp_dir = tmp_dir
         self.limits = limits
         self.server_header = server_header.encode()
@@ -472,9 +487,10 @@ class ObjstoreSite(server.Site):
         return self.gatekeeper.admit(request)
 
     # -- body sink -------------------------------------------------------------------
-    def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool
-                   ) -> BodySpool:
-        """The body's sink: `hash_body` computes its SHA-256 even without a claimed one."""
+    def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool,
+                   plan: StagePlan = IDENTITY) -> BodySpool:
+        """The body's sink: `hash_body` computes its SHA-256 even without a claimed one;
+        `plan`: its stages (the admission's decision; identity before one)."""
         get = request.header
         max_body = self.limits.max_body_size
         content_sha256 = get("x-amz-content-sha256") or ""
@@ -492,6 +508,8 @@ class ObjstoreSite(server.Site):
             max_length=max_body,
             hash_runner=self.hash_runner,
             sync_runner=self.sync_runner,
+            stages=self.blob_stages,
+            plan=plan,
         )
         request.spool = spool
         return spool

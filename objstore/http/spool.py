@@ -4,7 +4,8 @@
 (XML, JSON), reads it back from (`write`, `seek`, `tell`, `read`, `close`). It only does the
 HTTP part: it decodes aws-chunked framing as bytes arrive (recording the chunk signatures
 and trailers on its decoder, verified later by `http/authn.py` once the secret is known)
-and feeds the decoded bytes to a `BlobWriter` (blobs/writer.py), which owns everything
+and feeds the decoded bytes to a `BlobWriter` (blobs/writer.py, built by blobs/factory.py
+for the body's `StagePlan`, known when the spool is opened), which owns everything
 about the bytes themselves: memory or spill file, digests, early flush, hand-over to the
 blob store. A framing error is kept in `error` and stops the writer; so is a spool the
 writer could not write (a full disk: InsufficientStorage), so that the request is still
@@ -18,10 +19,12 @@ verifies a signature itself and never blocks.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
+from objstore.blobs.factory import BlobStages
+from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, HeldBody
 from objstore.errors import S3Error, s3_error_of
 from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
@@ -46,16 +49,30 @@ class BodySpool:
         memory_limit: int = MEMORY_LIMIT_BYTES,
         hash_runner: Runner | None = None,
         sync_runner: Runner | None = None,
+        stages: BlobStages | None = None,
+        plan: StagePlan = IDENTITY,
     ) -> None:
         self.decoder = decoder
-        self.writer = BlobWriter(
-            tmp_dir, want_sha256=want_sha256, checksum_algorithms=checksum_algorithms,
+        self._tmp_dir = tmp_dir
+        self._stages = stages if stages is not None else BlobStages()
+        self._options: dict[str, Any] = dict(
+            want_sha256=want_sha256, checksum_algorithms=tuple(checksum_algorithms),
             max_length=max_length, memory_limit=memory_limit, hash_runner=hash_runner,
-            sync_runner=sync_runner,
-        )
+            sync_runner=sync_runner)
+        self.writer: BlobWriter = self._stages.writer(tmp_dir, plan, **self._options)
         # A framing error seen while streaming, or why the body could not be kept.
         self.error: SigV4Error | S3Error | None = None
         self._read_pos = 0
+
+    def restage(self, plan: StagePlan) -> None:
+        """Write under `plan` instead: only for a spool that received nothing (an empty
+        body is admitted when it is processed, after its spool was opened)."""
+        if plan == self.writer.plan:
+            return
+        if self.writer.length:
+            raise RuntimeError("a spool that holds bytes can not change its stages")
+        self.writer.close()
+        self.writer = self._stages.writer(self._tmp_dir, plan, **self._options)
 
     # -- the write side (reactor thread, as bytes arrive) -------------------------------
     def write(self, data: bytes) -> None:
@@ -163,3 +180,6 @@ class BodySpool:
 
     def detach(self) -> HeldBody:
         return self.writer.detach()
+
+    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+        return self.writer.stage_fields(bucket, key, version_id)

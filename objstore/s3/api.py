@@ -17,7 +17,7 @@ the client.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from klein import Klein
@@ -26,12 +26,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from objstore.audit.context import note_error
+from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
+from objstore.engine.stage_plan import BODY_OPERATIONS, SSE_HEADER, decide_stage_plan
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
@@ -98,8 +100,10 @@ class S3Api:
         rate_limits: RequestRateLimits | None = None,
         space: SpaceGuard | None = None,
         gate: WriteGate = NO_GATE,
+        key_id: str | None = None,
     ) -> None:
         self._services = services
+        self._key_id = key_id  # the master key new encrypted objects use (None: no SSE)
         self._authenticator = authenticator
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._space = space
@@ -138,6 +142,8 @@ class S3Api:
         admitted = request.admitted
         if not isinstance(admitted, VerifiedHeaders):  # no body: admitted now
             admitted = await self._admit(request, line)
+            if request.spool is not None:  # an empty body's spool was opened before
+                request.spool.restage(admitted.stage_plan)
         principal = await self._authenticator.verify_body(
             request, admitted, body_describes_object=_completes_upload(line))
         route = line.route
@@ -165,7 +171,9 @@ class S3Api:
         if route is None or route.handler is None:
             raise line.refusal()
         refuse_unsupported_headers(
-            name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders())
+            (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
+            line.operation)
+        plan = self._stage_plan(request, line)
         bucket, key = line.bucket, line.key
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
         if route.action is not None:
@@ -175,7 +183,15 @@ class S3Api:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
             raise S3Error("InsufficientStorage")
-        return verified
+        return verified if plan.identity else replace(verified, stage_plan=plan)
+
+    def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
+        """The body's stages (engine/stage_plan.py), before the body is read."""
+        if line.operation not in BODY_OPERATIONS:
+            return IDENTITY
+        sse = request.header(SSE_HEADER)
+        headers = {} if sse is None else {SSE_HEADER: sse}
+        return decide_stage_plan(line.operation, headers, key_id=self._key_id)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
         if error.status == 507 and self._space is not None:  # the guard's sample is stale

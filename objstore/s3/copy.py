@@ -27,6 +27,7 @@ from objstore.s3.objects import (
     authorize_lock,
     authorize_tagging,
     check_acl_headers,
+    encryption_headers,
     object_attrs,
     request_headers,
     version_header,
@@ -132,6 +133,7 @@ async def copy_object(call: S3Call) -> S3Response:
             raise S3Error("InternalError", "The copy source changed while it was being "
                           "copied; please retry.") from None
     response_headers = version_header(record)
+    response_headers.update(encryption_headers(record))
     if source.version_id != NULL_VERSION:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_object_result_document(record),
@@ -160,7 +162,8 @@ async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, 
         raise S3Error("InvalidRequest", SELF_COPY_MESSAGE)
     attrs = copied_attrs(source, request.directives, request.requested)
     record = await call.services.objects.copy(
-        call.caller, source, call.bucket, call.key, attrs, request.precondition
+        call.caller, source, call.bucket, call.key, attrs, request.precondition,
+        plan=call.services.objects.copy_plan(request.headers),
     )
     return record, source
 

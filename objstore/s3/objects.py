@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from objstore.blobs.plan import SSE_S3
 from objstore.blobs.segments import part_span
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.objects import ObjectAttrs, VersionVanished
@@ -219,6 +220,7 @@ async def put_object(call: S3Call) -> S3Response:
     )
     response_headers = {"ETag": f'"{record.etag}"'}
     response_headers.update(version_header(record))
+    response_headers.update(encryption_headers(record))
     for algorithm, value in record.checksums.items():
         response_headers[f"x-amz-checksum-{algorithm}"] = value
     response_headers.update(await expiration_headers(call, record))
@@ -243,6 +245,7 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
     """Response headers of GET/HEAD. Checksums describe the whole object, so a ranged
     response carries none (as AWS; SDKs would validate them against the slice)."""
     headers = validator_headers(record)
+    headers.update(encryption_headers(record))
     headers["Content-Type"] = record.content_type
     headers["Accept-Ranges"] = "bytes"
     for name, value in record.system_headers.items():
@@ -262,6 +265,14 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
         if param in call.query:
             headers[header] = call.query[param]
     return headers
+
+
+def encryption_headers(record: ObjectRecord) -> dict[str, str]:
+    """x-amz-server-side-encryption of an encrypted object (SSE-S3), as AWS answers it on
+    PUT, GET and HEAD."""
+    if record.encryption_algorithm == SSE_S3:
+        return {"x-amz-server-side-encryption": SSE_S3}
+    return {}
 
 
 def validator_headers(record: ObjectRecord) -> dict[str, str]:

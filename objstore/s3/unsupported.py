@@ -2,8 +2,12 @@
 
 A client that asks for server-side encryption (SSE-S3, SSE-KMS, SSE-C, on a write, a copy,
 a multipart upload or a read) must never get a 2xx for bytes stored in plaintext, nor read
-an object without the customer key it believes protects it. Until blob encryption exists,
-every such request answers 501 NotImplemented and changes nothing. Pure: no Twisted.
+an object without the customer key it believes protects it. Every such request this
+version can not honour answers 501 NotImplemented and changes nothing. Pure: no Twisted.
+
+Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject
+and CopyObject (SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C,
+SSE-KMS key ids and contexts, and encryption on multipart uploads are still refused.
 """
 
 from __future__ import annotations
@@ -19,10 +23,20 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
-def refuse_unsupported_headers(names: Iterable[str]) -> None:
-    """Raise NotImplemented (501) when any header name asks for a feature not built yet."""
+# (header name, operation) pairs that are honoured although a prefix above matches.
+HONOURED: frozenset[tuple[str, str]] = frozenset({
+    ("x-amz-server-side-encryption", "PutObject"),
+    ("x-amz-server-side-encryption", "CopyObject"),
+})
+
+
+def refuse_unsupported_headers(names: Iterable[str], operation: str | None = None) -> None:
+    """Raise NotImplemented (501) when any header name asks for a feature not built yet
+    for `operation` (the S3 operation's name)."""
     for name in names:
         lowered = name.lower()
+        if (lowered, operation) in HONOURED:
+            continue
         for prefix, feature in REFUSED_HEADER_PREFIXES:
             if lowered.startswith(prefix):
                 raise S3Error(

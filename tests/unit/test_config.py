@@ -335,8 +335,6 @@ BAD = [
     ("[notifications]\nevent_retention_days = 0", "[notifications] event_retention_days:"),
     ('[encryption]\nkms_provider = "aws"', "[encryption] kms_provider: must be one of 'local', "
                                            "'vault', got 'aws'"),
-    ("[encryption]\nenabled = true", "[encryption] master_key_file: required when encryption is "
-                                     "enabled"),
     ('[encryption]\nenabled = true\nkms_provider = "vault"', "[encryption] vault_url: required"),
     ('[encryption]\nenabled = true\nkms_provider = "vault"\nvault_url = "https://v:8200"',
      "[encryption] vault_token_file: required"),

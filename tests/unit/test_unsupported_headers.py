@@ -30,3 +30,22 @@ def test_encryption_headers_are_refused(name: str) -> None:
 def test_other_headers_pass() -> None:
     refuse_unsupported_headers(["Host", "x-amz-date", "x-amz-meta-server-side-encryption",
                                 "x-amz-storage-class", "content-md5"])
+
+
+@pytest.mark.parametrize(("name", "operation"), [
+    ("x-amz-copy-source-server-side-encryption-customer-key", "CopyObject"),
+    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    ("x-amz-server-side-encryption", "UploadPart"),
+    ("x-amz-server-side-encryption", "GetObject"),
+    ("x-amz-server-side-encryption-customer-key", "PutObject"),
+    ("x-amz-server-side-encryption-aws-kms-key-id", "PutObject"),
+])
+def test_sse_still_refused_where_it_does_not_work(name: str, operation: str) -> None:
+    with pytest.raises(S3Error) as caught:
+        refuse_unsupported_headers(["Host", name], operation)
+    assert caught.value.code == "NotImplemented"
+
+
+@pytest.mark.parametrize("operation", ["PutObject", "CopyObject"])
+def test_sse_s3_honoured_on_put_and_copy(operation: str) -> None:
+    refuse_unsupported_headers(["Host", "X-Amz-Server-Side-Encryption"], operation)

@@ -1,0 +1,159 @@
+"""The one factory of blob writers and readers: a `StagePlan` (plan.py) in, the stages it
+means out. Nothing else builds a `BlobWriter` or wraps a blob file in a read stage.
+
+* `BlobStages.writer(tmp_dir, plan)`: the writer of a client's body. The identity plan is
+  a bare `BlobWriter` (the fast path: nothing added). SSE-S3 draws a random data key, and
+  the writer encrypts as bytes arrive (crypto/packages.py), so the plaintext never reaches
+  the spool; once the engine knows the object's bucket, key and version, the writer's
+  `stage_fields` wraps the data key under the master key with them bound in, and gives
+  the record fields that describe the blob (the data key itself is kept nowhere).
+* `stored_bytes_writer(tmp_dir)`: a blob copied as stored (replication, repair, anti-
+  entropy): no stage, whatever its record says; peers never see plaintext or a key.
+* `BlobStages.opener(record, open_blob)`: how a reader opens the blobs of a record: the
+  blob file itself for the identity plan, else the file seen through its read stages
+  (decrypt), which map logical ranges to stored ones.
+
+Blocking only where its callers are (the writer on the reactor, openers on the IO pool).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from objstore.blobs.plan import IDENTITY, SSE_S3, StagedRecord, StagePlan, plan_of
+from objstore.blobs.stages import ByteSource
+from objstore.blobs.writer import BlobWriter
+from objstore.crypto.master_key import key_context
+from objstore.crypto.packages import (
+    DATA_KEY_BYTES,
+    FORMAT,
+    DecryptingSource,
+    PackageEncryptor,
+    stored_size,
+)
+from objstore.errors import ServerCondition
+
+
+class MasterKey(Protocol):
+    """Wraps data keys (crypto/master_key.py `LocalMasterKey`)."""
+
+    @property
+    def key_id(self) -> str: ...
+
+    def wrap(self, data_key: bytes, context: bytes) -> str: ...
+
+    def unwrap(self, key_id: str | None, wrapped: str, context: bytes) -> bytes: ...
+
+
+class StagesUnavailable(OSError, ServerCondition):
+    """A plan this node can not apply or read (no master key configured, an unknown
+    stage written by a newer version): InternalError, logged in one line."""
+
+    def __init__(self, message: str) -> None:
+        OSError.__init__(self, message)  # the log line's detail
+        self.code = "InternalError"
+        self.message = "The object's stored bytes can not be decrypted on this server."
+
+
+class ObjectIdentity(Protocol):
+    @property
+    def bucket(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def version_id(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+class StagedObject(StagedRecord, ObjectIdentity, Protocol):
+    """A record as the factory reads it (ObjectRecord)."""
+
+
+def stored_bytes_writer(tmp_dir: str, **options: Any) -> BlobWriter:
+    """A writer of bytes as stored: no stage (replication, repair, a peer's blob)."""
+    return BlobWriter(tmp_dir, **options)
+
+
+class BlobStages:
+    """Turns plans into stages; `master_key` None: only the identity plan (no
+    [encryption] configured)."""
+
+    def __init__(self, master_key: MasterKey | None = None) -> None:
+        self.master_key = master_key
+
+    @property
+    def key_id(self) -> str | None:
+        return None if self.master_key is None else self.master_key.key_id
+
+    def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, **options: Any) -> BlobWriter:
+        """The writer of a body under `plan` (options: BlobWriter's)."""
+        if plan.identity:
+            return BlobWriter(tmp_dir, **options)
+        master = self._master_for(plan)
+        data_key = os.urandom(DATA_KEY_BYTES)
+        key_id = master.key_id
+
+        def seal(bucket: str, key: str, version_id: str) -> dict[str, Any]:
+            wrapped = master.wrap(data_key, key_context(bucket, key, version_id))
+            return {"encryption_algorithm": plan.encryption, "encryption_key_id": key_id,
+                    "encryption_params": {"format": FORMAT, "wrapped_key": wrapped},
+                    "compression": None}
+
+        return BlobWriter(tmp_dir, stages=[PackageEncryptor(data_key)], sealer=seal,
+                          plan=plan, **options)
+
+    def _master_for(self, plan: StagePlan) -> MasterKey:
+        if plan.compression is not None or plan.encryption != SSE_S3:
+            raise StagesUnavailable(f"no stage for {plan}")
+        if self.master_key is None:
+            raise StagesUnavailable("server-side encryption needs [encryption] enabled")
+        return self.master_key
+
+    def opener(self, record: StagedObject, open_blob: Callable[[str], ByteSource]
+               ) -> Callable[[str], ByteSource]:
+        """How a reader opens the blob(s) of `record`."""
+        plan = plan_of(record)
+        if plan.identity:
+            return open_blob
+        data_key = self._data_key(record, plan)
+        size = record.size
+
+        def open_source(blob_id: str) -> ByteSource:
+            return DecryptingSource(open_blob(blob_id), data_key, size)
+
+        return open_source
+
+    def rewrapped(self, record: StagedObject, bucket: str, key: str, version_id: str
+                  ) -> dict[str, Any] | None:
+        """The record fields of a copy of `record`'s stored bytes as `bucket`/`key`
+        `version_id`: its data key unwrapped and wrapped again for the copy (the bytes are
+        not re-encrypted). None when the plan is not SSE-S3 alone."""
+        plan = plan_of(record)
+        if plan.encryption != SSE_S3 or plan.compression is not None:
+            return None
+        master = self._master_for(plan)
+        data_key = self._data_key(record, plan)
+        return {"encryption_algorithm": SSE_S3, "encryption_key_id": master.key_id,
+                "encryption_params": {"format": FORMAT, "wrapped_key": master.wrap(
+                    data_key, key_context(bucket, key, version_id))},
+                "compression": None}
+
+    def _data_key(self, record: StagedObject, plan: StagePlan) -> bytes:
+        master = self._master_for(plan)
+        params = record.encryption_params or {}
+        if params.get("format") != FORMAT or not isinstance(params.get("wrapped_key"), str):
+            raise StagesUnavailable(f"unknown encryption format {params.get('format')!r}")
+        return master.unwrap(record.encryption_key_id, params["wrapped_key"],
+                             key_context(record.bucket, record.key, record.version_id))
+
+    @staticmethod
+    def stored_size(record: StagedObject) -> int:
+        """The size of the record's blob file as stored."""
+        plan = plan_of(record)
+        return record.size if plan.identity else stored_size(record.size)

@@ -1,0 +1,61 @@
+"""The stage plan of a blob: which stages its bytes pass through (compress? which
+encryption, under which master key?), decided once per body and recorded with it.
+
+A `StagePlan` says what to do, never how: the engine decides it from the request and the
+bucket's settings (engine/stage_plan.py) before the body is read, the factory
+(blobs/factory.py) turns it into a writer's stages, and the object record (and so the
+sidecar, `objstore recover`, replication and repair) carries it as the four fields
+`compression`, `encryption_algorithm`, `encryption_key_id` and `encryption_params`. Readers,
+`check --deep` and copies ask `plan_of(record)`; replicated and repaired blobs are copied as
+stored bytes and never look inside.
+
+`IDENTITY` (no stage) is the fast path: a plain object's writer and reader are exactly
+those of a blob stored as sent. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+SSE_S3 = "AES256"  # the record's encryption_algorithm for SSE-S3 (as AWS names it)
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """The stages of one body. `key_id`: the master key that wraps its data key."""
+
+    compression: str | None = None
+    encryption: str | None = None
+    key_id: str | None = None
+
+    @property
+    def identity(self) -> bool:
+        return self.compression is None and self.encryption is None
+
+
+IDENTITY = StagePlan()
+
+
+class StagedRecord(Protocol):
+    """What a record says about its stages (ObjectRecord has these fields)."""
+
+    @property
+    def compression(self) -> str | None: ...
+
+    @property
+    def encryption_algorithm(self) -> str | None: ...
+
+    @property
+    def encryption_key_id(self) -> str | None: ...
+
+    @property
+    def encryption_params(self) -> dict[str, Any]: ...
+
+
+def plan_of(record: StagedRecord) -> StagePlan:
+    """The plan a record's blob was written with."""
+    if record.compression is None and record.encryption_algorithm is None:
+        return IDENTITY
+    return StagePlan(record.compression, record.encryption_algorithm,
+                     record.encryption_key_id)

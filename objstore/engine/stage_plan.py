@@ -1,0 +1,77 @@
+"""The one decision of a body's stage plan (blobs/plan.py): from the S3 operation, the
+request's headers and the bucket's settings, which stages its bytes pass through.
+
+It runs at admission, before any byte of the body is read (s3/api.py asks it, the site
+opens the body's spool with the answer), so a body to encrypt never touches the disk as
+sent. Pure: no I/O, no Twisted; the bucket's settings come from the bucket cache.
+
+Rules, in order:
+* Only bytes that become an object's blob have stages: PutObject's body (decided at
+  admission, for the spool: `BODY_OPERATIONS`) and CopyObject's destination (decided by
+  the copy, which passes the source through a reader and the destination's writer). Every
+  other operation stores bytes as sent (multipart uploads with server-side encryption are
+  still refused before this, by s3/unsupported.py).
+* `x-amz-server-side-encryption: AES256` asks for SSE-S3: the data key is wrapped by the
+  configured master key (`key_id`); without [encryption] configured it is refused with
+  NotImplemented (nothing is stored in plaintext). `aws:kms` / `aws:kms:dsse` are not
+  available yet (NotImplemented); any other value is InvalidArgument, as AWS answers.
+* Without the header, the bucket's default encryption and compression apply (neither can
+  be set yet: `BucketStageSettings` is what they will fill in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan
+from objstore.errors import S3Error
+
+SSE_HEADER = "x-amz-server-side-encryption"
+STAGED_OPERATIONS = frozenset({"PutObject", "CopyObject"})
+BODY_OPERATIONS = frozenset({"PutObject"})  # whose request body is the blob (the spool)
+_KMS_VALUES = ("aws:kms", "aws:kms:dsse")
+
+
+@dataclass(frozen=True, slots=True)
+class BucketStageSettings:
+    """A bucket's settings that choose stages (bucket default encryption, compression)."""
+
+    default_encryption: str | None = None
+    compression: str | None = None
+
+
+NO_BUCKET_STAGES = BucketStageSettings()
+
+
+def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
+                      bucket: BucketStageSettings = NO_BUCKET_STAGES, *,
+                      key_id: str | None) -> StagePlan:
+    """The stages of the body of `operation`; `headers` by lower-case name; `key_id`: the
+    configured master key (None: no encryption available). Raises S3Error."""
+    if operation not in STAGED_OPERATIONS:
+        return IDENTITY
+    requested = headers.get(SSE_HEADER)
+    encryption = bucket.default_encryption if requested is None else requested
+    compression = bucket.compression
+    if encryption is None and compression is None:
+        return IDENTITY
+    if encryption is not None:
+        encryption = _sse_algorithm(encryption, key_id)
+    return StagePlan(compression=compression, encryption=encryption,
+                     key_id=key_id if encryption is not None else None)
+
+
+def _sse_algorithm(value: str, key_id: str | None) -> str:
+    if value == SSE_S3:
+        if key_id is None:
+            raise S3Error("NotImplemented", "Server-side encryption is not enabled on this "
+                          "server ([encryption] enabled = true); nothing was stored.",
+                          Header=SSE_HEADER)
+        return SSE_S3
+    if value in _KMS_VALUES:
+        raise S3Error("NotImplemented", f"Server-side encryption with {value} is not "
+                      "available in this version of objstore; nothing was stored.",
+                      Header=SSE_HEADER)
+    raise S3Error("InvalidArgument", "The encryption method specified is not supported",
+                  ArgumentName=SSE_HEADER, ArgumentValue=value)

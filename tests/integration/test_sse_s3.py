@@ -1,0 +1,270 @@
+"""SSE-S3 end to end on one real daemon with [encryption] enabled (the local master key),
+through boto3: PUT/GET/HEAD with `x-amz-server-side-encryption: AES256`, Ranges across
+64 KiB package boundaries, ETag = MD5 of the client's bytes, no plaintext anywhere under the
+data directory or the daemon's TMPDIR, a flipped stored byte an error (never wrong bytes),
+and what is still refused (501/400)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from tests.integration.admin_client import AdminClient
+from tests.integration.conftest import make_client, running_daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+
+P = 64 * 1024
+MARKER = b"SSE-S3-PLAINTEXT-MARKER-d41d8cd9"
+BUCKET = "sse"
+OBJSTORE = str(Path(sys.executable).with_name("objstore"))
+
+
+def _body(size: int) -> bytes:
+    """`size` bytes with the marker repeated through them (every package holds it)."""
+    chunk = MARKER + os.urandom(4096 - len(MARKER))
+    return (chunk * (size // len(chunk) + 1))[:size]
+
+
+@pytest.fixture(scope="module")
+def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[Daemon]:
+    node = Daemon(tmp_path_factory.mktemp("sse-s3"), extra_config="[encryption]\nenabled = true\n")
+    with running_daemon(request, node) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def s3(daemon: Daemon) -> Any:
+    client: Any = make_client(daemon.endpoint)
+    client.create_bucket(Bucket=BUCKET)
+    return client
+
+
+@pytest.fixture(scope="module")
+def stored(s3: Any) -> dict[str, bytes]:
+    """Objects written once for the module: empty, small (kept in memory), and large
+    (spilled to the spool) ones."""
+    bodies = {"empty": b"", "small": _body(P + 10), "large": _body(3 * 1024 * 1024 + 77)}
+    for key, data in bodies.items():
+        answer = s3.put_object(Bucket=BUCKET, Key=key, Body=data, ServerSideEncryption="AES256")
+        assert answer["ServerSideEncryption"] == "AES256"
+        assert answer["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    return bodies
+
+
+def test_get_and_head_answer_the_plaintext(s3: Any, stored: dict[str, bytes]) -> None:
+    for key, data in stored.items():
+        got = s3.get_object(Bucket=BUCKET, Key=key)
+        assert got["Body"].read() == data
+        assert got["ServerSideEncryption"] == "AES256"
+        head = s3.head_object(Bucket=BUCKET, Key=key)
+        assert head["ContentLength"] == len(data)
+        assert head["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+        assert head["ServerSideEncryption"] == "AES256"
+
+
+MIB = 1024 * 1024
+
+
+@pytest.mark.parametrize(("start", "end"), [(P - 1, P), (P - 5, 3 * P + 4), (0, 0),
+                                            (2 * P, 3 * P - 1), (MIB - 3, 2 * MIB + 3)])
+def test_ranges_across_package_boundaries(s3: Any, stored: dict[str, bytes], start: int,
+                                          end: int) -> None:
+    data = stored["large"]
+    got = s3.get_object(Bucket=BUCKET, Key="large", Range=f"bytes={start}-{end}")
+    assert got["Body"].read() == data[start:end + 1]
+    assert got["ContentRange"] == f"bytes {start}-{end}/{len(data)}"
+    tail = s3.get_object(Bucket=BUCKET, Key="small", Range="bytes=-20")["Body"].read()
+    assert tail == stored["small"][-20:]
+
+
+def test_no_plaintext_on_disk(daemon: Daemon, stored: dict[str, bytes]) -> None:
+    for root in (daemon.data_dir, daemon.temp_dir):
+        found = [path for path in Path(root).rglob("*")
+                 if path.is_file() and MARKER in path.read_bytes()]
+        assert found == []
+
+
+def test_master_key_private_and_never_logged(daemon: Daemon, stored: dict[str, bytes]) -> None:
+    key_file = daemon.data_dir / "control" / "keys" / "master.key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    secret = key_file.read_text().split()[1]
+    assert secret not in daemon.log_path.read_text(errors="replace")
+    sidecars = [json.loads(p.read_text()) for p in daemon.data_dir.rglob("*.meta.json")]
+    encrypted = [s for s in sidecars if s.get("encryption_algorithm") == "AES256"]
+    assert len(encrypted) >= 3
+    assert all(s["encryption_key_id"].startswith("local:") for s in encrypted)
+    assert all(secret not in json.dumps(s) for s in sidecars)
+
+
+def test_plain_objects_are_untouched(s3: Any) -> None:
+    s3.put_object(Bucket=BUCKET, Key="plain", Body=b"plain bytes")
+    got = s3.get_object(Bucket=BUCKET, Key="plain")
+    assert got["Body"].read() == b"plain bytes" and "ServerSideEncryption" not in got
+
+
+def test_copy_of_an_encrypted_object_reads_back(s3: Any, stored: dict[str, bytes]) -> None:
+    s3.copy_object(Bucket=BUCKET, Key="copied", CopySource={"Bucket": BUCKET, "Key": "small"})
+    got = s3.get_object(Bucket=BUCKET, Key="copied")
+    assert got["Body"].read() == stored["small"]
+    assert "ServerSideEncryption" not in got  # no header, no bucket default: stored plain
+
+
+@pytest.mark.parametrize(("value", "status"), [("aws:kms", 501), ("AES-256", 400)])
+def test_other_algorithms_refused(s3: Any, value: str, status: int) -> None:
+    with pytest.raises(ClientError) as caught:
+        s3.put_object(Bucket=BUCKET, Key="refused", Body=b"x", ServerSideEncryption=value)
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=BUCKET, Key="refused")
+
+
+def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str, bytes]) -> None:
+    for call in (
+        lambda: s3.create_multipart_upload(Bucket=BUCKET, Key="mp", ServerSideEncryption="AES256"),
+        lambda: s3.copy_object(Bucket=BUCKET, Key="c2", SSECustomerAlgorithm="AES256",
+                               SSECustomerKey="k" * 32,
+                               CopySource={"Bucket": BUCKET, "Key": "small"}),
+        lambda: s3.put_object(Bucket=BUCKET, Key="c3", Body=b"x", SSECustomerAlgorithm="AES256",
+                              SSECustomerKey="k" * 32),
+    ):
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert caught.value.response["Error"]["Code"] == "NotImplemented"
+
+
+def test_a_flipped_stored_byte_is_an_error_never_wrong_bytes(daemon: Daemon, s3: Any) -> None:
+    data = _body(2 * P + 100)
+    s3.put_object(Bucket=BUCKET, Key="victim", Body=data, ServerSideEncryption="AES256")
+    sidecar = next(p for p in daemon.data_dir.rglob("*.meta.json")
+                   if json.loads(p.read_text()).get("key") == "victim")
+    blob = sidecar.with_name(sidecar.name.removesuffix(".meta.json"))
+    stored = bytearray(blob.read_bytes())
+    stored[P + 16 + 7] ^= 0x40  # inside the second package
+    blob.write_bytes(bytes(stored))
+    assert s3.get_object(Bucket=BUCKET, Key="victim", Range=f"bytes=0-{P - 1}")[
+        "Body"].read() == data[:P]
+    for byte_range in (f"bytes={P}-{P + 10}", f"bytes=0-{P + 1}"):
+        with pytest.raises(ClientError) as caught:
+            s3.get_object(Bucket=BUCKET, Key="victim", Range=byte_range)["Body"].read()
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    # `check --deep` reads through the stages: the altered package is a finding, and the
+    # intact encrypted objects are not.
+    result = subprocess.run([OBJSTORE, "check", "--deep", "--config", str(daemon.config_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout + result.stderr
+    findings = [line for line in result.stdout.splitlines() if "sse/" in line]
+    assert findings and all("victim" in line for line in findings), result.stdout
+
+
+def test_a_flipped_byte_late_in_a_streamed_get_cuts_the_answer(daemon: Daemon, s3: Any
+                                                                ) -> None:
+    data = _body(2 * 1024 * 1024)
+    s3.put_object(Bucket=BUCKET, Key="streamed-victim", Body=data, ServerSideEncryption="AES256")
+    sidecar = next(p for p in daemon.data_dir.rglob("*.meta.json")
+                   if json.loads(p.read_text()).get("key") == "streamed-victim")
+    blob = sidecar.with_name(sidecar.name.removesuffix(".meta.json"))
+    stored = bytearray(blob.read_bytes())
+    stored[len(stored) - 1000] ^= 0x01  # in the last package
+    blob.write_bytes(bytes(stored))
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - whatever the client raises
+        got = s3.get_object(Bucket=BUCKET, Key="streamed-victim")["Body"].read()
+        assert got == data  # never reached with the right bytes: it must not read at all
+    assert not isinstance(caught.value, AssertionError)
+
+
+def test_admin_info_reports_encryption(daemon: Daemon) -> None:
+    info = AdminClient(daemon.endpoint).ok("GET", "/info")
+    assert info["encryption_enabled"] is True and info["kms_provider"] == "local"
+    assert "kms_endpoint" not in info
+
+
+def test_upload_part_copy_from_an_encrypted_source(s3: Any, stored: dict[str, bytes]) -> None:
+    """The part is copied through a decrypting reader (stored as sent: the upload asked
+    for no encryption)."""
+    data = stored["large"]
+    start, end = P - 3, 17 * P + 5
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="assembled")["UploadId"]
+    part = s3.upload_part_copy(Bucket=BUCKET, Key="assembled", UploadId=upload, PartNumber=1,
+                               CopySource={"Bucket": BUCKET, "Key": "large"},
+                               CopySourceRange=f"bytes={start}-{end}")
+    copied = data[start:end + 1]
+    assert part["CopyPartResult"]["ETag"] == f'"{hashlib.md5(copied).hexdigest()}"'
+    s3.complete_multipart_upload(
+        Bucket=BUCKET, Key="assembled", UploadId=upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=BUCKET, Key="assembled")["Body"].read() == copied
+
+
+def _stored_blob(daemon: Daemon, key: str) -> bytes:
+    sidecar = next(p for p in daemon.data_dir.rglob("*.meta.json")
+                   if json.loads(p.read_text()).get("key") == key
+                   and json.loads(p.read_text()).get("kind") == "object")
+    return sidecar.with_name(sidecar.name.removesuffix(".meta.json")).read_bytes()
+
+
+@pytest.mark.parametrize("source", ["small", "plain-source"])
+def test_copy_with_sse_s3_encrypts_the_destination(daemon: Daemon, s3: Any,
+                                                   stored: dict[str, bytes], source: str) -> None:
+    """An SSE-S3 destination from an encrypted source (the same plan: the stored bytes
+    copied, the data key re-wrapped for the copy) or from a plain one (read as stored,
+    written through the destination's stages)."""
+    data = stored["small"] if source == "small" else _body(2 * P + 3)
+    if source == "plain-source":
+        s3.put_object(Bucket=BUCKET, Key=source, Body=data)
+    target = f"sse-copy-of-{source}"
+    answer = s3.copy_object(Bucket=BUCKET, Key=target, ServerSideEncryption="AES256",
+                            CopySource={"Bucket": BUCKET, "Key": source})
+    assert answer["ServerSideEncryption"] == "AES256"
+    assert answer["CopyObjectResult"]["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    got = s3.get_object(Bucket=BUCKET, Key=target, Range=f"bytes={P - 2}-{P + 2}")
+    assert got["Body"].read() == data[P - 2:P + 3]
+    assert got["ServerSideEncryption"] == "AES256"
+    assert s3.get_object(Bucket=BUCKET, Key=target)["Body"].read() == data
+    assert MARKER not in _stored_blob(daemon, target)
+    if source == "small":  # not re-encrypted: the very same packages
+        assert _stored_blob(daemon, target) == _stored_blob(daemon, source)
+
+
+def test_copy_onto_itself_with_sse_s3_encrypts_it(daemon: Daemon, s3: Any) -> None:
+    data = _body(P + 1)
+    s3.put_object(Bucket=BUCKET, Key="self", Body=data)
+    s3.copy_object(Bucket=BUCKET, Key="self", ServerSideEncryption="AES256",
+                   CopySource={"Bucket": BUCKET, "Key": "self"})
+    head = s3.head_object(Bucket=BUCKET, Key="self")
+    assert head["ServerSideEncryption"] == "AES256" and head["ContentLength"] == len(data)
+    assert s3.get_object(Bucket=BUCKET, Key="self")["Body"].read() == data
+    assert MARKER not in _stored_blob(daemon, "self")
+
+
+def test_aws_cli_cp_with_sse(daemon: Daemon, s3: Any, tmp_path: Path) -> None:
+    """`aws s3 cp --sse AES256`, as a new user tries it (a single PutObject below the
+    CLI's multipart threshold), and back."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ROOT_ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=ROOT_SECRET_KEY, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=str(tmp_path / "aws-config"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws-credentials"))
+    aws = str(Path(sys.executable).with_name("aws"))
+    data = _body(3 * P + 11)
+    (tmp_path / "up.bin").write_bytes(data)
+    up = subprocess.run([aws, "--endpoint-url", daemon.endpoint, "s3", "cp", "--sse", "AES256",
+                         str(tmp_path / "up.bin"), f"s3://{BUCKET}/cli.bin"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    assert s3.head_object(Bucket=BUCKET, Key="cli.bin")["ServerSideEncryption"] == "AES256"
+    down = subprocess.run([aws, "--endpoint-url", daemon.endpoint, "s3", "cp",
+                           f"s3://{BUCKET}/cli.bin", str(tmp_path / "down.bin")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert down.returncode == 0, down.stderr
+    assert (tmp_path / "down.bin").read_bytes() == data
+    assert MARKER not in _stored_blob(daemon, "cli.bin")

@@ -1,0 +1,82 @@
+"""The decision of a body's stage plan (engine/stage_plan.py) and what a record says
+about its stages (blobs/plan.py): pure, no reactor."""
+
+from __future__ import annotations
+
+import pytest
+
+from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan, plan_of
+from objstore.engine.stage_plan import BucketStageSettings, decide_stage_plan
+from objstore.errors import S3Error
+from objstore.meta.records import ObjectRecord
+
+KEY_ID = "local:0123456789abcdef"
+SSE = {"x-amz-server-side-encryption": "AES256"}
+
+
+def test_plain_put_is_the_identity_plan() -> None:
+    plan = decide_stage_plan("PutObject", {}, key_id=KEY_ID)
+    assert plan is IDENTITY and plan.identity
+
+
+def test_sse_s3_put_is_encrypted_under_the_configured_key() -> None:
+    plan = decide_stage_plan("PutObject", SSE, key_id=KEY_ID)
+    assert plan == StagePlan(encryption=SSE_S3, key_id=KEY_ID) and not plan.identity
+
+
+@pytest.mark.parametrize("operation", ["UploadPart", "CompleteMultipartUpload", "UploadPartCopy",
+                                       "PutObjectTagging", None])
+def test_only_object_bodies_get_stages(operation: str | None) -> None:
+    assert decide_stage_plan(operation, SSE, key_id=KEY_ID) is IDENTITY
+
+
+def test_a_copy_destination_is_staged_as_a_put_is() -> None:
+    assert decide_stage_plan("CopyObject", SSE, key_id=KEY_ID) == \
+        StagePlan(encryption=SSE_S3, key_id=KEY_ID)
+    assert decide_stage_plan("CopyObject", {}, key_id=KEY_ID) is IDENTITY
+
+
+def test_sse_s3_without_encryption_configured_is_refused() -> None:
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", SSE, key_id=None)
+    assert caught.value.code == "NotImplemented"
+
+
+@pytest.mark.parametrize("value", ["aws:kms", "aws:kms:dsse"])
+def test_kms_is_not_available_yet(value: str) -> None:
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", {"x-amz-server-side-encryption": value}, key_id=KEY_ID)
+    assert caught.value.code == "NotImplemented"
+
+
+@pytest.mark.parametrize("value", ["aes256", "AES-256", "", "rot13"])
+def test_an_unknown_algorithm_is_invalid(value: str) -> None:
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", {"x-amz-server-side-encryption": value}, key_id=KEY_ID)
+    assert caught.value.code == "InvalidArgument"
+    assert caught.value.fields["ArgumentName"] == "x-amz-server-side-encryption"
+
+
+def test_bucket_default_applies_without_a_header_and_the_header_wins() -> None:
+    bucket = BucketStageSettings(default_encryption=SSE_S3)
+    assert decide_stage_plan("PutObject", {}, bucket, key_id=KEY_ID).encryption == SSE_S3
+    with pytest.raises(S3Error):
+        decide_stage_plan("PutObject", {"x-amz-server-side-encryption": "bad"}, bucket,
+                          key_id=KEY_ID)
+
+
+def test_bucket_compression_alone_has_no_key() -> None:
+    plan = decide_stage_plan("PutObject", {}, BucketStageSettings(compression="zstd"),
+                             key_id=KEY_ID)
+    assert plan == StagePlan(compression="zstd")
+
+
+def _record(**fields: object) -> ObjectRecord:
+    return ObjectRecord(bucket="b", key="k", version_id="v", blob_id=None, size=1, etag="e",
+                        last_modified=0.0, owner_id="o", owner_name="o", **fields)  # type: ignore[arg-type]
+
+
+def test_plan_of_a_record() -> None:
+    assert plan_of(_record()) is IDENTITY
+    assert plan_of(_record(encryption_algorithm=SSE_S3, encryption_key_id=KEY_ID)) == \
+        StagePlan(encryption=SSE_S3, key_id=KEY_ID)
