@@ -81,7 +81,7 @@ def test_a_condition_is_found_through_the_exception_that_wraps_it() -> None:
     error = s3_error_of(unavailable)
     assert error is not None and (error.status, error.message) == (503, "database down")
     with pytest.raises(ValueError):
-        ServerCondition("InternalError", "not a condition")
+        ServerCondition("NoSuchKey", "not a condition")
 
 
 def _sqlite_full() -> sa_exc.OperationalError:
