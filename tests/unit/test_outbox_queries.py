@@ -6,16 +6,21 @@ consumer never move back, the backlog and the purge follow the slowest consumer.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
+from objstore.meta import migrations, schema
 from objstore.meta.errors import PreconditionNotMet
 from objstore.meta.outbox_queries import OutboxNote
 from objstore.meta.records import BucketRecord, ObjectRecord, WritePrecondition
 from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
+    FakeClock,
     backend,
     db_engine,
+    make_engine,
     meta_store,
     postgres_database,
 )
@@ -99,3 +104,23 @@ def test_backlog_and_purge_follow_the_slowest_consumer(store: SyncMetaStore) -> 
     store.outbox_advance("slow", seqs[2])
     assert store.outbox_purge(["fast", "slow"]) == 2
     assert store.outbox_backlog(["fast", "slow"]) == 0
+
+
+def test_a_version_6_database_gains_the_outbox(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:6])
+        with engine.begin() as conn:  # a new database is built from today's metadata
+            schema.outbox_cursors.drop(conn)
+            schema.outbox.drop(conn)
+        assert not sa.inspect(engine).has_table("outbox")
+        assert migrations.migrate(engine) == [7]
+        store = SyncMetaStore(engine, clock=FakeClock())
+        store.create_bucket(BucketRecord(BUCKET, "u-1", "us-east-1", 1.0))
+        store.put_object(row("a"), outbox=NOTE)
+        store.outbox_advance("hooks", 1)
+        assert store.outbox_backlog(["hooks"]) == 0
+    finally:
+        engine.dispose()
