@@ -1,7 +1,8 @@
 """The durable outbox's rows: the entry an object change leaves for the outbox's consumers,
 written inside the change's own transaction (`record`, run by the object-row writes of
 `object_write_queries.py` when the caller passes an `OutboxNote`), and each consumer's
-cursor (`read_after`, `cursor_of`, `advance`, `backlog`, `purge`).
+cursor (`outbox_read_after`, `outbox_cursor`, `outbox_advance`, `outbox_backlog`,
+`outbox_purge`).
 
 Why a table and not the objects' seq alone (which the anti-entropy manifest reads): an
 overwrite of the same version (every PUT of an unversioned key) replaces the row, so the
@@ -89,7 +90,7 @@ def record(rows: RowSource, seq: int, stored: ObjectRecord, note: OutboxNote,
     rows.execute(INSERT_ENTRY, {f"p_{name}": value for name, value in values.items()})
 
 
-def read_after(db: Database, cursor: int, limit: int) -> OutboxPage:
+def outbox_read_after(db: Database, cursor: int, limit: int) -> OutboxPage:
     """Entries above `cursor`, in commit order, at most `limit` (1..MAX_OUTBOX_PAGE)."""
     limit = max(1, min(limit, MAX_OUTBOX_PAGE))
     with read_transaction(db.engine) as conn:
@@ -104,7 +105,7 @@ def read_after(db: Database, cursor: int, limit: int) -> OutboxPage:
     return OutboxPage(entries, max_seq)
 
 
-def cursor_of(db: Database, consumer: str) -> int:
+def outbox_cursor(db: Database, consumer: str) -> int:
     """The consumer's cursor; 0 (every entry still kept) for a consumer never seen."""
     with read_transaction(db.engine) as conn:
         value = conn.execute(sa.select(_cur.c.cursor).where(
@@ -112,7 +113,7 @@ def cursor_of(db: Database, consumer: str) -> int:
     return 0 if value is None else int(value)
 
 
-def advance(db: Database, consumer: str, seq: int) -> None:
+def outbox_advance(db: Database, consumer: str, seq: int) -> None:
     """Move the consumer's cursor to `seq` (never back)."""
     with write_transaction(db.engine) as conn:
         current = conn.execute(sa.select(_cur.c.cursor).where(
@@ -122,7 +123,7 @@ def advance(db: Database, consumer: str, seq: int) -> None:
         upsert(conn, _cur, {"consumer": consumer, "cursor": seq}, ["consumer"])
 
 
-def backlog(db: Database, consumers: list[str]) -> int:
+def outbox_backlog(db: Database, consumers: list[str]) -> int:
     """Entries some of `consumers` has not passed yet (0 without consumers)."""
     if not consumers:
         return 0
@@ -132,7 +133,7 @@ def backlog(db: Database, consumers: list[str]) -> int:
                                 .where(_x.c.seq > low)).scalar_one())
 
 
-def purge(db: Database, consumers: list[str]) -> int:
+def outbox_purge(db: Database, consumers: list[str]) -> int:
     """Delete the entries every one of `consumers` has passed; returns how many. Without
     consumers nothing is deleted (entries wait for the first one registered)."""
     if not consumers:
@@ -143,4 +144,4 @@ def purge(db: Database, consumers: list[str]) -> int:
 
 
 def _lowest_cursor(db: Database, consumers: list[str]) -> int:
-    return min(cursor_of(db, name) for name in consumers)
+    return min(outbox_cursor(db, name) for name in consumers)

@@ -117,11 +117,11 @@ class SyncMetaStore(Database):
     put_sync_cursor = cursor_queries.put_sync_cursor
     delete_sync_cursor = cursor_queries.delete_sync_cursor
     # the durable outbox: entries above a consumer's cursor, the cursors, purge
-    outbox_read_after = outbox_queries.read_after
-    outbox_cursor = outbox_queries.cursor_of
-    outbox_advance = outbox_queries.advance
-    outbox_backlog = outbox_queries.backlog
-    outbox_purge = outbox_queries.purge
+    outbox_read_after = outbox_queries.outbox_read_after
+    outbox_cursor = outbox_queries.outbox_cursor
+    outbox_advance = outbox_queries.outbox_advance
+    outbox_backlog = outbox_queries.outbox_backlog
+    outbox_purge = outbox_queries.outbox_purge
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload
