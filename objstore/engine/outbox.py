@@ -107,9 +107,11 @@ class OutboxDelivery:
         names = [c.name for c in self._consumers]
         if not names:
             return
+        before = self.delivered
         for consumer in self._consumers:
             await self._deliver(consumer)
-        await self._meta.outbox_purge(names)
+        if self.delivered != before:  # a cursor moved: what all passed can go
+            await self._meta.outbox_purge(names)
         self.backlog = await self._meta.outbox_backlog(names)
 
     async def _deliver(self, consumer: Consumer) -> None:
