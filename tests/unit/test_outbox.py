@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry, generate_latest
+
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.store import BlobStore
 from objstore.engine.buckets import BucketService
@@ -32,6 +34,7 @@ from objstore.meta.async_store import MetaStore
 from objstore.meta.outbox_queries import OutboxEntry
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.store import SyncMetaStore
+from objstore.metrics.collectors import OutboxCollector
 from objstore.threads import InlinePool
 from tests.unit.conftest import fails, run
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
@@ -214,3 +217,14 @@ def test_past_the_bound_client_writes_are_refused_and_nothing_is_dropped(
     assert engine.outbox.backlog == 0
     engine.put("c")  # admitted again
     assert hooks.pages[-1][-1].kind == "version_deleted"
+
+
+def test_the_backlog_and_deliveries_are_metrics() -> None:
+    class Figures:
+        backlog, delivered = 7, 3
+
+    registry = CollectorRegistry()
+    registry.register(OutboxCollector(Figures()))
+    text = generate_latest(registry).decode()
+    assert "objstore_outbox_backlog 7.0" in text
+    assert "objstore_outbox_delivered_total 3.0" in text
