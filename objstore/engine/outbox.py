@@ -124,11 +124,13 @@ class OutboxDelivery:
             return
         try:
             await consumer.deliver(page.entries)
-        except Exception:
+        except Exception as error:  # a target down is expected: a warning, then retries
             state.failures += 1
-            state.retry_at = self._clock() + backoff(state.failures)
-            log.failure("outbox consumer {name} failed ({failures} in a row)",
-                        name=consumer.name, failures=state.failures)
+            delay = backoff(state.failures)
+            state.retry_at = self._clock() + delay
+            log.warn("outbox consumer {name} failed ({failures} in a row), retrying in "
+                     "{delay:g} s: {error!r}", name=consumer.name, failures=state.failures,
+                     delay=delay, error=error)
             return
         state.failures, state.retry_at = 0, 0.0
         await self._meta.outbox_advance(consumer.name, page.entries[-1].seq)

@@ -1,7 +1,9 @@
 """The durable outbox across a crash, on a real daemon and each backend: with the
 test-only file consumer (OBJSTORE_TEST_OUTBOX_FILE) every committed change a client was
 told about (puts, overwrites, deletes) is delivered at least once, in commit order, even
-when every process of the node is SIGKILLed in the middle of a burst of writes."""
+when every process of the node is SIGKILLed in the middle of a burst of writes; and past
+`[outbox] max_backlog` (a consumer that keeps failing) a client's PUT is refused with 503
+SlowDown and Retry-After, and nothing of it is stored."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from tests.integration.conftest import BACKENDS, make_client
 from tests.integration.daemon import Daemon
@@ -96,3 +99,33 @@ def test_every_acknowledged_change_is_delivered_across_a_sigkill(node: Daemon) -
     seqs = [e["seq"] for e in delivered(events)]
     first_seen = list(dict.fromkeys(seqs))
     assert first_seen == sorted(first_seen)  # commit order; repeats only redeliver
+
+
+def test_past_the_bound_a_put_is_refused_with_slowdown(tmp_path: Path) -> None:
+    # The test-only consumer fails while its file's directory does not exist.
+    node = Daemon(tmp_path, extra_config="[outbox]\nmax_backlog = 2\n",
+                  extra_env={"OBJSTORE_TEST_OUTBOX_FILE": str(tmp_path / "no" / "e.jsonl")})
+    node.start()
+    try:
+        s3: Any = make_client(node.endpoint)
+        s3.create_bucket(Bucket="bounded")
+        refused: ClientError | None = None
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        n = 0
+        while refused is None and time.monotonic() < deadline:
+            try:
+                s3.put_object(Bucket="bounded", Key=f"k{n}", Body=b"x")
+                n += 1
+            except ClientError as error:
+                refused = error
+            time.sleep(0.05)
+        assert refused is not None
+        response = refused.response
+        assert response["Error"]["Code"] == "SlowDown"
+        assert response["ResponseMetadata"]["HTTPStatusCode"] == 503
+        assert "retry-after" in response["ResponseMetadata"]["HTTPHeaders"]
+        assert n >= 2
+        with pytest.raises(ClientError):
+            s3.head_object(Bucket="bounded", Key=f"k{n}")
+    finally:
+        node.cleanup()
