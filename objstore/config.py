@@ -32,8 +32,8 @@ from objstore.cluster import secrets as cluster_secrets
 
 __all__ = [
     "Audit", "Cluster", "ClusterTLS", "Config", "ConfigError", "Encryption", "Lifecycle",
-    "Logging", "Metrics", "Notifications", "Server", "ServerCache", "ServerLimits", "ServerTLS",
-    "Storage", "default_config", "load_config", "parse_config",
+    "Logging", "Metrics", "Notifications", "Outbox", "Server", "ServerCache", "ServerLimits",
+    "ServerTLS", "Storage", "default_config", "load_config", "parse_config",
 ]
 
 SECONDS_PER_DAY = 86400.0
@@ -214,12 +214,21 @@ class Logging:
 
 
 @dataclass(frozen=True, slots=True)
+class Outbox:
+    # Undelivered outbox entries (engine/outbox.py) past which client writes are refused
+    # with 503 SlowDown rather than an event being dropped; only while a consumer is
+    # registered.
+    max_backlog: int = 100000
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: Server
     storage: Storage
     lifecycle: Lifecycle
     cluster: Cluster
     notifications: Notifications
+    outbox: Outbox
     encryption: Encryption
     audit: Audit
     metrics: Metrics
@@ -540,6 +549,10 @@ _ENCRYPTION = _Section("encryption", Encryption, (
     _F("vault_key_name", _non_empty),
 ), finish=_finish_encryption)
 
+_OUTBOX = _Section("outbox", Outbox, (
+    _F("max_backlog", _int(1)),
+))
+
 _AUDIT = _Section("audit", Audit, (
     _F("enabled", _bool),
     _F("retention_days", _num(0, above=True)),
@@ -555,8 +568,8 @@ _LOGGING = _Section("logging", Logging, (
     _F("format", _choice("text", "json")),
 ))
 
-_TOP_LEVEL = (_SERVER, _STORAGE, _LIFECYCLE, _CLUSTER, _NOTIFICATIONS, _ENCRYPTION, _AUDIT,
-              _METRICS, _LOGGING)
+_TOP_LEVEL = (_SERVER, _STORAGE, _LIFECYCLE, _CLUSTER, _NOTIFICATIONS, _OUTBOX, _ENCRYPTION,
+              _AUDIT, _METRICS, _LOGGING)
 
 
 def _all_sections(sections: tuple[_Section, ...] = _TOP_LEVEL) -> list[_Section]:

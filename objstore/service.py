@@ -79,6 +79,7 @@ from objstore.engine.iam import IamService
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
+from objstore.engine.outbox import TICK_SECONDS, OutboxDelivery, env_consumers
 from objstore.engine.quota import QuotaService
 from objstore.engine.replicator import NO_GATE
 from objstore.engine.settings import SettingsService
@@ -115,7 +116,7 @@ from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
-from objstore.metrics.collectors import AuditCollector, PoolCollector, PoolStats
+from objstore.metrics.collectors import AuditCollector, OutboxCollector, PoolCollector, PoolStats
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
@@ -304,6 +305,10 @@ def build_node(config: Config, reactor: Any = None, *,
     # Reads that find a blob missing and uploads made through other nodes ask the peers.
     blob_repair, upload_peers = peer_seams(config, reactor, cluster, meta=meta, blobs=blobs,
                                            io_pool=io_pool)
+    # The durable outbox: no consumer is registered by default (nothing is written); the
+    # test-only file consumer when OBJSTORE_TEST_OUTBOX_FILE is set.
+    outbox = OutboxDelivery(meta, clock=reactor.seconds, max_backlog=config.outbox.max_backlog,
+                            consumers=env_consumers(os.environ))
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
@@ -311,13 +316,14 @@ def build_node(config: Config, reactor: Any = None, *,
                               changes=changes, restamp_on_repeat=config.cluster.enabled),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
                               locks=key_locks, changes=changes, gate=write_gate,
-                              repair=blob_repair),
+                              repair=blob_repair, outbox=outbox),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
-                                   gate=write_gate, repair=blob_repair, peers=upload_peers),
+                                   gate=write_gate, repair=blob_repair, peers=upload_peers,
+                                   outbox=outbox),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
-                                authority=authorizer, changes=changes),
+                                authority=authorizer, changes=changes, outbox=outbox),
         lifecycle=LifecycleService(
             meta, bucket_config, clock=clock, day_seconds=config.lifecycle.day_seconds,
             cache_ttl_seconds=config.server.cache.ttl_seconds,
@@ -417,6 +423,10 @@ def build_node(config: Config, reactor: Any = None, *,
     tombstone_gc.setServiceParent(duties)
     if role.leader:
         observability.metrics.add(TombstonePurgeCollector(tombstone_gc.stats))
+        observability.metrics.add(OutboxCollector(outbox))
+    if outbox.active:  # node-local: delivered by the node's leading process
+        safe_timer(TICK_SECONDS, outbox.tick, clock=reactor,
+                   what="outbox delivery").setServiceParent(duties)
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
@@ -435,6 +445,9 @@ def build_node(config: Config, reactor: Any = None, *,
     hash_pool.setServiceParent(top)
     safe_timer(1.0, maintenance.refresh, clock=reactor,
                what="maintenance job watch").setServiceParent(top)
+    if outbox.active:  # every process counts the backlog its writes are bounded by
+        safe_timer(1.0, outbox.refresh, clock=reactor,
+                   what="outbox backlog").setServiceParent(top)
     observability.service.setServiceParent(top)  # stops after the drain: flushes the audit
     duties.setServiceParent(top)
     for child in cluster_children:  # peers are probed before this node serves

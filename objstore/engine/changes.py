@@ -15,7 +15,10 @@ per service, after the commit and before the caller gets its answer. Sinks: the 
 (`objstore.audit.changes`: changes no request records) and, on a cluster node, the
 fan-out (`cluster/fanout.py`, whose `committed` may raise an S3Error such as
 ServiceUnavailable when the write quorum was not met: the local commit stands and the
-client is told); bucket notifications and the replication journal are to come.
+client is told). The hook is in memory: a crash between the commit and the sinks loses
+the change, which suits these two (anti-entropy backs the fan-out). What must not be lost
+(bucket notifications, the replication journal) is delivered from the durable outbox
+instead (engine/outbox.py: an entry written in the change's own transaction).
 `ChangeHook` calls them in order.
 
 Plain data and one small fan-out: no I/O here (Twisted only for its logger).

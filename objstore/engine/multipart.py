@@ -64,6 +64,7 @@ from objstore.engine.multipart_rules import (
     select_parts,
 )
 from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
+from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import quota_check
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.upload_peers import NO_UPLOAD_PEERS, UploadPeers
@@ -126,8 +127,10 @@ class MultipartService:
         gate: WriteGate = NO_GATE,
         repair: BlobRepair = NO_REPAIR,
         peers: UploadPeers = NO_UPLOAD_PEERS,
+        outbox: OutboxDelivery | None = None,
     ) -> None:
         self._meta = meta
+        self._outbox = outbox  # the durable outbox: a completion's entry
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before a part and a completion (the cluster write gate)
         self._repair = repair  # asked when a copied source's blob is missing
@@ -345,8 +348,9 @@ class MultipartService:
                 record = await self._describe(upload, requested, claims, version_id, blob_id,
                                              lock_config)
                 try:
-                    result = await self._meta.complete_upload(upload.upload_id, record,
-                                                              precondition, usage_check)
+                    result = await self._meta.complete_upload(
+                        upload.upload_id, record, precondition, usage_check,
+                        **note_for(self._outbox, caller, ChangeKind.OBJECT_WRITTEN))
                 except PartsChanged:
                     continue
                 await self._files.restamp(record, result.record)

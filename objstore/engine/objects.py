@@ -37,6 +37,7 @@ from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
+from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import QUOTA_RULE
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import decide_stage_plan
@@ -205,8 +206,10 @@ class ObjectService:
         changes: ChangeHook | None = None,
         gate: WriteGate = NO_GATE,
         repair: BlobRepair = NO_REPAIR,
+        outbox: OutboxDelivery | None = None,
     ) -> None:
         self._meta = meta
+        self._outbox = outbox  # the durable outbox: each write's entry, in its transaction
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before every local write (the cluster write gate)
         self._repair = repair  # asked when a read finds a blob missing (cluster peers)
@@ -289,7 +292,10 @@ class ObjectService:
         change is reported."""
         assert record.blob_id is not None
         try:
-            result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE)
+            note = note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
+                            if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN)
+            result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE,
+                                                 **note)
         except BaseException as error:
             await self._files.delete([record.blob_id])
             if isinstance(error, PreconditionNotMet):
@@ -558,7 +564,8 @@ class ObjectService:
             await self._files.withdraw(record)
             try:
                 result = await self._meta.delete_object_version(
-                    bucket_name, key, version_id, record.seq)
+                    bucket_name, key, version_id, record.seq,
+                    **note_for(self._outbox, caller, ChangeKind.VERSION_DELETED))
             except BaseException as error:
                 await self._reinstate_if_kept(record)
                 if isinstance(error, RowChanged):

@@ -28,6 +28,7 @@ from objstore.convergence.lww import stamp_write
 from objstore.engine import lock_rules
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
+from objstore.engine.outbox import OutboxDelivery, OutboxKeyword, note_for
 from objstore.engine.versioning import (
     MISSING_LOCK_CONFIG,
     ActionAuthority,
@@ -66,8 +67,10 @@ class VersionService:
         locks: KeyLocks,
         authority: ActionAuthority | None = None,
         changes: ChangeHook | None = None,
+        outbox: OutboxDelivery | None = None,
     ) -> None:
         self._meta = meta
+        self._outbox = outbox  # the durable outbox: a tag or lock change's entry
         self._changes = changes or ChangeHook()
         self._blobs = blobs
         self._io = io
@@ -154,7 +157,8 @@ class VersionService:
             for _ in range(CHANGE_ATTEMPTS):
                 record = await find_version(self._meta, bucket.name, key, version_id)
                 changed = await decide(record, self._clock())
-                stored = await self._store(record, changed)
+                note = note_for(self._outbox, caller, kind)
+                stored = await self._store(record, changed, note)
                 if stored is not None:
                     return stored
             raise S3Error("ConditionalRequestConflict")
@@ -164,12 +168,13 @@ class VersionService:
                                              stored))
         return stored
 
-    async def _store(self, record: ObjectRecord, changed: ObjectRecord) -> ObjectRecord | None:
+    async def _store(self, record: ObjectRecord, changed: ObjectRecord,
+                     note: OutboxKeyword) -> ObjectRecord | None:
         """Sidecar first, then the guarded row update; None when the row moved on (the
         old sidecar is put back: the change did not happen)."""
         await self._write_sidecar(changed)
         try:
-            return await self._meta.update_object(changed, record.seq)
+            return await self._meta.update_object(changed, record.seq, **note)
         except (RowChanged, RecordNotFound):
             await self._restore_sidecar(record)
             return None

@@ -91,6 +91,12 @@ def _add_maintenance_jobs(conn: Connection) -> None:
     schema.maintenance_job_logs.create(conn, checkfirst=True)
 
 
+def _add_outbox(conn: Connection) -> None:
+    """Version 7: the outbox and outbox_cursors tables (the durable outbox)."""
+    schema.outbox.create(conn, checkfirst=True)
+    schema.outbox_cursors.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -98,6 +104,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(4, "anti-entropy sync cursors", _add_sync_cursors),
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
+    Migration(7, "durable outbox", _add_outbox),
 )
 
 

@@ -50,6 +50,8 @@ from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction
 from objstore.meta.driver import CoreRows, RowSource, driver_transaction
 from objstore.meta.errors import PreconditionNotMet, RecordNotFound, RowChanged
+from objstore.meta.outbox_queries import OutboxNote
+from objstore.meta.outbox_queries import record as record_outbox
 from objstore.meta.records import DeleteResult, ObjectRecord, PutResult, WritePrecondition
 from objstore.meta.tombstones import TOMBSTONE_OBJECT, leave_tombstone, object_tombstone_key
 
@@ -264,6 +266,7 @@ def unreferenced(blob_ids: Sequence[str | None], record: ObjectRecord) -> tuple[
 def put_object(
     db: Database, record: ObjectRecord, precondition: WritePrecondition | None = None,
     usage_check: UsageCheck | None = None, usage_rule: UsageRule | None = None,
+    outbox: OutboxNote | None = None,
 ) -> PutResult:
     """Store a version as the latest of its key, in one transaction: take a new seq,
     remove an existing row with the same (bucket, key, version_id) (its blob_id and the
@@ -272,7 +275,8 @@ def put_object(
     PreconditionNotMet and changes nothing; so does any exception `usage_check` raises
     (it is given the bucket's usage before and after the write), and so does the check
     `usage_rule` makes of the bucket's configuration document, read in the same
-    transaction. Raises RecordNotFound when the bucket does not exist.
+    transaction. Raises RecordNotFound when the bucket does not exist. `outbox`: leave
+    the change's outbox entry in the same transaction (meta/outbox_queries.py).
 
     Runs on the driver with statements compiled once: the hot path of every PUT."""
     with driver_transaction(db.engine) as tx:
@@ -292,6 +296,8 @@ def put_object(
                 check_usage(tx, record, ruled)
         check_write(tx, record, precondition, usage_check)
         stored, old = insert_latest(tx, record, seq, restamp=True, seen=found[2:])
+        if outbox is not None:
+            record_outbox(tx, seq, stored, outbox, db.clock())
     return PutResult(record=stored, orphaned_blob_ids=unreferenced(old, stored))
 
 
@@ -305,7 +311,8 @@ def _row_exists(conn: Connection, where: sa.ColumnElement[bool]) -> bool:
 
 @changes_objects
 def delete_object_version(
-    db: Database, bucket: str, key: str, version_id: str, expected_seq: int | None = None
+    db: Database, bucket: str, key: str, version_id: str, expected_seq: int | None = None,
+    outbox: OutboxNote | None = None,
 ) -> DeleteResult:
     """Remove one version row (taking a new seq for any promoted row). When it was the
     latest, the newest remaining version (last_modified, then seq) becomes latest.
@@ -316,7 +323,8 @@ def delete_object_version(
     `stamp_write` raised, must not outlive its own deletion when a late copy of it comes
     back); the stamp is returned (`DeleteResult.deleted_at`) for the fan-out to send.
     Nothing changes (no seq is used) when no row matched, or when `expected_seq` is given
-    and the row's seq differs (RowChanged)."""
+    and the row's seq differs (RowChanged). `outbox`: the removed row's outbox entry, under
+    the tombstone's seq, in the same transaction."""
     where = _object_pk(bucket, key, version_id)
     with write_transaction(db.engine) as conn:
         rows = CoreRows(conn)
@@ -333,6 +341,8 @@ def delete_object_version(
         deleted_at = lww.tombstone_stamp(db.clock(), removed.last_modified)
         leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
                         tombstone_seq, deleted_at=deleted_at)
+        if outbox is not None:
+            record_outbox(rows, tombstone_seq, removed, outbox, db.clock())
     return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
 
 
@@ -360,14 +370,15 @@ def promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None
 
 @changes_objects
 def update_object(
-    db: Database, record: ObjectRecord, expected_seq: int | None = None
+    db: Database, record: ObjectRecord, expected_seq: int | None = None,
+    outbox: OutboxNote | None = None,
 ) -> ObjectRecord:
     """Rewrite the mutable fields (`MUTABLE_OBJECT_FIELDS`: tags, lock state, replication
     status, metadata) of an existing version in place with a fresh seq; returns the stored
     record. Identity, is_latest and the fields describing the stored bytes keep their
     stored values. Raises RecordNotFound when the version does not exist, RowChanged when
     `expected_seq` is given and the row's seq differs (a concurrent writer replaced or
-    changed it)."""
+    changed it). `outbox`: the change's outbox entry, in the same transaction."""
     given = schema.object_values(record)
     where = _object_pk(record.bucket, record.key, record.version_id)
     guarded = where if expected_seq is None else sa.and_(where, _o.c.seq == expected_seq)
@@ -384,7 +395,10 @@ def update_object(
             if expected_seq is not None and _row_exists(conn, where):
                 raise RowChanged(name)
             raise RecordNotFound(name)
-        return schema.object_record(row)
+        stored = schema.object_record(row)
+        if outbox is not None:
+            record_outbox(CoreRows(conn), seq, stored, outbox, db.clock())
+        return stored
 
 
 @changes_objects

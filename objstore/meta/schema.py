@@ -348,6 +348,34 @@ sync_cursors = sa.Table(
 # exported or imported. `active` is 1 while the job is pending, running or paused and NULL
 # once it ended: its unique index lets at most one job be active, on both backends.
 # `cursor` is where the job's runner stopped (opaque text), for a resume after a restart.
+# The durable outbox (engine/outbox.py): one entry per object change a consumer must get,
+# written in the change's own transaction under the change's commit-ordered seq.
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("seq", sa.BigInteger, primary_key=True, autoincrement=False),
+    sa.Column("kind", sa.Text, nullable=False),  # ChangeKind value
+    sa.Column("operation", sa.Text, nullable=False),  # the request's route name
+    sa.Column("bucket", sa.Text, nullable=False),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("version_id", sa.Text, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("etag", sa.Text, nullable=False),
+    sa.Column("is_delete_marker", sa.Boolean, nullable=False),
+    sa.Column("principal", sa.Text, nullable=False),  # user id, empty when anonymous
+    sa.Column("source_address", sa.Text, nullable=False),
+    sa.Column("request_id", sa.Text, nullable=False),
+    sa.Column("event_time", Timestamp, nullable=False),
+)
+
+# Each outbox consumer's cursor: every entry at or below it was acknowledged.
+outbox_cursors = sa.Table(
+    "outbox_cursors",
+    metadata,
+    sa.Column("consumer", sa.Text, primary_key=True),
+    sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
+)
+
 maintenance_jobs = sa.Table(
     "maintenance_jobs",
     metadata,

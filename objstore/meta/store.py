@@ -29,6 +29,7 @@ from objstore.meta import (
     object_apply_queries,
     object_queries,
     object_write_queries,
+    outbox_queries,
     settings_queries,
     tombstone_purge_queries,
     tombstones,
@@ -115,6 +116,12 @@ class SyncMetaStore(Database):
     list_sync_cursors = cursor_queries.list_sync_cursors
     put_sync_cursor = cursor_queries.put_sync_cursor
     delete_sync_cursor = cursor_queries.delete_sync_cursor
+    # the durable outbox: entries above a consumer's cursor, the cursors, purge
+    outbox_read_after = outbox_queries.outbox_read_after
+    outbox_cursor = outbox_queries.outbox_cursor
+    outbox_advance = outbox_queries.outbox_advance
+    outbox_backlog = outbox_queries.outbox_backlog
+    outbox_purge = outbox_queries.outbox_purge
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload

@@ -30,6 +30,8 @@ from objstore.meta.object_write_queries import (
     next_seq,
     unreferenced,
 )
+from objstore.meta.outbox_queries import OutboxNote
+from objstore.meta.outbox_queries import record as record_outbox
 from objstore.meta.records import (
     ObjectRecord,
     PartRecord,
@@ -207,6 +209,7 @@ def get_completion(db: Database, upload_id: str) -> Completion | None:
 def complete_upload(
     db: Database, upload_id: str, record: ObjectRecord,
     precondition: WritePrecondition | None = None, usage_check: UsageCheck | None = None,
+    outbox: OutboxNote | None = None,
 ) -> CompletedUpload:
     """Close an upload into the object `record` (whose parts reference its part blobs) in
     ONE transaction: store the record as put_object does, and remove the upload and its
@@ -239,6 +242,8 @@ def complete_upload(
         leave_tombstone(db, conn, TOMBSTONE_UPLOAD, upload_id)
         stored, old = insert_latest(rows, record, seq, restamp=True)
         _remember_completion(db, conn, upload_id, stored)
+        if outbox is not None:  # the outbox entry, in the same transaction
+            record_outbox(rows, seq, stored, outbox, db.clock())
     replaced = unreferenced(old, stored)
     parts: list[str | None] = [str(blob_id) for blob_id in current.values()]
     return CompletedUpload(record=stored, orphaned_blob_ids=unreferenced(old + parts, stored),

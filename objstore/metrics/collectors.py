@@ -5,6 +5,8 @@ Prometheus scrapes. None of them queries the database or touches a file.
   largest buckets, from the snapshot a timer refreshes (`metrics.storage`).
 * `PoolCollector`: busy and queued work of the DB writer/reader pools and the IO pool.
 * `AuditCollector`: depth, capacity, drops and failed writes of the audit queue.
+* `OutboxCollector`: the durable outbox's backlog (entries some consumer has not passed)
+  and the entries delivered (engine/outbox.py).
 * `ClusterCollector`: each known peer (alive, authenticated, eligible, pruned, clock
   offset, consecutive probe failures; from the Membership view), the write gate (state, eligible
   nodes, write quorum, refusals by reason) and the fan-out's counts (writes, full acks,
@@ -108,6 +110,25 @@ class AuditFigures(Protocol):
     def queue(self) -> AuditQueueFigures: ...
 
     failed_writes: int
+
+
+class OutboxFigures(Protocol):
+    backlog: int
+    delivered: int
+
+
+class OutboxCollector(Collector):
+    def __init__(self, outbox: OutboxFigures) -> None:
+        self._outbox = outbox
+
+    def collect(self) -> Iterator[Metric]:
+        yield _gauge("objstore_outbox_backlog",
+                     "Outbox entries some registered consumer has not acknowledged yet.",
+                     self._outbox.backlog)
+        delivered = CounterMetricFamily("objstore_outbox_delivered",
+                                        "Outbox entries acknowledged by their consumers.")
+        delivered.add_metric([], self._outbox.delivered)
+        yield delivered
 
 
 class AuditCollector(Collector):

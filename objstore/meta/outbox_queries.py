@@ -1,0 +1,147 @@
+"""The durable outbox's rows: the entry an object change leaves for the outbox's consumers,
+written inside the change's own transaction (`record`, run by the object-row writes of
+`object_write_queries.py` when the caller passes an `OutboxNote`), and each consumer's
+cursor (`outbox_read_after`, `outbox_cursor`, `outbox_advance`, `outbox_backlog`,
+`outbox_purge`).
+
+Why a table and not the objects' seq alone (which the anti-entropy manifest reads): an
+overwrite of the same version (every PUT of an unversioned key) replaces the row, so the
+replaced row's event would be gone before a consumer saw it, a tag or lock change is not
+told apart from a new version, and a row carries neither the principal, the source
+address nor the request id an event names. The entry is keyed by the change's seq, taken
+first in its transaction under the counter row's lock (`next_seq`), so entries are
+commit-ordered on both backends exactly as the manifest is: a page reads the counter
+first, then entries up to it, and nothing at or below that counter can commit later.
+
+A transaction that fails leaves no entry (it is the same transaction). No Twisted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from objstore.meta import schema
+from objstore.meta.database import Database
+from objstore.meta.dialect import read_transaction, upsert, write_transaction
+from objstore.meta.driver import RowSource
+from objstore.meta.records import ObjectRecord
+
+_x = schema.outbox
+_cur = schema.outbox_cursors
+_counter = schema.seq_counter
+MAX_OUTBOX_PAGE = 1000
+
+INSERT_ENTRY = sa.insert(_x).values({c.name: sa.bindparam(f"p_{c.name}") for c in _x.c})
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxNote:
+    """What the engine adds to a change for its outbox entry: the change's kind
+    (`ChangeKind` value) and who asked (the `Caller`'s principal user id, source address,
+    request id and operation name)."""
+
+    kind: str
+    operation: str = ""
+    principal: str = ""
+    source_address: str = ""
+    request_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxEntry:
+    """One change to deliver; `seq` is its place in commit order (the event's sequencer)."""
+
+    seq: int
+    kind: str
+    operation: str
+    bucket: str
+    key: str
+    version_id: str
+    size: int
+    etag: str
+    is_delete_marker: bool
+    principal: str
+    source_address: str
+    request_id: str
+    event_time: float
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxPage:
+    entries: tuple[OutboxEntry, ...]
+    max_seq: int  # the seq counter when the page was read: the cursor may move up to it
+
+
+def record(rows: RowSource, seq: int, stored: ObjectRecord, note: OutboxNote,
+           now: float) -> None:
+    """Leave the entry of the change `stored` (the row written, or the row a deletion
+    removed) under `seq`, in the caller's transaction."""
+    values: dict[str, Any] = {
+        "seq": seq, "kind": note.kind, "operation": note.operation,
+        "bucket": stored.bucket, "key": stored.key, "version_id": stored.version_id,
+        "size": stored.size, "etag": stored.etag or "",
+        "is_delete_marker": stored.is_delete_marker, "principal": note.principal,
+        "source_address": note.source_address, "request_id": note.request_id,
+        "event_time": now,
+    }
+    rows.execute(INSERT_ENTRY, {f"p_{name}": value for name, value in values.items()})
+
+
+def outbox_read_after(db: Database, cursor: int, limit: int) -> OutboxPage:
+    """Entries above `cursor`, in commit order, at most `limit` (1..MAX_OUTBOX_PAGE)."""
+    limit = max(1, min(limit, MAX_OUTBOX_PAGE))
+    with read_transaction(db.engine) as conn:
+        max_seq = int(conn.execute(sa.select(_counter.c.value).where(
+            _counter.c.name == schema.OBJECTS_SEQ_NAME)).scalar_one())
+        rows = conn.execute(sa.select(_x).where(_x.c.seq > cursor, _x.c.seq <= max_seq)
+                            .order_by(_x.c.seq).limit(limit)).mappings().all()
+    entries = tuple(OutboxEntry(**{**row, "seq": int(row["seq"]), "size": int(row["size"]),
+                                   "is_delete_marker": bool(row["is_delete_marker"]),
+                                   "event_time": float(row["event_time"])})
+                    for row in rows)
+    return OutboxPage(entries, max_seq)
+
+
+def outbox_cursor(db: Database, consumer: str) -> int:
+    """The consumer's cursor; 0 (every entry still kept) for a consumer never seen."""
+    with read_transaction(db.engine) as conn:
+        value = conn.execute(sa.select(_cur.c.cursor).where(
+            _cur.c.consumer == consumer)).scalar()
+    return 0 if value is None else int(value)
+
+
+def outbox_advance(db: Database, consumer: str, seq: int) -> None:
+    """Move the consumer's cursor to `seq` (never back)."""
+    with write_transaction(db.engine) as conn:
+        current = conn.execute(sa.select(_cur.c.cursor).where(
+            _cur.c.consumer == consumer)).scalar()
+        if current is not None and int(current) >= seq:
+            return
+        upsert(conn, _cur, {"consumer": consumer, "cursor": seq}, ["consumer"])
+
+
+def outbox_backlog(db: Database, consumers: list[str]) -> int:
+    """Entries some of `consumers` has not passed yet (0 without consumers)."""
+    if not consumers:
+        return 0
+    low = _lowest_cursor(db, consumers)
+    with read_transaction(db.engine) as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(_x)
+                                .where(_x.c.seq > low)).scalar_one())
+
+
+def outbox_purge(db: Database, consumers: list[str]) -> int:
+    """Delete the entries every one of `consumers` has passed; returns how many. Without
+    consumers nothing is deleted (entries wait for the first one registered)."""
+    if not consumers:
+        return 0
+    low = _lowest_cursor(db, consumers)
+    with write_transaction(db.engine) as conn:
+        return int(conn.execute(sa.delete(_x).where(_x.c.seq <= low)).rowcount or 0)
+
+
+def _lowest_cursor(db: Database, consumers: list[str]) -> int:
+    return min(outbox_cursor(db, name) for name in consumers)
