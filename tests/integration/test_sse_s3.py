@@ -359,7 +359,14 @@ def test_a_put_into_a_default_encrypted_bucket_is_encrypted(daemon: Daemon, s3: 
     assert MARKER not in _stored_blob(daemon, "copied-in")
     s3.delete_object(Bucket=BUCKET, Key="plain-to-copy")  # keeps the data dir marker-free
 
+    # Multipart uploads are not encrypted yet: refused in such a bucket, never plaintext.
+    with pytest.raises(ClientError) as caught:
+        s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")
+    assert caught.value.response["Error"]["Code"] == "NotImplemented"
+
     s3.delete_bucket_encryption(Bucket=DEFAULT_BUCKET)
+    upload = s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")["UploadId"]
+    s3.abort_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart", UploadId=upload)
     plain = s3.put_object(Bucket=DEFAULT_BUCKET, Key="after-delete", Body=b"plain again")
     assert "ServerSideEncryption" not in plain
     assert "ServerSideEncryption" not in s3.head_object(Bucket=DEFAULT_BUCKET,
