@@ -2,7 +2,8 @@
 through boto3: PUT/GET/HEAD with `x-amz-server-side-encryption: AES256`, Ranges across
 64 KiB package boundaries, ETag = MD5 of the client's bytes, no plaintext anywhere under the
 data directory or the daemon's TMPDIR, a flipped stored byte an error (never wrong bytes),
-and what is still refused (501/400)."""
+what is still refused (501/400), and bucket default encryption (Put/Get/DeleteBucket-
+Encryption with boto3 and the AWS CLI, applied to PUT and CopyObject, kept by `recover`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client, running_daemon
-from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+from tests.integration.daemon import (
+    ROOT_ACCESS_KEY,
+    ROOT_SECRET_KEY,
+    Daemon,
+    drop_database,
+    objstore_cli,
+)
 
 P = 64 * 1024
 MARKER = b"SSE-S3-PLAINTEXT-MARKER-d41d8cd9"
@@ -371,3 +378,27 @@ def test_a_put_into_a_default_encrypted_bucket_is_encrypted(daemon: Daemon, s3: 
     assert "ServerSideEncryption" not in plain
     assert "ServerSideEncryption" not in s3.head_object(Bucket=DEFAULT_BUCKET,
                                                         Key="after-delete")
+
+
+def test_recover_keeps_the_default_and_the_encrypted_objects(daemon: Daemon, s3: Any) -> None:
+    """Last in the module (restarts its daemon): the bucket default comes back from the
+    control record, and an object it encrypted reads back, after the database is lost."""
+    bucket = "sse-recover"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_encryption(Bucket=bucket,
+                             ServerSideEncryptionConfiguration=_sse_default("AES256"))
+    data = _body(P + 77)
+    s3.put_object(Bucket=bucket, Key="kept", Body=data)
+    daemon.stop()
+    drop_database(daemon)
+    recovered = objstore_cli(daemon, "recover")
+    assert recovered.returncode == 0, recovered.stderr
+    daemon.start()
+    client: Any = make_client(daemon.endpoint)
+    rule = client.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"][
+        "Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    got = client.get_object(Bucket=bucket, Key="kept")
+    assert got["Body"].read() == data and got["ServerSideEncryption"] == "AES256"
+    assert client.put_object(Bucket=bucket, Key="new", Body=b"x")["ServerSideEncryption"] \
+        == "AES256"
