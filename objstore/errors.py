@@ -77,6 +77,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "RequestHeaderSectionTooLarge": (400, "Your request header section exceeds the maximum allowed size."),  # noqa: E501
     "RequestTimeTooSkewed": (403, "The difference between the request time and the server's time is too large."),  # noqa: E501
     "RequestTimeout": (400, "Your socket connection to the server was not read from or written to within the timeout period."),  # noqa: E501
+    "ServerSideEncryptionConfigurationNotFoundError": (404, "The server side encryption configuration was not found"),  # noqa: E501
     "ServiceUnavailable": (503, "Please reduce your request rate."),
     "SignatureDoesNotMatch": (403, "The request signature we calculated does not match the signature you provided. Check your key and signing method."),  # noqa: E501
     "SlowDown": (503, "Please reduce your request rate."),

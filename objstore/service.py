@@ -102,7 +102,7 @@ from objstore.iam.bootstrap import (
 )
 from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
-from objstore.meta.bucket_cache import BucketCache
+from objstore.meta.bucket_cache import BucketCache, BucketConfigCache
 from objstore.meta.coherence import (
     OBJECTS,
     SETTINGS,
@@ -283,7 +283,11 @@ def build_node(config: Config, reactor: Any = None, *,
     space = space_guard(config, io_pool, counters)
     cluster = cluster_parts(config, node_id, space, clock)
     write_gate = cluster.gate if cluster is not None else NO_GATE
+    config_cache = BucketConfigCache(size=config.server.cache.size,
+                                     ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
+                                     counters=counters)
     meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache,
+                     config_cache=config_cache,
                      retry=RetryPolicy(release_reserve=space.release_reserve))
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,

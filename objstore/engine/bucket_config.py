@@ -1,5 +1,5 @@
 """Bucket-level settings: the versioning state, the object lock configuration, bucket
-tags, and the durable store of any bucket configuration document.
+tags, the default encryption, and the durable store of any bucket configuration document.
 
 Every change is written to the metadata database and then to the control-plane record on
 the data volume (family "bucket_config", key "<bucket>:<config key>", and the bucket's own
@@ -20,8 +20,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from objstore.blobs.control import ControlRecord
+from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncryption
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.lock_rules import LockConfiguration
+from objstore.engine.stage_plan import BucketStageSettings
 from objstore.engine.versioning import (
     LOCK_CONFIG_KEY,
     SUSPENDED,
@@ -146,6 +148,28 @@ class BucketConfigService:
     async def delete_tags(self, caller: Caller, name: str) -> None:
         await self.get(name)
         await self.delete_config(caller, name, TAGGING_CONFIG_KEY)
+
+    # -- default encryption, and what object writes read of the bucket ----------------
+    async def encryption(self, name: str) -> BucketEncryption:
+        await self.get(name)
+        text = await self._meta.get_bucket_config(name, ENCRYPTION_CONFIG_KEY)
+        if text is None:
+            raise S3Error("ServerSideEncryptionConfigurationNotFoundError", BucketName=name)
+        return BucketEncryption.from_json(text)
+
+    async def put_encryption(self, caller: Caller, name: str, config: BucketEncryption) -> None:
+        await self.put_config(caller, name, ENCRYPTION_CONFIG_KEY, config.to_json())
+
+    async def delete_encryption(self, caller: Caller, name: str) -> None:
+        await self.get(name)
+        await self.delete_config(caller, name, ENCRYPTION_CONFIG_KEY)
+
+    async def stage_settings(self, name: str) -> BucketStageSettings:
+        """The bucket's settings that choose an object's stages (engine/stage_plan.py),
+        from the configuration cache: asked at the admission of every PutObject."""
+        text = await self._meta.cached_bucket_config(name, ENCRYPTION_CONFIG_KEY)
+        default_encryption = None if text is None else BucketEncryption.from_json(text).algorithm
+        return BucketStageSettings(default_encryption=default_encryption)
 
     # -- any configuration document, durably ---------------------------------------------
     async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:

@@ -40,7 +40,7 @@ from objstore.engine.names import key_problem
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import QUOTA_RULE
 from objstore.engine.replicator import NO_GATE, WriteGate
-from objstore.engine.stage_plan import decide_stage_plan
+from objstore.engine.stage_plan import NO_BUCKET_STAGES, BucketStageSettings, decide_stage_plan
 from objstore.engine.versioning import (
     DISABLED,
     ActionAuthority,
@@ -357,9 +357,17 @@ class ObjectService:
                 raise SourceChanged(source) from None
         return await self._commit(caller, record, precondition)
 
-    def copy_plan(self, headers: Mapping[str, str]) -> StagePlan:
-        """The stages of a CopyObject's destination, from its headers (lower-case names)."""
-        return decide_stage_plan("CopyObject", headers, key_id=self._blobs.stages.key_id)
+    @property
+    def encryption_key_id(self) -> str | None:
+        """The master key new encrypted objects use (None: encryption is not enabled)."""
+        return self._blobs.stages.key_id
+
+    def copy_plan(self, headers: Mapping[str, str],
+                  bucket: BucketStageSettings = NO_BUCKET_STAGES) -> StagePlan:
+        """The stages of a CopyObject's destination, from its headers (lower-case names)
+        and the destination bucket's settings."""
+        return decide_stage_plan("CopyObject", headers, bucket,
+                                 key_id=self._blobs.stages.key_id)
 
     def _copy_blob(self, segments: list[Segment], record: ObjectRecord,
                    source: ObjectRecord, plan: StagePlan) -> ObjectRecord:

@@ -20,7 +20,9 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from objstore.blobs.plan import SSE_S3
 from objstore.engine import lifecycle_rules
+from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncryption
 from objstore.engine.changes import Caller
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
 from objstore.engine.transfer_import import (
@@ -227,8 +229,8 @@ def check_export_document(document: Any) -> None:
 class BucketDocuments:
     """Where an import's bucket changes go: versioning and configuration documents through
     `BucketConfigService` (database and control record), the lifecycle configuration
-    through `LifecycleService`, which also forgets its cached copy. Lifecycle documents
-    are checked (parsed and validated) before anything is written."""
+    through `LifecycleService`, which also forgets its cached copy. Lifecycle and default
+    encryption documents are checked (parsed and validated) before anything is written."""
 
     def __init__(self, documents: BucketConfigService, lifecycle: LifecycleService) -> None:
         self._documents = documents
@@ -237,6 +239,8 @@ class BucketDocuments:
     def check_config(self, key: str, value: str) -> None:
         if key == LIFECYCLE_CONFIG_KEY:
             lifecycle_rules.validate(parse_lifecycle(value))
+        elif key == ENCRYPTION_CONFIG_KEY:
+            parse_encryption(value)
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)
@@ -251,6 +255,19 @@ class BucketDocuments:
         if key == LIFECYCLE_CONFIG_KEY:
             return await self._lifecycle.delete(caller, bucket)
         return await self._documents.delete_config(caller, bucket, key)
+
+
+def parse_encryption(value: str) -> BucketEncryption:
+    """A bucket default encryption document (read by every PUT into the bucket)."""
+    try:
+        config = BucketEncryption.from_json(value)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AdminError("BadRequest", f"the encryption configuration is invalid: {exc!r}"
+                         ) from None
+    if config.algorithm != SSE_S3:
+        raise AdminError("BadRequest", f"the default encryption {config.algorithm!r} is "
+                         "not supported")
+    return config
 
 
 def parse_lifecycle(value: str) -> lifecycle_rules.LifecycleConfiguration:

@@ -4,10 +4,11 @@ A thin facade: each method is one line naming a query of `SyncMetaStore` (a fami
 function) and the pool it runs on, reads on the reader pool and mutations on the writer
 pool (`_on_reader` / `_on_writer`), each call wrapped in the transient-error retry of
 `meta/retry.py`; its signature and docstring are the query's, less the store. Its own
-logic is the two caches it answers from: bucket records (`BucketCache`, invalidated
-around every bucket write) and, for GET and HEAD only, object records (`ObjectCache`,
-kept coherent by the OBJECTS counter that every seq-taking query bumps). It never runs
-SQL itself and never blocks the reactor.
+logic is the caches it answers from: bucket records (`BucketCache`, invalidated around
+every bucket write), the configuration documents object writes consult
+(`BucketConfigCache`, invalidated around every configuration write) and, for GET and HEAD
+only, object records (`ObjectCache`, kept coherent by the OBJECTS counter that every
+seq-taking query bumps). It never runs SQL itself and never blocks the reactor.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from twisted.internet.defer import Deferred, succeed
 
-from objstore.meta.bucket_cache import BucketCache
+from objstore.meta.bucket_cache import BucketCache, BucketConfigCache
 from objstore.meta.coherence import TtlCache
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbRunner
@@ -88,12 +89,15 @@ class MetaStore:
         sleep: Callable[[float], None] = time.sleep,
         bucket_cache: BucketCache | None = None,
         object_cache: ObjectCache | None = None,
+        config_cache: BucketConfigCache | None = None,
     ) -> None:
         self._store = store
         self._pool = pool
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._buckets = bucket_cache
+        self._configs = config_cache if config_cache is not None and config_cache.enabled \
+            else None
         # Coherent only while every object write bumps the cache's counter: the node sets
         # `store.objects_changed` to do so (service.py) before it serves.
         self._objects = object_cache if object_cache is not None and object_cache.enabled \
@@ -140,6 +144,33 @@ class MetaStore:
             return self._get_bucket(name)
         return through_cache(self._buckets, name, lambda: self._get_bucket(name))
 
+    def cached_bucket_config(self, bucket: str, key: str) -> Deferred[str | None]:
+        """The bucket's configuration document `key`, from the configuration cache when it
+        holds it: for settings every object write consults (default encryption)."""
+        if self._configs is None:
+            return self.get_bucket_config(bucket, key)
+        return through_cache(self._configs, (bucket, key),
+                             lambda: self.get_bucket_config(bucket, key))
+
+    def put_bucket_config(self, bucket: str, key: str, value: str) -> Deferred[None]:
+        return self._config_write(self._put_bucket_config(bucket, key, value))
+
+    def delete_bucket_config(self, bucket: str, key: str) -> Deferred[bool]:
+        return self._config_write(self._delete_bucket_config(bucket, key))
+
+    def _config_write(self, d: Deferred[_R]) -> Deferred[_R]:
+        """Forget the cached configuration documents now and once the write is done."""
+        if self._configs is None:
+            return d
+        cache = self._configs
+        cache.invalidate()
+
+        def done(result: _R) -> _R:
+            cache.invalidate()
+            return result
+
+        return d.addBoth(done)
+
     def get_object(
         self, bucket: str, key: str, version_id: str | None = None, *, cached: bool = False
     ) -> Deferred[ObjectRecord | None]:
@@ -163,8 +194,8 @@ class MetaStore:
     # -- buckets ---------------------------------------------------------------------
     list_buckets = _on_reader(SyncMetaStore.list_buckets)
     get_bucket_config = _on_reader(SyncMetaStore.get_bucket_config)
-    put_bucket_config = _on_writer(SyncMetaStore.put_bucket_config)
-    delete_bucket_config = _on_writer(SyncMetaStore.delete_bucket_config)
+    _put_bucket_config = _on_writer(SyncMetaStore.put_bucket_config)
+    _delete_bucket_config = _on_writer(SyncMetaStore.delete_bucket_config)
     list_bucket_config = _on_reader(SyncMetaStore.list_bucket_config)
 
     # -- object rows -----------------------------------------------------------------

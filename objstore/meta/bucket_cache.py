@@ -26,3 +26,20 @@ class BucketCache(TtlCache[str, BucketRecord | None]):
     ) -> None:
         super().__init__(size=size, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
                          scope=BUCKETS)
+
+
+class BucketConfigCache(TtlCache[tuple[str, str], str | None]):
+    """Bucket configuration documents by (bucket, key), for those every object write
+    reads (the default encryption). In the buckets scope: a bucket or configuration change
+    here, in another worker or merged from a peer (the control listeners) drops them all."""
+
+    def __init__(
+        self,
+        *,
+        size: int,
+        ttl_seconds: float,
+        clock: Callable[[], float],
+        counters: Counters | None = None,
+    ) -> None:
+        super().__init__(size=size, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
+                         scope=BUCKETS)

@@ -157,7 +157,8 @@ class S3Api:
         limit, request-level limits, SigV4, per-credential rate limit, the route (or why
         there is none), unsupported headers, the route's action, then, for a route that
         mutates, the cluster write gate (before any body is read; the engine asks it
-        again with the bytes) and the local disk guard."""
+        again with the bytes) and the local disk guard, and last the body's stage plan
+        (which may read the bucket's settings)."""
         if not self._rate_limits.allow_address(peer_address(request)):
             raise S3Error("SlowDown")
         if request.early_error is not None:
@@ -173,7 +174,6 @@ class S3Api:
         refuse_unsupported_headers(
             (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
             line.operation)
-        plan = self._stage_plan(request, line)
         bucket, key = line.bucket, line.key
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
         if route.action is not None:
@@ -183,15 +183,18 @@ class S3Api:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
             raise S3Error("InsufficientStorage")
+        plan = await self._stage_plan(request, line)
         return verified if plan.identity else replace(verified, stage_plan=plan)
 
-    def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
-        """The body's stages (engine/stage_plan.py), before the body is read."""
+    async def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
+        """The body's stages (engine/stage_plan.py), before the body is read: from the
+        request's headers and the bucket's settings (the configuration cache)."""
         if line.operation not in BODY_OPERATIONS:
             return IDENTITY
         sse = request.header(SSE_HEADER)
         headers = {} if sse is None else {SSE_HEADER: sse}
-        return decide_stage_plan(line.operation, headers, key_id=self._key_id)
+        bucket = await self._services.bucket_config.stage_settings(line.bucket)
+        return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
         if error.status == 507 and self._space is not None:  # the guard's sample is stale

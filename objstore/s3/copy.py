@@ -163,7 +163,8 @@ async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, 
     attrs = copied_attrs(source, request.directives, request.requested)
     record = await call.services.objects.copy(
         call.caller, source, call.bucket, call.key, attrs, request.precondition,
-        plan=call.services.objects.copy_plan(request.headers),
+        plan=call.services.objects.copy_plan(
+            request.headers, await call.services.bucket_config.stage_settings(call.bucket)),
     )
     return record, source
 

@@ -148,10 +148,21 @@ async def create_upload(call: S3Call) -> S3Response:
     await authorize_lock(call, attrs.lock)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
+    await _refuse_default_encryption(call)
     upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
                                                   attrs, mode)
     body = initiate_result(upload.bucket, upload.key, upload.upload_id)
     return S3Response(headers=mode_headers(upload), body=body, content_type=XML)
+
+
+async def _refuse_default_encryption(call: S3Call) -> None:
+    """Multipart uploads are not encrypted yet: into a bucket whose default encryption
+    says every new object is, one is refused (501) rather than stored in plaintext."""
+    settings = await call.services.bucket_config.stage_settings(call.bucket)
+    if settings.default_encryption is not None:
+        raise S3Error("NotImplemented", "This bucket has default encryption, and multipart "
+                      "uploads can not be encrypted in this version of objstore; nothing "
+                      "was stored (upload the object with a single PUT).")
 
 
 async def upload_part(call: S3Call) -> S3Response:

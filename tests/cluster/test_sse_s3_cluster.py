@@ -83,3 +83,43 @@ def test_replicated_repaired_and_never_plaintext(nodes: dict[str, Node]) -> None
         for root in (node.daemon.data_dir, node.daemon.temp_dir):
             found = [p for p in Path(root).rglob("*") if p.is_file() and MARKER in p.read_bytes()]
             assert found == [], node.node_id
+
+
+def _default_encryption(node: Node, bucket: str) -> str | None:
+    try:
+        config = node.s3.get_bucket_encryption(Bucket=bucket)
+    except ClientError:
+        return None
+    rule = config["ServerSideEncryptionConfiguration"]["Rules"][0]
+    return str(rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"])
+
+
+def _head_sse(node: Node, bucket: str, key: str) -> str | None:
+    try:
+        return node.s3.head_object(Bucket=bucket, Key=key).get("ServerSideEncryption")
+    except ClientError:
+        return None
+
+
+def test_bucket_default_encryption_reaches_the_peers(nodes: dict[str, Node]) -> None:
+    """Set on a, it is answered by b and c and applies to a PUT without the header on c
+    (whose configuration cache the merge invalidates); deleted on b, it is gone on a."""
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    bucket = "sse-cluster-default"
+    a.s3.create_bucket(Bucket=bucket)
+    a.s3.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    for node in (b, c):
+        wait_for(f"default encryption on {node.node_id}",
+                 lambda node=node: _default_encryption(node, bucket) == "AES256")
+    body = _body(P + 5)
+    put = c.s3.put_object(Bucket=bucket, Key="by-default", Body=body)
+    assert put["ServerSideEncryption"] == "AES256"
+    for node in (a, b):
+        wait_for(f"by-default on {node.node_id}",
+                 lambda node=node: _head_sse(node, bucket, "by-default") == "AES256")
+    b.s3.delete_bucket_encryption(Bucket=bucket)
+    wait_for("default encryption deleted on a",
+             lambda: _default_encryption(a, bucket) is None)
+    assert "ServerSideEncryption" not in a.s3.put_object(Bucket=bucket, Key="plain",
+                                                         Body=b"no marker here")

@@ -2,7 +2,8 @@
 through boto3: PUT/GET/HEAD with `x-amz-server-side-encryption: AES256`, Ranges across
 64 KiB package boundaries, ETag = MD5 of the client's bytes, no plaintext anywhere under the
 data directory or the daemon's TMPDIR, a flipped stored byte an error (never wrong bytes),
-and what is still refused (501/400)."""
+what is still refused (501/400), and bucket default encryption (Put/Get/DeleteBucket-
+Encryption with boto3 and the AWS CLI, applied to PUT and CopyObject, kept by `recover`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,13 @@ from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client, running_daemon
-from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+from tests.integration.daemon import (
+    ROOT_ACCESS_KEY,
+    ROOT_SECRET_KEY,
+    Daemon,
+    drop_database,
+    objstore_cli,
+)
 
 P = 64 * 1024
 MARKER = b"SSE-S3-PLAINTEXT-MARKER-d41d8cd9"
@@ -268,3 +275,130 @@ def test_aws_cli_cp_with_sse(daemon: Daemon, s3: Any, tmp_path: Path) -> None:
     assert down.returncode == 0, down.stderr
     assert (tmp_path / "down.bin").read_bytes() == data
     assert MARKER not in _stored_blob(daemon, "cli.bin")
+
+
+DEFAULT_BUCKET = "sse-default"
+
+
+def _aws(daemon: Daemon, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ROOT_ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=ROOT_SECRET_KEY, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=str(tmp_path / "aws-config"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "aws-credentials"))
+    aws = str(Path(sys.executable).with_name("aws"))
+    return subprocess.run([aws, "--endpoint-url", daemon.endpoint, *args], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bucket_encryption_round_trip_with_the_aws_cli(daemon: Daemon, s3: Any,
+                                                       tmp_path: Path) -> None:
+    """put-bucket-encryption / get / delete; without one, GET answers AWS's 404."""
+    s3.create_bucket(Bucket="sse-cli")
+    missing = _aws(daemon, tmp_path, "s3api", "get-bucket-encryption", "--bucket", "sse-cli")
+    assert missing.returncode != 0
+    assert "ServerSideEncryptionConfigurationNotFoundError" in missing.stderr
+    config = json.dumps({"Rules": [{"ApplyServerSideEncryptionByDefault":
+                                    {"SSEAlgorithm": "AES256"}}]})
+    put = _aws(daemon, tmp_path, "s3api", "put-bucket-encryption", "--bucket", "sse-cli",
+               "--server-side-encryption-configuration", config)
+    assert put.returncode == 0, put.stderr
+    got = _aws(daemon, tmp_path, "s3api", "get-bucket-encryption", "--bucket", "sse-cli")
+    assert got.returncode == 0, got.stderr
+    rules = json.loads(got.stdout)["ServerSideEncryptionConfiguration"]["Rules"]
+    assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    deleted = _aws(daemon, tmp_path, "s3api", "delete-bucket-encryption", "--bucket", "sse-cli")
+    assert deleted.returncode == 0, deleted.stderr
+    again = _aws(daemon, tmp_path, "s3api", "get-bucket-encryption", "--bucket", "sse-cli")
+    assert "ServerSideEncryptionConfigurationNotFoundError" in again.stderr
+
+
+def _sse_default(algorithm: str) -> dict[str, Any]:
+    return {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": algorithm}}]}
+
+
+@pytest.mark.parametrize(("algorithm", "code"), [("aws:kms", "NotImplemented"),
+                                                 ("DES", "MalformedXML")])
+def test_bucket_encryption_refuses_what_it_can_not_apply(s3: Any, algorithm: str,
+                                                         code: str) -> None:
+    s3.create_bucket(Bucket="sse-refused")
+    with pytest.raises(ClientError) as caught:
+        s3.put_bucket_encryption(Bucket="sse-refused",
+                                 ServerSideEncryptionConfiguration=_sse_default(algorithm))
+    assert caught.value.response["Error"]["Code"] == code
+    with pytest.raises(ClientError) as caught:
+        s3.get_bucket_encryption(Bucket="sse-refused")
+    assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+    with pytest.raises(ClientError) as caught:
+        s3.get_bucket_encryption(Bucket="no-such-bucket-here")
+    assert caught.value.response["Error"]["Code"] == "NoSuchBucket"
+
+
+def test_a_put_into_a_default_encrypted_bucket_is_encrypted(daemon: Daemon, s3: Any,
+                                                            tmp_path: Path) -> None:
+    """No header, the bucket's default applies: PUT (boto3 and `aws s3 cp`), CopyObject;
+    HEAD and GET answer the header; after DeleteBucketEncryption new objects are plain."""
+    s3.create_bucket(Bucket=DEFAULT_BUCKET)
+    s3.put_bucket_encryption(Bucket=DEFAULT_BUCKET,
+                             ServerSideEncryptionConfiguration=_sse_default("AES256"))
+    data = _body(2 * P + 9)
+    answer = s3.put_object(Bucket=DEFAULT_BUCKET, Key="by-default", Body=data)
+    assert answer["ServerSideEncryption"] == "AES256"
+    assert answer["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+    head = s3.head_object(Bucket=DEFAULT_BUCKET, Key="by-default")
+    assert head["ServerSideEncryption"] == "AES256" and head["ContentLength"] == len(data)
+    got = s3.get_object(Bucket=DEFAULT_BUCKET, Key="by-default", Range=f"bytes={P - 3}-{P + 3}")
+    assert got["Body"].read() == data[P - 3:P + 4] and got["ServerSideEncryption"] == "AES256"
+    assert MARKER not in _stored_blob(daemon, "by-default")
+
+    (tmp_path / "up.bin").write_bytes(data)
+    up = _aws(daemon, tmp_path, "s3", "cp", str(tmp_path / "up.bin"),
+              f"s3://{DEFAULT_BUCKET}/cli-default.bin")
+    assert up.returncode == 0, up.stderr
+    assert s3.head_object(Bucket=DEFAULT_BUCKET, Key="cli-default.bin")[
+        "ServerSideEncryption"] == "AES256"
+    assert MARKER not in _stored_blob(daemon, "cli-default.bin")
+
+    s3.put_object(Bucket=BUCKET, Key="plain-to-copy", Body=data)
+    copied = s3.copy_object(Bucket=DEFAULT_BUCKET, Key="copied-in",
+                            CopySource={"Bucket": BUCKET, "Key": "plain-to-copy"})
+    assert copied["ServerSideEncryption"] == "AES256"
+    assert s3.get_object(Bucket=DEFAULT_BUCKET, Key="copied-in")["Body"].read() == data
+    assert MARKER not in _stored_blob(daemon, "copied-in")
+    s3.delete_object(Bucket=BUCKET, Key="plain-to-copy")  # keeps the data dir marker-free
+
+    # Multipart uploads are not encrypted yet: refused in such a bucket, never plaintext.
+    with pytest.raises(ClientError) as caught:
+        s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")
+    assert caught.value.response["Error"]["Code"] == "NotImplemented"
+
+    s3.delete_bucket_encryption(Bucket=DEFAULT_BUCKET)
+    upload = s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")["UploadId"]
+    s3.abort_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart", UploadId=upload)
+    plain = s3.put_object(Bucket=DEFAULT_BUCKET, Key="after-delete", Body=b"plain again")
+    assert "ServerSideEncryption" not in plain
+    assert "ServerSideEncryption" not in s3.head_object(Bucket=DEFAULT_BUCKET,
+                                                        Key="after-delete")
+
+
+def test_recover_keeps_the_default_and_the_encrypted_objects(daemon: Daemon, s3: Any) -> None:
+    """Last in the module (restarts its daemon): the bucket default comes back from the
+    control record, and an object it encrypted reads back, after the database is lost."""
+    bucket = "sse-recover"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_encryption(Bucket=bucket,
+                             ServerSideEncryptionConfiguration=_sse_default("AES256"))
+    data = _body(P + 77)
+    s3.put_object(Bucket=bucket, Key="kept", Body=data)
+    daemon.stop()
+    drop_database(daemon)
+    recovered = objstore_cli(daemon, "recover")
+    assert recovered.returncode == 0, recovered.stderr
+    daemon.start()
+    client: Any = make_client(daemon.endpoint)
+    rule = client.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"][
+        "Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    got = client.get_object(Bucket=bucket, Key="kept")
+    assert got["Body"].read() == data and got["ServerSideEncryption"] == "AES256"
+    assert client.put_object(Bucket=bucket, Key="new", Body=b"x")["ServerSideEncryption"] \
+        == "AES256"

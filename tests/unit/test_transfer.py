@@ -43,6 +43,7 @@ from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     postgres_database,
 )
 
+ENCRYPTION = '{"algorithm": "AES256", "bucket_key_enabled": false}'
 DOC = {"Version": "2012-10-17",
        "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": ["*"]}]}
 LIFECYCLE = to_json(LifecycleConfiguration((
@@ -140,6 +141,7 @@ def populate(node: Node) -> dict[str, Any]:
     run(node.buckets.create(node.root, "vault", location=None, object_lock=True))
     run(node.meta.put_bucket_config("photos", "tagging", '[["team", "devs"]]'))
     run(node.meta.put_bucket_config("photos", "lifecycle", LIFECYCLE))
+    run(node.meta.put_bucket_config("photos", "encryption", ENCRYPTION))
     run(node.bucket_state.set_versioning(node.root, "photos", "Suspended"))
     node.store.put_setting("region", "eu-west-1")
     return {"alice": alice, "bob": bob, "team": team, "grant": grant}
@@ -186,7 +188,7 @@ def test_export_shape_masks_secrets_and_leaves_out_builtins_and_node_id(
     photos = next(b for b in document["buckets"] if b["name"] == "photos")
     assert photos["owner"] == {"user_id": made["alice"].user_id, "username": "alice"}
     assert photos["versioning"] == "Suspended" and photos["config"] == {
-        "lifecycle": LIFECYCLE, "tagging": '[["team", "devs"]]'}
+        "lifecycle": LIFECYCLE, "tagging": '[["team", "devs"]]', "encryption": ENCRYPTION}
     vault = next(b for b in document["buckets"] if b["name"] == "vault")
     assert vault["object_lock"] is True and vault["versioning"] == "Enabled"
 
@@ -411,6 +413,17 @@ def test_lifecycle_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, No
         assert [e["item"] for e in report["errors"]] == ["logs", "junk"]
         assert report["created"]["buckets"] == []
     assert b.store.get_bucket("logs") is None
+
+
+def test_encryption_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, Node]) -> None:
+    _, b = nodes
+    broken = {"buckets": [{"name": "kms", "config": {"encryption": '{"algorithm": "aws:kms"}'}},
+                          {"name": "junk", "config": {"encryption": "not json"}}]}
+    for mode in ("dry_run", "skip"):
+        report = b.import_(broken, mode)
+        assert [e["item"] for e in report["errors"]] == ["kms", "junk"]
+        assert report["created"]["buckets"] == []
+    assert b.store.get_bucket("kms") is None
 
 
 def fenced_administrator(node: Node) -> Caller:
