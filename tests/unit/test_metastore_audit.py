@@ -160,8 +160,8 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
         migrations.migrate(engine, migrations.MIGRATIONS[:1])
         _make_version_1(engine)
         store = SyncMetaStore(engine, clock=FakeClock())
-        assert migrations.migrate(engine) == [2, 3, 4, 5, 6]
-        assert migrations.applied_versions(engine) == [1, 2, 3, 4, 5, 6]
+        assert migrations.migrate(engine) == list(range(2, migrations.current_version() + 1))
+        assert migrations.applied_versions(engine) == list(range(1, migrations.current_version() + 1))
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}
         assert "details" in columns
         store.insert_audit_records([entry(NOW, details={"a": 1})])
@@ -181,7 +181,7 @@ def test_upgrade_from_version_2_adds_completed_uploads(
             schema.completed_uploads.drop(conn)
             conn.execute(sa.delete(schema.schema_version)
                          .where(schema.schema_version.c.version > 2))
-        assert migrations.migrate(engine) == [3, 4, 5, 6]
+        assert migrations.migrate(engine) == list(range(3, migrations.current_version() + 1))
         assert "completed_uploads" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).get_completion("nothing") is None
     finally:
@@ -195,7 +195,7 @@ def test_upgrade_from_version_3_adds_sync_cursors(
         migrations.migrate(engine, migrations.MIGRATIONS[:3])
         with engine.begin() as conn:
             schema.sync_cursors.drop(conn)
-        assert migrations.migrate(engine) == [4, 5, 6]
+        assert migrations.migrate(engine) == list(range(4, migrations.current_version() + 1))
         assert "sync_cursors" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).list_sync_cursors() == []
     finally:
@@ -215,7 +215,7 @@ def test_upgrade_from_version_4_adds_tags_updated_at(
                                                     tags={"a": "1"}, seq=1))
             del values["tags_updated_at"]
             conn.execute(sa.insert(schema.objects).values(**values))
-        assert migrations.migrate(engine) == [5, 6]
+        assert migrations.migrate(engine) == list(range(5, migrations.current_version() + 1))
         assert migrations.migrate(engine) == []
         held = store.get_object("b", "k")
         assert held is not None and held.tags == {"a": "1"} and held.tags_updated_at is None
