@@ -148,6 +148,11 @@ class BucketConfigService:
         await self.delete_config(caller, name, TAGGING_CONFIG_KEY)
 
     # -- any configuration document, durably ---------------------------------------------
+    async def document(self, bucket: str, key: str) -> str | None:
+        """One configuration document of a bucket (None: not set, or no such bucket)."""
+        text: str | None = await self._meta.get_bucket_config(bucket, key)
+        return text
+
     async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:
         """Store one configuration document of a bucket in the database and in the
         control-plane record (for `recover`)."""

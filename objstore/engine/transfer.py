@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from objstore.engine import lifecycle_rules
 from objstore.engine.changes import Caller
+from objstore.engine.compression import COMPRESSION_CONFIG_KEY, CompressionSetting
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
 from objstore.engine.transfer_import import (
     DRY_RUN,
@@ -237,6 +238,8 @@ class BucketDocuments:
     def check_config(self, key: str, value: str) -> None:
         if key == LIFECYCLE_CONFIG_KEY:
             lifecycle_rules.validate(parse_lifecycle(value))
+        elif key == COMPRESSION_CONFIG_KEY:
+            CompressionSetting.from_json(value)  # AdminError when it is not a setting
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)

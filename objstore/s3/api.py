@@ -29,11 +29,17 @@ from objstore.audit.context import note_error
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
+from objstore.engine.compression import COMPRESSION_CONFIG_KEY, stage_settings
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
-from objstore.engine.stage_plan import BODY_OPERATIONS, SSE_HEADER, decide_stage_plan
+from objstore.engine.stage_plan import (
+    BODY_OPERATIONS,
+    NO_BUCKET_STAGES,
+    SSE_HEADER,
+    decide_stage_plan,
+)
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
@@ -173,7 +179,7 @@ class S3Api:
         refuse_unsupported_headers(
             (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
             line.operation)
-        plan = self._stage_plan(request, line)
+        plan = await self._stage_plan(request, line)
         bucket, key = line.bucket, line.key
         resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
         if route.action is not None:
@@ -185,13 +191,17 @@ class S3Api:
             raise S3Error("InsufficientStorage")
         return verified if plan.identity else replace(verified, stage_plan=plan)
 
-    def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
+    async def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
         """The body's stages (engine/stage_plan.py), before the body is read."""
         if line.operation not in BODY_OPERATIONS:
             return IDENTITY
-        sse = request.header(SSE_HEADER)
-        headers = {} if sse is None else {SSE_HEADER: sse}
-        return decide_stage_plan(line.operation, headers, key_id=self._key_id)
+        headers = {name: value for name in (SSE_HEADER, "content-type")
+                   if (value := request.header(name)) is not None}
+        bucket = NO_BUCKET_STAGES
+        if line.bucket:  # the bucket's compression setting
+            bucket = stage_settings(await self._services.bucket_config.document(
+                line.bucket, COMPRESSION_CONFIG_KEY))
+        return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
         if error.status == 507 and self._space is not None:  # the guard's sample is stale
