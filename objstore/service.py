@@ -104,11 +104,13 @@ from objstore.iam.identity import IdentityResolver
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache
 from objstore.meta.coherence import (
+    BUCKETS,
     OBJECTS,
     SETTINGS,
     Counters,
     LocalCounters,
     SharedCounters,
+    TtlCache,
 )
 from objstore.meta.dialect import sqlite_files
 from objstore.meta.node_identity import ensure_node_id
@@ -283,7 +285,12 @@ def build_node(config: Config, reactor: Any = None, *,
     space = space_guard(config, io_pool, counters)
     cluster = cluster_parts(config, node_id, space, clock)
     write_gate = cluster.gate if cluster is not None else NO_GATE
+    # Configuration documents read at admission (compression), emptied by any bucket change.
+    config_cache: TtlCache[tuple[str, str], str | None] = TtlCache(
+        size=config.server.cache.size, ttl_seconds=config.server.cache.ttl_seconds,
+        clock=clock, counters=counters, scope=BUCKETS)
     meta = MetaStore(sync_store, db_pool, bucket_cache=bucket_cache, object_cache=object_cache,
+                     config_cache=config_cache,
                      retry=RetryPolicy(release_reserve=space.release_reserve))
     identities = IdentityResolver(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,

@@ -149,8 +149,9 @@ class BucketConfigService:
 
     # -- any configuration document, durably ---------------------------------------------
     async def document(self, bucket: str, key: str) -> str | None:
-        """One configuration document of a bucket (None: not set, or no such bucket)."""
-        text: str | None = await self._meta.get_bucket_config(bucket, key)
+        """One configuration document of a bucket (None: not set, or no such bucket),
+        through the node's config cache: for admission, which reads it per request."""
+        text: str | None = await self._meta.cached_bucket_config(bucket, key)
         return text
 
     async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:

@@ -88,12 +88,15 @@ class MetaStore:
         sleep: Callable[[float], None] = time.sleep,
         bucket_cache: BucketCache | None = None,
         object_cache: ObjectCache | None = None,
+        config_cache: TtlCache[tuple[str, str], str | None] | None = None,
     ) -> None:
         self._store = store
         self._pool = pool
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._buckets = bucket_cache
+        self._configs = config_cache if config_cache is not None and config_cache.enabled \
+            else None
         # Coherent only while every object write bumps the cache's counter: the node sets
         # `store.objects_changed` to do so (service.py) before it serves.
         self._objects = object_cache if object_cache is not None and object_cache.enabled \
@@ -119,6 +122,33 @@ class MetaStore:
 
         def done(result: _R) -> _R:
             cache.invalidate(name)
+            return result
+
+        return d.addBoth(done)
+
+    def put_bucket_config(self, bucket: str, key: str, value: str) -> Deferred[None]:
+        return self._config_write(bucket, key, self._put_bucket_config(bucket, key, value))
+
+    def delete_bucket_config(self, bucket: str, key: str) -> Deferred[bool]:
+        return self._config_write(bucket, key, self._delete_bucket_config(bucket, key))
+
+    def cached_bucket_config(self, bucket: str, key: str) -> Deferred[str | None]:
+        """A bucket configuration document from the config cache (a document read at
+        every request's admission: compression). Any bucket invalidation on the node
+        (a write here, a peer's merge, another worker's change) empties it."""
+        if self._configs is None:
+            return self.get_bucket_config(bucket, key)
+        return through_cache(self._configs, (bucket, key),
+                             lambda: self.get_bucket_config(bucket, key))
+
+    def _config_write(self, bucket: str, key: str, d: Deferred[_R]) -> Deferred[_R]:
+        if self._configs is None:
+            return d
+        cache = self._configs
+        cache.invalidate((bucket, key))
+
+        def done(result: _R) -> _R:
+            cache.invalidate((bucket, key))
             return result
 
         return d.addBoth(done)
@@ -163,8 +193,8 @@ class MetaStore:
     # -- buckets ---------------------------------------------------------------------
     list_buckets = _on_reader(SyncMetaStore.list_buckets)
     get_bucket_config = _on_reader(SyncMetaStore.get_bucket_config)
-    put_bucket_config = _on_writer(SyncMetaStore.put_bucket_config)
-    delete_bucket_config = _on_writer(SyncMetaStore.delete_bucket_config)
+    _put_bucket_config = _on_writer(SyncMetaStore.put_bucket_config)
+    _delete_bucket_config = _on_writer(SyncMetaStore.delete_bucket_config)
     list_bucket_config = _on_reader(SyncMetaStore.list_bucket_config)
 
     # -- object rows -----------------------------------------------------------------

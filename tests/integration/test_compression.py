@@ -188,3 +188,20 @@ def test_check_deep_is_clean_then_finds_an_altered_chunk(daemon: Daemon, s3: Any
     assert found.returncode == 1, found.stdout + found.stderr
     findings = [line for line in found.stdout.splitlines() if f"{BUCKET}/" in line]
     assert findings and all("victim.log" in line for line in findings), found.stdout
+
+
+def test_a_change_applies_to_the_next_put(daemon: Daemon, s3: Any) -> None:
+    """The setting read at admission is cached, and every change empties that cache."""
+    admin = AdminClient(daemon.endpoint)
+    s3.create_bucket(Bucket="toggled")
+    path = "/buckets/toggled/compression"
+    data = _compressible(MIB, seed=4)
+    for round_ in range(2):
+        admin.ok("PUT", path, {"algorithm": "zstd", "level": 1})
+        s3.put_object(Bucket="toggled", Key=f"on-{round_}", Body=data)
+        assert _sidecar_of(daemon, f"on-{round_}")["compression"] == "zstd"
+        admin.ok("DELETE", path, status=204)
+        s3.put_object(Bucket="toggled", Key=f"off-{round_}", Body=data)
+        assert _sidecar_of(daemon, f"off-{round_}").get("compression") is None
+    for key in ("on-0", "off-0", "on-1", "off-1"):
+        assert s3.get_object(Bucket="toggled", Key=key)["Body"].read() == data
