@@ -48,7 +48,7 @@ class BucketRoutes(QuotaRoutes):
     @authorized_route(app, _PATH, methods=["GET"], action=ADMINISTRATOR)
     async def get_compression(self, request: ObjstoreRequest, _caller: Principal,
                               bucket: str) -> bytes:
-        return json_body(request, 200, await self._view(bucket))
+        return json_body(request, 200, await self._compression_view(bucket))
 
     @authorized_route(app, _PATH, methods=["PUT"], action=ADMINISTRATOR)
     async def put_compression(self, request: ObjstoreRequest, caller: Principal,
@@ -58,7 +58,7 @@ class BucketRoutes(QuotaRoutes):
             await self._compression.put(client_caller(request, caller), bucket, setting)
         except NoSuchBucket:
             raise _no_such_bucket(bucket) from None
-        return json_body(request, 200, await self._view(bucket))
+        return json_body(request, 200, await self._compression_view(bucket))
 
     @authorized_route(app, _PATH, methods=["DELETE"], action=ADMINISTRATOR)
     async def delete_compression(self, request: ObjstoreRequest, caller: Principal,
@@ -69,7 +69,7 @@ class BucketRoutes(QuotaRoutes):
             raise _no_such_bucket(bucket) from None
         return no_content(request)
 
-    async def _view(self, bucket: str) -> JsonObject:
+    async def _compression_view(self, bucket: str) -> JsonObject:
         try:
             return compression_view(bucket, await self._compression.get(bucket))
         except NoSuchBucket:
