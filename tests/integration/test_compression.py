@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
+from tests.integration.test_archive import post_archive, unpack
 
 BUCKET = "squeezed"
 C = 256 * 1024  # the format's chunk size
@@ -205,3 +206,22 @@ def test_a_change_applies_to_the_next_put(daemon: Daemon, s3: Any) -> None:
         assert _sidecar_of(daemon, f"off-{round_}").get("compression") is None
     for key in ("on-0", "off-0", "on-1", "off-1"):
         assert s3.get_object(Bucket="toggled", Key=key)["Body"].read() == data
+
+
+def test_copies_and_archives_read_through_the_stages(daemon: Daemon, s3: Any,
+                                                     big: bytes) -> None:
+    s3.copy_object(Bucket=BUCKET, Key="big-copy.log",
+                   CopySource={"Bucket": BUCKET, "Key": "big.log"})
+    assert s3.get_object(Bucket=BUCKET, Key="big-copy.log")["Body"].read() == big
+    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="assembled")["UploadId"]
+    start, end = C - 3, 9 * C + 5
+    part = s3.upload_part_copy(Bucket=BUCKET, Key="assembled", UploadId=upload, PartNumber=1,
+                               CopySource={"Bucket": BUCKET, "Key": "big.log"},
+                               CopySourceRange=f"bytes={start}-{end}")
+    s3.complete_multipart_upload(Bucket=BUCKET, Key="assembled", UploadId=upload,
+                                 MultipartUpload={"Parts": [
+                                     {"PartNumber": 1, "ETag": part["CopyPartResult"]["ETag"]}]})
+    assert s3.get_object(Bucket=BUCKET, Key="assembled")["Body"].read() == big[start:end + 1]
+    response = post_archive(daemon.endpoint, {"bucket": BUCKET, "keys": ["big.log"]})
+    assert response.status == 200
+    assert unpack(response.read()) == {"big.log": big}
