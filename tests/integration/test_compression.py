@@ -225,3 +225,21 @@ def test_copies_and_archives_read_through_the_stages(daemon: Daemon, s3: Any,
     response = post_archive(daemon.endpoint, {"bucket": BUCKET, "keys": ["big.log"]})
     assert response.status == 200
     assert unpack(response.read()) == {"big.log": big}
+
+
+def test_export_carries_the_setting_and_import_restores_it(daemon: Daemon, s3: Any) -> None:
+    admin = AdminClient(daemon.endpoint)
+    s3.create_bucket(Bucket="exported")
+    path = "/buckets/exported/compression"
+    admin.ok("PUT", path, {"algorithm": "zstd", "level": 4})
+    exported = admin.ok("GET", "/export?sections=buckets")
+    bucket = next(b for b in exported["buckets"] if b["name"] == "exported")
+    assert json.loads(bucket["config"]["compression"]) == {"algorithm": "zstd", "level": 4}
+    admin.ok("DELETE", path, status=204)
+    admin.ok("POST", "/import?mode=overwrite&sections=buckets", exported)
+    assert admin.ok("GET", path)["level"] == 4
+    bucket["config"]["compression"] = json.dumps({"algorithm": "zstd", "level": 99})
+    report = admin.ok("POST", "/import?mode=overwrite&sections=buckets", exported)
+    assert [(e["item"], e["message"]) for e in report["errors"]] == [
+        ("exported", "level must be an integer from 1 to 19.")]
+    assert admin.ok("GET", path)["level"] == 4
