@@ -243,3 +243,12 @@ def test_export_carries_the_setting_and_import_restores_it(daemon: Daemon, s3: A
     assert [(e["item"], e["message"]) for e in report["errors"]] == [
         ("exported", "level must be an integer from 1 to 19.")]
     assert admin.ok("GET", path)["level"] == 4
+
+
+def test_empty_and_small_bodies(daemon: Daemon, s3: Any) -> None:
+    for key, data in (("empty", b""), ("tiny", b"x"), ("chunk", _compressible(C, seed=5))):
+        answer = s3.put_object(Bucket=BUCKET, Key=key, Body=data)
+        assert answer["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+        assert _sidecar_of(daemon, key)["compression"] == "zstd"
+        assert s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
+        assert s3.head_object(Bucket=BUCKET, Key=key)["ContentLength"] == len(data)
