@@ -30,6 +30,7 @@ from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
 from objstore.admin.audit_routes import AuditRoutes
 from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
+from objstore.admin.compression_routes import BucketRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.jobs_routes import FAMILIES as JOB_FAMILIES
@@ -39,7 +40,6 @@ from objstore.admin.metrics_routes import MetricsRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
-from objstore.admin.quota_routes import QuotaRoutes
 from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
 from objstore.admin.settings_routes import SettingsRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
@@ -75,6 +75,7 @@ from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.changes import ChangeHook
+from objstore.engine.compression import CompressionService
 from objstore.engine.iam import IamService
 from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
@@ -636,10 +637,13 @@ def counter_watch(counters: Counters, scope: str,
 def mount_settings_and_quotas(
     admin: AdminApi, services: S3Services, meta: MetaStore, settings: SettingsService,
 ) -> None:
-    """GET/PUT/DELETE /admin/settings/{key} and /admin/buckets/{bucket}/quota."""
+    """GET/PUT/DELETE /admin/settings/{key}, /admin/buckets/{bucket}/quota and
+    /admin/buckets/{bucket}/compression."""
     admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, settings=settings))
     quotas = QuotaService(meta, services.bucket_config)
-    admin.mount(QUOTA_FAMILIES, QuotaRoutes(gate=admin.authorize, quotas=quotas))
+    compression = CompressionService(meta, services.bucket_config)
+    admin.mount(QUOTA_FAMILIES, BucketRoutes(gate=admin.authorize, quotas=quotas,
+                                             compression=compression))
 
 
 class ListenerService(service.Service):

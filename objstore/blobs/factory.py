@@ -11,7 +11,7 @@ means out. Nothing else builds a `BlobWriter` or wraps a blob file in a read sta
   entropy): no stage, whatever its record says; peers never see plaintext or a key.
 * `BlobStages.opener(record, open_blob)`: how a reader opens the blobs of a record: the
   blob file itself for the identity plan, else the file seen through its read stages
-  (decrypt), which map logical ranges to stored ones.
+  (decrypt, then decompress: blobs/zchunks.py), which map logical ranges to stored ones.
 
 Blocking only where its callers are (the writer on the reactor, openers on the IO pool).
 """
@@ -23,14 +23,17 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagedRecord, StagePlan, plan_of
-from objstore.blobs.stages import ByteSource
+from objstore.blobs.stages import BlobSource, ByteSource, WriteStage
 from objstore.blobs.writer import BlobWriter
+from objstore.blobs.zchunks import ALGORITHM as ZSTD
+from objstore.blobs.zchunks import DEFAULT_LEVEL, ChunkCompressor, DecompressingSource
 from objstore.crypto.master_key import key_context
 from objstore.crypto.packages import (
     DATA_KEY_BYTES,
     FORMAT,
     DecryptingSource,
     PackageEncryptor,
+    plaintext_size,
     stored_size,
 )
 from objstore.errors import ServerCondition
@@ -92,42 +95,70 @@ class BlobStages:
         return None if self.master_key is None else self.master_key.key_id
 
     def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, **options: Any) -> BlobWriter:
-        """The writer of a body under `plan` (options: BlobWriter's)."""
+        """The writer of a body under `plan` (options: BlobWriter's): compress, then
+        encrypt."""
         if plan.identity:
             return BlobWriter(tmp_dir, **options)
-        master = self._master_for(plan)
-        data_key = os.urandom(DATA_KEY_BYTES)
-        key_id = master.key_id
+        stages: list[WriteStage] = []
+        if plan.compression is not None:
+            stages.append(ChunkCompressor(_compression_level(plan)))
+        seal_key: Callable[[str, str, str], dict[str, Any]] | None = None
+        if plan.encryption is not None:
+            master = self._master_for(plan)
+            data_key = os.urandom(DATA_KEY_BYTES)
+            key_id = master.key_id
+            stages.append(PackageEncryptor(data_key))
+
+            def seal_key(bucket: str, key: str, version_id: str) -> dict[str, Any]:
+                wrapped = master.wrap(data_key, key_context(bucket, key, version_id))
+                return {"encryption_algorithm": plan.encryption, "encryption_key_id": key_id,
+                        "encryption_params": {"format": FORMAT, "wrapped_key": wrapped}}
+
+        compression = plan.compression
 
         def seal(bucket: str, key: str, version_id: str) -> dict[str, Any]:
-            wrapped = master.wrap(data_key, key_context(bucket, key, version_id))
-            return {"encryption_algorithm": plan.encryption, "encryption_key_id": key_id,
-                    "encryption_params": {"format": FORMAT, "wrapped_key": wrapped},
-                    "compression": None}
+            fields = {} if seal_key is None else seal_key(bucket, key, version_id)
+            return {**fields, "compression": compression}
 
-        return BlobWriter(tmp_dir, stages=[PackageEncryptor(data_key)], sealer=seal,
-                          plan=plan, **options)
+        return BlobWriter(tmp_dir, stages=stages, sealer=seal, plan=plan, **options)
 
     def _master_for(self, plan: StagePlan) -> MasterKey:
-        if plan.compression is not None or plan.encryption != SSE_S3:
+        if plan.encryption != SSE_S3:
             raise StagesUnavailable(f"no stage for {plan}")
         if self.master_key is None:
             raise StagesUnavailable("server-side encryption needs [encryption] enabled")
         return self.master_key
 
-    def opener(self, record: StagedObject, open_blob: Callable[[str], ByteSource]
+    def opener(self, record: StagedObject, open_blob: Callable[[str], BlobSource]
                ) -> Callable[[str], ByteSource]:
-        """How a reader opens the blob(s) of `record`."""
+        """How a reader opens the blob(s) of `record`: decrypt, then decompress (a
+        compressed blob's stream length comes from its file's size)."""
         plan = plan_of(record)
         if plan.identity:
             return open_blob
-        data_key = self._data_key(record, plan)
+        if plan.compression not in (None, ZSTD):
+            raise StagesUnavailable(f"unknown compression {plan.compression!r}")
+        data_key = None if plan.encryption is None else self._data_key(record, plan)
         size = record.size
+        if plan.compression is None:
+            assert data_key is not None
+            key = data_key
+            return lambda blob_id: DecryptingSource(open_blob(blob_id), key, size)
 
-        def open_source(blob_id: str) -> ByteSource:
-            return DecryptingSource(open_blob(blob_id), data_key, size)
+        def open_compressed(blob_id: str) -> ByteSource:
+            blob = open_blob(blob_id)
+            try:
+                stream = blob.size()
+                below: ByteSource = blob
+                if data_key is not None:
+                    stream = plaintext_size(stream)
+                    below = DecryptingSource(blob, data_key, stream)
+                return DecompressingSource(below, stream, size)
+            except BaseException:
+                blob.close()
+                raise
 
-        return open_source
+        return open_compressed
 
     def rewrapped(self, record: StagedObject, bucket: str, key: str, version_id: str
                   ) -> dict[str, Any] | None:
@@ -154,6 +185,13 @@ class BlobStages:
 
     @staticmethod
     def stored_size(record: StagedObject) -> int:
-        """The size of the record's blob file as stored."""
+        """The size of the record's blob file as stored (not for a compressed blob: its
+        length is known from its file only)."""
         plan = plan_of(record)
         return record.size if plan.identity else stored_size(record.size)
+
+
+def _compression_level(plan: StagePlan) -> int:
+    if plan.compression != ZSTD:
+        raise StagesUnavailable(f"unknown compression {plan.compression!r}")
+    return DEFAULT_LEVEL if plan.compression_level is None else plan.compression_level

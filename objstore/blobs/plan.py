@@ -23,11 +23,14 @@ SSE_S3 = "AES256"  # the record's encryption_algorithm for SSE-S3 (as AWS names 
 
 @dataclass(frozen=True, slots=True)
 class StagePlan:
-    """The stages of one body. `key_id`: the master key that wraps its data key."""
+    """The stages of one body. `key_id`: the master key that wraps its data key;
+    `compression_level`: the level a writer compresses at (None: the format's default;
+    not recorded: a reader does not need it)."""
 
     compression: str | None = None
     encryption: str | None = None
     key_id: str | None = None
+    compression_level: int | None = None
 
     @property
     def identity(self) -> bool:

@@ -39,6 +39,12 @@ class ByteSource(Protocol):
     def close(self) -> None: ...
 
 
+class BlobSource(ByteSource, Protocol):
+    """A blob file's stored bytes, which also knows its stored length."""
+
+    def size(self) -> int: ...
+
+
 # A read stage wraps the source below it (stored bytes) into a source of logical bytes.
 ReadStage = Callable[[ByteSource], ByteSource]
 

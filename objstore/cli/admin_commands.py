@@ -226,6 +226,27 @@ def audit(s: Session, a: argparse.Namespace) -> Result:
     return Result(page, text)
 
 
+def _compression_path(a: argparse.Namespace) -> str:
+    return f"/buckets/{a.bucket}/compression"
+
+
+def compression_get(s: Session, a: argparse.Namespace) -> Result:
+    found = s.client.call("GET", _compression_path(a))
+    return Result(found, render_record(found))
+
+
+def compression_set(s: Session, a: argparse.Namespace) -> Result:
+    found = s.client.call("PUT", _compression_path(a),
+                          body={"algorithm": a.algorithm, "level": a.level})
+    return Result(found, render_record(found))
+
+
+def compression_delete(s: Session, a: argparse.Namespace) -> Result:
+    s.client.call("DELETE", _compression_path(a))
+    return Result({"bucket": a.bucket, "algorithm": None, "level": None},
+                  f"compression of {a.bucket} turned off")
+
+
 # -- the table ---------------------------------------------------------------------------
 
 USER, TEAM, GRANT = (arg("user", help="user id or username"), arg("team", help="team id or name"),
@@ -343,6 +364,14 @@ COMMANDS: tuple[Command, ...] = (
     Command(("jobs", "pause"), "pause a pending or running job", jobs_pause, (JOB,)),
     Command(("jobs", "resume"), "resume a paused job", jobs_resume, (JOB,)),
     Command(("jobs", "cancel"), "cancel a job that has not ended", jobs_cancel, (JOB,)),
+    Command(("buckets", "compression", "get"), "a bucket's compression setting",
+            compression_get, (arg("bucket"),)),
+    Command(("buckets", "compression", "set"), "compress new objects of a bucket",
+            compression_set,
+            (arg("bucket"), arg("--algorithm", default="zstd", choices=("zstd",)),
+             arg("--level", type=int, default=3, help="1 to 19 (default 3)"))),
+    Command(("buckets", "compression", "delete"), "store new objects of a bucket "
+            "uncompressed", compression_delete, (arg("bucket"),)),
 )
 
 
@@ -357,6 +386,8 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("grants",): "manage grants (policy documents)",
     ("credentials",): "manage access keys",
     ("jobs",): "maintenance jobs: start, watch, pause, resume, cancel",
+    ("buckets",): "per-bucket settings",
+    ("buckets", "compression"): "compression of new objects (zstd)",
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

@@ -53,6 +53,16 @@ def stored_size(size: int) -> int:
     return size + package_count(size) * TAG_BYTES
 
 
+def plaintext_size(stored: int) -> int:
+    """The plaintext size of a blob of `stored` bytes (the inverse of `stored_size`);
+    InvalidPackage when no plaintext size gives that length (a cut package)."""
+    count = max(1, -(-stored // PACKAGE_STORED))
+    size = stored - count * TAG_BYTES
+    if size < 0 or stored_size(size) != stored:
+        raise InvalidPackage(f"an encrypted blob of {stored} bytes is truncated")
+    return size
+
+
 def _nonce(seq: int) -> bytes:
     return struct.pack(">IQ", 0, seq)
 

@@ -340,9 +340,10 @@ class ArchiveService:
         key, before anything is streamed."""
         records = [await self._current(bucket, key) for key in keys]
         for record in records:
-            if record.encryption_algorithm or record.compression:
-                raise AdminError("BadRequest", f"{record.key} is stored encrypted or "
-                                               "compressed; archives cannot include it yet.")
+            # A compressed object reads through its stages like a GET (the reader).
+            if record.encryption_algorithm:
+                raise AdminError("BadRequest", f"{record.key} is stored encrypted; "
+                                               "archives cannot include it yet.")
         return ArchivePlan(bucket, tuple(records))
 
     async def _current(self, bucket: str, key: str) -> ObjectRecord:

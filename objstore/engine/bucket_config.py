@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 from objstore.blobs.control import ControlRecord
 from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncryption
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
+from objstore.engine.compression_setting import COMPRESSION_CONFIG_KEY
+from objstore.engine.compression_setting import stage_settings as compression_stage_settings
 from objstore.engine.lock_rules import LockConfiguration
 from objstore.engine.stage_plan import BucketStageSettings
 from objstore.engine.versioning import (
@@ -169,9 +171,17 @@ class BucketConfigService:
         from the configuration cache: asked at the admission of every PutObject."""
         text = await self._meta.cached_bucket_config(name, ENCRYPTION_CONFIG_KEY)
         default_encryption = None if text is None else BucketEncryption.from_json(text).algorithm
-        return BucketStageSettings(default_encryption=default_encryption)
+        compression = compression_stage_settings(
+            await self._meta.cached_bucket_config(name, COMPRESSION_CONFIG_KEY))
+        return dataclasses.replace(compression, default_encryption=default_encryption)
 
     # -- any configuration document, durably ---------------------------------------------
+    async def document(self, bucket: str, key: str) -> str | None:
+        """One configuration document of a bucket (None: not set, or no such bucket),
+        through the node's config cache: for admission, which reads it per request."""
+        text: str | None = await self._meta.cached_bucket_config(bucket, key)
+        return text
+
     async def put_config(self, caller: Caller, bucket: str, key: str, value: str) -> None:
         """Store one configuration document of a bucket in the database and in the
         control-plane record (for `recover`)."""

@@ -15,8 +15,10 @@ Rules, in order:
   configured master key (`key_id`); without [encryption] configured it is refused with
   NotImplemented (nothing is stored in plaintext). `aws:kms` / `aws:kms:dsse` are not
   available yet (NotImplemented); any other value is InvalidArgument, as AWS answers.
-* Without the header, the bucket's default encryption and compression apply (neither can
-  be set yet: `BucketStageSettings` is what they will fill in).
+* Without the header, the bucket's default encryption applies (not settable yet).
+* The bucket's compression (engine/compression.py) applies to every staged body, except
+  one whose Content-Type is already compressed (`ALREADY_COMPRESSED`: images, audio,
+  video, archives); compression comes before encryption on write.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class BucketStageSettings:
 
     default_encryption: str | None = None
     compression: str | None = None
+    compression_level: int | None = None
 
 
 NO_BUCKET_STAGES = BucketStageSettings()
@@ -54,12 +57,32 @@ def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
     requested = headers.get(SSE_HEADER)
     encryption = bucket.default_encryption if requested is None else requested
     compression = bucket.compression
+    if compression is not None and already_compressed(headers.get("content-type")):
+        compression = None
     if encryption is None and compression is None:
         return IDENTITY
     if encryption is not None:
         encryption = _sse_algorithm(encryption, key_id)
     return StagePlan(compression=compression, encryption=encryption,
-                     key_id=key_id if encryption is not None else None)
+                     key_id=key_id if encryption is not None else None,
+                     compression_level=bucket.compression_level if compression else None)
+
+
+ALREADY_COMPRESSED_PREFIXES = ("image/", "video/", "audio/")
+ALREADY_COMPRESSED = frozenset({
+    "application/zip", "application/gzip", "application/x-gzip", "application/x-7z-compressed",
+    "application/zstd", "application/x-zstd", "application/x-bzip2", "application/x-xz",
+    "application/x-rar-compressed", "application/vnd.rar", "application/x-brotli",
+    "application/x-lz4", "application/x-compress", "application/x-tar+gzip",
+})
+
+
+def already_compressed(content_type: str | None) -> bool:
+    """Whether a body of `content_type` is compressed already (not worth compressing)."""
+    if not content_type:
+        return False
+    kind = content_type.split(";", 1)[0].strip().lower()
+    return kind.startswith(ALREADY_COMPRESSED_PREFIXES) or kind in ALREADY_COMPRESSED
 
 
 def _sse_algorithm(value: str, key_id: str | None) -> str:

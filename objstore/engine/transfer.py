@@ -24,6 +24,7 @@ from objstore.blobs.plan import SSE_S3
 from objstore.engine import lifecycle_rules
 from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncryption
 from objstore.engine.changes import Caller
+from objstore.engine.compression import COMPRESSION_CONFIG_KEY, CompressionSetting
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
 from objstore.engine.transfer_import import (
     DRY_RUN,
@@ -241,6 +242,8 @@ class BucketDocuments:
             lifecycle_rules.validate(parse_lifecycle(value))
         elif key == ENCRYPTION_CONFIG_KEY:
             parse_encryption(value)
+        elif key == COMPRESSION_CONFIG_KEY:
+            CompressionSetting.from_json(value)  # AdminError when it is not a setting
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)

@@ -33,7 +33,12 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
-from objstore.engine.stage_plan import BODY_OPERATIONS, SSE_HEADER, decide_stage_plan
+from objstore.engine.stage_plan import (
+    BODY_OPERATIONS,
+    NO_BUCKET_STAGES,
+    SSE_HEADER,
+    decide_stage_plan,
+)
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
 from objstore.http.authn import Authenticator, VerifiedHeaders
@@ -191,9 +196,11 @@ class S3Api:
         request's headers and the bucket's settings (the configuration cache)."""
         if line.operation not in BODY_OPERATIONS:
             return IDENTITY
-        sse = request.header(SSE_HEADER)
-        headers = {} if sse is None else {SSE_HEADER: sse}
-        bucket = await self._services.bucket_config.stage_settings(line.bucket)
+        headers = {name: value for name in (SSE_HEADER, "content-type")
+                   if (value := request.header(name)) is not None}
+        bucket = NO_BUCKET_STAGES
+        if line.bucket:  # default encryption and compression
+            bucket = await self._services.bucket_config.stage_settings(line.bucket)
         return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:

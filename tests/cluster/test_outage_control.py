@@ -2,7 +2,7 @@
 PostgreSQL; issue 14): with node c stopped, a and b take IAM changes (a user, its access
 key, a grant attached to it, a team with it as member and the grant attached; a user and
 an access key deleted), bucket configuration (versioning, lifecycle, bucket tags, a
-bucket quota: S3 bucket policies are not implemented; a bucket deleted), a setting,
+bucket quota, compression: S3 bucket policies are not implemented; a bucket deleted), a setting,
 object tags, a multipart upload opened and one aborted. When c returns (its start waits
 for /admin/health 200: syncing is over) it holds all of it, and nothing deleted comes
 back: the deleted key is refused by c, the deleted user, bucket and aborted upload stay
@@ -115,6 +115,7 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
     b.s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration=LIFECYCLE)
     a.s3.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": BUCKET_TAGS})
     b.admin.ok("PUT", f"/buckets/{bucket}/quota", {"max_objects": 1000})  # no bucket policy
+    a.admin.ok("PUT", f"/buckets/{bucket}/compression", {"algorithm": "zstd", "level": 6})
     a.s3.delete_bucket(Bucket=doomed)
     # A setting, object tags, multipart uploads.
     b.admin.ok("PUT", "/settings/lifecycle_evaluation_interval", {"value": 77})
@@ -162,6 +163,8 @@ def test_control_changes_made_while_a_node_was_down_reach_it(
             return lacks("bucket tags")
         if c.admin.ok("GET", f"/buckets/{bucket}/quota")["max_objects"] != 1000:
             return lacks("the quota")
+        if c.admin.ok("GET", f"/buckets/{bucket}/compression")["level"] != 6:
+            return lacks("the compression setting")
         # Setting, object tags, uploads
         setting = c.admin.get("/settings/lifecycle_evaluation_interval")
         if setting.status != 200 or setting.json.get("value") != 77:

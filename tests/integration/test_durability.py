@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import make_client
 from tests.integration.daemon import Daemon, drop_database, objstore_cli
 
@@ -105,6 +106,9 @@ def test_recover_rebuilds_what_clients_see(node: Daemon) -> None:
     for bucket in ("alpha", "beta-2"):
         s3.create_bucket(Bucket=bucket)
     s3.create_bucket(Bucket="empty-one")
+    admin = AdminClient(node.endpoint)
+    admin.ok("PUT", "/buckets/beta-2/compression", {"algorithm": "zstd", "level": 2})
+    s3.put_object(Bucket="beta-2", Key="compressed.log", Body=b"a log line\n" * 100_000)
     for i in range(30):
         s3.put_object(Bucket="alpha", Key=f"dir/{i:03d}.txt", Body=os.urandom(100 + i),
                       ContentType="text/plain", Metadata={"n": str(i)})
@@ -125,6 +129,7 @@ def test_recover_rebuilds_what_clients_see(node: Daemon) -> None:
     node.start()
     s3 = make_client(node.endpoint)
     assert snapshot(s3) == before
+    assert AdminClient(node.endpoint).ok("GET", "/buckets/beta-2/compression")["level"] == 2
     with pytest.raises(ClientError):
         s3.head_object(Bucket="alpha", Key="dir/006.txt")
 

@@ -161,7 +161,8 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
         _make_version_1(engine)
         store = SyncMetaStore(engine, clock=FakeClock())
         assert migrations.migrate(engine) == list(range(2, migrations.current_version() + 1))
-        assert migrations.applied_versions(engine) == list(range(1, migrations.current_version() + 1))
+        applied = migrations.applied_versions(engine)
+        assert applied == list(range(1, migrations.current_version() + 1))
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}
         assert "details" in columns
         store.insert_audit_records([entry(NOW, details={"a": 1})])

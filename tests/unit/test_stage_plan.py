@@ -80,3 +80,22 @@ def test_plan_of_a_record() -> None:
     assert plan_of(_record()) is IDENTITY
     assert plan_of(_record(encryption_algorithm=SSE_S3, encryption_key_id=KEY_ID)) == \
         StagePlan(encryption=SSE_S3, key_id=KEY_ID)
+
+
+def test_bucket_compression_applies_unless_the_type_is_already_compressed() -> None:
+    bucket = BucketStageSettings(compression="zstd", compression_level=7)
+    plan = decide_stage_plan("PutObject", {"content-type": "text/plain"}, bucket, key_id=None)
+    assert (plan.compression, plan.compression_level, plan.encryption) == ("zstd", 7, None)
+    assert decide_stage_plan("PutObject", {}, bucket, key_id=None).compression == "zstd"
+    for kind in ("image/jpeg", "video/mp4", "audio/ogg", "application/zip",
+                 "application/gzip", "application/x-7z-compressed", "application/zstd",
+                 "Image/PNG; charset=binary"):
+        plan = decide_stage_plan("PutObject", {"content-type": kind}, bucket, key_id=None)
+        assert plan.identity, kind
+    sse = decide_stage_plan("PutObject", {"x-amz-server-side-encryption": "AES256",
+                                          "content-type": "image/png"}, bucket, key_id="k1")
+    assert (sse.compression, sse.encryption) == (None, "AES256")
+    both = decide_stage_plan("PutObject", {"x-amz-server-side-encryption": "AES256"}, bucket,
+                             key_id="k1")
+    assert (both.compression, both.encryption, both.key_id) == ("zstd", "AES256", "k1")
+    assert decide_stage_plan("UploadPart", {}, bucket, key_id=None).identity
