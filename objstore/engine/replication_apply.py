@@ -168,6 +168,12 @@ class ReplicationApply:
             if isinstance(error, RecordNotFound):
                 raise S3Error("NoSuchBucket", BucketName=record.bucket) from None
             raise
+        return await self._applied(caller, record, local, written, result)
+
+    async def _applied(self, caller: Caller, record: ObjectRecord, local: ObjectRecord | None,
+                       written: _Written, result: ApplyResult) -> Ack:
+        """After a row's transaction (alone or in a batch): its files settled, the blobs it
+        orphaned removed, the change reported; the ack counts only a row that wins here."""
         if not result.applied:
             await self._settle(record, result.record, written)
         await self._files.delete_replaced(result.orphaned_blob_ids)
@@ -257,15 +263,7 @@ class ReplicationApply:
                 answers[index] = (S3Error("NoSuchBucket", BucketName=record.bucket)
                                   if isinstance(result, RecordNotFound) else result)
                 continue
-            if not result.applied:
-                await self._settle(record, result.record, written)
-            await self._files.delete_replaced(result.orphaned_blob_ids)
-            self._note_future(result.future_stamped, record.bucket, record.key)
-            if result.applied:
-                assert result.record is not None
-                await self._report(_kind_of(local, result.record), caller, result.record)
-            won = result.applied or result.verdict is ApplyVerdict.IDENTICAL
-            answers[index] = Ack(applied=won, has_blob=await self._has_blob(result))
+            answers[index] = await self._applied(caller, record, local, written, result)
 
     async def _verdict(self, local: ObjectRecord | None, record: ObjectRecord
                        ) -> ApplyVerdict:
