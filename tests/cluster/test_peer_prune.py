@@ -124,8 +124,15 @@ def test_a_restarted_node_still_shows_its_pruned_peer(nodes: dict[str, Node]) ->
     before = entry(a, b)
     assert before["pruned"]
     record = a.daemon.data_dir / "cluster-pruned-peers.json"
-    listed = {p["address"] for p in json.loads(record.read_text())["peers"]}
-    assert listed == {before["address"], entry(a, c)["address"]}
+
+    def recorded() -> set[str]:
+        """The pruned peers' addresses in a's record (written a moment after its view)."""
+        return ({p["address"] for p in json.loads(record.read_text())["peers"]}
+                if record.exists() else set())
+
+    wait_for("a records b and c as pruned",
+             lambda: recorded() == {before["address"], entry(a, c)["address"]},
+             deadline=DEADLINE)
     a.daemon.stop()
     a.daemon.start()
     # Without the record b would count from discovery again (last_seen None, blocking
