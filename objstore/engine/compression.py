@@ -12,9 +12,6 @@ bucket are compressed (blobs/zchunks.py) unless their content type is already co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.changes import Caller
 from objstore.engine.compression_setting import (
     ALGORITHMS,
@@ -23,40 +20,20 @@ from objstore.engine.compression_setting import (
     parse_setting,
     stage_settings,
 )
-from objstore.engine.quota import NoSuchBucket
-from objstore.errors import S3Error
+from objstore.engine.quota import BucketDocumentService
 
 __all__ = ["ALGORITHMS", "COMPRESSION_CONFIG_KEY", "CompressionService", "CompressionSetting",
            "parse_setting", "stage_settings"]
 
-if TYPE_CHECKING:
-    from objstore.meta.async_store import MetaStore
 
-class CompressionService:
+class CompressionService(BucketDocumentService):
     """Read, set and remove a bucket's compression (the admin endpoints)."""
 
-    def __init__(self, meta: MetaStore, documents: BucketConfigService) -> None:
-        self._meta = meta
-        self._documents = documents
+    CONFIG_KEY = COMPRESSION_CONFIG_KEY
 
     async def get(self, bucket: str) -> CompressionSetting | None:
-        await self._require_bucket(bucket)
-        stored = await self._meta.get_bucket_config(bucket, COMPRESSION_CONFIG_KEY)
+        stored = await self._stored(bucket)
         return None if stored is None else CompressionSetting.from_json(stored)
 
     async def put(self, caller: Caller, bucket: str, setting: CompressionSetting) -> None:
-        try:
-            await self._documents.put_config(caller, bucket, COMPRESSION_CONFIG_KEY,
-                                             setting.to_json())
-        except S3Error as error:
-            if error.code == "NoSuchBucket":
-                raise NoSuchBucket(bucket) from None
-            raise
-
-    async def delete(self, caller: Caller, bucket: str) -> None:
-        await self._require_bucket(bucket)
-        await self._documents.delete_config(caller, bucket, COMPRESSION_CONFIG_KEY)
-
-    async def _require_bucket(self, bucket: str) -> None:
-        if await self._meta.get_bucket(bucket) is None:
-            raise NoSuchBucket(bucket)
+        await self._put(caller, bucket, setting.to_json())

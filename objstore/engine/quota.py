@@ -124,17 +124,47 @@ class NoSuchBucket(LookupError):
     """The admin use cases name a bucket that does not exist."""
 
 
-class QuotaService:
-    """Read, set and remove a bucket's quota (the admin endpoints). Changes go through
-    `BucketConfigService`, which keeps them in the control record for `recover`."""
+class BucketDocumentService:
+    """One configuration document of a bucket that the admin API sets (`CONFIG_KEY`: a
+    quota, compression): read, stored, removed, NoSuchBucket for a bucket that does not
+    exist. Changes go through `BucketConfigService`, which keeps them in the control
+    record for `recover` and replicates them."""
+
+    CONFIG_KEY: str
 
     def __init__(self, meta: MetaStore, documents: BucketConfigService) -> None:
         self._meta = meta
         self._documents = documents
 
-    async def get(self, bucket: str) -> tuple[BucketQuota, UsageFigures]:
+    async def _stored(self, bucket: str) -> str | None:
         await self._require_bucket(bucket)
-        stored = await self._meta.get_bucket_config(bucket, QUOTA_CONFIG_KEY)
+        text: str | None = await self._meta.get_bucket_config(bucket, self.CONFIG_KEY)
+        return text
+
+    async def _put(self, caller: Caller, bucket: str, text: str) -> None:
+        try:
+            await self._documents.put_config(caller, bucket, self.CONFIG_KEY, text)
+        except S3Error as error:
+            if error.code == "NoSuchBucket":
+                raise NoSuchBucket(bucket) from None
+            raise
+
+    async def delete(self, caller: Caller, bucket: str) -> None:
+        await self._require_bucket(bucket)
+        await self._documents.delete_config(caller, bucket, self.CONFIG_KEY)
+
+    async def _require_bucket(self, bucket: str) -> None:
+        if await self._meta.get_bucket(bucket) is None:
+            raise NoSuchBucket(bucket)
+
+
+class QuotaService(BucketDocumentService):
+    """Read, set and remove a bucket's quota (the admin endpoints)."""
+
+    CONFIG_KEY = QUOTA_CONFIG_KEY
+
+    async def get(self, bucket: str) -> tuple[BucketQuota, UsageFigures]:
+        stored = await self._stored(bucket)
         quota = BucketQuota() if stored is None else BucketQuota.from_json(stored)
         count, total = await self._meta.bucket_usage(bucket)
         return quota, UsageFigures(count, total)
@@ -144,25 +174,13 @@ class QuotaService:
         if quota.unlimited:
             await self.delete(caller, bucket)
             return
-        try:
-            await self._documents.put_config(caller, bucket, QUOTA_CONFIG_KEY, quota.to_json())
-        except S3Error as error:
-            if error.code == "NoSuchBucket":
-                raise NoSuchBucket(bucket) from None
-            raise
-
-    async def delete(self, caller: Caller, bucket: str) -> None:
-        await self._require_bucket(bucket)
-        await self._documents.delete_config(caller, bucket, QUOTA_CONFIG_KEY)
-
-    async def _require_bucket(self, bucket: str) -> None:
-        if await self._meta.get_bucket(bucket) is None:
-            raise NoSuchBucket(bucket)
+        await self._put(caller, bucket, quota.to_json())
 
 
 __all__ = [
     "QUOTA_CONFIG_KEY",
     "QUOTA_RULE",
+    "BucketDocumentService",
     "BucketQuota",
     "NoSuchBucket",
     "QuotaCheck",
