@@ -25,7 +25,7 @@ No I/O and no Twisted here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 
@@ -81,3 +81,49 @@ def apply_write_stages(stages: Sequence[WriteStage], data: bytes) -> bytes:
     for stage in stages:
         data = stage.transform(data)
     return data
+
+
+class UnitSource:
+    """A `ByteSource` of logical bytes stored in units of `unit` logical bytes, each opened
+    on its own (encrypted packages, compressed chunks): a read reads the stored bytes of
+    the units its range covers at once and opens only those, and the last unit opened is
+    kept (a streamed read asks for it again). Subclasses say how a run of units is read
+    and opened (`_open_units`)."""
+
+    __slots__ = ("_source", "_size", "_unit", "_cached_seq", "_cached")
+
+    def __init__(self, source: ByteSource, size: int, unit: int) -> None:
+        self._source = source
+        self._size = size
+        self._unit = unit
+        self._cached_seq = -1
+        self._cached = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length < 0 or offset + length > self._size:
+            raise OSError(f"bytes {offset}+{length} are outside the {self._size} stored")
+        if length == 0:
+            return b""
+        first = offset // self._unit
+        last = (offset + length - 1) // self._unit
+        pieces = []
+        seq = first
+        if seq == self._cached_seq:
+            pieces.append(self._cached)
+            seq += 1
+        if seq <= last:
+            for plain in self._open_units(seq, last):
+                pieces.append(plain)
+                self._cached_seq, self._cached = seq, plain
+                seq += 1
+        plain = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        skip = offset - first * self._unit
+        return plain[skip:skip + length]
+
+    def _open_units(self, first: int, last: int) -> Iterator[bytes]:
+        """The logical bytes of units `first` to `last`, in order (one read below)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._cached = b""
+        self._source.close()

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Iterator
 from itertools import accumulate
 
 import zstandard
 
-from objstore.blobs.stages import ByteSource
+from objstore.blobs.stages import ByteSource, UnitSource
 from objstore.errors import ServerCondition
 
 CHUNK_BYTES = 256 * 1024
@@ -96,16 +97,15 @@ class ChunkCompressor:
         return tail + index + head + struct.pack(">I", zlib.crc32(index + head))
 
 
-class DecompressingSource:
+class DecompressingSource(UnitSource):
     """The logical bytes of a compressed stream of `stream_size` bytes (read from the
     `ByteSource` below), expected to hold `size` bytes. Reads the footer and index once,
     then decompresses only the chunks a read covers, keeping the last one."""
 
-    __slots__ = ("_source", "_size", "_offsets", "_entries", "_cached_seq", "_cached")
+    __slots__ = ("_offsets", "_entries")
 
     def __init__(self, source: ByteSource, stream_size: int, size: int) -> None:
-        self._source = source
-        self._size = size
+        super().__init__(source, size, CHUNK_BYTES)
         count = chunk_count(size)
         index_bytes = count * _ENTRY.size
         if stream_size < FOOTER_BYTES + index_bytes:
@@ -122,33 +122,13 @@ class DecompressingSource:
         self._offsets = [0, *accumulate(lengths)]
         if self._offsets[-1] != stream_size - FOOTER_BYTES - index_bytes:
             raise CorruptChunks("the chunks of a compressed blob do not add up to its index")
-        self._cached_seq = -1
-        self._cached = b""
 
-    def read(self, offset: int, length: int) -> bytes:
-        if offset < 0 or length < 0 or offset + length > self._size:
-            raise OSError(f"bytes {offset}+{length} are outside the {self._size} stored")
-        if length == 0:
-            return b""
-        first = offset // CHUNK_BYTES
-        last = (offset + length - 1) // CHUNK_BYTES
-        pieces = []
-        seq = first
-        if seq == self._cached_seq:
-            pieces.append(self._cached)
-            seq += 1
-        if seq <= last:
-            start = self._offsets[seq]
-            stored = self._source.read(start, self._offsets[last + 1] - start)
-            while seq <= last:
-                begin, end = self._offsets[seq] - start, self._offsets[seq + 1] - start
-                plain = self._open(seq, stored[begin:end])
-                pieces.append(plain)
-                self._cached_seq, self._cached = seq, plain
-                seq += 1
-        plain = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        skip = offset - first * CHUNK_BYTES
-        return plain[skip:skip + length]
+    def _open_units(self, first: int, last: int) -> Iterator[bytes]:
+        start = self._offsets[first]
+        stored = self._source.read(start, self._offsets[last + 1] - start)
+        for seq in range(first, last + 1):
+            begin, end = self._offsets[seq] - start, self._offsets[seq + 1] - start
+            yield self._open(seq, stored[begin:end])
 
     def _open(self, seq: int, stored: bytes) -> bytes:
         flagged, crc = self._entries[seq]
@@ -168,7 +148,3 @@ class DecompressingSource:
             raise CorruptChunks(f"compressed chunk {seq} holds {len(plain)} bytes, "
                                 f"not {expected}")
         return plain
-
-    def close(self) -> None:
-        self._cached = b""
-        self._source.close()

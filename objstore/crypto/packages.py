@@ -18,11 +18,12 @@ packages it covers (`DecryptingSource`). Pure apart from the `ByteSource` it rea
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from objstore.blobs.stages import ByteSource
+from objstore.blobs.stages import ByteSource, UnitSource
 from objstore.errors import ServerCondition
 
 PACKAGE_PLAINTEXT = 64 * 1024
@@ -124,55 +125,27 @@ class PackageEncryptor:
         return sealed
 
 
-class DecryptingSource:
+class DecryptingSource(UnitSource):
     """The plaintext of an encrypted blob of `size` logical bytes, read by range from the
     `ByteSource` of its stored bytes; decrypts only the packages a read covers and keeps
     the last one (a streamed GET reads whole packages in order)."""
 
-    __slots__ = ("_source", "_cipher", "_size", "_count", "_cached_seq", "_cached")
+    __slots__ = ("_cipher", "_count")
 
     def __init__(self, source: ByteSource, data_key: bytes, size: int) -> None:
-        self._source = source
+        super().__init__(source, size, PACKAGE_PLAINTEXT)
         self._cipher = AESGCM(data_key)
-        self._size = size
         self._count = package_count(size)
-        self._cached_seq = -1
-        self._cached = b""
 
-    def read(self, offset: int, length: int) -> bytes:
-        if offset < 0 or length < 0 or offset + length > self._size:
-            raise OSError(f"bytes {offset}+{length} are outside the {self._size} stored")
-        if length == 0:
-            return b""
-        first = offset // PACKAGE_PLAINTEXT
-        last = (offset + length - 1) // PACKAGE_PLAINTEXT
-        plain = self._packages(first, last)
-        skip = offset - first * PACKAGE_PLAINTEXT
-        return plain[skip:skip + length]
-
-    def _packages(self, first: int, last: int) -> bytes:
-        pieces = []
-        seq = first
-        if seq == self._cached_seq:
-            pieces.append(self._cached)
-            seq += 1
-        if seq <= last:
-            stored_end = min(self._stored_end(last), stored_size(self._size))
-            stored = self._source.read(seq * PACKAGE_STORED, stored_end - seq * PACKAGE_STORED)
-            at = 0
-            while seq <= last:
-                take = min(PACKAGE_STORED, len(stored) - at)
-                plain = open_package(self._cipher, seq, stored[at:at + take],
-                                     seq == self._count - 1)
-                pieces.append(plain)
-                self._cached_seq, self._cached = seq, plain
-                at += take
-                seq += 1
-        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    def _open_units(self, first: int, last: int) -> Iterator[bytes]:
+        stored_end = min(self._stored_end(last), stored_size(self._size))
+        stored = self._source.read(first * PACKAGE_STORED, stored_end - first * PACKAGE_STORED)
+        at = 0
+        for seq in range(first, last + 1):
+            take = min(PACKAGE_STORED, len(stored) - at)
+            yield open_package(self._cipher, seq, stored[at:at + take], seq == self._count - 1)
+            at += take
 
     def _stored_end(self, seq: int) -> int:
         return (seq + 1) * PACKAGE_STORED
 
-    def close(self) -> None:
-        self._cached = b""
-        self._source.close()
