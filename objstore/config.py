@@ -205,12 +205,19 @@ class Audit:
 class Metrics:
     history_interval_seconds: float = 60.0
     history_retention_hours: float = 24.0
+    # A file holding a token GET /admin/metrics then requires as "Authorization: Bearer".
+    bearer_token_file: str | None = None
+    # false drops the per-bucket families (objstore_bucket_*): bucket names stay private.
+    bucket_labels: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Logging:
     level: str = "info"
     format: str = "text"
+    # One line per request: "" off, "-" standard output, else a file path (appended).
+    access_log: str = ""
+    access_log_format: str = "text"
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +338,18 @@ def _path(*, must_exist: bool) -> Checker:
         return path
 
     return check
+
+
+def _log_destination(value: Any, ctx: _Context) -> str:
+    """"" (off), "-" (standard output) or a file path, resolved; its directory must exist."""
+    if not isinstance(value, str):
+        raise _Invalid('must be "" (off), "-" (standard output) or a file path')
+    if value in ("", "-"):
+        return value
+    path = ctx.resolve(value)
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        raise _Invalid(f"no such directory: {os.path.dirname(path)}", show_value=False)
+    return path
 
 
 def _url(value: Any, ctx: _Context) -> str:
@@ -561,11 +580,15 @@ _AUDIT = _Section("audit", Audit, (
 _METRICS = _Section("metrics", Metrics, (
     _F("history_interval_seconds", _num(0, above=True)),
     _F("history_retention_hours", _num(0, above=True)),
+    _F("bearer_token_file", _path(must_exist=True)),
+    _F("bucket_labels", _bool),
 ))
 
 _LOGGING = _Section("logging", Logging, (
     _F("level", _choice("debug", "info", "warn", "error")),
     _F("format", _choice("text", "json")),
+    _F("access_log", _log_destination),
+    _F("access_log_format", _choice("text", "json")),
 ))
 
 _TOP_LEVEL = (_SERVER, _STORAGE, _LIFECYCLE, _CLUSTER, _NOTIFICATIONS, _OUTBOX, _ENCRYPTION,

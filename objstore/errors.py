@@ -118,6 +118,7 @@ class S3Error(Exception):
 # Admin JSON errors: error code -> status
 ADMIN_ERRORS: dict[str, int] = {
     "BadRequest": 400,
+    "Unauthorized": 401,  # GET /admin/metrics without its bearer token ([metrics])
     "AccessDenied": 403,
     # Authentication failures keep the S3 code, so that tools can tell them apart.
     "InvalidAccessKeyId": 403,

@@ -36,7 +36,7 @@ from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.jobs_routes import FAMILIES as JOB_FAMILIES
 from objstore.admin.jobs_routes import JobRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
-from objstore.admin.metrics_routes import MetricsRoutes
+from objstore.admin.metrics_routes import MetricsRoutes, read_bearer_token
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
@@ -44,6 +44,7 @@ from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
 from objstore.admin.settings_routes import SettingsRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
 from objstore.admin.transfer_routes import TransferRoutes
+from objstore.audit.access_log import AccessLog
 from objstore.audit.changes import AuditChangeSink
 from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog, AuditSink
 from objstore.audit.requests import RequestRecorder
@@ -205,6 +206,15 @@ def blob_stages(config: Config) -> BlobStages:
     try:
         return node_stages(config, create=True)
     except (MasterKeyError, OSError) as exc:
+        raise BootstrapError(str(exc)) from None
+
+
+def metrics_token(config: Config) -> bytes | None:
+    """The token GET /admin/metrics requires ([metrics] bearer_token_file), read once at
+    start; a start refused when the file holds none."""
+    try:
+        return read_bearer_token(config.metrics.bearer_token_file)
+    except (ValueError, OSError) as exc:
         raise BootstrapError(str(exc)) from None
 
 
@@ -407,7 +417,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                             views=views))
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id,
-        views=views))
+        views=views, bearer_token=metrics_token(config)))
     admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
         gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
     if cluster is not None:
@@ -575,7 +585,8 @@ def build_observability(
     metrics_dir = (os.path.join(role.runtime_dir, METRICS_DIR)
                    if role.runtime_dir is not None else None)
     metrics = NodeMetrics(node_id=node_id, version=__version__, multiprocess_dir=metrics_dir,
-                          threads=io_pool, clock=reactor)
+                          threads=io_pool, clock=reactor,
+                          bucket_labels=config.metrics.bucket_labels)
     interval = config.metrics.history_interval_seconds
     storage = StorageSnapshot(meta, clock=reactor, interval_seconds=interval)
     history = MetricsHistory(
@@ -587,9 +598,14 @@ def build_observability(
     metrics.add(PoolCollector(pools))
     metrics.add(AuditCollector(audit))
     group = OrderedMultiService()
-    for child in (audit, metrics.service):
+    access = (AccessLog(config.logging.access_log, config.logging.access_log_format,
+                        run_in_thread=io_pool.run, clock=reactor)
+              if config.logging.access_log else None)
+    for child in (audit, metrics.service) if access is None else (audit, access,
+                                                                    metrics.service):
         child.setServiceParent(group)
-    recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds)
+    recorder = RequestRecorder(audit=audit, metrics=metrics.requests, clock=reactor.seconds,
+                               access=access)
     return Observability(audit, metrics, recorder, group, [purge, storage, history])
 
 

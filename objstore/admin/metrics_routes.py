@@ -12,6 +12,7 @@ first, filtered by since/until (ISO 8601) and limit (default 1000, at most 10000
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ from objstore.admin.gate import VIEW_SERVER_INFO, AdminGate, authorized_route
 from objstore.admin.view_params import ViewParams, parse_limit, parse_time, query_params
 from objstore.admin.views import JsonObject, iso
 from objstore.cluster.node_views import METRICS_HISTORY, NodeViews
+from objstore.errors import AdminError
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
 from objstore.meta.async_store import MetaStore
@@ -57,6 +59,25 @@ async def history_page(meta: MetaStore, params: ViewParams) -> dict[str, Any]:
     return {"samples": [sample_view(s) for s in samples]}
 
 
+def scrape_allowed(expected: bytes, presented: bytes | None) -> bool:
+    """Whether an Authorization header carries the expected "Bearer <token>" (compared in
+    constant time)."""
+    return presented is not None and hmac.compare_digest(expected, presented.strip())
+
+
+def read_bearer_token(path: str | None) -> bytes | None:
+    """The token of [metrics] bearer_token_file (read once at start), None when unset;
+    ValueError when the file holds no token."""
+    if path is None:
+        return None
+    with open(path, "rb") as source:
+        token = source.read().strip()
+    if not token or any(byte < 0x21 or byte > 0x7E for byte in token):
+        raise ValueError(f"[metrics] bearer_token_file {path}: no token (one line of "
+                         "printable ASCII without spaces)")
+    return token
+
+
 class MetricsRoutes:
     app = Klein()
     install_json_errors(app)
@@ -69,9 +90,12 @@ class MetricsRoutes:
         render: Callable[[], bytes | Deferred[bytes]],
         node_id: str,
         views: NodeViews | None = None,
+        bearer_token: bytes | None = None,
     ) -> None:
-        """`views`: the node's per-node views; by default this node alone."""
+        """`views`: the node's per-node views; by default this node alone. `bearer_token`
+        ([metrics] bearer_token_file): the token a scrape must present, None for none."""
         self._gate = gate
+        self._bearer = None if bearer_token is None else b"Bearer " + bearer_token
         self._render = render
         self._views = views if views is not None else NodeViews(
             node_id=node_id,
@@ -82,6 +106,11 @@ class MetricsRoutes:
 
     @app.route("/metrics", methods=["GET"])
     async def metrics(self, request: ObjstoreRequest) -> bytes:
+        if self._bearer is not None and not scrape_allowed(
+                self._bearer, request.getHeader(b"authorization")):
+            request.setHeader("WWW-Authenticate", 'Bearer realm="objstore metrics"')
+            raise AdminError("Unauthorized", "GET /admin/metrics needs the bearer token of "
+                             "[metrics] bearer_token_file.")
         rendered = self._render()
         body = await rendered if isinstance(rendered, Deferred) else rendered
         request.setHeader("Content-Type", CONTENT_TYPE)

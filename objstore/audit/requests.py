@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from twisted.logger import Logger
 
+from objstore.audit.access_log import AccessEntry, AccessLog
 from objstore.audit.log import AuditLog
 from objstore.audit.operations import (
     ADMIN_HEALTH,
@@ -48,9 +49,12 @@ class RequestRecorder:
     """The `ObjstoreSite` observer feeding the audit log and the request metrics."""
 
     def __init__(
-        self, *, audit: AuditLog, metrics: RequestMetrics, clock: Callable[[], float]
+        self, *, audit: AuditLog, metrics: RequestMetrics, clock: Callable[[], float],
+        access: AccessLog | None = None,
     ) -> None:
+        """`access`: the access log ([logging] access_log), None when it is off."""
         self._audit = audit
+        self._access = access
         self._metrics = metrics
         self._clock = clock
 
@@ -67,13 +71,17 @@ class RequestRecorder:
 
     def _record(self, request: ObjstoreRequest, completed: bool) -> None:
         context = request.audit
-        if context.api in ("cluster", "console"):  # peers' traffic; static files
+        if context.api == "cluster":  # peers' traffic
             return
         status, error_code = outcome(request, completed)
-        operation, bucket, key, details = describe(request)
         duration = max(0.0, self._clock() - context.started)
         bytes_in = request.spool.length if request.spool is not None else 0
         bytes_out = int(request.sentLength or 0)
+        if self._access is not None:
+            self._access.add(access_entry(request, status, duration, bytes_in, bytes_out))
+        if context.api == "console":  # static files: neither metrics nor audit
+            return
+        operation, bucket, key, details = describe(request)
         self._metrics.observe(operation, status, error_code, duration, bytes_in, bytes_out)
         if operation in UNAUDITED:
             return
@@ -97,6 +105,25 @@ class RequestRecorder:
                 request.requestHeaders.getRawHeaders(b"user-agent"))),
             details=details,
         ))
+
+
+def access_entry(request: ObjstoreRequest, status: int, duration: float, bytes_in: int,
+                 bytes_out: int) -> AccessEntry:
+    """The access log's line of a request: the path without its query string."""
+    context = request.audit
+    raw_path = (request.path or b"").split(b"?", 1)[0]
+    return AccessEntry(
+        ts=context.started or 0.0,
+        request_id=request.request_id,
+        principal=context.username or context.access_key or "-",
+        source_ip=peer_address(request),
+        method=(request.method or b"-").decode("ascii", "backslashreplace"),
+        path=raw_path.decode("utf-8", "backslashreplace"),
+        status=status,
+        bytes_in=bytes_in,
+        bytes_out=bytes_out,
+        duration_ms=duration * 1000.0,
+    )
 
 
 def outcome(request: ObjstoreRequest, completed: bool) -> tuple[int, str]:

@@ -31,8 +31,13 @@ PoolStats = Callable[[], Mapping[str, int]]
 
 
 class StorageCollector(Collector):
-    def __init__(self, figures: Callable[[], StorageFigures | None]) -> None:
+    """`per_bucket` false ([metrics] bucket_labels = false) leaves out the families labelled
+    by bucket name."""
+
+    def __init__(self, figures: Callable[[], StorageFigures | None], *,
+                 per_bucket: bool = True) -> None:
         self._figures = figures
+        self._per_bucket = per_bucket
 
     def collect(self) -> Iterator[Metric]:
         figures = self._figures()
@@ -45,6 +50,8 @@ class StorageCollector(Collector):
                      figures.stored_bytes)
         yield _gauge("objstore_storage_snapshot_timestamp_seconds",
                      "When the storage figures were measured (Unix time).", figures.taken_at)
+        if not self._per_bucket:
+            return
         objects = GaugeMetricFamily(
             "objstore_bucket_objects",
             "Object versions stored per bucket (the largest buckets only).", labels=["bucket"])

@@ -184,8 +184,11 @@ class NodeMetrics:
         threads: Runner | None = None,
         clock: ReactorClock | None = None,
         publish_interval_seconds: float = PUBLISH_INTERVAL_SECONDS,
+        bucket_labels: bool = True,
     ) -> None:
+        """`bucket_labels` false leaves out the per-bucket storage families."""
         self.registry = CollectorRegistry()
+        self._bucket_labels = bucket_labels
         self.multiprocess_dir = multiprocess_dir
         self.service = service.MultiService()  # nothing to run for a single process
         self._threads: Runner = threads if threads is not None else InlinePool()
@@ -219,7 +222,8 @@ class NodeMetrics:
         """Show the storage figures of `snapshot`. In multiprocess mode every worker shows
         the figures the leader (the one process whose snapshot runs) last measured."""
         if self.multiprocess_dir is None:
-            self.registry.register(StorageCollector(lambda: snapshot.current))
+            self.registry.register(StorageCollector(lambda: snapshot.current,
+                                                   per_bucket=self._bucket_labels))
         else:
             snapshot.subscribe(self.publish_storage)
             self._storage_shared = True
@@ -259,7 +263,8 @@ class NodeMetrics:
         families += [empty for empty in self._declared if empty.name not in found]
         if self._storage_shared:
             figures = multiprocess.read_storage(path)
-            families += StorageCollector(lambda: figures).collect()
+            families += StorageCollector(lambda: figures,
+                                         per_bucket=self._bucket_labels).collect()
         families += multiprocess.process_families(multiprocess.live_pids(path))
         return families
 

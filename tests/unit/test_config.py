@@ -349,6 +349,13 @@ BAD = [
     ('[logging]\nlevel = "trace"', "[logging] level: must be one of 'debug', 'info', 'warn', "
                                    "'error', got 'trace'"),
     ('[logging]\nformat = "xml"', "[logging] format: must be one of 'text', 'json', got 'xml'"),
+    ("[logging]\naccess_log = 1", "[logging] access_log: must be"),
+    ('[logging]\naccess_log = "/no/such/dir/access.log"', "[logging] access_log: no such "
+                                                          "directory: /no/such/dir"),
+    ('[logging]\naccess_log_format = "csv"', "[logging] access_log_format: must be one of"),
+    ('[metrics]\nbearer_token_file = "missing-token"', "[metrics] bearer_token_file: no such "
+                                                        "file:"),
+    ('[metrics]\nbucket_labels = "no"', "[metrics] bucket_labels: must be true or false"),
     # unknown keys and sections
     ("[server]\nprot = 9000", "unknown key [server] prot (did you mean 'port'?)"),
     ('[server]\ndomain = "s3.example.com"', "unknown key [server] domain (did you mean "
