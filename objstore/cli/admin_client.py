@@ -14,7 +14,9 @@ AWS_SECRET_ACCESS_KEY, OBJSTORE_REGION), and a profile of the profile file
     region = "us-east-1"          # optional, the default
     ca_bundle = "/etc/ssl/ca.pem" # optional: verify TLS against this CA
 
-The profile is --profile, else OBJSTORE_PROFILE, else `default`. Requests are signed exactly
+Without an endpoint from any of them the command talks to http://127.0.0.1:9000 (the
+daemon's default listener). The profile is --profile, else OBJSTORE_PROFILE, else
+`default`. Requests are signed exactly
 like S3 requests (service `s3`). This module imports no Twisted, and never prints, logs or
 puts a secret key in an exception.
 """
@@ -116,6 +118,9 @@ def load_profile(path: Path, name: str, *, required: bool,
     return dict(profile)
 
 
+DEFAULT_ENDPOINT = "http://127.0.0.1:9000"
+
+
 def resolve_settings(
     flags: Mapping[str, str | None],
     environ: Mapping[str, str],
@@ -133,11 +138,12 @@ def resolve_settings(
             (environ[v] for v in variables if environ.get(v)), None) or from_file.get(setting)
         if found:
             values[setting] = found
-    missing = [s for s in ("endpoint", "access_key", "secret_key") if s not in values]
+    values.setdefault("endpoint", DEFAULT_ENDPOINT)
+    missing = [s for s in ("access_key", "secret_key") if s not in values]
     if missing:
         raise UsageProblem(
-            f"no {', '.join(missing)}: give --endpoint/--access-key/--secret-key, set "
-            "OBJSTORE_ENDPOINT/OBJSTORE_ACCESS_KEY/OBJSTORE_SECRET_KEY, or write a profile in "
+            f"no {', '.join(missing)}: give --access-key/--secret-key, set "
+            "OBJSTORE_ACCESS_KEY/OBJSTORE_SECRET_KEY, or write a profile in "
             f"{profile_path(environ)}")
     return ConnectionSettings(
         endpoint=base_url(values["endpoint"]), access_key=values["access_key"],

@@ -18,10 +18,10 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from objstore.cli import admin_ops
 from objstore.cli.admin_client import (
     AdminApiError,
     AdminClient,
@@ -31,7 +31,6 @@ from objstore.cli.admin_client import (
 )
 from objstore.cli.admin_iam import (
     CommandFailed,
-    Handler,
     JsonObject,
     Result,
     Session,
@@ -74,27 +73,9 @@ from objstore.cli.admin_jobs import (
     jobs_start,
     jobs_watch,
 )
+from objstore.cli.admin_spec import Arg, Command, arg
 from objstore.cli.progress import Progress
 from objstore.cli.tables import Column, human_bytes, render_record, render_table
-
-
-@dataclass(frozen=True)
-class Arg:
-    flags: tuple[str, ...]
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-
-def arg(*flags: str, **options: Any) -> Arg:
-    return Arg(flags, options)
-
-
-@dataclass(frozen=True)
-class Command:
-    path: tuple[str, ...]
-    help: str
-    run: Handler
-    args: tuple[Arg, ...] = ()
-
 
 # -- objects ---------------------------------------------------------------------------
 
@@ -372,7 +353,7 @@ COMMANDS: tuple[Command, ...] = (
              arg("--level", type=int, default=3, help="1 to 19 (default 3)"))),
     Command(("buckets", "compression", "delete"), "store new objects of a bucket "
             "uncompressed", compression_delete, (arg("bucket"),)),
-)
+) + admin_ops.COMMANDS
 
 
 # -- argparse and dispatch -----------------------------------------------------------------
@@ -388,6 +369,7 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("jobs",): "maintenance jobs: start, watch, pause, resume, cancel",
     ("buckets",): "per-bucket settings",
     ("buckets", "compression"): "compression of new objects (zstd)",
+    **admin_ops.GROUPS,
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

@@ -18,12 +18,24 @@ import sys
 from collections.abc import Callable
 
 from objstore import __version__
-from objstore.cli import admin_commands, gen_certs
+from objstore.cli import admin_commands, completion, gen_certs
 from objstore.config import Config, ConfigError, load_config
+
+EPILOG = """\
+The admin commands connect to --endpoint, else $OBJSTORE_ENDPOINT, else the profile's
+endpoint, else http://127.0.0.1:9000. Keys: --access-key/--secret-key, else
+$OBJSTORE_ACCESS_KEY/$OBJSTORE_SECRET_KEY (or $AWS_ACCESS_KEY_ID/$AWS_SECRET_ACCESS_KEY),
+else the profile. Also: $OBJSTORE_REGION, $OBJSTORE_CA_BUNDLE (a CA file to verify TLS),
+$OBJSTORE_PROFILE (a profile name). Profiles: [profile.NAME] tables of
+$XDG_CONFIG_HOME/objstore/profile.toml (~/.config/objstore/profile.toml) with endpoint,
+access_key, secret_key, region, ca_bundle. Shell completion: eval "$(objstore completion
+bash)". Every admin command prints JSON with --json. See objstore(8)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="objstore", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="objstore", description=__doc__.split("\n\n")[0],
+                                     epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"objstore {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -36,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("keygen", help="print a new random secret for [cluster] secret")
     gen_certs.add_command(commands)
+    completion.add_command(commands)
 
     check = commands.add_parser("check", help="compare the database with the files on disk")
     check.add_argument("--config", "-c", help="path to objstore.toml")
@@ -87,6 +100,7 @@ def with_config(tool: Callable[[Config, argparse.Namespace], int]
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "keygen": run_keygen,
     "gen-certs": gen_certs.run,
+    "completion": completion.run,
     "recover": with_config(run_recover),
     "check": with_config(run_check),
 }
@@ -94,6 +108,10 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == [completion.COMPLETE]:  # the completion scripts ask for candidates
+        sys.stdout.write(completion.complete(parser, words[1:]))
+        return 0
     args = parser.parse_args(argv)
     if getattr(args, "admin_command", None) is not None:
         return admin_commands.run(args)

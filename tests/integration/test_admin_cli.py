@@ -231,7 +231,7 @@ def test_connection_settings_and_usage_errors(cli: Cli) -> None:
     for name in ("OBJSTORE_ENDPOINT", "OBJSTORE_ACCESS_KEY", "OBJSTORE_SECRET_KEY"):
         bare.pop(name)
     missing = cli.run("info", env=bare, status=2)
-    assert "no endpoint, access_key, secret_key" in missing.stderr
+    assert "no access_key, secret_key" in missing.stderr
     flags = ["--endpoint", cli.daemon.endpoint, "--access-key", ROOT_ACCESS_KEY,
              "--secret-key", ROOT_SECRET_KEY]
     cli.run("info", *flags, env=bare)
@@ -260,3 +260,51 @@ def test_connection_settings_and_usage_errors(cli: Cli) -> None:
     cli.run("users", "frobnicate", status=2)
     unreachable = cli.run("info", "--endpoint", "http://127.0.0.1:9", status=1)
     assert "cannot reach" in unreachable.stderr
+
+
+def test_quota_settings_metrics_and_cluster_commands(cli: Cli) -> None:
+    bucket = unique("quota")
+    make_client(cli.daemon.endpoint).create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+    shown = cli.run("buckets", "quota", "get", bucket).stdout
+    assert "max_bytes" in shown and "unlimited" in shown
+    cli.run("buckets", "quota", "set", bucket, status=1)  # neither limit given
+    quota = cli.json("buckets", "quota", "set", bucket, "--max-bytes", "10M",
+                     "--max-objects", "5")
+    assert quota["max_bytes"] == 10 * 1024**2 and quota["max_objects"] == 5
+    assert "10.0 MiB" in cli.run("buckets", "quota", "get", bucket).stdout
+    cli.run("buckets", "quota", "set", bucket, "--max-bytes", "ten", status=2)
+    cli.run("buckets", "quota", "delete", bucket)
+    assert cli.json("buckets", "quota", "get", bucket)["max_bytes"] is None
+    cli.run("buckets", "quota", "get", unique("missing"), status=1)
+
+    settings = cli.json("settings", "list")
+    assert "region" in {s["key"] for s in settings}
+    region = next(s for s in settings if s["key"] == "region")
+    if region["value"] is None:  # not set on this daemon: 404, exit status 1
+        cli.run("settings", "get", "region", status=1)
+    else:
+        assert cli.json("settings", "get", "region")["value"] == region["value"]
+    assert cli.run("settings", "list").stdout.splitlines()[0].split()[:2] == ["KEY", "VALUE"]
+    cli.run("settings", "set", "no_such_setting", "1", status=1)  # refused, nothing changed
+
+    history = cli.json("metrics", "history", "--limit", "5")
+    assert isinstance(history["samples"], list)
+    chart = cli.run("metrics", "history", "--figure", "requests", "--width", "10").stdout
+    assert "samples" in chart  # "(no samples yet)" or "N samples, <first> .. <last>"
+
+    status = cli.json("cluster", "status")
+    assert status["enabled"] is False and status["nodes"]
+    assert "NODE" in cli.run("cluster", "status").stdout
+
+
+def test_completion_scripts_complete_commands(cli: Cli) -> None:
+    bash = cli.run("completion", "bash").stdout
+    assert "complete -o default -F _objstore objstore" in bash
+    assert cli.run("completion", "zsh").stdout.startswith("#compdef objstore")
+    assert cli.run("__complete", "2", "buckets", "q").stdout.split() == ["quota"]
+    script = (f'eval "$({OBJSTORE} completion bash)"; COMP_WORDS=(objstore jobs st); '
+              'COMP_CWORD=2; _objstore; echo "${COMPREPLY[@]}"')
+    env = cli.env(PATH=f"{Path(OBJSTORE).parent}:{os.environ.get('PATH', '')}")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                          timeout=60)
+    assert done.stdout.split() == ["start"], done.stderr

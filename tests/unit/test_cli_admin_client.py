@@ -231,3 +231,9 @@ def test_a_refused_download_writes_nothing(connection: FakeConnection) -> None:
     with pytest.raises(AdminApiError):
         AdminClient(SETTINGS).download("POST", "/archive", {}, sink, lambda n: None)
     assert sink.getvalue() == b""
+
+
+def test_the_endpoint_defaults_to_the_local_daemon(tmp_path: Path) -> None:
+    settings = resolve_settings({"access_key": "AK", "secret_key": "SK"},
+                                {"HOME": str(tmp_path)})
+    assert settings.endpoint == "http://127.0.0.1:9000"
