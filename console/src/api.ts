@@ -34,6 +34,14 @@ export class ApiError extends Error {
   }
 }
 
+// A configuration document's request: S3 wants an integrity header on these PUTs
+// (Content-MD5 or x-amz-checksum-*); browsers have no MD5, so SHA-256 it is.
+export async function documentBody(body: string, contentType = "application/xml"): Promise<RequestInit> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(body));
+  const base64 = btoa(String.fromCharCode(...new Uint8Array(digest)));
+  return { body, headers: { "Content-Type": contentType, "x-amz-checksum-sha256": base64 } };
+}
+
 export function encodeKey(key: string): string {
   return key.split("/").map(encodeURIComponent).join("/");
 }
@@ -174,38 +182,113 @@ function put(
   );
 }
 
-// Uploads a file: one PUT when small, else a multipart upload of PART_SIZE parts.
+// Where an interrupted multipart upload is remembered (this browser's localStorage, by
+// bucket, key and the file's name, size and modification time): choosing the same file
+// again resumes it, skipping the parts the server already holds (ListParts).
+const RESUME = "objstore.console.upload.";
+
+interface Resumable { uploadId: string; partSize: number }
+
+function resumeKey(bucket: string, key: string, file: Blob): string {
+  const f = file as File;
+  return RESUME + JSON.stringify([bucket, key, f.name || "", file.size, f.lastModified || 0]);
+}
+
+// The parts an upload holds: part number -> ETag (null when the upload is gone).
+async function listParts(c: Client, path: string, uploadId: string): Promise<Map<number, { etag: string; size: number }> | null> {
+  const parts = new Map<number, { etag: string; size: number }>();
+  let marker = "";
+  for (;;) {
+    const q = new URLSearchParams({ uploadId, "max-parts": "1000" });
+    if (marker) q.set("part-number-marker", marker);
+    let doc: Document;
+    try {
+      doc = await c.s3Xml("GET", `${path}?${q}`);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return null;
+      throw err;
+    }
+    for (const p of Array.from(doc.getElementsByTagName("Part"))) {
+      parts.set(Number(text(p, "PartNumber")), { etag: text(p, "ETag"), size: Number(text(p, "Size")) });
+    }
+    if (text(doc, "IsTruncated") !== "true") return parts;
+    marker = text(doc, "NextPartNumberMarker");
+  }
+}
+
+// Uploads a file: one PUT when small, else a multipart upload of PART_SIZE parts that an
+// interruption leaves in place, so that the same file chosen again resumes it.
 export async function upload(
   c: Client, bucket: string, key: string, file: Blob, onProgress: (sent: number) => void,
-): Promise<void> {
+): Promise<{ resumed: boolean }> {
   const path = `/${encodeURIComponent(bucket)}/${encodeKey(key)}`;
   if (file.size <= PART_SIZE) {
     await put(c, path, file, onProgress);
     onProgress(file.size);
-    return;
+    return { resumed: false };
   }
-  const created = await c.s3Xml("POST", `${path}?uploads`);
-  const uploadId = text(created, "UploadId");
-  const etags: string[] = [];
-  const size = partSize(file.size);
+  const remembered = resumeKey(bucket, key, file);
+  let state: Resumable | null = null;
   try {
-    for (let offset = 0, part = 1; offset < file.size; offset += size, part++) {
-      const q = new URLSearchParams({ partNumber: String(part), uploadId });
-      const etag = await put(c, `${path}?${q}`, file.slice(offset, offset + size),
-        (sent) => onProgress(offset + sent));
-      etags.push(etag);
-    }
-    const parts = etags
-      .map((etag, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${etag}</ETag></Part>`)
-      .join("");
-    await c.s3("POST", `${path}?${new URLSearchParams({ uploadId })}`, {
-      body: `<CompleteMultipartUpload>${parts}</CompleteMultipartUpload>`,
-    });
-    onProgress(file.size);
-  } catch (error) {
-    await c.s3("DELETE", `${path}?${new URLSearchParams({ uploadId })}`).catch(() => undefined);
-    throw error;
+    state = JSON.parse(localStorage.getItem(remembered) || "null");
+  } catch {
+    state = null;
   }
+  let held = state ? await listParts(c, path, state.uploadId) : null;
+  const resumed = held !== null;
+  if (!state || held === null) {
+    const created = await c.s3Xml("POST", `${path}?uploads`);
+    state = { uploadId: text(created, "UploadId"), partSize: partSize(file.size) };
+    held = new Map();
+    localStorage.setItem(remembered, JSON.stringify(state));
+  }
+  const { uploadId } = state;
+  const size = state.partSize;
+  const etags: string[] = [];
+  for (let offset = 0, part = 1; offset < file.size; offset += size, part++) {
+    const length = Math.min(size, file.size - offset);
+    const have = held.get(part);
+    if (have && have.size === length) {  // already on the server
+      etags.push(have.etag);
+      onProgress(offset + length);
+      continue;
+    }
+    const q = new URLSearchParams({ partNumber: String(part), uploadId });
+    etags.push(await put(c, `${path}?${q}`, file.slice(offset, offset + size),
+      (sent) => onProgress(offset + sent)));
+  }
+  const parts = etags
+    .map((etag, i) => `<Part><PartNumber>${i + 1}</PartNumber><ETag>${etag}</ETag></Part>`)
+    .join("");
+  await c.s3("POST", `${path}?${new URLSearchParams({ uploadId })}`, {
+    body: `<CompleteMultipartUpload>${parts}</CompleteMultipartUpload>`,
+  });
+  localStorage.removeItem(remembered);
+  onProgress(file.size);
+  return { resumed };
+}
+
+// Interrupted uploads this browser remembers, and forgetting one (aborting it on the server).
+export function interruptedUploads(): { id: string; bucket: string; key: string; name: string; size: number; uploadId: string }[] {
+  const found = [];
+  for (let i = 0; i < localStorage.length; i++) {
+    const id = localStorage.key(i) || "";
+    if (!id.startsWith(RESUME)) continue;
+    try {
+      const [bucket, key, name, size] = JSON.parse(id.slice(RESUME.length));
+      const state: Resumable = JSON.parse(localStorage.getItem(id) || "null");
+      found.push({ id, bucket, key, name, size, uploadId: state.uploadId });
+    } catch {
+      localStorage.removeItem(id);
+    }
+  }
+  return found;
+}
+
+export async function abandonUpload(c: Client, entry: { id: string; bucket: string; key: string; uploadId: string }): Promise<void> {
+  const path = `/${encodeURIComponent(entry.bucket)}/${encodeKey(entry.key)}`;
+  await c.s3("DELETE", `${path}?${new URLSearchParams({ uploadId: entry.uploadId })}`).catch(() => undefined);
+  localStorage.removeItem(entry.id);
 }
 
 export function formatSize(n: number): string {

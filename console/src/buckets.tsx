@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Client, Listing, encodeKey, formatSize, listPage, text, upload } from "./api";
+import { Client, Listing, abandonUpload, documentBody, encodeKey, formatSize, interruptedUploads, listPage, text, upload } from "./api";
 import { Link } from "./router";
 
 export function ErrorLine(props: { error: string }) {
@@ -76,7 +76,7 @@ export function BucketsPage(props: { client: Client }) {
   );
 }
 
-interface Upload { name: string; size: number; sent: number; error: string; done: boolean }
+interface Upload { name: string; size: number; sent: number; error: string; done: boolean; resumed?: boolean }
 
 export function BrowsePage(props: { client: Client; bucket: string; prefix: string }) {
   const { client, bucket, prefix } = props;
@@ -100,9 +100,8 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
   async function changeVersioning(status: "Enabled" | "Suspended") {
     setError("");
     try {
-      await client.s3("PUT", `${bucketPath}?versioning`, {
-        body: `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>${status}</Status></VersioningConfiguration>`,
-      });
+      await client.s3("PUT", `${bucketPath}?versioning`, await documentBody(
+        `<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>${status}</Status></VersioningConfiguration>`));
       await loadVersioning();
     } catch (err) {
       setError(describe(err));
@@ -142,8 +141,8 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
     for (const [n, file] of files.entries()) {
       const i = start + n;
       try {
-        await upload(client, bucket, prefix + nameOf(file), file, (sent) => update(i, { sent }));
-        update(i, { done: true, sent: file.size });
+        const { resumed } = await upload(client, bucket, prefix + nameOf(file), file, (sent) => update(i, { sent }));
+        update(i, { done: true, sent: file.size, resumed });
       } catch (err) {
         update(i, { error: describe(err) });
       }
@@ -187,6 +186,7 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
   return (
     <section aria-labelledby="browse-title">
       <h1 id="browse-title">{bucket}</h1>
+      <p><Link to={`/b/${encodeURIComponent(bucket)}/settings`}>Settings of {bucket}</Link> (quota, compression, encryption, tags, lifecycle, lock, policy, CORS, notifications, replication)</p>
       {versioning && (
         <p class="inline-row">
           Versioning: <strong>{versioning}</strong>{" "}
@@ -234,11 +234,12 @@ export function BrowsePage(props: { client: Client; bucket: string; prefix: stri
             <li key={i} data-sent={u.sent}>
               <span>{u.name}</span>
               <progress max={u.size || 1} value={u.sent} aria-label={`Upload of ${u.name}`} />
-              <span class="status">{u.error || (u.done ? "Uploaded" : `${formatSize(u.sent)} of ${formatSize(u.size)}`)}</span>
+              <span class="status">{u.error ? `${u.error} (choose the same file again to resume)` : (u.done ? (u.resumed ? "Uploaded (resumed)" : "Uploaded") : `${formatSize(u.sent)} of ${formatSize(u.size)}`)}</span>
             </li>
           ))}
         </ul>
       )}
+      <Interrupted key={uploads.filter((u) => u.done || u.error).length} client={client} bucket={bucket} />
       <ErrorLine error={error} />
       {share && (
         <div class="share" role="status">
@@ -298,7 +299,79 @@ function ObjectDetails(props: { client: Client; bucket: string; objectKey: strin
   const [tags, setTags] = useState<[string, string][]>([]);
   const [versions, setVersions] = useState<{ id: string; latest: boolean; size: string; modified: string; marker: boolean }[]>([]);
   const [error, setError] = useState("");
+  const [note, setNote] = useState("");
+  const [tagText, setTagText] = useState("");
+  const [locked, setLocked] = useState(false);
+  const [legalHold, setLegalHold] = useState("");
+  async function loadTags() {
+    const tagging = await client.s3Xml("GET", `${path}?tagging`);
+    const found: [string, string][] = Array.from(tagging.getElementsByTagName("Tag")).map((t) => [text(t, "Key"), text(t, "Value")]);
+    setTags(found);
+    setTagText(found.map(([k, v]) => `${k}=${v}`).join("\n"));
+  }
+  async function loadLock() {
+    try {
+      const config = await client.s3Xml("GET", `/${encodeURIComponent(bucket)}?object-lock`);
+      setLocked(text(config, "ObjectLockEnabled") === "Enabled");
+    } catch {
+      setLocked(false);
+      return;
+    }
+    try {
+      setLegalHold(text(await client.s3Xml("GET", `${path}?legal-hold`), "Status") || "OFF");
+    } catch {
+      setLegalHold("OFF");
+    }
+  }
+  async function saveTags(e: Event) {
+    e.preventDefault();
+    setError("");
+    setNote("");
+    const pairs = tagText.split("\n").map((line) => line.trim()).filter(Boolean).map((line) => {
+      const at = line.indexOf("=");
+      return at < 0 ? [line, ""] : [line.slice(0, at).trim(), line.slice(at + 1).trim()];
+    });
+    const esc = (v: string) => v.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    const body = `<Tagging xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><TagSet>${pairs.map(([k, v]) => `<Tag><Key>${esc(k)}</Key><Value>${esc(v)}</Value></Tag>`).join("")}</TagSet></Tagging>`;
+    try {
+      if (pairs.length) await client.s3("PUT", `${path}?tagging`, await documentBody(body));
+      else await client.s3("DELETE", `${path}?tagging`);
+      setNote("Tags saved");
+      await loadTags();
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function changeLegalHold(status: "ON" | "OFF") {
+    setError("");
+    try {
+      await client.s3("PUT", `${path}?legal-hold`, await documentBody(
+        `<LegalHold xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>${status}</Status></LegalHold>`));
+      setLegalHold(status);
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  async function retain(e: Event) {
+    e.preventDefault();
+    setError("");
+    setNote("");
+    const form = new FormData(e.target as HTMLFormElement);
+    const until = new Date(String(form.get("until")));
+    if (isNaN(until.getTime())) {
+      setError("Give the date the object is retained until.");
+      return;
+    }
+    try {
+      await client.s3("PUT", `${path}?retention`, await documentBody(
+        `<Retention xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Mode>${form.get("mode")}</Mode><RetainUntilDate>${until.toISOString()}</RetainUntilDate></Retention>`));
+      setNote("Retention set");
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
   useEffect(() => {
+    loadLock();
     (async () => {
       try {
         const response = await client.s3("HEAD", path);
@@ -310,8 +383,7 @@ function ObjectDetails(props: { client: Client; bucket: string; objectKey: strin
           if (shown.includes(name) || name.startsWith("x-amz-meta-")) rows.push([name, value]);
         });
         setHead(rows);
-        const tagging = await client.s3Xml("GET", `${path}?tagging`);
-        setTags(Array.from(tagging.getElementsByTagName("Tag")).map((t) => [text(t, "Key"), text(t, "Value")]));
+        await loadTags();
         const q = new URLSearchParams({ versions: "", prefix: objectKey, "max-keys": "100" });
         const listed = await client.s3Xml("GET", `/${encodeURIComponent(bucket)}?${q}`);
         const entries = [...Array.from(listed.getElementsByTagName("Version")), ...Array.from(listed.getElementsByTagName("DeleteMarker"))];
@@ -339,6 +411,31 @@ function ObjectDetails(props: { client: Client; bucket: string; objectKey: strin
       </dl>
       <h3>Tags</h3>
       {tags.length ? <ul>{tags.map(([k, v]) => <li key={k}>{k} = {v}</li>)}</ul> : <p>No tags.</p>}
+      <form onSubmit={saveTags} aria-label="Edit tags">
+        <label>Tags, one key=value per line
+          <textarea rows={3} value={tagText} onInput={(e) => setTagText((e.target as HTMLTextAreaElement).value)} />
+        </label>
+        <button type="submit">Save tags</button>
+      </form>
+      {note && <p role="status">{note}</p>}
+      {locked && (
+        <>
+          <h3>Object lock</h3>
+          <p class="inline-row">
+            Legal hold: <strong>{legalHold}</strong>{" "}
+            <button type="button" onClick={() => changeLegalHold(legalHold === "ON" ? "OFF" : "ON")}>
+              {legalHold === "ON" ? "Release legal hold" : "Place legal hold"}
+            </button>
+          </p>
+          <form class="inline" onSubmit={retain} aria-label="Retention">
+            <label>Mode
+              <select name="mode"><option value="GOVERNANCE">GOVERNANCE</option><option value="COMPLIANCE">COMPLIANCE (can not be shortened)</option></select>
+            </label>
+            <label>Retain until <input name="until" type="datetime-local" required /></label>
+            <button type="submit">Set retention</button>
+          </form>
+        </>
+      )}
       <h3>Versions</h3>
       <ul>
         {versions.map((v) => (
@@ -351,5 +448,25 @@ function ObjectDetails(props: { client: Client; bucket: string; objectKey: strin
       </ul>
       <button type="button" onClick={props.onClose}>Close details</button>
     </article>
+  );
+}
+
+// Multipart uploads this browser started into the bucket and did not finish: choosing the
+// same file again resumes one; "Abandon" aborts it on the server.
+function Interrupted(props: { client: Client; bucket: string }) {
+  const [entries, setEntries] = useState(() => interruptedUploads().filter((u) => u.bucket === props.bucket));
+  if (!entries.length) return null;
+  return (
+    <ul class="uploads" aria-label="Interrupted uploads">
+      {entries.map((u) => (
+        <li key={u.id}>
+          <span>{u.key} ({formatSize(u.size)}) was interrupted: choose {u.name} again to resume.</span>
+          <button type="button" aria-label={`Abandon the upload of ${u.key}`} onClick={async () => {
+            await abandonUpload(props.client, u);
+            setEntries(entries.filter((e) => e.id !== u.id));
+          }}>Abandon</button>
+        </li>
+      ))}
+    </ul>
   );
 }

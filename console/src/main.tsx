@@ -4,7 +4,9 @@ import { Client, Session, clearSession, loadSession, saveSession } from "./api";
 import { Link, navigate, useRoute } from "./router";
 import { BucketsPage, BrowsePage } from "./buckets";
 import { IamPage } from "./iam";
+import { JobsPage } from "./jobs";
 import { OpsPage } from "./ops";
+import { BucketSettingsPage } from "./settings";
 import "./style.css";
 
 function SignIn(props: { onSignedIn: (s: Session) => void }) {
@@ -65,9 +67,11 @@ function App() {
   };
   const [, first, ...rest] = route.path.split("/");
   let page;
-  if (first === "b" && rest[0]) page = <BrowsePage client={client} bucket={decodeURIComponent(rest[0])} prefix={route.query.get("prefix") || ""} />;
+  if (first === "b" && rest[0] && rest[1] === "settings") page = <BucketSettingsPage client={client} bucket={decodeURIComponent(rest[0])} />;
+  else if (first === "b" && rest[0]) page = <BrowsePage client={client} bucket={decodeURIComponent(rest[0])} prefix={route.query.get("prefix") || ""} />;
   else if (first === "iam") page = <IamPage client={client} />;
   else if (first === "ops") page = <OpsPage client={client} />;
+  else if (first === "jobs") page = <JobsPage client={client} />;
   else page = <BucketsPage client={client} />;
   return (
     <>
@@ -76,6 +80,7 @@ function App() {
           <Link to="/">Buckets</Link>
           <Link to="/iam">Access</Link>
           <Link to="/ops">Operations</Link>
+          <Link to="/jobs">Jobs</Link>
         </nav>
         <span class="who">{session.accessKeyId}</span>
         <button type="button" onClick={signOut}>Sign out</button>

@@ -1,6 +1,6 @@
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Client } from "./api";
+import { Client, formatSize } from "./api";
 import { ErrorLine } from "./buckets";
 
 const describe = (err: any) => `${err.code || "Error"}: ${err.message}`;
@@ -38,7 +38,9 @@ export function OpsPage(props: { client: Client }) {
         <div><h2>Server</h2><Fields value={info} /></div>
         <div><h2>Storage</h2><Fields value={stats} /></div>
       </div>
+      <Charts client={client} />
       <h2>Cluster</h2>
+      <Nodes cluster={cluster} />
       <Fields value={cluster} />
       <Audit client={client} />
     </section>
@@ -101,5 +103,80 @@ function Audit(props: { client: Client }) {
       </div>
       {cursor && <button type="button" onClick={() => load(filter, cursor)}>Older entries</button>}
     </>
+  );
+}
+
+const FIGURES: [string, string, boolean][] = [
+  ["requests", "Requests per sample", false], ["errors", "Errors per sample", false],
+  ["bytes_in", "Bytes received", true], ["bytes_out", "Bytes sent", true],
+  ["objects", "Object versions", false], ["stored_bytes", "Bytes stored", true],
+];
+
+// The points of a line chart of `values` in a width x height box (the largest at the top).
+export function points(values: number[], width = 300, height = 60): string {
+  if (!values.length) return "";
+  const top = Math.max(...values, 1);
+  const step = values.length > 1 ? width / (values.length - 1) : 0;
+  return values.map((v, i) => `${(i * step).toFixed(1)},${(height - (v / top) * (height - 2) - 1).toFixed(1)}`).join(" ");
+}
+
+function Charts(props: { client: Client }) {
+  const { client } = props;
+  const [samples, setSamples] = useState<any[] | null>(null);
+  const [error, setError] = useState("");
+  useEffect(() => {
+    const load = () => client.admin("GET", "/metrics/history?limit=120").then(
+      (page) => setSamples([...page.samples].reverse()), (e) => setError(describe(e)));
+    load();
+    const timer = setInterval(load, 30000);
+    return () => clearInterval(timer);
+  }, []);
+  return (
+    <>
+      <h2>Metrics history</h2>
+      <ErrorLine error={error} />
+      {samples && samples.length === 0 && <p>No samples yet (one every [metrics] history_interval_seconds).</p>}
+      {samples && samples.length > 0 && (
+        <div class="charts">
+          {FIGURES.map(([name, title, bytes]) => {
+            const values = samples.map((s) => Number(s[name]) || 0);
+            const last = values[values.length - 1];
+            return (
+              <figure class="chart" key={name} aria-label={title}>
+                <figcaption>{title}: {bytes ? formatSize(last) : last} (max {bytes ? formatSize(Math.max(...values)) : Math.max(...values)})</figcaption>
+                <svg viewBox="0 0 300 60" preserveAspectRatio="none" role="img" aria-label={`${title} over the last ${values.length} samples`}>
+                  <polyline points={points(values)} />
+                </svg>
+              </figure>
+            );
+          })}
+        </div>
+      )}
+    </>
+  );
+}
+
+function Nodes(props: { cluster: any }) {
+  const nodes: any[] = props.cluster?.nodes || [];
+  if (!nodes.length) return null;
+  return (
+    <div class="scroll">
+      <table aria-label="Cluster nodes">
+        <thead><tr><th scope="col">Node</th><th scope="col">State</th><th scope="col">Eligible</th><th scope="col">Config</th><th scope="col">Clock offset</th><th scope="col">Sync</th><th scope="col">Last seen</th></tr></thead>
+        <tbody>
+          {nodes.map((n) => (
+            <tr key={n.node_id}>
+              <td>{n.node_id}{props.cluster.worker_leader === n.node_id ? " (leader)" : ""}</td>
+              <td>{n.state}{n.pruned ? " (pruned)" : ""}</td>
+              <td>{n.eligible ? "yes" : "no"}</td>
+              <td>{n.config_ok === false ? "drift" : "ok"}</td>
+              <td>{n.clock_offset_seconds == null ? "" : `${Number(n.clock_offset_seconds).toFixed(3)} s`}</td>
+              <td>{n.sync ? (typeof n.sync === "object" ? JSON.stringify(n.sync) : String(n.sync)) : ""}</td>
+              <td>{n.last_seen || ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -39,7 +39,9 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def console_daemon(request: pytest.FixtureRequest,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
-    with running_daemon(request, Daemon(tmp_path_factory.mktemp("console-node"))) as node:
+    node = Daemon(tmp_path_factory.mktemp("console-node"),
+                  extra_config="[metrics]\nhistory_interval_seconds = 1\n")
+    with running_daemon(request, node):
         yield node
 
 
@@ -208,7 +210,69 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         expect(details.get_by_role("button", name="Download version")).to_have_count(2)
         expect(details).to_contain_text("(latest)")
         page.screenshot(path=shots / "object.png", full_page=True)
+        details.get_by_label("Tags, one key=value per line").fill("kind=text\nowner=ops & co")
+        details.get_by_role("button", name="Save tags").click()
+        expect(details.get_by_role("alert")).to_contain_text("InvalidTag")  # AWS's charset
+        details.get_by_label("Tags, one key=value per line").fill("kind=text\nowner=ops team")
+        details.get_by_role("button", name="Save tags").click()
+        expect(details.get_by_role("status")).to_contain_text("Tags saved")
+        tag_set = s3.get_object_tagging(Bucket=BUCKET, Key="log.txt")["TagSet"]
+        assert {t["Key"]: t["Value"] for t in tag_set} == {"kind": "text", "owner": "ops team"}
         details.get_by_role("button", name="Close details").click()
+
+        # The bucket's settings: quota, compression and the configuration documents.
+        page.get_by_role("link", name=f"Settings of {BUCKET}").click()
+        expect(page.get_by_role("heading", name=f"Settings of {BUCKET}")).to_be_visible()
+        quota = page.get_by_role("form", name="Quota")
+        quota.get_by_label("Max size (MiB, empty: unlimited)").fill("512")
+        quota.get_by_role("button", name="Save quota").click()
+        expect(page.get_by_text("limits: 512.0 MiB")).to_be_visible()
+        page.get_by_role("button", name="Compress new objects").click()
+        expect(page.get_by_text("compressed with zstd (level 3)")).to_be_visible()
+        page.get_by_text("Lifecycle rules: not set").click()
+        lifecycle = page.get_by_role("form", name="Lifecycle rules")
+        lifecycle.get_by_role("button", name="Save lifecycle rules").click()
+        expect(page.get_by_text("Lifecycle rules saved")).to_be_visible()
+        rules = s3.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]
+        assert [r["ID"] for r in rules] == ["expire-tmp"]
+        page.get_by_text("Tags: not set").click()
+        bucket_tags = page.get_by_label("Tags document (an example to start from)")
+        bucket_tags.fill(bucket_tags.input_value().replace("<Value>media", "<Value>x<Value>"))
+        page.get_by_role("button", name="Save tags").click()
+        expect(page.get_by_role("alert")).to_contain_text("MalformedXML")  # the server's word
+        with pytest.raises(s3.exceptions.ClientError, match="NoSuchTagSet"):
+            s3.get_bucket_tagging(Bucket=BUCKET)  # nothing changed
+        page.screenshot(path=shots / "bucket-settings.png", full_page=True)
+        page.get_by_role("link", name=f"Back to the objects of {BUCKET}").click()
+        expect(page.get_by_role("heading", name=BUCKET)).to_be_visible()
+
+        # An upload cut off mid-way resumes from the parts the server holds.
+        resumable = tmp_path / "resume.bin"
+        resumable.write_bytes(os.urandom(17 * 1024 * 1024))  # 3 parts of 8 MiB
+        cut = {"done": False}
+
+        def cut_second_part(route: Any) -> None:
+            if not cut["done"] and "partNumber=2" in route.request.url:
+                cut["done"] = True
+                route.abort()
+            else:
+                route.continue_()
+        page.route("**/resume.bin?*", cut_second_part)
+        page.get_by_label("Upload files to").set_input_files([str(resumable)])
+        uploads = page.get_by_role("list", name="Uploads", exact=True)
+        expect(uploads.locator("li").filter(has_text="resume.bin")).to_contain_text(
+            "choose the same file again to resume", timeout=120_000)
+        page.reload()
+        expect(page.get_by_role("list", name="Interrupted uploads")).to_contain_text(
+            "resume.bin")
+        page.get_by_label("Upload files to").set_input_files([str(resumable)])
+        expect(uploads.locator("li").filter(has_text="resume.bin")).to_contain_text(
+            "Uploaded (resumed)", timeout=120_000)
+        expect(page.get_by_role("list", name="Interrupted uploads")).to_have_count(0)
+        page.unroute("**/resume.bin?*")
+        assert s3.get_object(Bucket=BUCKET, Key="resume.bin")["Body"].read() == \
+            resumable.read_bytes()
+        assert not s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads")
 
         # IAM: a grant (the server's validation message shown first), a user, a key.
         page.get_by_role("link", name="Access").click()
@@ -277,7 +341,23 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
             return page.get_by_role("cell", name=BUCKET, exact=True).count() > 0
         _poll(audited, "the audit log to show CreateBucket")
         assert page.get_by_role("cell", name="PutObject", exact=True).count() == 0
+        expect(page.get_by_role("img", name="Requests per sample over the last")).to_be_visible(
+            timeout=60_000)
         page.screenshot(path=shots / "operations.png", full_page=True)
+
+        # Maintenance jobs: start one, watch it end, read its log.
+        page.get_by_role("link", name="Jobs").click()
+        expect(page.get_by_role("heading", name="Maintenance jobs")).to_be_visible()
+        page.get_by_label("Parameters (JSON)").fill("{not json")
+        page.get_by_role("button", name="Start job").click()
+        expect(page.get_by_role("alert")).to_contain_text("must be a JSON object")
+        page.get_by_label("Parameters (JSON)").fill('{"n": 40, "delay_ms": 25}')
+        page.get_by_role("button", name="Start job").click()
+        expect(page.get_by_role("status")).to_contain_text("started")
+        expect(page.get_by_role("article", name="Job log")).to_contain_text("created by root")
+        expect(page.locator("tbody tr").first).to_contain_text("completed", timeout=60_000)
+        expect(page.locator("tbody tr").first).to_contain_text("40 / 40")
+        page.screenshot(path=shots / "jobs.png", full_page=True)
 
         # Phone width: the bucket page still fits.
         page.set_viewport_size({"width": 390, "height": 800})
