@@ -24,6 +24,7 @@ class Row:
     objstore: float | None
     baseline: float | None = None
     note: str = ""
+    peer: float | None = None  # a peer S3 server in the same run (moto), when measured
 
     @property
     def ratio(self) -> float | None:
@@ -31,6 +32,13 @@ class Row:
         if self.objstore is None or not self.baseline:
             return None
         return self.objstore / self.baseline
+
+    @property
+    def peer_ratio(self) -> float | None:
+        """objstore / peer, read like `ratio`."""
+        if self.objstore is None or not self.peer:
+            return None
+        return self.objstore / self.peer
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -48,9 +56,24 @@ def format_ratio(ratio: float | None) -> str:
 
 
 def format_table(rows: Sequence[Row], baseline_name: str = "nginx",
-                 measured_name: str = "objstore") -> str:
+                 measured_name: str = "objstore", peer_name: str = "moto") -> str:
     """A markdown table: workload, unit, objstore (or `measured_name`), baseline, ratio,
-    note."""
+    note. When any row has a peer figure, the ratios come first: objstore / peer, then
+    objstore / baseline, then the three figures."""
+    if any(row.peer is not None for row in rows):
+        lines = [
+            f"| workload | unit | {measured_name} / {peer_name} | "
+            f"{measured_name} / {baseline_name} | {measured_name} | {peer_name} | "
+            f"{baseline_name} | note |",
+            "|---|---|--:|--:|--:|--:|--:|---|",
+        ]
+        for row in rows:
+            lines.append(
+                f"| {row.workload} | {row.unit} | {format_ratio(row.peer_ratio)} | "
+                f"{format_ratio(row.ratio)} | {format_value(row.objstore, row.unit)} | "
+                f"{format_value(row.peer, row.unit)} | {format_value(row.baseline, row.unit)} "
+                f"| {row.note} |")
+        return "\n".join(lines)
     lines = [
         f"| workload | unit | {measured_name} | {baseline_name} | "
         f"{measured_name} / {baseline_name} | note |",

@@ -1,11 +1,13 @@
-"""The objstore benchmark: one run measures objstore and an nginx baseline, prints one table.
+"""The objstore benchmark: one run measures objstore, moto (a peer S3 server) and an nginx
+baseline side by side, prints one table with objstore's ratio to each.
 
 Usage (from the repository root):  .venv/bin/python -m bench.run [--quick] [--out FILE]
 
 This module owns the plan of a run (what is measured, for how long) and its sequence. It
-starts a real daemon (SQLite, fsync on) and nginx on loopback ports in a temporary
-directory, drives them with wrk (small objects) and curl (large objects), walks a listing
-with a signed Python client, and stops everything it started, also on Ctrl-C or SIGTERM.
+starts a real daemon (SQLite, fsync on), moto (unless --no-moto) and nginx on loopback
+ports in a temporary directory, drives them with wrk (small objects) and curl (large
+objects), times DeleteObjects of 1,000 keys, walks a listing with a signed Python client,
+and stops everything it started, also on Ctrl-C or SIGTERM.
 Every phase is bounded in time. It is never part of the test suite.
 """
 
@@ -28,7 +30,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objstore` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,7 +38,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objsto
 from bench.ab import run_ab
 from bench.report import Row, begin_command, format_table, percentile, release_workdir
 from bench.s3 import S3Session, S3Target
-from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Nginx, Objstore
+from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Moto, Nginx, Objstore
 from bench.wrk import WrkResult, WrkRun, run_wrk, write_paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,14 +98,18 @@ class CpuMeter:
 
 class Bench:
     def __init__(self, plan: Plan, workdir: Path, objstore: Objstore, nginx: Nginx,
-                 threads: int) -> None:
+                 threads: int, moto: Moto | None = None) -> None:
         self.plan = plan
         self.workdir = workdir
         self.objstore = objstore
         self.nginx = nginx
+        self.moto = moto
         self.threads = threads
         self.s3 = S3Target(objstore.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.session = S3Session(self.s3)
+        # The peer is driven exactly as objstore is: the same presigned and signed requests.
+        self.peer = S3Target(moto.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY) if moto else None
+        self.peer_session = S3Session(self.peer) if self.peer else None
         self.small_body = self._file("small.bin", os.urandom(SMALL_BYTES))
         self.empty_body = self._file("empty.bin", b"")
         self.notes: list[str] = []
@@ -130,7 +136,8 @@ class Bench:
 
     def run(self) -> list[Row]:
         rows: list[Row] = []
-        for phase in (self.small_put, self.small_get, self.large, self.listing):
+        for phase in (self.small_put, self.small_get, self.large, self.delete_many,
+                      self.listing):
             print(f"-- {phase.__name__}", flush=True)
             rows += phase()
         return rows
@@ -144,19 +151,26 @@ class Bench:
                          self.s3.presigned_paths("PUT", "bench-small",
                                                  (f"put/{i:07d}" for i in range(count))),
                          "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
+        peer = None
+        if self.moto is not None and self.peer is not None and self.peer_session is not None:
+            self.peer_session.create_bucket("bench-small")
+            peer = self._wrk(self.moto, "moto-put-4k",
+                             self.peer.presigned_paths("PUT", "bench-small",
+                                                       (f"put/{i:07d}" for i in range(count))),
+                             "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
         count = plan.duration_seconds * plan.nginx_put_paths_per_second + self.spares
         theirs = self._wrk(self.nginx, "nginx-put-4k",
                            (f"/put/small/{i:07d}" for i in range(count)),
                            "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
-        return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections)
+        return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections, peer)
 
     def small_get(self) -> list[Row]:
         plan = self.plan
         keys = self._seed_get_keys()
         results = []
-        for server, paths in (
-            (self.objstore, lambda: self.s3.presigned_paths("GET", "bench-small", iter(keys))),
-            (self.nginx, lambda: (f"/{key}" for key in keys)),
+        for server, paths in self._sides(
+            lambda target: target.presigned_paths("GET", "bench-small", iter(keys)),
+            lambda: (f"/{key}" for key in keys),
         ):
             name = f"{type(server).__name__.lower()}-get-4k"
             if plan.warmup_seconds:
@@ -164,19 +178,34 @@ class Bench:
                           once=False, seconds=plan.warmup_seconds)
             results.append(self._wrk(server, name, paths(), "GET", None,
                                      once=False, seconds=plan.duration_seconds))
-        rows = latency_rows("4 KiB GET", results[0], results[1], plan.connections)
+        rows = latency_rows("4 KiB GET", results[0], results[1], plan.connections,
+                            results[2] if len(results) > 2 else None)
         return rows + self._small_head(keys[0]) + self._missing_get(keys)
+
+    def _sides(self, s3_paths: Any, nginx_paths: Any) -> list[tuple[Server, Any]]:
+        """(server, paths factory) for objstore, nginx and, when it runs, moto: in that
+        order, so results[0], [1], [2] are ours, the baseline's and the peer's."""
+        sides: list[tuple[Server, Any]] = [(self.objstore, lambda: s3_paths(self.s3)),
+                                           (self.nginx, nginx_paths)]
+        if self.moto is not None and self.peer is not None:
+            peer = self.peer
+            sides.append((self.moto, lambda: s3_paths(peer)))
+        return sides
 
     def _small_head(self, key: str) -> list[Row]:
         """HEAD of one existing 4 KiB object, with ab (wrk 4.1 can not parse HEAD answers)."""
         plan = self.plan
         now = datetime.datetime.now(datetime.UTC)
         results = []
-        for server, url in (
+        urls: list[tuple[Server, str]] = [
             (self.objstore, self.objstore.base_url + self.s3.presigned_path(
                 "HEAD", "bench-small", key, now)),
             (self.nginx, f"{self.nginx.base_url}/{key}"),
-        ):
+        ]
+        if self.moto is not None and self.peer is not None:
+            urls.append((self.moto, self.moto.base_url + self.peer.presigned_path(
+                "HEAD", "bench-small", key, now)))
+        for server, url in urls:
             name = f"{type(server).__name__.lower()}-head-4k"
             meter = CpuMeter(server)
             result = run_ab(url, method="HEAD", connections=plan.connections,
@@ -186,17 +215,16 @@ class Bench:
                 self.notes.append(f"{name}: {result.status_errors} error statuses, "
                                   f"{result.socket_errors} failed of {result.requests}")
         return latency_rows("HEAD of a 4 KiB object", results[0], results[1],
-                            plan.connections)
+                            plan.connections, results[2] if len(results) > 2 else None)
 
     def _missing_get(self, keys: list[str]) -> list[Row]:
         """GET of keys that do not exist: objstore answers NoSuchKey, nginx 404."""
         plan = self.plan
         missing = [f"missing/{key}" for key in keys]
         results = []
-        for server, paths in (
-            (self.objstore, lambda: self.s3.presigned_paths("GET", "bench-small",
-                                                            iter(missing))),
-            (self.nginx, lambda: (f"/{key}" for key in missing)),
+        for server, paths in self._sides(
+            lambda target: target.presigned_paths("GET", "bench-small", iter(missing)),
+            lambda: (f"/{key}" for key in missing),
         ):
             name = f"{type(server).__name__.lower()}-get-missing"
             before = len(self.notes)
@@ -210,7 +238,7 @@ class Bench:
                                   f"{result.requests}")
             results.append(measured)
         return latency_rows("GET of a missing key (404)", results[0], results[1],
-                            plan.connections)
+                            plan.connections, results[2] if len(results) > 2 else None)
 
     def _seed_get_keys(self) -> list[str]:
         """The same 4 KiB under the same names in objstore (through wrk) and nginx's root."""
@@ -227,6 +255,15 @@ class Bench:
         (self.nginx.root / "get").mkdir(parents=True, exist_ok=True)
         for key in keys:
             shutil.copyfile(self.small_body, self.nginx.root / key)
+        if self.moto is not None and self.peer is not None and self.peer_session is not None:
+            self._wrk(self.moto, "moto-seed-get",
+                      self.peer.presigned_paths("PUT", "bench-small",
+                                                chain(keys, (f"get-spare/{i:07d}"
+                                                             for i in range(self.spares)))),
+                      "PUT", self.small_body, once=True, seconds=60)
+            missing = set(keys) - set(self.peer_session.list_keys("bench-small", "get/"))
+            for key in sorted(missing):
+                self.peer_session.put("bench-small", key, self.small_body.read_bytes())
         return keys
 
     # -- 64 MiB objects, sequential curl transfers ---------------------------------------------
@@ -234,7 +271,10 @@ class Bench:
         body = self._file("large.bin", os.urandom(LARGE_BYTES))
         sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
         self.session.create_bucket("bench-large")
-        rates: dict[str, list[float]] = {"ours_put": [], "ours_get": [], "put": [], "get": []}
+        rates: dict[str, list[float]] = {"ours_put": [], "ours_get": [], "put": [], "get": [],
+                                         "peer_put": [], "peer_get": []}
+        if self.peer_session is not None:
+            self.peer_session.create_bucket("bench-large")
         cpu: dict[str, list[float]] = {name: [] for name in rates}
 
         def transfer(name: str, server: Server, url: str, upload: Path | None,
@@ -252,19 +292,58 @@ class Bench:
                 None, {})
             transfer("put", self.nginx, f"{self.nginx.base_url}/put/big-{run}", body, {})
             transfer("get", self.nginx, f"{self.nginx.base_url}/put/big-{run}", None, {})
+            if self.moto is not None and self.peer is not None:
+                transfer("peer_put", self.moto, self.moto.base_url + path, body,
+                         self.peer.signed_headers("PUT", path, sha256))
+                transfer("peer_get", self.moto, self.moto.base_url + self.peer.presigned_path(
+                    "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
+                    None, {})
 
         def note(ours: str, theirs: str) -> str:
             return (f"median of {self.plan.large_runs} curl run(s); server CPU "
                     f"{statistics.median(cpu[ours]):.2f} / {statistics.median(cpu[theirs]):.2f}"
                     " cores")
 
-        median = statistics.median
+        def median(name: str) -> float | None:
+            return statistics.median(rates[name]) if rates[name] else None
+
         return [
             Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
-                median(rates["ours_put"]), median(rates["put"]), note("ours_put", "put")),
-            Row("64 MiB GET", "MiB/s", median(rates["ours_get"]), median(rates["get"]),
-                note("ours_get", "get")),
+                median("ours_put"), median("put"), note("ours_put", "put"),
+                peer=median("peer_put")),
+            Row("64 MiB GET", "MiB/s", median("ours_get"), median("get"),
+                note("ours_get", "get"), peer=median("peer_get")),
         ]
+
+    # -- DeleteObjects of 1,000 keys -------------------------------------------------------------
+    def delete_many(self) -> list[Row]:
+        """One DeleteObjects (quiet) of 1,000 keys just written, per S3 server; the median
+        of `large_runs` rounds. nginx has no equivalent."""
+        keys = [f"del/{i:05d}" for i in range(1000)]
+        ours = [self._timed_delete(self.objstore, self.s3, self.session, f"bench-del-{n}", keys)
+                for n in range(self.plan.large_runs)]
+        peer = None
+        if self.moto is not None and self.peer is not None and self.peer_session is not None:
+            peer = statistics.median(
+                self._timed_delete(self.moto, self.peer, self.peer_session, f"bench-del-{n}",
+                                   keys) for n in range(self.plan.large_runs))
+        return [Row("DeleteObjects of 1,000 keys", "ms", statistics.median(ours), None,
+                    f"median of {self.plan.large_runs} run(s), quiet mode", peer=peer)]
+
+    def _timed_delete(self, server: Server, target: S3Target, session: S3Session,
+                      bucket: str, keys: list[str]) -> float:
+        session.create_bucket(bucket)
+        spares = (f"del-spare/{i:05d}" for i in range(self.spares))
+        self._wrk(server, f"{type(server).__name__.lower()}-seed-delete",
+                  target.presigned_paths("PUT", bucket, chain(keys, spares)), "PUT",
+                  self.empty_body, once=True, seconds=60)
+        for key in sorted(set(keys) - set(session.list_keys(bucket, "del/"))):
+            session.put(bucket, key, b"")
+        elapsed = session.timed_delete_objects(bucket, keys)
+        left = list(session.list_keys(bucket, "del/"))
+        if left:
+            raise RuntimeError(f"DeleteObjects left {len(left)} keys in {bucket}")
+        return elapsed
 
     # -- listing a big bucket ------------------------------------------------------------------
     def listing(self) -> list[Row]:
@@ -291,15 +370,19 @@ class Bench:
         ]
 
 
-def latency_rows(workload: str, ours: Measured, theirs: Measured, connections: int
-                 ) -> list[Row]:
+def latency_rows(workload: str, ours: Measured, theirs: Measured, connections: int,
+                 peer: Measured | None = None) -> list[Row]:
     a, b = ours.result, theirs.result
+    c = peer.result if peer is not None else None
+    cpu = f"server CPU {ours.cores:.2f} / {theirs.cores:.2f}"
+    if peer is not None:
+        cpu += f" / moto {peer.cores:.2f}"
     return [
         Row(f"{workload}, c={connections}", "ops/s", a.ops_per_second, b.ops_per_second,
-            f"{a.requests:,} requests in {a.duration_seconds:.1f} s; server CPU "
-            f"{ours.cores:.2f} / {theirs.cores:.2f} cores"),
-        Row(f"{workload}, p50", "ms", a.p50_ms, b.p50_ms),
-        Row(f"{workload}, p99", "ms", a.p99_ms, b.p99_ms),
+            f"{a.requests:,} requests in {a.duration_seconds:.1f} s; {cpu} cores",
+            peer=c.ops_per_second if c else None),
+        Row(f"{workload}, p50", "ms", a.p50_ms, b.p50_ms, peer=c.p50_ms if c else None),
+        Row(f"{workload}, p99", "ms", a.p99_ms, b.p99_ms, peer=c.p99_ms if c else None),
     ]
 
 
@@ -338,6 +421,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tmp-dir", type=Path, default=None,
                         help="parent of the run's temporary directory (use a real disk)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--no-moto", action="store_true",
+                        help="leave out the moto peer (needs the `bench` extra otherwise)")
     return parser.parse_args(argv)
 
 
@@ -354,10 +439,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with ExitStack() as stack:
             objstore, nginx = Objstore(workdir / "objstore"), Nginx(workdir / "nginx")
-            for server in (objstore, nginx):
+            moto = None if args.no_moto else Moto(workdir / "moto")
+            for server in (objstore, nginx, moto):
+                if server is None:
+                    continue
                 stack.callback(server.stop)
                 server.start()
-            bench = Bench(plan, workdir, objstore, nginx, args.threads)
+            bench = Bench(plan, workdir, objstore, nginx, args.threads, moto)
             rows = bench.run()
     except KeyboardInterrupt:
         print("interrupted: every server and wrk process started has been stopped",

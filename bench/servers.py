@@ -1,4 +1,5 @@
-"""The two servers a benchmark run starts: the objstore daemon and the nginx baseline.
+"""The servers a benchmark run starts: the objstore daemon, the nginx baseline and moto (a
+peer S3 server in Python, `moto[server]`: objects in RAM, no fsync).
 
 This module owns starting them on free loopback ports inside the run's temporary directory,
 waiting for readiness with a deadline, and stopping them (SIGTERM, then SIGKILL). Both run in
@@ -193,6 +194,44 @@ class Nginx:
 
     def stop(self) -> None:
         # SIGQUIT is nginx's graceful stop; SIGTERM (fast stop) is just as safe for a bench.
+        _stop(self.process)
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.process.pid) if self.process else 0.0
+
+
+class Moto:
+    """`moto_server` (moto[server], the `bench` extra) on a loopback port: an S3 API in
+    Python with objects in memory. It checks no signatures, so the harness's presigned and
+    signed requests work unchanged."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / "moto.log"
+
+    def start(self) -> None:
+        binary = Path(sys.executable).with_name("moto_server")
+        if not binary.exists():
+            raise ServerError("moto is not installed: .venv/bin/pip install -e '.[bench]' "
+                              "(or run with --no-moto)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [str(binary), "-H", LOOPBACK, "-p", str(self.port)], cwd=self.workdir,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                env=dict(os.environ, MOTO_CALL_RESET_API="false"))
+        _wait_http(self.base_url + "/", self.process, self.log_path)
+
+    def stop(self) -> None:
         _stop(self.process)
 
     def cpu_seconds(self) -> float:

@@ -86,3 +86,17 @@ def test_proc_stat_parsing() -> None:
     # The command name may contain spaces and parentheses; fields count from after it.
     text = "4242 (nginx: worker (x)) S 4241 4241 4241 0 -1 4194624 3 0 0 0 170 30 0 0 20 0 1"
     assert parse_proc_stat(text) == (4241, 200)
+
+
+def test_table_with_a_peer_shows_ratios_first() -> None:
+    table = format_table([
+        Row("4 KiB PUT, c=32", "ops/s", 400.0, 4000.0, "cpu", peer=100.0),
+        Row("DeleteObjects of 1,000 keys", "ms", 3000.0, None, peer=60.0),
+        Row("list page", "ms", 7.0),
+    ])
+    lines = table.splitlines()
+    assert lines[0] == ("| workload | unit | objstore / moto | objstore / nginx | objstore | "
+                        "moto | nginx | note |")
+    assert lines[2] == "| 4 KiB PUT, c=32 | ops/s | 4.00 | 0.10 | 400 | 100 | 4,000 | cpu |"
+    assert lines[3].startswith("| DeleteObjects of 1,000 keys | ms | 50.0 | — | 3000 | 60.00 | —")
+    assert lines[4] == "| list page | ms | — | — | 7.00 | — | — |  |"
