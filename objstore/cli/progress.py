@@ -1,13 +1,14 @@
-"""A small progress reporter for long CLI operations: redrawn in place on a terminal,
-periodic lines otherwise (logs, CI). With a known total it draws a bar; without one (an
-archive download, whose size nobody knows in advance) a count and a rate. `unit="bytes"`
-shows sizes as KiB/MiB/GiB."""
+"""Progress of long CLI operations (recover, check, archive): on a terminal a `rich` bar
+redrawn in place, with the count (or bytes), the rate and, when the total is known, the
+ETA; otherwise (logs, CI) a plain line at most every 5 seconds and one at the end. Without a
+total (an archive download, whose size nobody knows in advance) a count and a rate.
+`unit="bytes"` shows sizes as KiB/MiB/GiB."""
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import Any, TextIO
 
 from objstore.cli.tables import human_bytes
 
@@ -24,6 +25,27 @@ class Progress:
         self._interval = interval_seconds if self._tty else max(interval_seconds, 5.0)
         self._last = 0.0
         self._started = time.monotonic()
+        self._bar: Any = None
+        self._task: Any = None
+        if self._tty:
+            self._start_bar()
+
+    def _start_bar(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as Bar
+
+        columns: list[Any] = [TextColumn("{task.description}")]
+        if self.total:
+            columns.append(BarColumn())
+        columns.append(TextColumn("{task.fields[amount]} ({task.fields[rate]}/s)"))
+        if self.total:
+            columns.append(TimeRemainingColumn())
+        self._bar = Bar(*columns, console=Console(file=self._stream), transient=False,
+                        auto_refresh=False)
+        self._bar.start()
+        self._task = self._bar.add_task(self.label, total=self.total or None, rate="0",
+                                        amount=self._amounts())
 
     def advance(self, n: int = 1) -> None:
         self.done += n
@@ -34,10 +56,20 @@ class Progress:
 
     def finish(self) -> None:
         self._render(final=True)
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def _rate(self) -> float:
+        return self.done / max(time.monotonic() - self._started, 1e-9)
 
     def _render(self, *, final: bool) -> None:
-        elapsed = max(time.monotonic() - self._started, 1e-9)
-        rate = self.done / elapsed
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.done, amount=self._amounts(),
+                             rate=self._amount(self._rate()))
+            self._bar.refresh()
+            return
+        rate = self._rate()
         done, per_second = self._amount(self.done), self._amount(rate)
         if self.total:
             fraction = min(self.done / self.total, 1.0)
@@ -46,12 +78,12 @@ class Progress:
                     f"({fraction:.0%}, {per_second}/s)")
         else:
             text = f"{self.label}: {done} ({per_second}/s)"
-        if self._tty:
-            # \x1b[K clears what a longer previous line left on the right.
-            self._stream.write("\r" + text + "\x1b[K" + ("\n" if final else ""))
-        else:
-            self._stream.write(text + "\n")
+        self._stream.write(text + "\n")
         self._stream.flush()
+
+    def _amounts(self) -> str:
+        done = self._amount(self.done)
+        return f"{done}/{self._amount(self.total)}" if self.total else done
 
     def _amount(self, value: float) -> str:
         return human_bytes(int(value)) if self._bytes else f"{value:.0f}"

@@ -1,9 +1,8 @@
-"""The CLI's progress reporter: redrawn in place on a terminal, plain lines otherwise."""
+"""The CLI's progress reporter: a rich bar on a terminal, plain lines otherwise."""
 
 from __future__ import annotations
 
 import io
-import re
 
 from objstore.cli.progress import Progress
 
@@ -13,23 +12,26 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_a_terminal_gets_one_line_redrawn_in_place() -> None:
+def test_a_terminal_gets_a_bar_with_bytes_and_rate() -> None:
     screen = Terminal()
     progress = Progress("archive received", stream=screen, interval_seconds=0, unit="bytes")
     progress.advance(3 * 1024 * 1024)
     progress.advance(2 * 1024 * 1024)
     progress.finish()
     text = screen.getvalue()
-    assert text.count("\r") == 3 and text.count("\n") == 1 and text.endswith("\n")
-    assert re.search(r"\rarchive received: 5\.0 MiB \([\d.]+ [KMGT]iB/s\)\x1b\[K\n$", text)
+    assert "archive received" in text
+    assert "5.0 MiB (" in text and "iB/s)" in text
 
 
-def test_a_known_total_draws_a_bar() -> None:
+def test_a_known_total_draws_a_bar_with_count_and_eta() -> None:
     screen = Terminal()
     progress = Progress("restoring objects", total=4, stream=screen, interval_seconds=0)
     progress.advance(1)
+    progress.advance(3)
     progress.finish()
-    assert "[#######                       ] 1/4 (25%" in screen.getvalue()
+    text = screen.getvalue()
+    assert "restoring objects" in text and "4/4" in text
+    assert "━" in text  # the bar
 
 
 def test_a_log_gets_plain_lines() -> None:
@@ -38,5 +40,12 @@ def test_a_log_gets_plain_lines() -> None:
     progress.advance(7)
     progress.finish()
     assert "\r" not in log.getvalue()
-    lines = log.getvalue().splitlines()
-    assert lines and all(re.fullmatch(r"checking objects: 7 \(\d+/s\)", line) for line in lines)
+    assert log.getvalue().startswith("checking objects: 7 (")
+
+
+def test_a_log_with_a_total_shows_the_fraction() -> None:
+    log = io.StringIO()
+    progress = Progress("restoring objects", total=4, stream=log, interval_seconds=0)
+    progress.advance(1)
+    progress.finish()
+    assert "[#######                       ] 1/4 (25%" in log.getvalue()
