@@ -88,6 +88,8 @@ class Server:
     drain_timeout_seconds: float = 30.0
     workers: int = field(default_factory=lambda: default_workers())  # one per CPU
     server_header: str = "objstore"
+    # Accept AWS Signature Version 2 (header and presigned URLs); false: SigV4 only.
+    signature_v2: bool = True
     # A request line and headers not complete this long after their first byte: 400
     # RequestTimeout and the connection closed (a client trickling headers holds nothing).
     header_timeout_seconds: float = 20.0
@@ -435,6 +437,7 @@ _SERVER = _Section("server", Server, (
     _F("drain_timeout_seconds", _num(0)),
     _F("workers", _int(1)),
     _F("server_header", _str(r"[!-~]([ -~]*[!-~])?", "a non-empty printable ASCII string")),
+    _F("signature_v2", _bool),
     _F("header_timeout_seconds", _num(0, above=True)),
     _F("idle_timeout_seconds", _num(0, above=True)),
 ), subsections=(_SERVER_LIMITS, _SERVER_CACHE, _SERVER_TLS))

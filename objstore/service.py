@@ -302,6 +302,7 @@ def build_node(config: Config, reactor: Any = None, *,
         identities,
         regions={config.server.region, "us-east-1"},
         now=lambda: datetime.datetime.fromtimestamp(clock(), datetime.UTC),
+        signature_v2=config.server.signature_v2,
     )
     # Shared: deletes, lock/tag changes of a key and bucket-wide changes serialise.
     key_locks = KeyLocks(node_key_locks(role, reactor))

@@ -123,7 +123,8 @@ class Node:
     """One node in memory. `send` signs as `who` (None: unsigned) and returns the answer."""
 
     def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None,
-                 space: SpaceGuard | None = None, gate: WriteGate = NO_GATE) -> None:
+                 space: SpaceGuard | None = None, gate: WriteGate = NO_GATE,
+                 signature_v2: bool = True) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         limits = limits or ServerLimits()
@@ -136,7 +137,8 @@ class Node:
             bucket_config=None, versions=None, lifecycle=None,  # type: ignore[arg-type]
         )
         identities: Any = FakeIdentities()
-        authenticator = Authenticator(identities, regions={REGION}, now=self.now)
+        authenticator = Authenticator(identities, regions={REGION}, now=self.now,
+                                      signature_v2=signature_v2)
         rate_limits = RequestRateLimits.from_limits(limits, clock=self.clock.seconds)
         self.health = HealthState()
         self.admin = AdminApi(health=self.health, authenticator=authenticator,
