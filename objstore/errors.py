@@ -23,10 +23,12 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
     "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
     "AuthorizationQueryParametersError": (400, "Error parsing the query authorization parameters."),
+    "BadRequest": (400, "Bad Request"),
     "BadDigest": (400, "The Content-MD5 or checksum you specified did not match what we received."),
     "BucketAlreadyExists": (409, "The requested bucket name is not available."),
     "BucketAlreadyOwnedByYou": (409, "Your previous request to create the named bucket succeeded and you already own it."),  # noqa: E501
     "BucketNotEmpty": (409, "The bucket you tried to delete is not empty."),
+    "CORSResponse": (403, "CORS is not enabled for this bucket."),
     "ConditionalRequestConflict": (409, "A conflicting operation occurred. Retry the request."),
     "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed size."),
     "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),  # noqa: E501
@@ -63,6 +65,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "MissingRequestBodyError": (400, "Request Body is empty."),
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist."),
+    "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist."),
     "NoSuchObjectLockConfiguration": (404, "The specified object does not have a ObjectLock configuration"),  # noqa: E501

@@ -41,6 +41,7 @@ from objstore.engine.stage_plan import (
 )
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
+from objstore.http import cors
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
 from objstore.http.error_xml import error_document
@@ -49,6 +50,7 @@ from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.cors import bucket_rules
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -123,25 +125,67 @@ class S3Api:
         return Deferred.fromCoroutine(self._admit_or_refuse(request))
 
     async def _admit_or_refuse(self, request: ObjstoreRequest) -> Admitted:
+        line = request_line(request)
         try:
-            return await self._admit(request, request_line(request))
+            return await self._admit(request, line)
         except S3Error as error:
+            error.headers.update(await self._cors_headers(request, line))
             raise Refusal(s3_answer(error, request.request_id, request.host_id)) from None
 
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
         line = request_line(request)
+        if line.method == "OPTIONS" and line.bucket:
+            return await self._preflight(request, line)
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
+            self._set_headers(request, await self._cors_headers(request, line))
             return self._render_error(request, error)
         except CancelledError:
             return b""  # the client left; the work itself ran to its end
         except Exception as exc:
+            self._set_headers(request, await self._cors_headers(request, line))
             return self._render_error(request, _error_of(request, exc))
         if client_gone(request):
             return b""
+        self._set_headers(request, await self._cors_headers(request, line))
         return await self._send(request, response)
+
+    async def _preflight(self, request: ObjstoreRequest, line: RequestLine) -> bytes:
+        """A browser's CORS preflight (OPTIONS /bucket[/key]): unauthenticated, answered
+        from the bucket's CORS rules (http/cors.py), 403 CORSResponse when none allows."""
+        try:
+            if not self._rate_limits.allow_address(peer_address(request)):
+                raise S3Error("SlowDown")
+            if request.early_error is not None:
+                raise request.early_error
+            rules = await bucket_rules(self._services.bucket_config, line.bucket)
+            headers = cors.preflight(rules, _lower_headers(request))
+        except S3Error as error:
+            return self._render_error(request, error)
+        self._set_headers(request, headers)
+        request.setHeader("Content-Length", "0")
+        return b""
+
+    async def _cors_headers(self, request: ObjstoreRequest, line: RequestLine
+                            ) -> dict[str, str]:
+        """The Access-Control-* headers of an actual response (success or error, presigned
+        or not) to a browser's request, from the bucket's CORS rules; none when the request
+        names no Origin or no rule allows it. Never fails the response."""
+        origin = request.header("origin")
+        if not origin or not line.bucket or not (origin.isascii() and origin.isprintable()):
+            return {}
+        try:
+            rules = await bucket_rules(self._services.bucket_config, line.bucket)
+        except Exception:  # an unreadable setting: the answer goes out without CORS
+            return {}
+        return cors.actual(rules, origin, line.method)
+
+    @staticmethod
+    def _set_headers(request: ObjstoreRequest, headers: dict[str, str]) -> None:
+        for name, value in headers.items():
+            request.setHeader(name, value)
 
     async def _serve(self, request: ObjstoreRequest, line: RequestLine) -> S3Response:
         admitted = request.admitted
@@ -240,6 +284,11 @@ def _error_of(request: ObjstoreRequest, exc: BaseException | None,
         return error
     log.failure("unhandled error serving {uri}", failure, uri=request.uri)
     return S3Error("InternalError")
+
+
+def _lower_headers(request: ObjstoreRequest) -> dict[str, str]:
+    return {name.decode("latin-1").lower(): values[-1].decode("latin-1")
+            for name, values in request.requestHeaders.getAllRawHeaders()}
 
 
 def _writes(line: RequestLine) -> bool:
