@@ -23,9 +23,10 @@ from urllib.parse import parse_qs
 from objstore.audit.context import note_access_key, note_user
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.errors import S3Error
-from objstore.http import sigv2, sigv4
+from objstore.http import post_policy, sigv2, sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
 from objstore.http.client_bytes import decimal
+from objstore.http.form_data import FormDecoder
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
@@ -153,6 +154,29 @@ class Authenticator:
         return VerifiedHeaders(resolved.principal, shape, view, context, resolved,
                                signature_version=sigv2.SCHEME)
 
+    async def authenticate_form(self, request: ObjstoreRequest, fields: Mapping[str, str],
+                                bucket: str, file_length: int) -> Principal:
+        """The caller of a form upload (POST Object), from its fields once the body has
+        arrived: the signature of its POST policy (SigV4, or SigV2 where the node accepts
+        it), then every condition of the policy. An unsigned form is refused here; public
+        write access through a bucket policy is the authorizer's to grant."""
+        auth = post_policy.parse_form_auth(fields)
+        if auth is None:
+            raise S3Error("AccessDenied", "Anonymous access is not allowed.")
+        if auth.version == post_policy.SIGV2 and not self._signature_v2:
+            raise S3Error("InvalidRequest", "The authorization mechanism you have provided is "
+                                            "not supported. Please use AWS4-HMAC-SHA256.")
+        post_policy.check_form_scope(auth, self._regions)
+        note_access_key(request, auth.access_key)
+        resolved = await self._identities.resolve(auth.access_key)
+        if resolved is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
+        post_policy.verify_form_signature(auth, resolved.secret_key)
+        note_user(request, resolved.principal.user_id, resolved.principal.username)
+        policy = post_policy.parse_policy(auth.policy_b64)
+        post_policy.check_policy(policy, fields, bucket, file_length, self._now())
+        return resolved.principal
+
     async def verify_body(
         self, request: ObjstoreRequest, verified: VerifiedHeaders, *,
         body_describes_object: bool | None = None,
@@ -210,6 +234,8 @@ def verify_payload(
     if sigv4.payload_hash_is_hex(claimed) and claimed != spool.sha256_hex:
         raise S3Error("XAmzContentSHA256Mismatch", ClientComputedContentSHA256=claimed,
                       S3ComputedContentSHA256=spool.sha256_hex or "")
+    if isinstance(spool.decoder, FormDecoder):  # a form upload is verified by its policy
+        raise S3Error("InternalError")
     if spool.decoder is not None:
         sigv4.verify_chunk_signatures(context, spool.decoder)
         _verify_announced_trailers(spool.decoder, headers.get("x-amz-trailer"))

@@ -45,12 +45,16 @@ from objstore.http import cors
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
 from objstore.http.error_xml import error_document
+from objstore.http.form_data import boundary_of
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.iam.identity import Principal
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.cors import bucket_rules
+from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
+from objstore.s3.post_object import FormAdmission, form_key, form_of
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -189,19 +193,55 @@ class S3Api:
 
     async def _serve(self, request: ObjstoreRequest, line: RequestLine) -> S3Response:
         admitted = request.admitted
-        if not isinstance(admitted, VerifiedHeaders):  # no body: admitted now
+        if not isinstance(admitted, VerifiedHeaders | FormAdmission):  # no body: admit now
             admitted = await self._admit(request, line)
             if request.spool is not None:  # an empty body's spool was opened before
                 request.spool.restage(admitted.stage_plan)
-        principal = await self._authenticator.verify_body(
-            request, admitted, body_describes_object=_completes_upload(line))
+        key = line.key
+        if isinstance(admitted, FormAdmission):
+            principal, key = await self._form_caller(request, line)
+        else:
+            principal = await self._authenticator.verify_body(
+                request, admitted, body_describes_object=_completes_upload(line))
         route = line.route
         assert route is not None and route.handler is not None  # else not admitted
-        call = S3Call(request, principal, self._services, line.bucket, line.key, line.query,
+        call = S3Call(request, principal, self._services, line.bucket, key, line.query,
                       line.operation)
         return await route.handler(call)
 
-    async def _admit(self, request: ObjstoreRequest, line: RequestLine) -> VerifiedHeaders:
+    async def _form_caller(self, request: ObjstoreRequest, line: RequestLine
+                           ) -> tuple[Principal, str]:
+        """The caller of a form upload and the key it writes: the signed POST policy and
+        its conditions (the authenticator), then s3:PutObject on that key (the
+        authorizer), all before anything is stored."""
+        form = form_of(request.spool)
+        if request.spool is not None:
+            await request.spool.digests_ready()
+        principal = await self._authenticator.authenticate_form(
+            request, form.fields, line.bucket, form.file_length)
+        key = form_key(form.fields, form.filename)
+        await self._services.authorizer.check(principal, "s3:PutObject",
+                                              object_arn(line.bucket, key))
+        return principal, key
+
+    async def _admit_form(self, request: ObjstoreRequest, line: RequestLine) -> FormAdmission:
+        """A form upload is admitted before its body without a caller (the signature is
+        in the body): a multipart/form-data body, the write gate, the disk guard, the
+        bucket's default stages."""
+        self._gate.check_write(0)
+        boundary = boundary_of(request.header("content-type"))
+        if boundary is None:
+            raise S3Error("RequestIsNotMultiPartContent")
+        if line.error is not None:
+            raise line.error
+        if self._space is not None and self._space.refuses_write():
+            raise S3Error("InsufficientStorage")
+        settings = await self._services.bucket_config.stage_settings(line.bucket)
+        plan = decide_stage_plan("PutObject", {}, settings, key_id=self._key_id)
+        return FormAdmission(boundary, plan)
+
+    async def _admit(self, request: ObjstoreRequest, line: RequestLine
+                     ) -> VerifiedHeaders | FormAdmission:
         """Everything decided from the request line and headers, in order: per-IP rate
         limit, request-level limits, SigV4, per-credential rate limit, the route (or why
         there is none), unsupported headers, the route's action, then, for a route that
@@ -212,6 +252,8 @@ class S3Api:
             raise S3Error("SlowDown")
         if request.early_error is not None:
             raise request.early_error
+        if line.operation == OPERATION_POST_OBJECT:
+            return await self._admit_form(request, line)
         verified = await self._authenticator.authenticate_headers(request)
         if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise S3Error("SlowDown")

@@ -42,6 +42,7 @@ from objstore.s3 import (
     multipart,
     object_lock,
     objects,
+    post_object,
     tagging,
     versioning,
 )
@@ -115,6 +116,9 @@ ROUTES: dict[RouteKey, Route] = {
     ("GET", "object", None): _read(objects.get_object, "s3:GetObject", "GetObject"),
     ("HEAD", "object", None): _read(objects.head_object, "s3:GetObject", "HeadObject"),
     ("DELETE", "object", None): _write(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
+    # A browser's form upload: authenticated by the policy in its body, then authorized
+    # for s3:PutObject on the key the form names (s3/api.py, `_form_caller`).
+    ("POST", "bucket", None): _write(post_object.post_object, None, "PostObject"),
     ("POST", "bucket", "delete"): _write(delete_objects.delete_objects, None, "DeleteObjects"),
     ("GET", "object", "attributes"): _read(attributes.get_object_attributes, None,
                                            "GetObjectAttributes"),
