@@ -88,6 +88,7 @@ from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
 from objstore.engine.versions import VersionService
+from objstore.http import cors
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
@@ -370,6 +371,7 @@ def build_node(config: Config, reactor: Any = None, *,
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
+        cors_rules=cors.node_rules(config.server.cors_allowed_origins),
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,

@@ -109,6 +109,17 @@ def rules_from_json(text: str) -> tuple[CorsRule, ...]:
         for item in json.loads(text))
 
 
+def node_rules(origins: Sequence[str]) -> tuple[CorsRule, ...]:
+    """The one rule of the node-wide setting (`[server] cors_allowed_origins`) for the
+    admin API and the console: the origins, every method they use, any request header
+    (SigV4's among them), the headers a client reads."""
+    if not origins:
+        return ()
+    return (CorsRule(tuple(origins), METHODS, ("*",),
+                     ("ETag", "x-amz-request-id", "Content-Length", "Content-Type"), 600,
+                     "node"),)
+
+
 def first_match(rules: Sequence[CorsRule], origin: str, method: str,
                 request_headers: Sequence[str] = ()) -> CorsRule | None:
     return next((rule for rule in rules if rule.allows(origin, method, request_headers)), None)

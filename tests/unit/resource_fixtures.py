@@ -26,6 +26,7 @@ from objstore.engine.changes import Caller
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.errors import S3Error
 from objstore.http import sigv4
+from objstore.http import cors
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
@@ -124,7 +125,7 @@ class Node:
 
     def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None,
                  space: SpaceGuard | None = None, gate: WriteGate = NO_GATE,
-                 signature_v2: bool = True) -> None:
+                 signature_v2: bool = True, cors_origins: tuple[str, ...] = ()) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         limits = limits or ServerLimits()
@@ -147,7 +148,8 @@ class Node:
                               space=space)
         root = RootResource(s3=S3Api(services, authenticator, rate_limits, space,
                                       gate).resource(),
-                            admin=self.admin.resource(), limits=limits, domains=("s3.test",))
+                            admin=self.admin.resource(), limits=limits, domains=("s3.test",),
+                            cors_rules=cors.node_rules(cors_origins))
         self.site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=limits,
                                  server_header="objstore")
         self.site.timeOut = None  # no idle timer on the global reactor
