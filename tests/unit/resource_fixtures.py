@@ -25,8 +25,7 @@ from objstore.config import ServerLimits
 from objstore.engine.changes import Caller
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.errors import S3Error
-from objstore.http import sigv4
-from objstore.http import cors
+from objstore.http import cors, sigv4
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
