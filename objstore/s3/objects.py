@@ -31,6 +31,7 @@ from objstore.s3.lock_headers import (
     lock_request,
     retention_headers,
 )
+from objstore.s3.meta_values import returned_value, stored_value
 from objstore.s3.params import part_number
 from objstore.s3.ranges import parse_range
 from objstore.s3.tagging_header import parse_tagging_header
@@ -94,7 +95,7 @@ def check_acl_headers(headers: Mapping[str, str]) -> None:
 def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
     """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
     user_metadata = {
-        name[len(META_PREFIX):]: headers[name]
+        name[len(META_PREFIX):]: stored_value(headers[name])
         for name in headers
         if name.startswith(META_PREFIX)
     }
@@ -256,7 +257,7 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
     for name, value in record.system_headers.items():
         headers[name.title()] = value
     for name, value in record.user_metadata.items():
-        headers[META_PREFIX + name] = value
+        headers[META_PREFIX + name] = returned_value(value)
     if record.storage_class != "STANDARD":
         headers["x-amz-storage-class"] = record.storage_class
     if record.tags:
