@@ -78,12 +78,16 @@ class Authenticator:
         self,
         identities: IdentityResolver,
         *,
-        regions: Collection[str],
+        regions: Collection[str] | Callable[[], Collection[str]],
         now: Callable[[], datetime.datetime],
         signature_v2: bool = True,
     ) -> None:
         self._identities = identities
-        self._regions = frozenset(regions)
+        fixed = frozenset(regions) if not callable(regions) else frozenset()
+        # The regions a credential scope may name, read per request (the region setting
+        # changes without a restart).
+        self._regions_of: Callable[[], Collection[str]] = (
+            regions if callable(regions) else (lambda: fixed))
         self._now = now
         self._signature_v2 = signature_v2
 
@@ -110,7 +114,7 @@ class Authenticator:
         if resolved is None:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
         try:
-            sigv4.check_claims(auth, view, self._now(), self._regions)
+            sigv4.check_claims(auth, view, self._now(), self._regions_of())
             context = (None if auth.payload_from_body
                        else sigv4.verify_signature(auth, view, resolved.secret_key))
         except sigv4.SigV4Error as exc:
@@ -166,7 +170,7 @@ class Authenticator:
         if auth.version == post_policy.SIGV2 and not self._signature_v2:
             raise S3Error("InvalidRequest", "The authorization mechanism you have provided is "
                                             "not supported. Please use AWS4-HMAC-SHA256.")
-        post_policy.check_form_scope(auth, self._regions)
+        post_policy.check_form_scope(auth, self._regions_of())
         note_access_key(request, auth.access_key)
         resolved = await self._identities.resolve(auth.access_key)
         if resolved is None:
