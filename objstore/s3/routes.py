@@ -58,7 +58,7 @@ SUBRESOURCES = (
     "replication", "attributes", "acl", "cors", "policy", "policyStatus", "website",
     "logging", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock",
     "analytics", "inventory", "metrics", "intelligent-tiering", "restore", "select",
-    "torrent",
+    "torrent", "metadataTable", "metadataConfiguration", "session", "renameObject",
 )
 
 
@@ -209,6 +209,15 @@ ROUTES: dict[RouteKey, Route] = {
     **_not_served("bucket", "inventory", "BucketInventoryConfiguration"),
     **_not_served("bucket", "metrics", "BucketMetricsConfiguration"),
     **_not_served("bucket", "intelligent-tiering", "BucketIntelligentTieringConfiguration"),
+    **_not_served("bucket", "metadataTable", "BucketMetadataTableConfiguration", "GET DELETE"),
+    ("POST", "bucket", "metadataTable"): Route(
+        None, None, "CreateBucketMetadataTableConfiguration", mutates=True),
+    **_not_served("bucket", "metadataConfiguration", "BucketMetadataConfiguration",
+                  "GET DELETE"),
+    ("POST", "bucket", "metadataConfiguration"): Route(
+        None, None, "CreateBucketMetadataConfiguration", mutates=True),
+    ("GET", "bucket", "session"): Route(None, None, "CreateSession", mutates=False),
+    ("PUT", "object", "renameObject"): Route(None, None, "RenameObject", mutates=True),
 }
 
 

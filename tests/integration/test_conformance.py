@@ -54,3 +54,15 @@ def test_encoding_type_url_on_every_listing(s3: Any, bucket: str) -> None:
     uploads = s3.list_multipart_uploads(Bucket=bucket, EncodingType="url")
     assert [u["Key"] for u in uploads["Uploads"]] == ["dir%20one/%C3%BC%2Bx"]
     s3.abort_multipart_upload(Bucket=bucket, Key="dir one/ü+x", UploadId=upload)
+
+
+def test_expiration_header_with_a_tag_filter(s3: Any, bucket: str) -> None:
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [{
+        "ID": "temp", "Status": "Enabled", "Expiration": {"Days": 3},
+        "Filter": {"Tag": {"Key": "kind", "Value": "temp"}}}]})
+    tagged = s3.put_object(Bucket=bucket, Key="t", Body=b"x", Tagging="kind=temp")
+    assert 'rule-id="temp"' in tagged["Expiration"]
+    assert 'rule-id="temp"' in s3.head_object(Bucket=bucket, Key="t")["Expiration"]
+    plain = s3.put_object(Bucket=bucket, Key="p", Body=b"x")
+    assert "Expiration" not in plain
+    assert "Expiration" not in s3.head_object(Bucket=bucket, Key="p")
