@@ -87,6 +87,11 @@ def parse_auth_v2(req: RequestView) -> AuthV2:
     """The SigV2 claims of a request that `is_v2`; SigV4Error for a malformed one."""
     authorization = req.headers.get("authorization")
     if authorization is not None:
+        names = {key for key, _ in _raw_pairs(req.raw_query)}
+        if names & {"AWSAccessKeyId", "Signature", "X-Amz-Signature", "X-Amz-Algorithm"}:
+            raise SigV4Error("InvalidArgument", "Only one auth mechanism allowed; only the "
+                             "X-Amz-Algorithm query parameter, Signature query string "
+                             "parameter or the Authorization header should be specified")
         return _parse_header(authorization, req.headers)
     return _parse_query(req.raw_query)
 
