@@ -9,8 +9,10 @@ condition) and the authorizer is asked for s3:PutObject on the key the form name
 
 The form's fields stand for a PutObject's headers: Content-Type, Cache-Control,
 Content-Disposition, Content-Encoding, Expires, x-amz-meta-*, x-amz-storage-class,
-x-amz-checksum-* (checked against the file), acl (owner-only canned ACLs, as PutObject),
-tagging (a Tagging XML document). The answer is AWS's: 204 by default,
+x-amz-checksum-* (checked against the file), x-amz-object-lock-*, acl (owner-only canned
+ACLs, as PutObject), tagging (a Tagging XML document). Server-side encryption fields are
+refused (501): the body's stages are chosen before it arrives (a bucket's default
+encryption applies). The answer is AWS's: 204 by default,
 success_action_status 200 or 201 (201 with a PostResponse document), or a 303 to
 success_action_redirect with bucket, key and etag in its query.
 """
@@ -71,8 +73,15 @@ def form_key(fields: Mapping[str, str], filename: str | None) -> str:
 
 def form_headers(fields: Mapping[str, str]) -> dict[str, str]:
     """The PutObject headers the form's fields stand for."""
+    for name in fields:
+        if name.startswith("x-amz-server-side-encryption"):
+            # The stages of the body were chosen before it arrived (the bucket's default):
+            # a form can not ask for encryption of its own, and is never told it got it.
+            raise S3Error("NotImplemented", "Server-side encryption fields are not "
+                                            "available on form uploads; the upload was "
+                                            "refused and nothing was stored.", Header=name)
     headers = {name: value for name, value in fields.items()
-               if name in _HEADER_FIELDS or name.startswith("x-amz-meta-")
+               if name in _HEADER_FIELDS or name.startswith(("x-amz-meta-", "x-amz-object-lock-"))
                or is_checksum_claim(name)}
     if "acl" in fields:
         headers["x-amz-acl"] = fields["acl"]

@@ -145,3 +145,13 @@ def test_hostile_forms_are_4xx(daemon: Daemon, s3: Any, bucket: str) -> None:
     assert s3.head_object(Bucket=bucket, Key="h")["Metadata"] == {}
     policy = json.loads(base64.b64decode(presigned["fields"]["policy"]))
     assert policy["conditions"]
+
+
+def test_encryption_fields_are_refused_not_ignored(s3: Any, bucket: str) -> None:
+    presigned = s3.generate_presigned_post(
+        bucket, "secret", Fields={"x-amz-server-side-encryption": "AES256"},
+        Conditions=[{"x-amz-server-side-encryption": "AES256"}])
+    answer = post(presigned)
+    assert (answer.status_code, code_of(answer)) == (501, "NotImplemented")
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=bucket, Key="secret")
