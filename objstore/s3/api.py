@@ -219,6 +219,8 @@ class S3Api:
             await request.spool.digests_ready()
         principal = await self._authenticator.authenticate_form(
             request, form.fields, line.bucket, form.file_length)
+        if not self._rate_limits.allow_credential(principal.access_key):
+            raise S3Error("SlowDown")
         key = form_key(form.fields, form.filename)
         await self._services.authorizer.check(principal, "s3:PutObject",
                                               object_arn(line.bucket, key))
