@@ -25,7 +25,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from objstore.audit.context import note_error
+from objstore.audit.context import note_error, note_operation
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -222,6 +222,7 @@ class S3Api:
         if not self._rate_limits.allow_credential(principal.access_key):
             raise S3Error("SlowDown")
         key = form_key(form.fields, form.filename)
+        note_operation(request, line.operation, line.bucket, key, None)  # known only now
         await self._services.authorizer.check(principal, "s3:PutObject",
                                               object_arn(line.bucket, key))
         return principal, key
