@@ -88,6 +88,11 @@ class Server:
     drain_timeout_seconds: float = 30.0
     workers: int = field(default_factory=lambda: default_workers())  # one per CPU
     server_header: str = "objstore"
+    # Accept AWS Signature Version 2 (header and presigned URLs); false: SigV4 only.
+    signature_v2: bool = True
+    # Origins (one "*" each at most) whose pages may call the admin API and the console
+    # from a browser (CORS); () allows none. Buckets have their own CORS configuration.
+    cors_allowed_origins: tuple[str, ...] = ()
     # A request line and headers not complete this long after their first byte: 400
     # RequestTimeout and the connection closed (a client trickling headers holds nothing).
     header_timeout_seconds: float = 20.0
@@ -399,6 +404,8 @@ _NODE_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
 
 _non_empty = _str(r"\S(.*\S)?", "a non-empty string without surrounding spaces")
 _domain = _str(_HOSTNAME, "a lowercase host name such as 's3.example.com' (no scheme or port)")
+_origin = _str(r"\*|https?://[^*\s/]*\*?[^*\s/]*",
+               "an origin such as 'https://console.example.com' (one '*' at most) or '*'")
 
 
 # --- the field tables ----------------------------------------------------------------------
@@ -454,6 +461,8 @@ _SERVER = _Section("server", Server, (
     _F("drain_timeout_seconds", _num(0)),
     _F("workers", _int(1)),
     _F("server_header", _str(r"[!-~]([ -~]*[!-~])?", "a non-empty printable ASCII string")),
+    _F("signature_v2", _bool),
+    _F("cors_allowed_origins", _array(_origin)),
     _F("header_timeout_seconds", _num(0, above=True)),
     _F("idle_timeout_seconds", _num(0, above=True)),
 ), subsections=(_SERVER_LIMITS, _SERVER_CACHE, _SERVER_TLS))

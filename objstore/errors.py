@@ -23,10 +23,12 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "AccessDenied": (403, "Access Denied"),
     "AuthorizationHeaderMalformed": (400, "The authorization header is malformed."),
     "AuthorizationQueryParametersError": (400, "Error parsing the query authorization parameters."),
+    "BadRequest": (400, "Bad Request"),
     "BadDigest": (400, "The Content-MD5 or checksum you specified did not match what we received."),
     "BucketAlreadyExists": (409, "The requested bucket name is not available."),
     "BucketAlreadyOwnedByYou": (409, "Your previous request to create the named bucket succeeded and you already own it."),  # noqa: E501
     "BucketNotEmpty": (409, "The bucket you tried to delete is not empty."),
+    "CORSResponse": (403, "CORS is not enabled for this bucket."),
     "ConditionalRequestConflict": (409, "A conflicting operation occurred. Retry the request."),
     "EntityTooLarge": (400, "Your proposed upload exceeds the maximum allowed size."),
     "EntityTooSmall": (400, "Your proposed upload is smaller than the minimum allowed object size."),  # noqa: E501
@@ -43,9 +45,11 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "InvalidEncryptionAlgorithmError": (400, "The encryption request you specified is not valid."),  # noqa: E501
     "InvalidLocationConstraint": (400, "The specified location constraint is not valid."),
     "InvalidObjectState": (403, "The operation is not valid for the current state of the object."),  # noqa: E501
+    "InvalidPolicyDocument": (400, "The content of the form does not meet the conditions specified in the policy document."),  # noqa: E501
     "InvalidPart": (400, "One or more of the specified parts could not be found."),
     "InvalidPartOrder": (400, "The list of parts was not in ascending order."),
     "InvalidPartNumber": (416, "The requested partnumber is not satisfiable"),
+    "IncorrectNumberOfFilesInPostRequest": (400, "POST requires exactly one file upload per request."),  # noqa: E501
     "InvalidRange": (416, "The requested range is not satisfiable"),
     "InvalidRequest": (400, "Invalid Request"),
     "InvalidRetentionPeriod": (400, "The retention period specified is not valid."),
@@ -54,15 +58,18 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long."),
     "MalformedACLError": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
+    "MalformedPOSTRequest": (400, "The body of your POST request is not well-formed multipart/form-data."),  # noqa: E501
     "MalformedTrailerError": (400, "The request contained trailing data that was not well-formed."),  # noqa: E501
     "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
+    "MaxPostPreDataLengthExceededError": (400, "Your POST request fields preceding the upload file were too large."),  # noqa: E501
     "MetadataTooLarge": (400, "Your metadata headers exceed the maximum allowed metadata size."),
     "MethodNotAllowed": (405, "The specified method is not allowed against this resource."),
     "MissingContentLength": (411, "You must provide the Content-Length HTTP header."),
     "MissingRequestBodyError": (400, "Request Body is empty."),
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist."),
+    "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist."),
     "NoSuchObjectLockConfiguration": (404, "The specified object does not have a ObjectLock configuration"),  # noqa: E501
@@ -75,6 +82,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
     "QuotaExceeded": (403, "The bucket quota would be exceeded by this request."),
     "RequestHeaderSectionTooLarge": (400, "Your request header section exceeds the maximum allowed size."),  # noqa: E501
+    "RequestIsNotMultiPartContent": (400, "Bucket POST must be of the enclosure-type multipart/form-data."),  # noqa: E501
     "RequestTimeTooSkewed": (403, "The difference between the request time and the server's time is too large."),  # noqa: E501
     "RequestTimeout": (400, "Your socket connection to the server was not read from or written to within the timeout period."),  # noqa: E501
     "ServerSideEncryptionConfigurationNotFoundError": (404, "The server side encryption configuration was not found"),  # noqa: E501
@@ -82,6 +90,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "SignatureDoesNotMatch": (403, "The request signature we calculated does not match the signature you provided. Check your key and signing method."),  # noqa: E501
     "SlowDown": (503, "Please reduce your request rate."),
     "UnexpectedContent": (400, "This request does not support content."),
+    "UserKeyMustBeSpecified": (400, "The bucket POST must contain the specified field name. If it is specified, check the order of the fields."),  # noqa: E501
     "XAmzContentSHA256Mismatch": (400, "The provided 'x-amz-content-sha256' header does not match what was computed."),  # noqa: E501
 }
 

@@ -83,12 +83,14 @@ from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.outbox import TICK_SECONDS, OutboxDelivery, env_consumers
 from objstore.engine.quota import QuotaService
+from objstore.engine.region import REGION_SETTING, RegionSetting
 from objstore.engine.replicator import NO_GATE
 from objstore.engine.settings import SettingsService
 from objstore.engine.transfer import BucketDocuments, TransferService
 from objstore.engine.transfer_import import ImportTargets
 from objstore.engine.versioning import KeyLocks
 from objstore.engine.versions import VersionService
+from objstore.http import cors
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
@@ -308,10 +310,13 @@ def build_node(config: Config, reactor: Any = None, *,
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
     )
+    # [server] region until the `region` setting says otherwise (read again on a change).
+    region = RegionSetting(config.server.region, meta.get_setting)
     authenticator = Authenticator(
         identities,
-        regions={config.server.region, "us-east-1"},
+        regions=region.accepted,
         now=lambda: datetime.datetime.fromtimestamp(clock(), datetime.UTC),
+        signature_v2=config.server.signature_v2,
     )
     # Shared: deletes, lock/tag changes of a key and bucket-wide changes serialise.
     key_locks = KeyLocks(node_key_locks(role, reactor))
@@ -327,7 +332,7 @@ def build_node(config: Config, reactor: Any = None, *,
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     services = S3Services(
-        buckets=BucketService(meta, control, io_pool, region=config.server.region, clock=clock,
+        buckets=BucketService(meta, control, io_pool, region=region.current, clock=clock,
                               changes=changes, restamp_on_repeat=config.cluster.enabled),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
                               locks=key_locks, changes=changes, gate=write_gate,
@@ -379,6 +384,7 @@ def build_node(config: Config, reactor: Any = None, *,
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,
+        cors_rules=cors.node_rules(config.server.cors_allowed_origins),
         cluster=cluster_api(config, node_id, health, meta, io_pool, clock, blobs=blobs,
                             locks=key_locks, changes=changes,
                             control=cluster.control if cluster is not None else None,
@@ -445,7 +451,7 @@ def build_node(config: Config, reactor: Any = None, *,
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
-    on_setting = settings_listener(lifecycle, duties, counters)
+    on_setting = settings_listener(lifecycle, duties, counters, region)
     settings = SettingsService(meta, control, io_pool, changes=changes, on_change=on_setting)
     if cluster is not None and cluster.control is not None:
         cluster.control.listeners.setting = on_setting
@@ -460,6 +466,9 @@ def build_node(config: Config, reactor: Any = None, *,
     hash_pool.setServiceParent(top)
     safe_timer(1.0, maintenance.refresh, clock=reactor,
                what="maintenance job watch").setServiceParent(top)
+    # Every process reads the region setting at start and when a worker announces a change.
+    safe_timer(1.0, region_watch(counters, region), clock=reactor,
+               what="region setting watch").setServiceParent(top)
     if outbox.active:  # every process counts the backlog its writes are bounded by
         safe_timer(1.0, outbox.refresh, clock=reactor,
                    what="outbox backlog").setServiceParent(top)
@@ -620,12 +629,18 @@ def lifecycle_worker(
 
 
 def settings_listener(lifecycle: LifecycleWorker, duties: LeaderDuties,
-                      counters: Counters) -> Callable[[str], None]:
+                      counters: Counters, region: RegionSetting | None = None
+                      ) -> Callable[[str], None]:
     """What a changed setting means to the node's services (imports call it too). In a
     process not holding the leader's duties, the change is announced to the leader, whose
-    `counter_watch` picks it up within a second."""
+    `counter_watch` picks it up within a second. A region change is read again here and
+    announced to every process (`region_watch`)."""
 
     def changed(key: str) -> None:
+        if key == REGION_SETTING and region is not None:
+            defer.Deferred.fromCoroutine(region.reload())
+            counters.bump(SETTINGS)
+            return
         if key != INTERVAL_SETTING:
             return
         if duties.held:
@@ -634,6 +649,21 @@ def settings_listener(lifecycle: LifecycleWorker, duties: LeaderDuties,
             counters.bump(SETTINGS)
 
     return changed
+
+
+def region_watch(counters: Counters, region: RegionSetting
+                 ) -> Callable[[], Coroutine[Any, Any, None]]:
+    """A timer tick that reads the region setting at its first run and whenever the
+    settings counter moved since the last one."""
+    seen: list[int | None] = [None]
+
+    async def tick() -> None:
+        now = counters.read(SETTINGS)
+        if now != seen[0]:
+            seen[0] = now
+            await region.reload()
+
+    return tick
 
 
 def counter_watch(counters: Counters, scope: str,

@@ -224,7 +224,7 @@ class AdminApi:
             if request.early_error is not None:
                 raise request.early_error
             verified = await self._authenticator.authenticate_headers(
-                request, payload_header_required=False)
+                request, payload_header_required=False, signature_v2=False)
         except S3Error as error:
             raise as_admin_error(error) from None
         if not self._rate_limits.allow_credential(verified.principal.access_key):

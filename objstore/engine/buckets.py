@@ -40,7 +40,7 @@ class BucketService:
         control: ControlRecord,
         io: Runner,
         *,
-        region: str,
+        region: str | Callable[[], str],
         clock: Callable[[], float],
         changes: ChangeHook | None = None,
         restamp_on_repeat: bool = False,
@@ -53,8 +53,13 @@ class BucketService:
         self._changes = changes or ChangeHook()
         self._control = control
         self._io = io
-        self.region = region
+        self._region = region if callable(region) else (lambda: region)
         self._clock = clock
+
+    @property
+    def region(self) -> str:
+        """The region new buckets are made in (the node's current one)."""
+        return self._region()
 
     async def create(
         self, caller: Caller, name: str, *, location: str | None, object_lock: bool

@@ -74,7 +74,7 @@ class SettingSpec:
 
 
 SETTINGS: dict[str, SettingSpec] = {
-    # Stored and carried by export/import; a running node serves its [server] region.
+    # Replaces [server] region while set, without a restart (engine/region.py).
     "region": SettingSpec("The service's region name.", _region, str),
     "lifecycle_evaluation_interval": SettingSpec(
         "Seconds between lifecycle evaluations (at least 1); overrides [lifecycle] "

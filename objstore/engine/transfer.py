@@ -41,7 +41,8 @@ from objstore.engine.transfer_import import (
     load_snapshot,
     section_entries,
 )
-from objstore.errors import AdminError
+from objstore.errors import AdminError, S3Error
+from objstore.http import cors
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
@@ -244,6 +245,12 @@ class BucketDocuments:
             parse_encryption(value)
         elif key == COMPRESSION_CONFIG_KEY:
             CompressionSetting.from_json(value)  # AdminError when it is not a setting
+        elif key == cors.CORS_CONFIG_KEY:
+            try:
+                cors.validate_rules(cors.rules_from_json(value))
+            except (ValueError, KeyError, TypeError, S3Error) as exc:
+                raise AdminError("BadRequest", f"the CORS configuration is invalid: {exc!r}"
+                                 ) from None
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)

@@ -23,9 +23,10 @@ from urllib.parse import parse_qs
 from objstore.audit.context import note_access_key, note_user
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.errors import S3Error
-from objstore.http import sigv4
+from objstore.http import post_policy, sigv2, sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
 from objstore.http.client_bytes import decimal
+from objstore.http.form_data import FormDecoder
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
 from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
@@ -48,6 +49,8 @@ class VerifiedHeaders:
     credential: ResolvedCredential = field(repr=False)  # holds the secret: never printed
     # The stages of the body (blobs/plan.py), decided by the API's admission.
     stage_plan: StagePlan = IDENTITY
+    # "AWS4-HMAC-SHA256" or "AWS" (SigV2), as the s3:signatureversion condition key reads.
+    signature_version: str = sigv4.ALGORITHM
 
     @property
     def hash_body(self) -> bool:
@@ -75,20 +78,31 @@ class Authenticator:
         self,
         identities: IdentityResolver,
         *,
-        regions: Collection[str],
+        regions: Collection[str] | Callable[[], Collection[str]],
         now: Callable[[], datetime.datetime],
+        signature_v2: bool = True,
     ) -> None:
         self._identities = identities
-        self._regions = frozenset(regions)
+        fixed = frozenset(regions) if not callable(regions) else frozenset()
+        # The regions a credential scope may name, read per request (the region setting
+        # changes without a restart).
+        self._regions_of: Callable[[], Collection[str]] = (
+            regions if callable(regions) else (lambda: fixed))
         self._now = now
+        self._signature_v2 = signature_v2
 
     async def authenticate_headers(
-        self, request: ObjstoreRequest, *, payload_header_required: bool = True
+        self, request: ObjstoreRequest, *, payload_header_required: bool = True,
+        signature_v2: bool = True,
     ) -> VerifiedHeaders:
         """The verified caller of `request`, from its line and headers alone. Without
         `payload_header_required`, a header-signed request may omit x-amz-content-sha256:
-        its signature is then checked by `verify_body`, with the body's SHA-256."""
+        its signature is then checked by `verify_body`, with the body's SHA-256.
+        SigV2 is accepted when both the node's setting and `signature_v2` allow it (the
+        admin API never does: SigV2 does not sign the body)."""
         view = request_view(request)
+        if signature_v2 and self._signature_v2 and sigv2.is_v2(view):
+            return await self._authenticate_v2(request, view)
         try:
             auth = sigv4.parse_auth(view, payload_header_required=payload_header_required)
         except sigv4.SigV4Error as exc:
@@ -100,7 +114,7 @@ class Authenticator:
         if resolved is None:
             raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
         try:
-            sigv4.check_claims(auth, view, self._now(), self._regions)
+            sigv4.check_claims(auth, view, self._now(), self._regions_of())
             context = (None if auth.payload_from_body
                        else sigv4.verify_signature(auth, view, resolved.secret_key))
         except sigv4.SigV4Error as exc:
@@ -108,6 +122,64 @@ class Authenticator:
         if context is not None:
             note_user(request, resolved.principal.user_id, resolved.principal.username)
         return VerifiedHeaders(resolved.principal, auth, view, context, resolved)
+
+    async def _authenticate_v2(self, request: ObjstoreRequest, view: sigv4.RequestView
+                               ) -> VerifiedHeaders:
+        """A SigV2 request (header or presigned): its signature covers no body, so the body
+        is checked only against what the client claimed (Content-MD5, a hex
+        x-amz-content-sha256, x-amz-checksum-*); an aws-chunked body is SigV4's alone."""
+        try:
+            auth = sigv2.parse_auth_v2(view)
+            claimed = view.headers.get("x-amz-content-sha256", "").strip()
+            if claimed in sigv4.STREAMING_PAYLOADS:
+                raise sigv4.SigV4Error("InvalidRequest", "aws-chunked bodies need SigV4.")
+        except sigv4.SigV4Error as exc:
+            raise S3Error(exc.code, exc.message) from None
+        note_access_key(request, auth.access_key)
+        resolved = await self._identities.resolve(auth.access_key)
+        if resolved is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
+        now = self._now()
+        try:
+            sigv2.verify_v2(auth, view, resolved.secret_key, now,
+                            getattr(request, "vhost_bucket", None))
+        except sigv4.SigV4Error as exc:
+            raise S3Error(exc.code, exc.message) from None
+        note_user(request, resolved.principal.user_id, resolved.principal.username)
+        # The SigV4 vocabulary the body checks read: no scope, no chunk signatures (the
+        # context's empty key verifies none), the claimed payload hash if any.
+        shape = sigv4.AuthRequest(
+            access_key=auth.access_key, amz_date=now, amz_date_str="", scope_date="",
+            region="", service=sigv4.SERVICE, signed_headers=(), signature="",
+            payload_hash=claimed if sigv4.payload_hash_is_hex(claimed)
+            else sigv4.UNSIGNED_PAYLOAD,
+            presigned=auth.presigned, expires_seconds=None)
+        context = sigv4.SigningContext(b"", "", "", "")
+        return VerifiedHeaders(resolved.principal, shape, view, context, resolved,
+                               signature_version=sigv2.SCHEME)
+
+    async def authenticate_form(self, request: ObjstoreRequest, fields: Mapping[str, str],
+                                bucket: str, file_length: int) -> Principal:
+        """The caller of a form upload (POST Object), from its fields once the body has
+        arrived: the signature of its POST policy (SigV4, or SigV2 where the node accepts
+        it), then every condition of the policy. An unsigned form is refused here; public
+        write access through a bucket policy is the authorizer's to grant."""
+        auth = post_policy.parse_form_auth(fields)
+        if auth is None:
+            raise S3Error("AccessDenied", "Anonymous access is not allowed.")
+        if auth.version == post_policy.SIGV2 and not self._signature_v2:
+            raise S3Error("InvalidRequest", "The authorization mechanism you have provided is "
+                                            "not supported. Please use AWS4-HMAC-SHA256.")
+        post_policy.check_form_scope(auth, self._regions_of())
+        note_access_key(request, auth.access_key)
+        resolved = await self._identities.resolve(auth.access_key)
+        if resolved is None:
+            raise S3Error("InvalidAccessKeyId", AWSAccessKeyId=auth.access_key)
+        post_policy.verify_form_signature(auth, resolved.secret_key)
+        note_user(request, resolved.principal.user_id, resolved.principal.username)
+        policy = post_policy.parse_policy(auth.policy_b64)
+        post_policy.check_policy(policy, fields, bucket, file_length, self._now())
+        return resolved.principal
 
     async def verify_body(
         self, request: ObjstoreRequest, verified: VerifiedHeaders, *,
@@ -166,6 +238,8 @@ def verify_payload(
     if sigv4.payload_hash_is_hex(claimed) and claimed != spool.sha256_hex:
         raise S3Error("XAmzContentSHA256Mismatch", ClientComputedContentSHA256=claimed,
                       S3ComputedContentSHA256=spool.sha256_hex or "")
+    if isinstance(spool.decoder, FormDecoder):  # a form upload is verified by its policy
+        raise S3Error("InternalError")
     if spool.decoder is not None:
         sigv4.verify_chunk_signatures(context, spool.decoder)
         _verify_announced_trailers(spool.decoder, headers.get("x-amz-trailer"))

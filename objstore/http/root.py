@@ -13,6 +13,7 @@ follows the body.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
@@ -22,6 +23,8 @@ from twisted.web.resource import Resource
 from objstore.audit.context import note_api
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
+from objstore.http import cors
+from objstore.http.cors import CorsRule
 from objstore.http.site import Admitted, Gatekeeper, ObjstoreRequest
 
 # (mount name, the path segments it owns, decoded as twisted.web's traversal decodes them).
@@ -62,10 +65,34 @@ class _JsonNotFound(Resource):
         return self._body
 
 
+class _Preflight(Resource):
+    """A preflight to the admin API or the console, under the node-wide CORS setting: 200
+    with the Access-Control-* headers, or a JSON 403 (400 without Origin or method)."""
+
+    isLeaf = True
+
+    def __init__(self, rules: tuple[CorsRule, ...], headers: dict[str, str]) -> None:
+        super().__init__()
+        self._rules, self._headers = rules, headers
+
+    def render(self, request: Any) -> bytes:
+        try:
+            answer = cors.preflight(self._rules, self._headers)
+        except S3Error as refused:
+            request.setResponseCode(refused.status)
+            request.setHeader(b"Content-Type", b"application/json")
+            code = "BadRequest" if refused.status == 400 else "AccessDenied"
+            return json.dumps({"error": code, "message": refused.message}).encode()
+        for name, value in answer.items():
+            request.setHeader(name, value)
+        request.setHeader(b"Content-Length", b"0")
+        return b""
+
+
 class RootResource(Resource):
     def __init__(
         self, *, s3: Any, admin: Any, limits: ServerLimits, domains: tuple[str, ...],
-        cluster: Any = None, console: Any = None,
+        cluster: Any = None, console: Any = None, cors_rules: tuple[CorsRule, ...] = (),
     ) -> None:
         super().__init__()
         self._s3 = s3
@@ -79,6 +106,7 @@ class RootResource(Resource):
         }
         assert set(self._apis) == {S3, *(name for name, _ in MOUNTS)}
         self._limits = limits
+        self._cors_rules = cors_rules  # the node-wide setting, for the admin API and console
         self._domains = tuple(d.lower() for d in domains)
         # The APIs that admit a request before its body, by identity (looked up per request).
         self._gatekeepers: dict[int, Gatekeeper] = {
@@ -96,6 +124,24 @@ class RootResource(Resource):
             # S3 sees the whole path: undo the traversal step that consumed `path`.
             assert request.postpath is not None and request.prepath is not None
             request.postpath.insert(0, request.prepath.pop())
+            return api
+        if api is self._apis["admin"] or api is self._apis["console"]:
+            return self._with_node_cors(request, api)
+        return api
+
+    def _with_node_cors(self, request: ObjstoreRequest, api: Any) -> Any:
+        """The node-wide CORS setting on the admin API and the console: a preflight is
+        answered here; an actual response gets its Access-Control-* headers now (the API
+        renders after, and keeps them)."""
+        headers = {name.decode("latin-1").lower(): values[-1].decode("latin-1")
+                   for name, values in request.requestHeaders.getAllRawHeaders()}
+        if request.method == b"OPTIONS":
+            return _Preflight(self._cors_rules, headers)
+        origin = headers.get("origin")
+        if origin and origin.isascii() and origin.isprintable():
+            for name, value in cors.actual(self._cors_rules, origin,
+                                           request.method.decode("ascii", "replace")).items():
+                request.setHeader(name, value)
         return api
 
     def _api_of(self, request: ObjstoreRequest) -> Any:

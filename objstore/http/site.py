@@ -29,6 +29,7 @@ from twisted.web.resource import Resource
 from objstore.audit.context import RequestAudit
 from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
+from objstore.checksums import CHECKSUM_ALGORITHMS
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
 from objstore.http import sigv4
@@ -45,6 +46,7 @@ from objstore.http.channel import (
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.http.client_bytes import decimal, header_value
 from objstore.http.error_xml import error_document
+from objstore.http.form_data import FormDecoder
 from objstore.http.spool import BodySpool
 from objstore.threads import NamedPool, Runner
 
@@ -216,7 +218,8 @@ class ObjstoreRequest(server.Request):
         assert isinstance(held, _HeldBody)
         self.content = self.objstore_site.open_spool(self, self.body_length,
                                                      hash_body=admitted.hash_body,
-                                                     plan=stage_plan_of(admitted))
+                                                     plan=stage_plan_of(admitted),
+                                                     form=form_decoder_of(admitted))
         for chunk in held.chunks:
             self.content.write(chunk)
         if self._held:
@@ -488,16 +491,18 @@ class ObjstoreSite(server.Site):
 
     # -- body sink -------------------------------------------------------------------
     def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool,
-                   plan: StagePlan = IDENTITY) -> BodySpool:
+                   plan: StagePlan = IDENTITY, form: FormDecoder | None = None) -> BodySpool:
         """The body's sink: `hash_body` computes its SHA-256 even without a claimed one;
-        `plan`: its stages (the admission's decision; identity before one)."""
+        `plan`: its stages (the admission's decision; identity before one); `form`: the
+        decoder of a form upload's body (only its file part is kept, with every checksum
+        a form field may claim)."""
         get = request.header
         max_body = self.limits.max_body_size
         content_sha256 = get("x-amz-content-sha256") or ""
-        decoder = None
-        if content_sha256 in _STREAMING:
+        decoder: sigv4.AwsChunkedDecoder | FormDecoder | None = form
+        if form is None and content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
-        algorithms = _requested_checksums(request)
+        algorithms = CHECKSUM_ALGORITHMS if form is not None else _requested_checksums(request)
         if size_hint(length, _decoded_length(request)) > LARGE_BODY_BYTES:
             _read_in_large_blocks(request, True)
         spool = BodySpool(
@@ -564,3 +569,9 @@ def _requested_checksums(request: ObjstoreRequest) -> list[str]:
     names = [raw.decode("latin-1").lower() for raw, _ in request.requestHeaders.getAllRawHeaders()]
     names += [item.strip().lower() for item in (request.header("x-amz-trailer") or "").split(",")]
     return sorted({alg for alg in map(claimed_algorithm, names) if alg is not None})
+
+
+def form_decoder_of(admitted: Admitted) -> FormDecoder | None:
+    """The body decoder an admission asks for (a form upload's), if any."""
+    make = getattr(admitted, "body_decoder", None)
+    return make() if callable(make) else None

@@ -27,6 +27,7 @@ from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, HeldBody
 from objstore.errors import S3Error, s3_error_of
+from objstore.http.form_data import FormDecoder
 from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class BodySpool:
         self,
         tmp_dir: str,
         *,
-        decoder: AwsChunkedDecoder | None = None,
+        decoder: AwsChunkedDecoder | FormDecoder | None = None,
         want_sha256: bool = False,
         checksum_algorithms: Iterable[str] = (),
         max_length: int | None = None,

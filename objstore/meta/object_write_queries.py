@@ -188,6 +188,9 @@ def check_precondition(
     exists = current is not None and not current[1]
     if precondition.if_absent and exists:
         raise PreconditionNotMet("exists")
+    if (precondition.if_none_match_etag is not None and exists and current is not None
+            and current[0] == precondition.if_none_match_etag):
+        raise PreconditionNotMet("exists")
     if precondition.if_match_etag is not None:
         if not exists:
             raise PreconditionNotMet("missing")

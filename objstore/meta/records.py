@@ -127,10 +127,12 @@ class CredentialRecord:
 class WritePrecondition:
     """A conditional write, checked inside the writing transaction so that it is atomic
     with respect to concurrent writers of the same key. `if_absent`: no current object
-    (If-None-Match: *); `if_match_etag`: the current object's ETag (If-Match)."""
+    (If-None-Match: *); `if_match_etag`: the current object's ETag (If-Match);
+    `if_none_match_etag`: any current object has another ETag (If-None-Match: "etag")."""
 
     if_absent: bool = False
     if_match_etag: str | None = None
+    if_none_match_etag: str | None = None
 
 
 @dataclass(frozen=True)

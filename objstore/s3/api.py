@@ -25,7 +25,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from objstore.audit.context import note_error
+from objstore.audit.context import note_error, note_operation
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -41,14 +41,20 @@ from objstore.engine.stage_plan import (
 )
 from objstore.engine.versions import VersionService
 from objstore.errors import RETRY_AFTER_SECONDS, S3Error, s3_error_of
+from objstore.http import cors
 from objstore.http.authn import Authenticator, VerifiedHeaders
 from objstore.http.channel import Refusal, s3_answer
 from objstore.http.error_xml import error_document
+from objstore.http.form_data import boundary_of
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.iam.identity import Principal
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.cors import bucket_rules
+from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
+from objstore.s3.post_object import FormAdmission, form_key, form_of
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -123,41 +129,122 @@ class S3Api:
         return Deferred.fromCoroutine(self._admit_or_refuse(request))
 
     async def _admit_or_refuse(self, request: ObjstoreRequest) -> Admitted:
+        line = request_line(request)
         try:
-            return await self._admit(request, request_line(request))
+            return await self._admit(request, line)
         except S3Error as error:
+            error.headers.update(await self._cors_headers(request, line))
             raise Refusal(s3_answer(error, request.request_id, request.host_id)) from None
 
     @app.route("/", branch=True)  # every method: unknown ones get S3 MethodNotAllowed
     async def dispatch(self, request: ObjstoreRequest) -> bytes:
         line = request_line(request)
+        if line.method == "OPTIONS" and line.bucket:
+            return await self._preflight(request, line)
         try:
             response = await shielded(self._serve(request, line), request.objstore_site.hold)
         except S3Error as error:
+            self._set_headers(request, await self._cors_headers(request, line))
             return self._render_error(request, error)
         except CancelledError:
             return b""  # the client left; the work itself ran to its end
         except Exception as exc:
+            self._set_headers(request, await self._cors_headers(request, line))
             return self._render_error(request, _error_of(request, exc))
         if client_gone(request):
             return b""
+        self._set_headers(request, await self._cors_headers(request, line))
         return await self._send(request, response)
+
+    async def _preflight(self, request: ObjstoreRequest, line: RequestLine) -> bytes:
+        """A browser's CORS preflight (OPTIONS /bucket[/key]): unauthenticated, answered
+        from the bucket's CORS rules (http/cors.py), 403 CORSResponse when none allows."""
+        try:
+            if not self._rate_limits.allow_address(peer_address(request)):
+                raise S3Error("SlowDown")
+            if request.early_error is not None:
+                raise request.early_error
+            rules = await bucket_rules(self._services.bucket_config, line.bucket)
+            headers = cors.preflight(rules, _lower_headers(request))
+        except S3Error as error:
+            return self._render_error(request, error)
+        self._set_headers(request, headers)
+        request.setHeader("Content-Length", "0")
+        return b""
+
+    async def _cors_headers(self, request: ObjstoreRequest, line: RequestLine
+                            ) -> dict[str, str]:
+        """The Access-Control-* headers of an actual response (success or error, presigned
+        or not) to a browser's request, from the bucket's CORS rules; none when the request
+        names no Origin or no rule allows it. Never fails the response."""
+        origin = request.header("origin")
+        if not origin or not line.bucket or not (origin.isascii() and origin.isprintable()):
+            return {}
+        try:
+            rules = await bucket_rules(self._services.bucket_config, line.bucket)
+        except Exception:  # an unreadable setting: the answer goes out without CORS
+            return {}
+        return cors.actual(rules, origin, line.method)
+
+    @staticmethod
+    def _set_headers(request: ObjstoreRequest, headers: dict[str, str]) -> None:
+        for name, value in headers.items():
+            request.setHeader(name, value)
 
     async def _serve(self, request: ObjstoreRequest, line: RequestLine) -> S3Response:
         admitted = request.admitted
-        if not isinstance(admitted, VerifiedHeaders):  # no body: admitted now
+        if not isinstance(admitted, VerifiedHeaders | FormAdmission):  # no body: admit now
             admitted = await self._admit(request, line)
             if request.spool is not None:  # an empty body's spool was opened before
                 request.spool.restage(admitted.stage_plan)
-        principal = await self._authenticator.verify_body(
-            request, admitted, body_describes_object=_completes_upload(line))
+        key = line.key
+        if isinstance(admitted, FormAdmission):
+            principal, key = await self._form_caller(request, line)
+        else:
+            principal = await self._authenticator.verify_body(
+                request, admitted, body_describes_object=_completes_upload(line))
         route = line.route
         assert route is not None and route.handler is not None  # else not admitted
-        call = S3Call(request, principal, self._services, line.bucket, line.key, line.query,
+        call = S3Call(request, principal, self._services, line.bucket, key, line.query,
                       line.operation)
         return await route.handler(call)
 
-    async def _admit(self, request: ObjstoreRequest, line: RequestLine) -> VerifiedHeaders:
+    async def _form_caller(self, request: ObjstoreRequest, line: RequestLine
+                           ) -> tuple[Principal, str]:
+        """The caller of a form upload and the key it writes: the signed POST policy and
+        its conditions (the authenticator), then s3:PutObject on that key (the
+        authorizer), all before anything is stored."""
+        form = form_of(request.spool)
+        if request.spool is not None:
+            await request.spool.digests_ready()
+        principal = await self._authenticator.authenticate_form(
+            request, form.fields, line.bucket, form.file_length)
+        if not self._rate_limits.allow_credential(principal.access_key):
+            raise S3Error("SlowDown")
+        key = form_key(form.fields, form.filename)
+        note_operation(request, line.operation, line.bucket, key, None)  # known only now
+        await self._services.authorizer.check(principal, "s3:PutObject",
+                                              object_arn(line.bucket, key))
+        return principal, key
+
+    async def _admit_form(self, request: ObjstoreRequest, line: RequestLine) -> FormAdmission:
+        """A form upload is admitted before its body without a caller (the signature is
+        in the body): a multipart/form-data body, the write gate, the disk guard, the
+        bucket's default stages."""
+        self._gate.check_write(0)
+        boundary = boundary_of(request.header("content-type"))
+        if boundary is None:
+            raise S3Error("RequestIsNotMultiPartContent")
+        if line.error is not None:
+            raise line.error
+        if self._space is not None and self._space.refuses_write():
+            raise S3Error("InsufficientStorage")
+        settings = await self._services.bucket_config.stage_settings(line.bucket)
+        plan = decide_stage_plan("PutObject", {}, settings, key_id=self._key_id)
+        return FormAdmission(boundary, plan)
+
+    async def _admit(self, request: ObjstoreRequest, line: RequestLine
+                     ) -> VerifiedHeaders | FormAdmission:
         """Everything decided from the request line and headers, in order: per-IP rate
         limit, request-level limits, SigV4, per-credential rate limit, the route (or why
         there is none), unsupported headers, the route's action, then, for a route that
@@ -168,6 +255,8 @@ class S3Api:
             raise S3Error("SlowDown")
         if request.early_error is not None:
             raise request.early_error
+        if line.operation == OPERATION_POST_OBJECT:
+            return await self._admit_form(request, line)
         verified = await self._authenticator.authenticate_headers(request)
         if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise S3Error("SlowDown")
@@ -240,6 +329,11 @@ def _error_of(request: ObjstoreRequest, exc: BaseException | None,
         return error
     log.failure("unhandled error serving {uri}", failure, uri=request.uri)
     return S3Error("InternalError")
+
+
+def _lower_headers(request: ObjstoreRequest) -> dict[str, str]:
+    return {name.decode("latin-1").lower(): values[-1].decode("latin-1")
+            for name, values in request.requestHeaders.getAllRawHeaders()}
 
 
 def _writes(line: RequestLine) -> bool:

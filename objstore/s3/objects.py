@@ -31,6 +31,7 @@ from objstore.s3.lock_headers import (
     lock_request,
     retention_headers,
 )
+from objstore.s3.meta_values import returned_value, stored_value
 from objstore.s3.params import part_number
 from objstore.s3.ranges import parse_range
 from objstore.s3.tagging_header import parse_tagging_header
@@ -94,7 +95,7 @@ def check_acl_headers(headers: Mapping[str, str]) -> None:
 def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
     """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
     user_metadata = {
-        name[len(META_PREFIX):]: headers[name]
+        name[len(META_PREFIX):]: stored_value(headers[name])
         for name in headers
         if name.startswith(META_PREFIX)
     }
@@ -127,23 +128,28 @@ def system_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 def write_precondition(headers: Mapping[str, str]) -> WritePrecondition | None:
-    """The conditional-write headers of PutObject/CopyObject: `If-None-Match: *` (create
-    only) and `If-Match: <etag>`. Any other If-None-Match is not implemented on writes, as
-    on AWS."""
+    """The conditional-write headers of PutObject/CopyObject/CompleteMultipartUpload:
+    `If-None-Match: *` (create only), `If-None-Match: <etag>` (not over that version:
+    412 when the current object has it) and `If-Match: <etag>` (404 when there is no
+    current object, 412 when it has another ETag)."""
     if_none_match = headers.get("if-none-match")
     if_match = headers.get("if-match")
     if if_none_match is None and if_match is None:
         return None
+    none_match_etag = None
     if if_none_match is not None and if_none_match.strip() != "*":
-        raise S3Error("NotImplemented", "Conditional writes support only If-None-Match: *",
-                      Header="If-None-Match")
+        none_match_etag = if_none_match.strip().removeprefix("W/").strip('"')
+        if not none_match_etag:
+            raise S3Error("InvalidArgument", "If-None-Match needs * or an ETag",
+                          ArgumentName="If-None-Match", ArgumentValue=if_none_match[:64])
     etag = None
     if if_match is not None:
         etag = if_match.strip().strip('"')
         if not etag or etag == "*":
             raise S3Error("NotImplemented", "If-Match on a write needs an ETag value",
                           Header="If-Match")
-    return WritePrecondition(if_absent=if_none_match is not None, if_match_etag=etag)
+    return WritePrecondition(if_absent=if_none_match is not None and none_match_etag is None,
+                             if_match_etag=etag, if_none_match_etag=none_match_etag)
 
 
 async def authorize_tagging(call: S3Call, tags: Mapping[str, str]) -> None:
@@ -251,7 +257,7 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
     for name, value in record.system_headers.items():
         headers[name.title()] = value
     for name, value in record.user_metadata.items():
-        headers[META_PREFIX + name] = value
+        headers[META_PREFIX + name] = returned_value(value)
     if record.storage_class != "STANDARD":
         headers["x-amz-storage-class"] = record.storage_class
     if record.tags:

@@ -35,12 +35,14 @@ from objstore.s3 import (
     bucket_encryption,
     buckets,
     copy,
+    cors,
     delete_objects,
     lifecycle,
     listing,
     multipart,
     object_lock,
     objects,
+    post_object,
     tagging,
     versioning,
 )
@@ -56,7 +58,7 @@ SUBRESOURCES = (
     "replication", "attributes", "acl", "cors", "policy", "policyStatus", "website",
     "logging", "accelerate", "requestPayment", "ownershipControls", "publicAccessBlock",
     "analytics", "inventory", "metrics", "intelligent-tiering", "restore", "select",
-    "torrent",
+    "torrent", "metadataTable", "metadataConfiguration", "session", "renameObject",
 )
 
 
@@ -114,6 +116,9 @@ ROUTES: dict[RouteKey, Route] = {
     ("GET", "object", None): _read(objects.get_object, "s3:GetObject", "GetObject"),
     ("HEAD", "object", None): _read(objects.head_object, "s3:GetObject", "HeadObject"),
     ("DELETE", "object", None): _write(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
+    # A browser's form upload: authenticated by the policy in its body, then authorized
+    # for s3:PutObject on the key the form names (s3/api.py, `_form_caller`).
+    ("POST", "bucket", None): _write(post_object.post_object, None, "PostObject"),
     ("POST", "bucket", "delete"): _write(delete_objects.delete_objects, None, "DeleteObjects"),
     ("GET", "object", "attributes"): _read(attributes.get_object_attributes, None,
                                            "GetObjectAttributes"),
@@ -181,6 +186,10 @@ ROUTES: dict[RouteKey, Route] = {
     ("DELETE", "bucket", "encryption"): _write(bucket_encryption.delete_bucket_encryption,
                                               "s3:DeleteBucketEncryption",
                                               "DeleteBucketEncryption"),
+    ("PUT", "bucket", "cors"): _write(cors.put_bucket_cors, "s3:PutBucketCORS", "PutBucketCors"),
+    ("GET", "bucket", "cors"): _read(cors.get_bucket_cors, "s3:GetBucketCORS", "GetBucketCors"),
+    ("DELETE", "bucket", "cors"): _write(cors.delete_bucket_cors, "s3:PutBucketCORS",
+                                        "DeleteBucketCors"),
     # Known to S3, not served by this version: named, answered 501.
     ("GET", "bucket", "policyStatus"): Route(None, None, "GetBucketPolicyStatus",
                                              mutates=False),
@@ -189,7 +198,6 @@ ROUTES: dict[RouteKey, Route] = {
     ("GET", "object", "torrent"): Route(None, None, "GetObjectTorrent", mutates=False),
     **_not_served("bucket", "notification", "BucketNotificationConfiguration", "GET PUT"),
     **_not_served("bucket", "replication", "BucketReplication"),
-    **_not_served("bucket", "cors", "BucketCors"),
     **_not_served("bucket", "policy", "BucketPolicy"),
     **_not_served("bucket", "website", "BucketWebsite"),
     **_not_served("bucket", "logging", "BucketLogging", "GET PUT"),
@@ -201,6 +209,15 @@ ROUTES: dict[RouteKey, Route] = {
     **_not_served("bucket", "inventory", "BucketInventoryConfiguration"),
     **_not_served("bucket", "metrics", "BucketMetricsConfiguration"),
     **_not_served("bucket", "intelligent-tiering", "BucketIntelligentTieringConfiguration"),
+    **_not_served("bucket", "metadataTable", "BucketMetadataTableConfiguration", "GET DELETE"),
+    ("POST", "bucket", "metadataTable"): Route(
+        None, None, "CreateBucketMetadataTableConfiguration", mutates=True),
+    **_not_served("bucket", "metadataConfiguration", "BucketMetadataConfiguration",
+                  "GET DELETE"),
+    ("POST", "bucket", "metadataConfiguration"): Route(
+        None, None, "CreateBucketMetadataConfiguration", mutates=True),
+    ("GET", "bucket", "session"): Route(None, None, "CreateSession", mutates=False),
+    ("PUT", "object", "renameObject"): Route(None, None, "RenameObject", mutates=True),
 }
 
 

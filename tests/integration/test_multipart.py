@@ -285,6 +285,9 @@ def test_conditional_completion(s3: Any) -> None:
     with pytest.raises(ClientError) as caught:
         second.complete(IfMatch='"0123456789abcdef0123456789abcdef"')
     assert error_of(caught) == ("PreconditionFailed", 412)
+    with pytest.raises(ClientError) as caught:
+        second.complete(IfNoneMatch=done["ETag"])
+    assert error_of(caught) == ("PreconditionFailed", 412)
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"one"
     second.complete(IfMatch=done["ETag"])
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"two"

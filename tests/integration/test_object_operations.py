@@ -205,12 +205,13 @@ def test_put_if_match(daemon: Daemon, s3: Any, bucket: str) -> None:
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v2"
 
 
-def test_put_if_none_match_with_an_etag_is_not_implemented(s3: Any, bucket: str) -> None:
+def test_put_if_none_match_with_an_etag(s3: Any, bucket: str) -> None:
+    s3.put_object(Bucket=bucket, Key="k", Body=b"x", IfNoneMatch='"abc"')  # nothing there
+    etag = s3.put_object(Bucket=bucket, Key="k", Body=b"v1", IfNoneMatch='"abc"')["ETag"]
     with pytest.raises(ClientError) as caught:
-        s3.put_object(Bucket=bucket, Key="k", Body=b"x", IfNoneMatch='"abc"')
-    assert code_of(caught) == "NotImplemented" and status_of(caught) == 501
-    with pytest.raises(ClientError):
-        s3.head_object(Bucket=bucket, Key="k")
+        s3.put_object(Bucket=bucket, Key="k", Body=b"v2", IfNoneMatch=etag)
+    assert code_of(caught) == "PreconditionFailed" and status_of(caught) == 412
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v1"
 
 
 SSE_C_KEY = b"k" * 32

@@ -178,7 +178,7 @@ def test_every_response_has_request_ids_and_xml_errors(daemon: Daemon, s3: Any) 
     assert b"<html" not in response.data.lower()
     bucket = new_bucket(s3)
     with pytest.raises(ClientError) as caught:
-        s3.get_bucket_cors(Bucket=bucket)
+        s3.get_bucket_website(Bucket=bucket)
     assert error_code(caught) == "NotImplemented"
     admin = http.request("GET", daemon.endpoint + "/admin/nope")
     assert admin.status == 404 and admin.headers["Content-Type"] == "application/json"

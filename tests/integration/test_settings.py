@@ -5,12 +5,17 @@ the settings surviving in the control record."""
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.daemon import Daemon
+from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 from tests.integration.test_rbac import Person, allow
 
 
@@ -97,3 +102,39 @@ def test_authorization(admin: AdminClient) -> None:
     reader.grant(allow(["*"], ["*"]))
     assert reader.client.put("/settings/region", {"value": "us-west-2"}).status == 200
     assert reader.client.delete("/settings/region").status == 204
+
+
+
+def regional_client(daemon: Daemon, region: str) -> Any:
+    return boto3.client("s3", endpoint_url=daemon.endpoint, region_name=region,
+                        aws_access_key_id=ROOT_ACCESS_KEY, aws_secret_access_key=ROOT_SECRET_KEY,
+                        config=BotoConfig(retries={"max_attempts": 1}))
+
+
+def test_region_takes_effect_without_a_restart(daemon: Daemon, admin: AdminClient) -> None:
+    """The credential scope, a new bucket's region (GetBucketLocation, HeadBucket's
+    x-amz-bucket-region); an existing bucket keeps its own, as on AWS."""
+    old = f"region-old-{uuid.uuid4().hex[:8]}"
+    regional_client(daemon, "us-east-1").create_bucket(Bucket=old)
+    admin.ok("PUT", "/settings/region", {"value": "eu-test-1"})
+    try:
+        eu = regional_client(daemon, "eu-test-1")
+        new = f"region-new-{uuid.uuid4().hex[:8]}"
+        deadline = time.monotonic() + 10  # every worker reads the change within a second
+        while True:
+            try:
+                eu.create_bucket(Bucket=new, CreateBucketConfiguration={
+                    "LocationConstraint": "eu-test-1"})
+                break
+            except ClientError:
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert eu.get_bucket_location(Bucket=new)["LocationConstraint"] == "eu-test-1"
+        head = eu.head_bucket(Bucket=new)
+        assert head["ResponseMetadata"]["HTTPHeaders"]["x-amz-bucket-region"] == "eu-test-1"
+        assert eu.get_bucket_location(Bucket=old)["LocationConstraint"] is None  # us-east-1
+        with pytest.raises(ClientError) as wrong:
+            regional_client(daemon, "ap-nowhere-1").list_buckets()
+        assert wrong.value.response["Error"]["Code"] == "AuthorizationHeaderMalformed"
+    finally:
+        admin.ok("DELETE", "/settings/region", status=204)

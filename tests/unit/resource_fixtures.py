@@ -25,7 +25,7 @@ from objstore.config import ServerLimits
 from objstore.engine.changes import Caller
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.errors import S3Error
-from objstore.http import sigv4
+from objstore.http import cors, sigv4
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
@@ -123,7 +123,8 @@ class Node:
     """One node in memory. `send` signs as `who` (None: unsigned) and returns the answer."""
 
     def __init__(self, tmp_path: Path, *, limits: ServerLimits | None = None,
-                 space: SpaceGuard | None = None, gate: WriteGate = NO_GATE) -> None:
+                 space: SpaceGuard | None = None, gate: WriteGate = NO_GATE,
+                 signature_v2: bool = True, cors_origins: tuple[str, ...] = ()) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         limits = limits or ServerLimits()
@@ -136,7 +137,8 @@ class Node:
             bucket_config=None, versions=None, lifecycle=None,  # type: ignore[arg-type]
         )
         identities: Any = FakeIdentities()
-        authenticator = Authenticator(identities, regions={REGION}, now=self.now)
+        authenticator = Authenticator(identities, regions={REGION}, now=self.now,
+                                      signature_v2=signature_v2)
         rate_limits = RequestRateLimits.from_limits(limits, clock=self.clock.seconds)
         self.health = HealthState()
         self.admin = AdminApi(health=self.health, authenticator=authenticator,
@@ -145,7 +147,8 @@ class Node:
                               space=space)
         root = RootResource(s3=S3Api(services, authenticator, rate_limits, space,
                                       gate).resource(),
-                            admin=self.admin.resource(), limits=limits, domains=("s3.test",))
+                            admin=self.admin.resource(), limits=limits, domains=("s3.test",),
+                            cors_rules=cors.node_rules(cors_origins))
         self.site = ObjstoreSite(root, tmp_dir=str(tmp_path), limits=limits,
                                  server_header="objstore")
         self.site.timeOut = None  # no idle timer on the global reactor

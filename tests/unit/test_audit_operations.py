@@ -78,9 +78,9 @@ def test_undecodable_key_is_named_and_refused_later() -> None:
 
 
 def test_unserved_sub_resource_is_named_and_refused_with_501() -> None:
-    request: Any = RequestLine("PUT", "/b", "cors", {})
+    request: Any = RequestLine("PUT", "/b", "website", {})
     line = parse_request_line(request)
-    assert line.operation == "PutBucketCors"
+    assert line.operation == "PutBucketWebsite"
     assert line.route is not None and line.route.handler is None
     assert line.refusal().code == "NotImplemented"
     unknown: Any = RequestLine("PATCH", "/b", "", {})

@@ -51,16 +51,21 @@ def code_of(fn: Any, *args: Any) -> str:
     ({"if-match": "abc-3"}, WritePrecondition(if_match_etag="abc-3")),
     ({"if-match": '"abc"', "if-none-match": "*"},
      WritePrecondition(if_absent=True, if_match_etag="abc")),
+    ({"if-none-match": '"abc"'}, WritePrecondition(if_none_match_etag="abc")),
+    ({"if-none-match": 'W/"abc-2"'}, WritePrecondition(if_none_match_etag="abc-2")),
 ])
 def test_write_preconditions(headers: dict[str, str], expected: WritePrecondition) -> None:
     assert write_precondition(headers) == expected
 
 
-@pytest.mark.parametrize("headers", [
-    {"if-none-match": '"abc"'}, {"if-none-match": ""}, {"if-match": "*"}, {"if-match": '""'},
-])
+@pytest.mark.parametrize("headers", [{"if-match": "*"}, {"if-match": '""'}])
 def test_unsupported_write_conditions(headers: dict[str, str]) -> None:
     assert code_of(write_precondition, headers) == "NotImplemented"
+
+
+@pytest.mark.parametrize("headers", [{"if-none-match": ""}, {"if-none-match": '""'}])
+def test_empty_if_none_match_is_invalid(headers: dict[str, str]) -> None:
+    assert code_of(write_precondition, headers) == "InvalidArgument"
 
 
 # -- partNumber --------------------------------------------------------------------------

@@ -80,9 +80,9 @@ def test_head_of_a_missing_bucket_is_404_without_body(node: Node) -> None:
 
 
 def test_known_sub_resource_without_handler_is_501(node: Node) -> None:
-    answer = node.send("PUT", f"{URL}/b?cors", body=b"<CORSConfiguration/>")
+    answer = node.send("PUT", f"{URL}/b?website", body=b"<WebsiteConfiguration/>")
     assert (answer.status, error_code(answer)) == (501, "NotImplemented")
-    assert node.records()[0].operation == "PutBucketCors"
+    assert node.records()[0].operation == "PutBucketWebsite"
 
 
 def test_unknown_method_is_405_and_unknown(node: Node) -> None:
