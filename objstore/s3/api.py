@@ -48,6 +48,7 @@ from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.notify.configs import NotificationConfigService
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
@@ -67,6 +68,8 @@ class S3Services:
     bucket_config: BucketConfigService
     versions: VersionService
     lifecycle: LifecycleService
+    # Bucket notification configurations (None: answered 501, in-memory test setups).
+    notifications: NotificationConfigService | None = None
 
 
 _LINE = "s3_request_line"
