@@ -88,6 +88,7 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
                   extra_config=config)
     node.start()
     yield node, receiver
+    node.assert_no_tracebacks()
     node.cleanup()
     server.shutdown()
 
