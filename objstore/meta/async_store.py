@@ -217,6 +217,7 @@ class MetaStore:
     notification_pending_targets = _on_reader(SyncMetaStore.notification_pending_targets)
     notification_due = _on_reader(SyncMetaStore.notification_due)
     notification_attempted = _on_writer(SyncMetaStore.notification_attempted)
+    notification_delivered = _on_writer(SyncMetaStore.notification_delivered)
     notification_queue_figures = _on_reader(SyncMetaStore.notification_queue_figures)
     notification_purge = _on_writer(SyncMetaStore.notification_purge)
     query_notification_events = _on_reader(SyncMetaStore.query_notification_events)

@@ -6,7 +6,8 @@ per (event, target)) for both backends:
 - `notification_due`: the oldest pending rows of one target (delivery is in id order per
   target: a row in backoff holds back the rows after it);
 - `notification_attempted`: one attempt's outcome (delivered, retry at, failed), its error
-  appended to the row's `errors`;
+  appended to the row's `errors`; `notification_delivered`: rows delivered at once (one
+  transaction for a run of successes);
 - `notification_pending_targets`, `notification_queue_figures` (depth and oldest pending
   age per target), `notification_purge` (delivered and failed rows past retention),
   `query_notification_events` (the admin view: filters, keyset pages newest first).
@@ -149,6 +150,16 @@ def notification_attempted(db: Database, event_id: int, status: str, error: str,
         conn.execute(sa.update(_n).where(_n.c.id == event_id).values(**values))
 
 
+def notification_delivered(db: Database, event_ids: Sequence[int], now: float) -> None:
+    """Mark rows delivered at their first successful attempt, in one transaction."""
+    if not event_ids:
+        return
+    with write_transaction(db.engine) as conn:
+        conn.execute(sa.update(_n).where(_n.c.id.in_(list(event_ids)))
+                     .values(status=DELIVERED, attempts=_n.c.attempts + 1, updated_at=now,
+                             next_attempt_at=0.0))
+
+
 def notification_queue_figures(db: Database) -> QueueFigures:
     with read_transaction(db.engine) as conn:
         rows = conn.execute(sa.select(_n.c.target, sa.func.count(), sa.func.min(_n.c.created_at))
@@ -188,5 +199,6 @@ def query_notification_events(db: Database, query: NotificationFilter
 
 __all__ = ["DELIVERED", "FAILED", "MAX_PAGE", "PENDING", "STATUSES", "NewDelivery",
            "NotificationEvent", "NotificationFilter", "QueueFigures", "notification_attempted",
-           "notification_due", "notification_enqueue", "notification_pending_targets",
+           "notification_delivered", "notification_due", "notification_enqueue",
+           "notification_pending_targets",
            "notification_purge", "notification_queue_figures", "query_notification_events"]

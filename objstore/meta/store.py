@@ -128,6 +128,7 @@ class SyncMetaStore(Database):
     notification_pending_targets = notification_queries.notification_pending_targets
     notification_due = notification_queries.notification_due
     notification_attempted = notification_queries.notification_attempted
+    notification_delivered = notification_queries.notification_delivered
     notification_queue_figures = notification_queries.notification_queue_figures
     notification_purge = notification_queries.notification_purge
     query_notification_events = notification_queries.query_notification_events

@@ -43,6 +43,7 @@ log = Logger()
 TICK_SECONDS = 0.25
 FIGURES_SECONDS = 5.0  # queue figures and the retention purge, at most this often
 MAX_BACKOFF_SECONDS = 3600.0
+BATCH = 100  # first-attempt deliveries marked per transaction
 
 
 def retry_delay(attempts: int, base: float) -> float:
@@ -111,16 +112,27 @@ class NotificationDelivery:
             self._running.discard(name)
 
     async def _run(self, name: str) -> None:
+        """Deliver the target's due rows in order. Rows delivered at the first attempt are
+        marked in one transaction per BATCH (a crash before it delivers them again:
+        at-least-once); any other outcome is recorded at once."""
         rows = await self._meta.notification_due(name, self._clock(),
                                                  self._settings.channel_size)
         target = self.target(name)
-        for row in rows:
-            if not await self._attempt(target, name, row):
-                return
+        done: list[int] = []
+        try:
+            for row in rows:
+                if len(done) >= BATCH:
+                    await self._meta.notification_delivered(done, self._clock())
+                    done = []
+                if not await self._attempt(target, name, row, done):
+                    return
+        finally:
+            await self._meta.notification_delivered(done, self._clock())
 
-    async def _attempt(self, target: Target | None, name: str, row: NotificationEvent
-                       ) -> bool:
-        """One attempt at `row`; False when the run must stop (the row waits to retry)."""
+    async def _attempt(self, target: Target | None, name: str, row: NotificationEvent,
+                       done: list[int]) -> bool:
+        """One attempt at `row`; False when the run must stop (the row waits to retry).
+        A first-attempt success joins `done`."""
         if target is None:
             await self._record(row, FAILED, f"no target named {name!r} is configured", 0.0)
             self.failed[name] += 1
@@ -133,7 +145,10 @@ class NotificationDelivery:
             log.failure("notification target {target} raised", target=name)
             error = f"{type(unexpected).__name__}"
         else:
-            await self._record(row, DELIVERED, "", 0.0)
+            if row.attempts == 0:
+                done.append(row.id)
+            else:
+                await self._record(row, DELIVERED, "", 0.0)
             self.delivered[name] += 1
             return True
         attempts = row.attempts + 1
