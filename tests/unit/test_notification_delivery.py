@@ -229,3 +229,24 @@ def test_a_target_that_never_answers_holds_up_no_other(store: SyncMetaStore) -> 
     assert rows["fast"].status == DELIVERED and rows["slow"].status == PENDING
     assert rows["gone"].status == FAILED and "no target named" in rows["gone"].errors[0][
         "error"]
+
+
+def test_target_tables_are_checked_by_their_kind() -> None:
+    from objstore.config import ConfigError, parse_config
+    from objstore.notify.settings import built_targets, target_settings
+
+    config = parse_config({"notifications": {"targets": {
+        "hooks": {"kind": "webhook", "url": "http://h.example/", "auth_token": "t"}}}})
+    (checked,) = target_settings(config.notifications)
+    assert (checked.name, checked.kind, checked.settings.url) == ("hooks", "webhook",
+                                                                  "http://h.example/")
+    assert built_targets([checked])["hooks"].kind == "webhook"
+    for targets, named in (({"bad name": {"kind": "webhook"}}, "target name"),
+                           ({"h": "webhook"}, "must be a table"),
+                           ({"h": {"kind": "carrier-pigeon"}}, "kind: must be one of"),
+                           ("x", "must be tables")):
+        with pytest.raises(ConfigError, match=named):
+            parse_config({"notifications": {"targets": targets}})
+    no_url = parse_config({"notifications": {"targets": {"h": {"kind": "webhook"}}}})
+    with pytest.raises(ConfigError, match=r"\[notifications.targets.h\] url"):
+        target_settings(no_url.notifications)
