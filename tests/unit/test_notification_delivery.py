@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from twisted.internet import defer
 
 from objstore.config import Notifications
+from objstore.meta import migrations, schema
 from objstore.meta.notification_queries import (
     DELIVERED,
     FAILED,
@@ -31,6 +33,7 @@ from objstore.notify.targets.webhook import with_default_timeout
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
+    make_engine,
     meta_store,
     postgres_database,
 )
@@ -99,6 +102,22 @@ def test_webhook_settings_are_checked() -> None:
 def delivery(seq: int, target: str = "t1", key: str = "k") -> NewDelivery:
     return NewDelivery(seq, target, "b", key, "s3:ObjectCreated:Put",
                        json.dumps({"Records": [{"eventTime": "x"}]}))
+
+
+def test_a_version_7_database_gains_the_events_table(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, [m for m in migrations.MIGRATIONS if m.version <= 7])
+        with engine.begin() as conn:  # a new database is built from today's metadata
+            schema.notification_events.drop(conn)
+        assert 10 in migrations.migrate(engine)
+        store = SyncMetaStore(engine)
+        store.notification_enqueue("notifications", 1, [delivery(1)], NOW)
+        assert store.notification_pending_targets() == ["t1"]
+    finally:
+        engine.dispose()
 
 
 def test_queue_queries(meta_store: SyncMetaStore) -> None:  # noqa: F811
