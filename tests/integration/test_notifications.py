@@ -8,12 +8,14 @@ nothing (at-least-once: duplicates counted, none missing)."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from minio import Minio
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
+from tests.integration.test_lifecycle_of_the_process import make_certificate
 
 DEADLINE = 30.0
 TOKEN = "s3cr3t-token-for-hooks"
@@ -330,6 +333,26 @@ def test_test_webhook(env: tuple[Daemon, Receiver]) -> None:
     assert admin.post("/notifications/test-webhook", {"target": "nosuch"}).status == 404
     assert admin.post("/notifications/test-webhook", {"url": "ftp://x"}).status == 400
     assert admin.post("/notifications/test-webhook", {}).status == 400
+
+
+def test_tls_verification_on_and_off(env: tuple[Daemon, Receiver], tmp_path: Path) -> None:
+    node, _ = env
+    admin = AdminClient(node.endpoint)
+    cert, key = make_certificate(tmp_path)  # self-signed: no system root knows it
+    secure, server = start_receiver()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    try:
+        url = f"https://localhost:{secure.port}/tls"
+        checked = admin.ok("POST", "/notifications/test-webhook", {"url": url})
+        assert checked["delivered"] is False and checked["error"]
+        trusting = admin.ok("POST", "/notifications/test-webhook",
+                            {"url": url, "tls_verify": False})
+        assert trusting == {"target": url, "delivered": True}
+        assert secure.got and secure.got[0][1]["Event"] == "s3:TestEvent"
+    finally:
+        server.shutdown()
 
 
 def test_sigkill_mid_burst_loses_nothing(env: tuple[Daemon, Receiver]) -> None:
