@@ -158,10 +158,13 @@ def validate(config: NotificationConfiguration,
 
 def _check_overlaps(rules: Sequence[NotificationRule]) -> None:
     """AWS refuses two rules that could both match one event of the same name and key:
-    events that intersect and filters whose prefixes and suffixes overlap."""
+    events that intersect and filters whose prefixes and suffixes overlap. (Each rule's
+    selections are known names by now, so `covered` is small whatever the body held.)"""
+    covered = [_covered(rule.events) for rule in rules]
     for i, first in enumerate(rules):
-        for second in rules[i + 1:]:
-            if _events_intersect(first.events, second.events) and \
+        for j in range(i + 1, len(rules)):
+            second = rules[j]
+            if covered[i] & covered[j] and \
                     _overlap(first.prefix, second.prefix, str.startswith) and \
                     _overlap(first.suffix, second.suffix, str.endswith):
                 raise S3Error("InvalidArgument", "Configurations overlap. Configurations on "
@@ -169,10 +172,11 @@ def _check_overlaps(rules: Sequence[NotificationRule]) -> None:
                               ArgumentName="Event", ArgumentValue=first.events[0])
 
 
-def _events_intersect(first: Iterable[str], second: Iterable[str]) -> bool:
-    wanted = list(second)
-    return any(event_selected(a, name) and event_selected(b, name)
-               for a in first for b in wanted for name in EVENT_NAMES)
+def _covered(selections: Iterable[str]) -> frozenset[str]:
+    """The event names a rule's selections cover."""
+    wanted = set(selections)
+    return frozenset(name for name in EVENT_NAMES
+                     if any(event_selected(s, name) for s in wanted))
 
 
 def _overlap(a: str, b: str, extends: Callable[[str, str], bool]) -> bool:

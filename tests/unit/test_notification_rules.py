@@ -207,3 +207,18 @@ def test_any_bytes_are_refused_with_a_4xx_or_parsed(body: bytes) -> None:
         parse_notification(body)
     except S3Error as refused:
         assert refused.status < 500
+
+
+def test_a_large_body_of_repeated_events_is_checked_quickly() -> None:
+    import time
+
+    many = "".join(["<Event>s3:ObjectCreated:*</Event>"] * 14000)
+    body = doc(f"<QueueConfiguration><Queue>{ARN}</Queue>{many}</QueueConfiguration>",
+               f"<QueueConfiguration><Queue>{ARN}</Queue>{many}"
+               "<Filter><S3Key><FilterRule><Name>prefix</Name><Value>a</Value></FilterRule>"
+               "</S3Key></Filter></QueueConfiguration>")
+    started = time.monotonic()
+    with pytest.raises(S3Error) as refused:
+        validate(parse_notification(body), known)
+    assert "overlap" in refused.value.message
+    assert time.monotonic() - started < 2.0
