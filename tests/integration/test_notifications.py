@@ -229,6 +229,7 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
                           Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
     s3.delete_object_tagging(Bucket="nevents", Key="k/copy")
     s3.delete_object(Bucket="nevents", Key="k/copy")
+    s3.delete_objects(Bucket="nevents", Delete={"Objects": [{"Key": "k/multi"}]})
     # A versioned bucket: a delete marker; a lifecycle rule expiring a version.
     s3.create_bucket(Bucket="neventsv")
     s3.put_bucket_versioning(Bucket="neventsv",
@@ -254,6 +255,8 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
 
     wait_for(lambda: wanted <= names(), f"events {wanted}")
     records = receiver.records("/hooks")
+    assert any(r["eventName"] == "ObjectRemoved:Delete" and r["s3"]["object"]["key"] ==
+               "k/multi" for r in records)  # DeleteObjects too
     assert not any(r["s3"]["object"]["key"] == "other" for r in records)
     first = next(r for r in records if r["eventName"] == "ObjectCreated:Put"
                  and r["s3"]["bucket"]["name"] == "nevents")
