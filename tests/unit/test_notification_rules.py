@@ -221,4 +221,4 @@ def test_a_large_body_of_repeated_events_is_checked_quickly() -> None:
     with pytest.raises(S3Error) as refused:
         validate(parse_notification(body), known)
     assert "overlap" in refused.value.message
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0  # quadratic, it took minutes
