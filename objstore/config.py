@@ -29,11 +29,13 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from objstore.cluster import secrets as cluster_secrets
+from objstore.notify import targets as target_kinds
 
 __all__ = [
     "Audit", "Cluster", "ClusterTLS", "Config", "ConfigError", "Encryption", "Lifecycle",
-    "Logging", "Metrics", "Notifications", "Outbox", "Server", "ServerCache", "ServerLimits",
-    "ServerTLS", "Storage", "default_config", "load_config", "parse_config",
+    "Logging", "Metrics", "NotificationTarget", "Notifications", "Outbox", "Server",
+    "ServerCache", "ServerLimits", "ServerTLS", "Storage", "default_config", "load_config",
+    "parse_config",
 ]
 
 SECONDS_PER_DAY = 86400.0
@@ -187,6 +189,19 @@ class Notifications:
     retry_base_seconds: float = 1.0
     webhook_timeout_seconds: float = 10.0
     event_retention_days: float = 7.0
+    # [notifications.targets.<name>] tables: their kind is checked here, their keys by the
+    # kind's own `validate` at start (notify/targets, through startup.checked_config).
+    targets: tuple[NotificationTarget, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationTarget:
+    name: str
+    kind: str
+    table: tuple[tuple[str, Any], ...]  # the table as written, `kind` included
+
+    def settings(self) -> dict[str, Any]:
+        return dict(self.table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -549,12 +564,36 @@ _CLUSTER = _Section("cluster", Cluster, (
     _F("peer_prune_seconds", _num(1)),
 ), subsections=(_CLUSTER_TLS,), finish=_finish_cluster)
 
+_TARGET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _notification_targets(value: Any, ctx: _Context) -> tuple[NotificationTarget, ...]:
+    if not isinstance(value, Mapping):
+        raise _Invalid("must be tables [notifications.targets.<name>]")
+    kinds = tuple(target_kinds.KIND_MODULES)
+    found = []
+    for name, table in value.items():
+        where = f"[notifications.targets.{name}]"
+        if not _TARGET_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: a target name is 1-64 letters, digits, '.', '_' "
+                              "or '-'")
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: must be a table")
+        kind = table.get("kind")
+        if kind not in kinds:
+            raise ConfigError(f"{where} kind: must be one of {', '.join(kinds)}, got "
+                              f"{_show(kind)}")
+        found.append(NotificationTarget(name, kind, tuple(table.items())))
+    return tuple(found)
+
+
 _NOTIFICATIONS = _Section("notifications", Notifications, (
     _F("channel_size", _int(1)),
     _F("max_retries", _int(0)),
     _F("retry_base_seconds", _num(0, above=True)),
     _F("webhook_timeout_seconds", _num(0, above=True)),
     _F("event_retention_days", _num(0, above=True)),
+    _F("targets", _notification_targets),
 ))
 
 

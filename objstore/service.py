@@ -8,6 +8,7 @@ listener; shut-down is the reverse, beginning with the drain.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import gc
 import os
@@ -37,6 +38,8 @@ from objstore.admin.jobs_routes import FAMILIES as JOB_FAMILIES
 from objstore.admin.jobs_routes import JobRoutes
 from objstore.admin.metrics_routes import FAMILIES as METRICS_FAMILIES
 from objstore.admin.metrics_routes import MetricsRoutes, read_bearer_token
+from objstore.admin.notification_routes import FAMILIES as NOTIFICATION_FAMILIES
+from objstore.admin.notification_routes import NotificationRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
@@ -120,10 +123,24 @@ from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
-from objstore.metrics.collectors import AuditCollector, OutboxCollector, PoolCollector, PoolStats
+from objstore.metrics.collectors import (
+    AuditCollector,
+    NotificationCollector,
+    OutboxCollector,
+    PoolCollector,
+    PoolStats,
+)
 from objstore.metrics.history import MetricsHistory
 from objstore.metrics.registry import NodeMetrics
 from objstore.metrics.storage import StorageSnapshot
+from objstore.notify.configs import NotificationConfigService
+from objstore.notify.consumer import NotificationConsumer
+from objstore.notify.delivery import TICK_SECONDS as NOTIFY_TICK_SECONDS
+from objstore.notify.delivery import NotificationDelivery
+from objstore.notify.settings import built_targets, target_settings
+from objstore.notify.targets.base import Target
+from objstore.notify.targets.webhook import KIND as WEBHOOK
+from objstore.notify.targets.webhook import WebhookSettings, adhoc_settings, with_default_timeout
 from objstore.ordered_service import OrderedMultiService
 from objstore.prefork import (
     GENERATIONS_FILE,
@@ -331,6 +348,8 @@ def build_node(config: Config, reactor: Any = None, *,
                             consumers=env_consumers(os.environ))
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
+    notifications = notification_parts(config, meta, bucket_config, node_id, reactor.seconds)
+    outbox.register(notifications.consumer)
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=region.current, clock=clock,
                               changes=changes, restamp_on_repeat=config.cluster.enabled),
@@ -349,6 +368,7 @@ def build_node(config: Config, reactor: Any = None, *,
             cache_ttl_seconds=config.server.cache.ttl_seconds,
             cache_size=config.server.cache.size, counters=counters,
         ),
+        notifications=notifications.configs,
     )
     maintenance = MaintenanceWatch(meta)  # a maintenance-mode job drains the node
     health = HealthState(cluster=cluster.status if cluster is not None else None,
@@ -424,6 +444,10 @@ def build_node(config: Config, reactor: Any = None, *,
     admin.mount(METRICS_FAMILIES, MetricsRoutes(
         gate=admin.authorize, meta=meta, render=observability.metrics.scrape, node_id=node_id,
         views=views, bearer_token=metrics_token(config)))
+    admin.mount(NOTIFICATION_FAMILIES, NotificationRoutes(
+        gate=admin.authorize, meta=meta, node_id=node_id, views=views,
+        target=notifications.delivery.target, webhook=notifications.webhook,
+        clock=reactor.seconds))
     admin.mount(CLUSTER_FAMILIES, ClusterRoutes(
         gate=admin.authorize, view=cluster_document(config, node_id, cluster, clock)))
     if cluster is not None:
@@ -445,9 +469,14 @@ def build_node(config: Config, reactor: Any = None, *,
     if role.leader:
         observability.metrics.add(TombstonePurgeCollector(tombstone_gc.stats))
         observability.metrics.add(OutboxCollector(outbox))
+        observability.metrics.add(NotificationCollector(notifications.delivery,
+                                                        reactor.seconds))
     if outbox.active:  # node-local: delivered by the node's leading process
         safe_timer(TICK_SECONDS, outbox.tick, clock=reactor,
                    what="outbox delivery").setServiceParent(duties)
+    # Notification deliveries (node-local, spec cluster rule 11): the node's leading process.
+    safe_timer(NOTIFY_TICK_SECONDS, notifications.delivery.tick, clock=reactor,
+               what="notification delivery").setServiceParent(duties)
     if role.supervised:  # settings changed through the other workers
         safe_timer(1.0, counter_watch(counters, SETTINGS, lifecycle.interval_changed),
                    clock=reactor, what="settings watch").setServiceParent(duties)
@@ -480,6 +509,36 @@ def build_node(config: Config, reactor: Any = None, *,
                                listen_fd=role.listen_fd if role.supervised else listen_fd)
     listener.setServiceParent(top)
     return Node(top, opened.bootstrap, listener, duties)
+
+
+@dataclass(frozen=True)
+class NotificationParts:
+    configs: NotificationConfigService
+    consumer: NotificationConsumer
+    delivery: NotificationDelivery
+    webhook: Callable[[WebhookSettings], Target]
+
+
+def notification_parts(config: Config, meta: MetaStore, bucket_config: BucketConfigService,
+                       node_id: str, clock: Callable[[], float]) -> NotificationParts:
+    """Bucket notifications: the configuration service (S3 API), the outbox consumer that
+    queues deliveries, and the delivery worker with the node's targets (built from
+    `[notifications.targets.*]`, checked again here as at start)."""
+    settings = config.notifications
+    timeout = settings.webhook_timeout_seconds
+    checked = [dataclasses.replace(c, settings=with_default_timeout(c.settings, timeout))
+               for c in target_settings(settings)]
+
+    def webhook(wanted: WebhookSettings) -> Target:
+        return WEBHOOK.build(with_default_timeout(wanted, timeout))
+
+    configs = NotificationConfigService(bucket_config, {c.name: c.kind for c in checked})
+    delivery = NotificationDelivery(meta, built_targets(checked), settings=settings,
+                                    clock=clock,
+                                    adhoc=lambda url: webhook(adhoc_settings(url, timeout)))
+    consumer = NotificationConsumer(meta, configs, region=config.server.region,
+                                    node_id=node_id, clock=clock)
+    return NotificationParts(configs, consumer, delivery, webhook)
 
 
 def space_guard(config: Config, io_pool: NamedPool, counters: Counters) -> SpaceGuard:

@@ -20,6 +20,7 @@ from objstore.config import (
     config_from_data,
     read_config_file,
 )
+from objstore.notify.settings import target_settings
 
 if TYPE_CHECKING:
     from objstore.iam.bootstrap import BootstrapResult
@@ -50,7 +51,9 @@ def checked_config(path: str | None) -> Config:
         unsupported = unsupported_settings(data)
         if unsupported:
             raise fail_startup(unsupported)
-        return config_from_data(data, path)
+        config = config_from_data(data, path)
+        target_settings(config.notifications)  # each target's keys, by its kind
+        return config
     except ConfigError as exc:
         raise fail_startup(str(exc)) from None
 
@@ -68,7 +71,6 @@ _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
     ('[encryption] kms_provider = "vault": server-side encryption with Vault',
      lambda d: _table(d, "encryption").get("enabled") is True
      and _table(d, "encryption").get("kms_provider") == "vault"),
-    ("[notifications]: bucket notifications", lambda d: "notifications" in d),
     ('[logging] level: a log level other than "info"',
      lambda d: _table(d, "logging").get("level") in ("debug", "warn", "error")),
     ('[logging] format = "json": JSON logs',

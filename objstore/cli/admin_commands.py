@@ -207,6 +207,24 @@ def audit(s: Session, a: argparse.Namespace) -> Result:
     return Result(page, text)
 
 
+NOTIFICATION_COLUMNS: list[Column] = [("ID", "id"), ("TIME", "time"), ("STATUS", "status"),
+                        ("ATTEMPTS", "attempts"), ("TARGET", "target"), ("EVENT", "event_name"),
+                        ("BUCKET", "bucket"), ("KEY", "key"), ("LAST ERROR", "last_error")]
+
+
+def notification_events(s: Session, a: argparse.Namespace) -> Result:
+    query = {name: getattr(a, name) for name in
+             ("bucket", "status", "target", "limit", "cursor", "node")}
+    page = s.client.call("GET", "/notifications/events", query=query)
+    rows = [{**event, "last_error": (event.get("errors") or [{}])[-1].get("error") or ""}
+            for event in page.get("events", [])]
+    columns = ([("NODE", "node_id")] if a.node == "all" else []) + NOTIFICATION_COLUMNS
+    text = render_table(rows, columns)
+    if page.get("next_cursor"):
+        text += f"\n(more: --cursor {page['next_cursor']})"
+    return Result(page, text)
+
+
 def _compression_path(a: argparse.Namespace) -> str:
     return f"/buckets/{a.bucket}/compression"
 
@@ -325,6 +343,13 @@ COMMANDS: tuple[Command, ...] = (
              arg("--since", help="ISO 8601 time (inclusive)"),
              arg("--until", help="ISO 8601 time (exclusive)"),
              arg("--limit", type=int, help="entries per page (default 100, at most 1000)"),
+             arg("--cursor", help="next page: the cursor a previous page printed"),
+             arg("--node", help="a node id, or all"))),
+    Command(("notification-events",), "bucket notification deliveries (newest first)",
+            notification_events,
+            (arg("--bucket"), arg("--status", choices=("pending", "delivered", "failed")),
+             arg("--target", help="a target name or an ad-hoc webhook URL"),
+             arg("--limit", type=int, help="events per page (default 100, at most 1000)"),
              arg("--cursor", help="next page: the cursor a previous page printed"),
              arg("--node", help="a node id, or all"))),
     Command(("jobs", "start"), "start a maintenance job", jobs_start,

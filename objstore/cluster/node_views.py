@@ -46,12 +46,16 @@ from objstore.errors import ADMIN_ERRORS, AdminError
 from objstore.json_input import parse_json
 from objstore.meta.audit_queries import MAX_PAGE
 from objstore.meta.metrics_queries import MAX_SAMPLES
+from objstore.meta.notification_queries import MAX_PAGE as MAX_EVENTS
 
 AUDIT = ViewFamily("audit", "entries", paged=True, default_limit=100, max_limit=MAX_PAGE)
 METRICS_HISTORY = ViewFamily("metrics-history", "samples", paged=False, default_limit=1000,
                              max_limit=MAX_SAMPLES)
+NOTIFICATION_EVENTS = ViewFamily("notification-events", "events", paged=True,
+                                 default_limit=100, max_limit=MAX_EVENTS)
 # One line per node-local family (the path segment of its proxy route is its name).
-FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (AUDIT, METRICS_HISTORY)}
+FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (
+    AUDIT, METRICS_HISTORY, NOTIFICATION_EVENTS)}
 
 UNUSABLE = ""  # the address of a known peer that is not eligible: not asked
 

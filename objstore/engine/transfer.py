@@ -46,6 +46,8 @@ from objstore.http import cors
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
+from objstore.notify import rules as notification_rules
+from objstore.notify.rules import NOTIFICATION_CONFIG_KEY, NotificationConfiguration
 from objstore.utc_dates import utc_moment
 
 if TYPE_CHECKING:
@@ -251,6 +253,8 @@ class BucketDocuments:
             except (ValueError, KeyError, TypeError, S3Error) as exc:
                 raise AdminError("BadRequest", f"the CORS configuration is invalid: {exc!r}"
                                  ) from None
+        elif key == NOTIFICATION_CONFIG_KEY:
+            parse_notification_config(value)
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)
@@ -278,6 +282,16 @@ def parse_encryption(value: str) -> BucketEncryption:
         raise AdminError("BadRequest", f"the default encryption {config.algorithm!r} is "
                          "not supported")
     return config
+
+
+def parse_notification_config(value: str) -> NotificationConfiguration:
+    """A bucket notification document (its destinations are the importing node's
+    business: a target it does not know fails that event's deliveries, visibly)."""
+    try:
+        return notification_rules.from_json(value)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise AdminError("BadRequest", f"the notification configuration is invalid: {exc!r}"
+                         ) from None
 
 
 def parse_lifecycle(value: str) -> lifecycle_rules.LifecycleConfiguration:

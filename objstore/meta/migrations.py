@@ -97,6 +97,11 @@ def _add_outbox(conn: Connection) -> None:
     schema.outbox_cursors.create(conn, checkfirst=True)
 
 
+def _add_notification_events(conn: Connection) -> None:
+    """Version 10: the notification_events table (bucket notification deliveries)."""
+    schema.notification_events.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -105,6 +110,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
     Migration(7, "durable outbox", _add_outbox),
+    Migration(10, "notification events", _add_notification_events),
 )
 
 
@@ -154,5 +160,6 @@ def applied_versions(engine: Engine) -> list[int]:
 
 def _check_order(migrations: Sequence[Migration]) -> None:
     versions = [m.version for m in migrations]
+    # Strictly increasing from 1; gaps are allowed (numbers are assigned ahead of merges).
     if versions != sorted(set(versions)) or (versions and versions[0] != 1):
         raise ValueError(f"migrations must be numbered 1, 2, ... in order: {versions}")

@@ -376,6 +376,29 @@ outbox_cursors = sa.Table(
     sa.Column("cursor", sa.BigInteger, nullable=False, server_default="0"),
 )
 
+# Bucket notification deliveries (notify/, migration 10): one row per (event, target),
+# written by the notification consumer in the transaction that moves its outbox cursor,
+# then delivered per target with retries. Node-local: never replicated or exported.
+notification_events = sa.Table(
+    "notification_events",
+    metadata,
+    sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),  # the outbox entry's (the sequencer)
+    sa.Column("target", sa.Text, nullable=False),  # target name, or an ad-hoc webhook URL
+    sa.Column("bucket", sa.Text, nullable=False),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("event_name", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),  # the S3 event document (JSON)
+    sa.Column("status", sa.Text, nullable=False),  # pending | delivered | failed
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("errors", sa.Text, nullable=False, server_default="[]"),  # [{at, error}]
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("next_attempt_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Index("ix_notification_events_queue", "status", "target", "id"),
+    sa.Index("ix_notification_events_updated", "updated_at"),
+)
+
 maintenance_jobs = sa.Table(
     "maintenance_jobs",
     metadata,

@@ -26,6 +26,7 @@ from objstore.meta import (
     manifest_queries,
     metrics_queries,
     migrations,
+    notification_queries,
     object_apply_queries,
     object_queries,
     object_write_queries,
@@ -122,6 +123,15 @@ class SyncMetaStore(Database):
     outbox_advance = outbox_queries.outbox_advance
     outbox_backlog = outbox_queries.outbox_backlog
     outbox_purge = outbox_queries.outbox_purge
+    # bucket notification deliveries (node-local)
+    notification_enqueue = notification_queries.notification_enqueue
+    notification_pending_targets = notification_queries.notification_pending_targets
+    notification_due = notification_queries.notification_due
+    notification_attempted = notification_queries.notification_attempted
+    notification_delivered = notification_queries.notification_delivered
+    notification_queue_figures = notification_queries.notification_queue_figures
+    notification_purge = notification_queries.notification_purge
+    query_notification_events = notification_queries.query_notification_events
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload

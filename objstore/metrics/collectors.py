@@ -7,6 +7,9 @@ Prometheus scrapes. None of them queries the database or touches a file.
 * `AuditCollector`: depth, capacity, drops and failed writes of the audit queue.
 * `OutboxCollector`: the durable outbox's backlog (entries some consumer has not passed)
   and the entries delivered (engine/outbox.py).
+* `NotificationCollector`: per notification target, the deliveries made, failed for good
+  and retried, the queue depth and the age of the oldest undelivered event
+  (notify/delivery.py).
 * `ClusterCollector`: each known peer (alive, authenticated, eligible, pruned, clock
   offset, consecutive probe failures; from the Membership view), the write gate (state, eligible
   nodes, write quorum, refusals by reason) and the fan-out's counts (writes, full acks,
@@ -136,6 +139,66 @@ class OutboxCollector(Collector):
                                         "Outbox entries acknowledged by their consumers.")
         delivered.add_metric([], self._outbox.delivered)
         yield delivered
+
+
+class NotificationQueueFigures(Protocol):
+    @property
+    def depth(self) -> Mapping[str, int]: ...
+
+    @property
+    def oldest(self) -> Mapping[str, float]: ...
+
+
+class NotificationFigures(Protocol):
+    @property
+    def delivered(self) -> Mapping[str, int]: ...
+
+    @property
+    def failed(self) -> Mapping[str, int]: ...
+
+    @property
+    def retried(self) -> Mapping[str, int]: ...
+
+    @property
+    def figures(self) -> NotificationQueueFigures: ...
+
+    @property
+    def target_names(self) -> list[str]: ...
+
+
+class NotificationCollector(Collector):
+    def __init__(self, delivery: NotificationFigures, clock: Callable[[], float]) -> None:
+        self._delivery = delivery
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        d = self._delivery
+        queue = d.figures
+        names = sorted({*d.target_names, *d.delivered, *d.failed, *d.retried, *queue.depth})
+        now = self._clock()
+        for metric, help_text, values in (
+            ("objstore_notifications_delivered", "Events a notification target accepted.",
+             d.delivered),
+            ("objstore_notifications_failed",
+             "Events given up on after [notifications] max_retries retries.", d.failed),
+            ("objstore_notifications_retried", "Failed delivery attempts retried later.",
+             d.retried),
+        ):
+            counter = CounterMetricFamily(metric, help_text, labels=["target"])
+            for name in names:
+                counter.add_metric([name], values.get(name, 0))
+            yield counter
+        depth = GaugeMetricFamily("objstore_notifications_queue_depth",
+                                  "Events waiting for delivery.", labels=["target"])
+        age = GaugeMetricFamily("objstore_notifications_oldest_pending_age_seconds",
+                                "Age of the oldest event waiting for delivery (0: none).",
+                                labels=["target"])
+        for name in names:
+            depth.add_metric([name], queue.depth.get(name, 0))
+            oldest = queue.oldest.get(name)
+            age.add_metric([name], 0.0 if oldest is None else max(0.0, now - oldest))
+        yield depth
+        yield age
 
 
 class AuditCollector(Collector):

@@ -51,6 +51,7 @@ from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.iam.identity import Principal
+from objstore.notify.configs import NotificationConfigService
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.cors import bucket_rules
 from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
@@ -73,6 +74,8 @@ class S3Services:
     bucket_config: BucketConfigService
     versions: VersionService
     lifecycle: LifecycleService
+    # Bucket notification configurations (None: answered 501, in-memory test setups).
+    notifications: NotificationConfigService | None = None
 
 
 _LINE = "s3_request_line"

@@ -321,12 +321,21 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("snippet", [
     "[encryption]\nenabled = true\nkms_provider = \"vault\"\n",
-    "[notifications]\nmax_retries = 8\n",
-    "[notifications]\n",
     '[logging]\nformat = "json"\n',
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:
     assert_one_clear_line(start_failure(tmp_path, snippet), "not available")
+
+
+@pytest.mark.parametrize("snippet, named", [
+    ('[notifications.targets.hooks]\nkind = "webhook"\n', "[notifications.targets.hooks] url"),
+    ('[notifications.targets.hooks]\nkind = "kafka"\n', "[notifications.targets.hooks] kind"),
+    ('[notifications.targets.hooks]\nkind = "webhook"\nurl = "http://h/"\nsecret = 1\n',
+     "secret"),
+])
+def test_a_notification_target_that_cannot_be_used_is_one_line(
+        tmp_path: Path, snippet: str, named: str) -> None:
+    assert_one_clear_line(start_failure(tmp_path, snippet), named)
 
 
 def test_unreachable_postgres_is_one_line(tmp_path: Path) -> None:

@@ -169,6 +169,18 @@ def test_audit_passes_filters_and_shows_the_cursor(script: Script) -> None:
         "b", 1, "all", None)
 
 
+def test_notification_events_show_the_last_error(script: Script) -> None:
+    script.answers[("GET", "/notifications/events")] = {"node": "n1", "next_cursor": "7",
+                                                        "events": [
+        {"id": 8, "time": "t", "status": "failed", "attempts": 3, "target": "hooks",
+         "event_name": "s3:ObjectCreated:Put", "bucket": "b", "key": "k",
+         "errors": [{"error": "HTTP 500: no"}, {"error": "HTTP 503: later"}]}]}
+    status, out, _ = invoke("notification-events", "--status", "failed", "--bucket", "b")
+    assert status == 0 and "HTTP 503: later" in out and "(more: --cursor 7)" in out
+    query = script.calls[-1][2]
+    assert (query["status"], query["bucket"], query["target"]) == ("failed", "b", None)
+
+
 def test_an_import_with_errors_exits_1(script: Script, tmp_path: Any) -> None:
     document = tmp_path / "doc.json"
     document.write_text("{}")

@@ -301,11 +301,11 @@ class Pair:
     """Node B's cluster API answering its audit views; node A's views reach it through a
     real ClusterClient."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, b_local: dict[str, Any] | None = None) -> None:
         self.clock = Clock()
         self.clock.advance(NOW)
         self.b_audit = PagedSource(rows(5, 4, 3, tag="b"))
-        b_views = NodeViews(node_id="node-b", local={"audit": self.b_audit})
+        b_views = NodeViews(node_id="node-b", local={"audit": self.b_audit, **(b_local or {})})
         api = ClusterApi(cluster=CLUSTER, node_id="node-b", health=HealthState(),
                          figures=self._figures, clock=self.clock.seconds, node_views=b_views)
         root = RootResource(s3=Resource(), admin=Resource(), limits=ServerLimits(),
@@ -354,3 +354,17 @@ def test_the_route_ignores_node_and_non_text_values_and_knows_its_families(
     assert missing.status == 404
     not_json = run(pair.client.request("POST", B, "/cluster/v1/admin/audit", body=b"[1]"))
     assert not_json.status == 400
+
+
+def test_notification_events_are_a_family_proxied_like_the_audit(tmp_path: Path) -> None:
+    asked: list[Any] = []
+
+    async def events(params: Any) -> dict[str, Any]:
+        asked.append(dict(params))
+        return {"events": [{"id": 3, "time": "2023-11-14T22:13:20+00:00", "status": "failed"}],
+                "next_cursor": None, "cursors": ["3"]}
+
+    pair = Pair(tmp_path, b_local={"notification-events": events})
+    body = run(pair.a.answer("notification-events", {"node": "node-b", "status": "failed"}))
+    assert body["node"] == "node-b" and body["events"][0]["id"] == 3
+    assert asked == [{"status": "failed"}]

@@ -160,9 +160,9 @@ def test_upgrade_from_version_1(backend: str, tmp_path: Path,  # noqa: F811
         migrations.migrate(engine, migrations.MIGRATIONS[:1])
         _make_version_1(engine)
         store = SyncMetaStore(engine, clock=FakeClock())
-        assert migrations.migrate(engine) == list(range(2, migrations.current_version() + 1))
+        assert migrations.migrate(engine) == [m.version for m in migrations.MIGRATIONS[1:]]
         applied = migrations.applied_versions(engine)
-        assert applied == list(range(1, migrations.current_version() + 1))
+        assert applied == versions_from(1)
         columns = {c["name"] for c in sa.inspect(engine).get_columns("audit_log")}
         assert "details" in columns
         store.insert_audit_records([entry(NOW, details={"a": 1})])
@@ -182,7 +182,7 @@ def test_upgrade_from_version_2_adds_completed_uploads(
             schema.completed_uploads.drop(conn)
             conn.execute(sa.delete(schema.schema_version)
                          .where(schema.schema_version.c.version > 2))
-        assert migrations.migrate(engine) == list(range(3, migrations.current_version() + 1))
+        assert migrations.migrate(engine) == versions_from(3)
         assert "completed_uploads" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).get_completion("nothing") is None
     finally:
@@ -196,7 +196,7 @@ def test_upgrade_from_version_3_adds_sync_cursors(
         migrations.migrate(engine, migrations.MIGRATIONS[:3])
         with engine.begin() as conn:
             schema.sync_cursors.drop(conn)
-        assert migrations.migrate(engine) == list(range(4, migrations.current_version() + 1))
+        assert migrations.migrate(engine) == versions_from(4)
         assert "sync_cursors" in sa.inspect(engine).get_table_names()
         assert SyncMetaStore(engine).list_sync_cursors() == []
     finally:
@@ -216,7 +216,7 @@ def test_upgrade_from_version_4_adds_tags_updated_at(
                                                     tags={"a": "1"}, seq=1))
             del values["tags_updated_at"]
             conn.execute(sa.insert(schema.objects).values(**values))
-        assert migrations.migrate(engine) == list(range(5, migrations.current_version() + 1))
+        assert migrations.migrate(engine) == versions_from(5)
         assert migrations.migrate(engine) == []
         held = store.get_object("b", "k")
         assert held is not None and held.tags == {"a": "1"} and held.tags_updated_at is None
@@ -246,3 +246,8 @@ def _make_version_1(engine: sa.Engine) -> None:
         conn.execute(sa.text("ALTER TABLE audit_log DROP COLUMN details"))
         conn.execute(sa.delete(schema.schema_version).where(schema.schema_version.c.version > 1))
         assert not sa.inspect(conn).has_table("metrics_history")
+
+
+def versions_from(first: int) -> list[int]:
+    """The migration versions from `first` on (numbers may have gaps)."""
+    return [m.version for m in migrations.MIGRATIONS if m.version >= first]
