@@ -101,7 +101,9 @@ from objstore.iam.bootstrap import (
     ensure_builtin_grants,
     ensure_root,
 )
+from objstore.iam.bucket_access import BucketAccessLoader
 from objstore.iam.identity import IdentityResolver
+from objstore.iam.public_access import NO_BLOCK, PublicAccessBlock
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache, BucketConfigCache
 from objstore.meta.coherence import (
@@ -294,9 +296,15 @@ def build_node(config: Config, reactor: Any = None, *,
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
     )
-    authorizer = Authorizer(
+    bucket_access = BucketAccessLoader(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
+        default_block=(PublicAccessBlock.all_on() if config.server.block_public_access
+                       else NO_BLOCK),
+    )
+    authorizer = Authorizer(
+        meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
+        max_entries=config.server.cache.size, counters=counters, buckets=bucket_access,
     )
     authenticator = Authenticator(
         identities,

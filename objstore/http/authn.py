@@ -28,7 +28,7 @@ from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksu
 from objstore.http.client_bytes import decimal
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
-from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
+from objstore.iam.identity import ANONYMOUS, IdentityResolver, Principal, ResolvedCredential
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -83,17 +83,22 @@ class Authenticator:
         self._now = now
 
     async def authenticate_headers(
-        self, request: ObjstoreRequest, *, payload_header_required: bool = True
+        self, request: ObjstoreRequest, *, payload_header_required: bool = True,
+        anonymous: bool = False,
     ) -> VerifiedHeaders:
         """The verified caller of `request`, from its line and headers alone. Without
         `payload_header_required`, a header-signed request may omit x-amz-content-sha256:
-        its signature is then checked by `verify_body`, with the body's SHA-256."""
+        its signature is then checked by `verify_body`, with the body's SHA-256. With
+        `anonymous` (the S3 API), an unsigned request is the ANONYMOUS caller, whom only
+        bucket policies and ACLs may allow anything; otherwise it is refused."""
         view = request_view(request)
         try:
             auth = sigv4.parse_auth(view, payload_header_required=payload_header_required)
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         if auth is None:
+            if anonymous:
+                return anonymous_headers(view, self._now())
             raise S3Error("AccessDenied", "Anonymous access is not allowed.")
         note_access_key(request, auth.access_key)
         resolved = await self._identities.resolve(auth.access_key)
@@ -132,6 +137,19 @@ class Authenticator:
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         return verified.principal
+
+
+def anonymous_headers(view: sigv4.RequestView, now: datetime.datetime) -> VerifiedHeaders:
+    """What an unsigned request establishes: the anonymous caller and its body claims
+    (x-amz-content-sha256, Content-MD5, checksums are still checked; nothing is signed)."""
+    claimed = view.headers.get("x-amz-content-sha256", sigv4.UNSIGNED_PAYLOAD).strip()
+    auth = sigv4.AuthRequest(
+        access_key="", amz_date=now, amz_date_str="", scope_date="", region="",
+        service="s3", signed_headers=(), signature="", payload_hash=claimed or
+        sigv4.UNSIGNED_PAYLOAD, presigned=False, expires_seconds=None)
+    context = sigv4.SigningContext(b"", "", "", "")
+    credential = ResolvedCredential(ANONYMOUS, "")
+    return VerifiedHeaders(ANONYMOUS, auth, view, context, credential)
 
 
 def _body_sha256(spool: BodySpool | None) -> str:

@@ -24,6 +24,20 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from objstore.errors import S3Error
+from objstore.iam.acl_rules import Acl
+from objstore.iam.actions import VERSION_VARIANTS
+from objstore.iam.bucket_access import BucketAccessLoader
+from objstore.iam.conditions import NO_VALUES, ConditionValues
+from objstore.iam.decision import (
+    ROOT,
+    AccessRequest,
+    BucketAccess,
+    Decision,
+    Need,
+    acl_may_decide,
+    decide,
+)
+from objstore.iam.decision import evaluated_resource as evaluated_resource
 from objstore.iam.identity import Principal
 from objstore.iam.policy import (
     Policy,
@@ -42,18 +56,6 @@ log = Logger()
 ARN_PREFIX = "arn:aws:s3:::"
 ROOT_ACTIONS = ["*"]
 
-# With a versionId the request needs the version-specific action, as on AWS (built-in
-# S3ReadOnlyAccess covers them through s3:Get*).
-VERSION_VARIANTS: dict[str, str] = {
-    "s3:GetObject": "s3:GetObjectVersion",
-    "s3:DeleteObject": "s3:DeleteObjectVersion",
-    "s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
-    "s3:GetObjectTagging": "s3:GetObjectVersionTagging",
-    "s3:PutObjectTagging": "s3:PutObjectVersionTagging",
-    "s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
-    "s3:GetObjectAcl": "s3:GetObjectVersionAcl",
-    "s3:PutObjectAcl": "s3:PutObjectVersionAcl",
-}
 
 _DENY_ALL = Policy((Statement(allow=False, actions=("*",), resources=("*",)),))
 
@@ -79,10 +81,10 @@ def request_action(action: str, query: Mapping[str, str] | None) -> str:
     return action
 
 
-def evaluated_resource(action: str, resource: str) -> str:
-    if resource == "*" and action.startswith("s3:"):
-        return ARN_PREFIX
-    return resource
+class ObjectAclSource(Protocol):
+    """The ACL of one object (None: none stored, or no such object)."""
+
+    async def __call__(self, bucket: str, key: str) -> Acl | None: ...
 
 
 def compile_grants(grants: list[EffectiveGrant]) -> tuple[Policy, ...]:
@@ -111,11 +113,48 @@ class Authorizer:
         ttl_seconds: float,
         max_entries: int,
         counters: Counters | None = None,
+        buckets: BucketAccessLoader | None = None,
     ) -> None:
         self._source = source
+        self._buckets = buckets
         self._cache: TtlCache[str, tuple[Policy, ...]] = TtlCache(
             size=max_entries, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
             scope=IAM)
+
+    async def authorize(
+        self,
+        principal: Principal | None,
+        needs: tuple[Need, ...],
+        values: ConditionValues = NO_VALUES,
+        object_acl: ObjectAclSource | None = None,
+    ) -> Decision:
+        """The decision for a caller (None: anonymous) and every need of its request."""
+        if principal is not None and principal.is_root:
+            return ROOT
+        identity = () if principal is None else await self.policies(principal.user_id)
+        buckets: dict[str, BucketAccess] = {}
+        if self._buckets is not None:
+            for need in needs:
+                if need.bucket and need.bucket not in buckets:
+                    access = await self._buckets.bucket_access(need.bucket)
+                    if access is not None:
+                        buckets[need.bucket] = access
+        request = AccessRequest(principal, needs, identity, buckets, {}, values)
+        decision = decide(request)
+        refused = decision.need
+        if decision.allowed or refused is None or object_acl is None \
+                or not acl_may_decide(request, refused):
+            return decision
+        acl = await object_acl(refused.bucket, refused.key)
+        if acl is None:
+            return decision
+        return decide(AccessRequest(principal, needs, identity, buckets,
+                                    {(refused.bucket, refused.key): acl}, values))
+
+    async def bucket_access(self, bucket: str) -> BucketAccess | None:
+        if self._buckets is None:
+            return None
+        return await self._buckets.bucket_access(bucket)
 
     async def check(
         self,

@@ -47,7 +47,8 @@ from objstore.http.error_xml import error_document
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
-from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.iam.authorizer import Authorizer
+from objstore.s3.access import authorize_request
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
@@ -168,7 +169,7 @@ class S3Api:
             raise S3Error("SlowDown")
         if request.early_error is not None:
             raise request.early_error
-        verified = await self._authenticator.authenticate_headers(request)
+        verified = await self._authenticator.authenticate_headers(request, anonymous=True)
         if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise S3Error("SlowDown")
         if line.error is not None:
@@ -179,11 +180,7 @@ class S3Api:
         refuse_unsupported_headers(
             (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
             line.operation)
-        bucket, key = line.bucket, line.key
-        resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
-        if route.action is not None:
-            await self._services.authorizer.check(verified.principal, route.action, resource,
-                                                  query=line.query)
+        await authorize_request(self._services, request, line, verified.principal)
         if route.mutates:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():

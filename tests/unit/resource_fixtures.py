@@ -31,6 +31,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import ObjstoreSite
+from objstore.iam.decision import Decision
 from objstore.iam.identity import Principal, ResolvedCredential
 from objstore.meta.audit_queries import AuditRecord
 from objstore.metrics.registry import NodeMetrics
@@ -71,6 +72,18 @@ class FakeAuthorizer:
 
     async def effective_actions(self, principal: Principal) -> list[str]:
         return ["*"] if principal.is_root else sorted(a for a, _ in self.grants)
+
+    async def authorize(self, principal: Principal | None, needs: Any, values: Any = None,
+                        object_acl: Any = None) -> Decision:
+        """The decision seam: every need through `allowed` (anonymous: never)."""
+        for need in needs:
+            if principal is None or not await self.allowed(principal, need.action,
+                                                           need.resource):
+                return Decision(False, "fake", need)
+        return Decision(True, "fake")
+
+    async def bucket_access(self, bucket: str) -> Any:
+        return None
 
     async def check(self, principal: Principal, action: str, resource: str,
                     query: Any = None) -> None:
