@@ -11,7 +11,7 @@ AWS (a bucket's WRITE lets the grantee write and delete objects in it).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 ALL_USERS = "http://acs.amazonaws.com/groups/global/AllUsers"
@@ -112,7 +112,7 @@ def canned_acl(name: str, owner_id: str, bucket_owner_id: str | None = None) -> 
     return Acl(owner_id, grants)
 
 
-def header_grants(headers: dict[str, str]) -> tuple[Grant, ...]:
+def header_grants(headers: Mapping[str, str]) -> tuple[Grant, ...]:
     """The grants of x-amz-grant-* headers: `id="..."`, `uri="..."` (emailAddress is not
     supported: this server knows no e-mail addresses)."""
     grants: list[Grant] = []

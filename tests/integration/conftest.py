@@ -56,6 +56,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 SHARED_DAEMON = frozenset({
     "test_admin_cli.py", "test_admin_escalation.py", "test_admin_iam.py", "test_auth.py",
+    "test_bucket_access.py",
     "test_aws_cli.py", "test_clients.py", "test_hostile_input.py", "test_multipart.py",
     "test_object_lock.py", "test_object_operations.py", "test_quota.py",
     "test_s3_basics.py", "test_tagging.py", "test_versioning.py",
