@@ -253,3 +253,45 @@ def test_awscli_policy_and_public_access_block(daemon: Daemon, s3: Any,
     assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"][
         "RestrictPublicBuckets"] is True
     assert "BucketOwnerEnforced" in cli("get-bucket-ownership-controls")
+
+
+def test_cli_public_links(daemon: Daemon, s3: Any, tmp_path: Any) -> None:
+    """`objstore anonymous set/list` writes the bucket policy statements and leaves the
+    operator's own alone; the admin API tells which prefixes anyone may read."""
+    from tests.integration.test_admin_cli import Cli
+
+    cli = Cli(daemon, tmp_path / "home")
+    bucket = new_bucket(s3, "links")
+    for key in ("pub/a", "priv/b", "in/c"):
+        s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    own = {"Sid": "OperatorsOwn", "Effect": "Deny", "Principal": "*",
+           "Action": "s3:DeleteObject", "Resource": f"arn:aws:s3:::{bucket}/priv/*"}
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(
+        {"Version": "2012-10-17", "Statement": [own]}))
+    cli.run("anonymous", "set", "download", f"{bucket}/pub/")
+    cli.run("anonymous", "set", "upload", f"{bucket}/in/")
+    listed = cli.json("anonymous", "list", bucket)
+    assert listed["rules"] == [{"prefix": "in/", "access": "upload"},
+                               {"prefix": "pub/", "access": "download"}]
+    assert listed["public_prefixes"] == ["pub/"]
+    assert "pub/  download" in cli.run("anonymous", "list", bucket).stdout
+    base = f"{daemon.endpoint}/{bucket}"
+    assert HTTP.request("GET", f"{base}/pub/a").data == b"pub/a"
+    assert HTTP.request("GET", f"{base}/priv/b").status == 403
+    assert HTTP.request("GET", f"{base}?prefix=pub/").status == 200
+    assert HTTP.request("GET", f"{base}?prefix=priv/").status == 403
+    assert HTTP.request("PUT", f"{base}/in/new", body=b"n").status == 200
+    assert HTTP.request("GET", f"{base}/in/new").status == 403
+    policy = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])
+    assert own in policy["Statement"]
+    cli.run("anonymous", "set", "none", f"{bucket}/pub/")
+    cli.run("anonymous", "set", "none", f"{bucket}/in/")
+    assert HTTP.request("GET", f"{base}/pub/a").status == 403
+    assert json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"] == [own]
+    cli.run("anonymous", "set", "public", bucket)
+    assert cli.json("anonymous", "list", bucket)["rules"] == [
+        {"prefix": "", "access": "public"}]
+    assert HTTP.request("GET", f"{base}/priv/b").status == 200
+    assert HTTP.request("DELETE", f"{base}/priv/b").status == 403  # the operator's Deny
+    refused = cli.run("anonymous", "set", "sideways", bucket, status=2)
+    assert "invalid choice" in refused.stderr
