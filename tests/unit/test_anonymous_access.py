@@ -61,3 +61,13 @@ def test_whole_bucket_and_refusals() -> None:
     with pytest.raises(PolicyDocumentError):
         set_anonymous(broken, B, "", "download")
     assert anonymous_rules("not json") == [] and public_prefixes("not json", B) == []
+
+
+def test_cli_text_of_a_bucket_view() -> None:
+    from objstore.cli.admin_commands import anonymous_text
+
+    assert anonymous_text({"bucket": "b", "rules": [], "public_prefixes": []}) == \
+        "b: no public links"
+    text = anonymous_text({"bucket": "b", "rules": [{"prefix": "p/", "access": "download"}],
+                           "public_prefixes": ["p/", ""]})
+    assert text.splitlines() == ["b/p/  download", "readable by anyone: b/p/*, b/*"]
