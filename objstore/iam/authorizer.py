@@ -1,6 +1,16 @@
-"""The authorization decision for one request: may this principal do this action here?
+"""The authorization of requests: gathers a request's context and asks the one decision.
 
-Root users bypass evaluation. For everyone else the decision is `policy.is_allowed` over the
+`authorize(principal or None, needs, values)` is what the S3 API asks for every request
+(the needs are the route's declared actions): it loads the caller's compiled identity
+policies (cached per user) and the access settings of each bucket the needs name
+(`BucketAccessLoader`: policy, ACL, public access block, ownership; cached per bucket),
+and returns `decision.decide`'s answer. An object ACL would be loaded (`ObjectAclSource`)
+only when everything else refused and the bucket enables ACLs, so the common path never
+reads an object row for it; objects have no stored ACL in this version, so the S3 API
+passes no source. `check` and `allowed` answer from identity policies alone (the admin
+API, the governance bypass of the engine): no bucket has a say there.
+
+Root users bypass evaluation. For everyone else identity evaluation is over the
 user's effective policies (direct grants plus the grants of every team the user belongs
 to): an explicit Deny anywhere wins, and nothing allowed means denied. The compiled
 policies are cached per user for `[server.cache] ttl_seconds`; `invalidate()` is called on

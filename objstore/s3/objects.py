@@ -308,6 +308,10 @@ async def plan_read(call: S3Call, *, fresh: bool = False) -> ReadPlan:
         if error.code == "MethodNotAllowed":  # a delete marker named by its version id
             error.fields = {"Method": call.request.method.decode("ascii", "replace"),
                             **error.fields}
+        if error.code == "NoSuchKey" and not await permits(
+                call, Need("s3:ListBucket", resource_of(call.bucket, ""), call.bucket)):
+            # As AWS: a caller who may not list the bucket can not probe for key names.
+            raise S3Error("AccessDenied") from None
         raise
     check_read_conditions(call, record)
     if part_number is not None:

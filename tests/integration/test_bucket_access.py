@@ -73,6 +73,7 @@ def test_anonymous_is_denied_until_a_policy_allows(daemon: Daemon, s3: Any,
     fetched = subprocess.run(["curl", "-sf", url], capture_output=True, timeout=30)
     assert fetched.returncode == 0 and fetched.stdout == b"hello"
     assert HTTP.request("HEAD", url).status == 200
+    assert HTTP.request("GET", f"{url}-missing").status == 404  # may list: told it is missing
     assert HTTP.request("GET", f"{daemon.endpoint}/{bucket}/private/b.txt").status == 403
     assert HTTP.request("PUT", url, body=b"x").status == 403
     unsigned = anonymous(daemon)
@@ -132,6 +133,11 @@ def test_conditions_deny_and_identity_union(daemon: Daemon, s3: Any, bucket: str
     url = f"{daemon.endpoint}/{bucket}/k"
     assert HTTP.request("GET", url, headers={"User-Agent": "python"}).status == 200
     assert HTTP.request("GET", url, headers={"User-Agent": "curl/8"}).status == 403
+    # a missing key is 403 to who may not list the bucket (no probing for names), as AWS
+    assert HTTP.request("GET", f"{url}-missing", headers={"User-Agent": "py"}).status == 403
+    with pytest.raises(ClientError) as missing:
+        s3.get_object(Bucket=bucket, Key="k-missing")
+    assert code(missing.value) == "NoSuchKey"
     # s3:prefix on listing
     listing = {"Version": "2012-10-17", "Statement": [
         {"Effect": "Allow", "Principal": "*", "Action": "s3:ListBucket",
