@@ -141,14 +141,22 @@ class Authorizer:
         """The decision for a caller (None: anonymous) and every need of its request."""
         if principal is not None and principal.is_root:
             return ROOT
-        identity = () if principal is None else await self.policies(principal.user_id)
+        identity: tuple[Policy, ...] = ()
+        if principal is not None:
+            hit, cached = self._cache.get(principal.user_id)
+            identity = cached if hit and cached is not None else \
+                await self.policies(principal.user_id)
         buckets: dict[str, BucketAccess] = {}
-        if self._buckets is not None:
+        loader = self._buckets
+        if loader is not None:
             for need in needs:
-                if need.bucket and need.bucket not in buckets:
-                    access = await self._buckets.bucket_access(need.bucket)
+                name = need.bucket
+                if name and name not in buckets:
+                    hit, access = loader.cached(name)
+                    if not hit:
+                        access = await loader.bucket_access(name)
                     if access is not None:
-                        buckets[need.bucket] = access
+                        buckets[name] = access
         request = AccessRequest(principal, needs, identity, buckets, {}, values)
         decision = decide(request)
         refused = decision.need

@@ -96,6 +96,10 @@ class BucketAccessLoader:
     def default_block(self) -> PublicAccessBlock:
         return self._default_block
 
+    def cached(self, name: str) -> tuple[bool, BucketAccess | None]:
+        """(hit, settings) from the cache alone: the hot path, without a coroutine."""
+        return self._cache.get(name)
+
     async def bucket_access(self, name: str) -> BucketAccess | None:
         """The bucket's access settings; None when there is no such bucket."""
         hit, cached = self._cache.get(name)

@@ -39,7 +39,7 @@ from objstore.iam.public_access import NO_BLOCK, OWNER_ENFORCED, PublicAccessBlo
 ARN_PREFIX = "arn:aws:s3:::"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built per request, and a frozen init costs more
 class Need:
     """One action a request needs on one resource (an ARN, or `*`). `bucket`: the bucket
     whose policy and ACLs have a say ("" for none: ListBuckets). `covered_by`: further
@@ -70,7 +70,7 @@ class BucketAccess:
         return self.ownership != OWNER_ENFORCED
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AccessRequest:
     principal: Principal | None  # None: anonymous
     needs: tuple[Need, ...]
@@ -80,7 +80,7 @@ class AccessRequest:
     values: ConditionValues = NO_VALUES
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     allowed: bool
     reason: str
@@ -88,6 +88,9 @@ class Decision:
 
 
 ROOT = Decision(True, "root user")
+BY_IDENTITY = Decision(True, "allowed by an identity policy")
+NOTHING_NEEDED = Decision(True, "nothing needed")
+_NO_BUCKETS: Mapping[str, BucketAccess] = {}
 
 
 def evaluated_resource(action: str, resource: str) -> str:
@@ -102,15 +105,12 @@ def decide(request: AccessRequest) -> Decision:
     principal = request.principal
     if principal is not None and principal.is_root:
         return ROOT
-    caller = ANONYMOUS_CALLER if principal is None else Caller(principal.user_id,
-                                                               principal.username)
-    reason = ""
+    verdict = NOTHING_NEEDED
     for need in request.needs:
-        verdict = _decide_one(request, caller, need)
+        verdict = _decide_one(request, need)
         if not verdict.allowed:
             return verdict
-        reason = verdict.reason
-    return Decision(True, reason or "nothing needed")
+    return verdict
 
 
 def _identity(policies: tuple[Policy, ...], names: frozenset[str], resource: str
@@ -126,7 +126,13 @@ def _identity(policies: tuple[Policy, ...], names: frozenset[str], resource: str
     return False, allowed
 
 
-def _decide_one(request: AccessRequest, caller: Caller, need: Need) -> Decision:
+def _caller(principal: Principal | None) -> Caller:
+    if principal is None:
+        return ANONYMOUS_CALLER
+    return Caller(principal.user_id, principal.username)
+
+
+def _decide_one(request: AccessRequest, need: Need) -> Decision:
     names = names_for(need.action)
     if need.covered_by:
         names = names | frozenset(need.covered_by)
@@ -134,9 +140,13 @@ def _decide_one(request: AccessRequest, caller: Caller, need: Need) -> Decision:
                                 names, evaluated_resource(need.action, need.resource))
     if denied:
         return Decision(False, "explicit deny in an identity policy", need)
-    reason = "allowed by an identity policy" if allowed else ""
     bucket = request.buckets.get(need.bucket) if need.bucket else None
-    if bucket is not None and bucket.policy is not None:
+    if bucket is None or (bucket.policy is None and not bucket.acls_enabled):
+        # The common case: no bucket policy, ACLs disabled; the grants decide alone.
+        return BY_IDENTITY if allowed else Decision(False, "no policy or ACL allows it", need)
+    reason = "allowed by an identity policy" if allowed else ""
+    caller = _caller(request.principal)
+    if bucket.policy is not None:
         anonymous = caller.user_id is None
         public_allows = not (anonymous and bucket.block.restrict_public_buckets
                              and bucket.policy.public)
@@ -148,8 +158,8 @@ def _decide_one(request: AccessRequest, caller: Caller, need: Need) -> Decision:
         if allow is not None and not reason:
             reason = f"allowed by the bucket policy{_sid(allow.sid)}"
     if reason:
-        return Decision(True, reason, need)
-    if bucket is not None and bucket.acls_enabled:
+        return BY_IDENTITY if allowed else Decision(True, reason, need)
+    if bucket.acls_enabled:
         ignore = bucket.block.ignore_public_acls
         if bucket.acl is not None and acl_allows(bucket.acl, caller.user_id, names,
                                                  bucket=True, ignore_public=ignore):
