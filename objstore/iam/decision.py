@@ -27,14 +27,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from objstore.iam.acl_rules import Acl, acl_allows
 from objstore.iam.actions import names_for
 from objstore.iam.bucket_policy import ANONYMOUS_CALLER, BucketPolicy, Caller
 from objstore.iam.conditions import NO_VALUES, ConditionValues
-from objstore.iam.identity import Principal
 from objstore.iam.policy import Policy, glob_match
 from objstore.iam.public_access import NO_BLOCK, OWNER_ENFORCED, PublicAccessBlock
+
+if TYPE_CHECKING:  # the caller's type only: this module imports no Twisted
+    from objstore.iam.identity import Principal
 
 ARN_PREFIX = "arn:aws:s3:::"
 

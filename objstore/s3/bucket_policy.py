@@ -151,7 +151,15 @@ def ownership_document(ownership: str) -> bytes:
 
 
 async def put_ownership_controls(call: S3Call) -> S3Response:
+    """BucketOwnerEnforced is refused while the bucket's ACL grants anyone but its owner
+    (InvalidBucketAclWithObjectOwnership, as AWS): set the ACL to private first."""
     ownership = parse_ownership_controls(call.body())
+    access = await call.services.authorizer.bucket_access(call.bucket)
+    if access is None:
+        raise S3Error("NoSuchBucket", BucketName=call.bucket)
+    if ownership == OWNER_ENFORCED and access.acl is not None and any(
+            grant.grantee != access.owner_id for grant in access.acl.grants):
+        raise S3Error("InvalidBucketAclWithObjectOwnership")
     await call.services.bucket_config.put_config(call.caller, call.bucket, OWNERSHIP_KEY,
                                                  ownership)
     return S3Response()

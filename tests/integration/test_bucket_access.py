@@ -189,6 +189,10 @@ def test_ownership_controls_and_bucket_acls(daemon: Daemon, s3: Any) -> None:
     assert {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"} in \
         [g["Grantee"] for g in grants]
     assert HTTP.request("GET", f"{daemon.endpoint}/{writer}").status == 200  # READ: list
+    with pytest.raises(ClientError) as refused:  # ACLs can not be disabled while they grant
+        s3.put_bucket_ownership_controls(Bucket=writer, OwnershipControls={
+            "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+    assert code(refused.value) == "InvalidBucketAclWithObjectOwnership"
     s3.put_bucket_acl(Bucket=writer, ACL="private")
     assert HTTP.request("GET", f"{daemon.endpoint}/{writer}").status == 403
     s3.put_bucket_ownership_controls(Bucket=writer, OwnershipControls={

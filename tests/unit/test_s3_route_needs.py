@@ -95,3 +95,17 @@ def test_version_variants_and_other_extras() -> None:
     # A copy source that does not parse adds nothing (the handler refuses it).
     assert actions_of(("PUT", "object", None), x_amz_copy_source="/") == [
         ("s3:PutObject", obj)]
+
+
+def test_the_decision_and_its_rules_import_no_twisted() -> None:
+    """Pure, as docs/ARCHITECTURE.md lists them: run in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    modules = ["objstore.iam.decision", "objstore.iam.bucket_policy",
+               "objstore.iam.conditions", "objstore.iam.acl_rules",
+               "objstore.iam.public_access", "objstore.iam.anonymous_access",
+               "objstore.s3.route_needs"]
+    code = (f"import sys; import {', '.join(modules)}; "
+            "sys.exit('twisted' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
