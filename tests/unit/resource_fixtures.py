@@ -62,6 +62,7 @@ class FakeAuthorizer:
     grants: set[tuple[str, str]] = field(default_factory=set)
     denied: set[str] = field(default_factory=set)  # actions refused whatever the grants
     checked: list[tuple[str, str, str]] = field(default_factory=list)
+    anonymous: set[str] = field(default_factory=set)  # actions anyone may do, unsigned
 
     async def allowed(self, principal: Principal, action: str, resource: str) -> bool:
         self.checked.append((principal.username, action, resource))
@@ -77,8 +78,10 @@ class FakeAuthorizer:
                         object_acl: Any = None) -> Decision:
         """The decision seam: every need through `allowed` (anonymous: never)."""
         for need in needs:
-            if principal is None or not await self.allowed(principal, need.action,
-                                                           need.resource):
+            if principal is None:
+                if need.action not in self.anonymous:
+                    return Decision(False, "fake", need)
+            elif not await self.allowed(principal, need.action, need.resource):
                 return Decision(False, "fake", need)
         return Decision(True, "fake")
 
