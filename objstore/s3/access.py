@@ -25,6 +25,7 @@ from objstore.http.ratelimit import peer_address
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.decision import Need
 from objstore.iam.identity import Principal
+from objstore.s3.copy_source import parse_copy_source
 from objstore.s3.route_needs import route_needs
 
 if TYPE_CHECKING:
@@ -190,7 +191,6 @@ async def check_expected_owners(services: S3Services, request: ObjstoreRequest,
     source_expected = request.header(SOURCE_EXPECTED_OWNER)
     copy_source = request.header("x-amz-copy-source")
     if source_expected is not None and copy_source:
-        from objstore.s3.copy_source import parse_copy_source
         try:
             source = parse_copy_source(copy_source)
         except S3Error:
