@@ -346,3 +346,13 @@ def test_acls_count_only_when_enabled_and_public_access_block() -> None:
 def test_a_stored_policy_that_no_longer_compiles_denies_everyone() -> None:
     broken = access('{"Version": "2012-10-17", "Statement": "nope"}')
     assert not allowed(ALICE, broken, identity=(id_allow(),))
+
+
+def test_an_import_checks_a_bucket_policy_before_anything_is_written() -> None:
+    from objstore.engine.transfer import BucketDocuments
+    from objstore.errors import AdminError
+
+    documents = BucketDocuments(None, None)  # type: ignore[arg-type]
+    documents.check_config("policy", doc(stmt()), B)
+    with pytest.raises(AdminError):
+        documents.check_config("policy", doc(stmt(resource="arn:aws:s3:::other/*")), B)
