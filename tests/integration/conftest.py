@@ -38,6 +38,7 @@ BACKENDS = os.environ.get("OBJSTORE_TEST_BACKENDS", "sqlite,postgres").split(","
 WORKER_PASS = frozenset({
     "test_admin_escalation.py",  # IAM changes and the caches of every worker
     "test_audit.py",  # each worker writes its records; a query merges them
+    "test_bucket_access.py",  # each worker caches bucket policies and access settings
     "test_lifecycle.py",  # the leader worker runs lifecycle; settings reach it
     "test_maintenance_jobs.py",  # the leader runs jobs; moves and health through any worker
     "test_quota.py",  # usage counted by every worker, concurrent writers
