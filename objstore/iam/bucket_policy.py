@@ -121,6 +121,12 @@ class BucketPolicy:
     def public(self) -> bool:
         return any(statement.public for statement in self.statements)
 
+    def principal_names(self) -> frozenset[str]:
+        """The user ids and usernames the policy names (an account number names every
+        user: not listed), for PutBucketPolicy to check that they exist, as AWS does."""
+        return frozenset(name for s in self.statements for name in s.principals.names
+                         if not (name.isdigit() and len(name) == 12))
+
     def condition_keys(self) -> frozenset[str]:
         return frozenset(c.key for s in self.statements for c in s.conditions)
 

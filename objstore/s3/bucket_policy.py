@@ -38,6 +38,9 @@ async def put_bucket_policy(call: S3Call) -> S3Response:
     access = await call.services.authorizer.bucket_access(call.bucket)
     if access is None:
         raise S3Error("NoSuchBucket", BucketName=call.bucket)
+    for name in sorted(policy.principal_names()):
+        if not await call.services.objects.known_user(name):
+            raise S3Error("MalformedPolicy", "Invalid principal in policy")
     if policy.public and access.block.block_public_policy:
         raise S3Error("AccessDenied", "Access Denied: the public access block of this "
                       "bucket blocks public policies (BlockPublicPolicy).")

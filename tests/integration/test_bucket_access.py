@@ -94,6 +94,9 @@ def test_malformed_policies_are_refused(s3: Any, bucket: str) -> None:
         json.dumps({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Action": "s3:GetObject",
              "Resource": f"arn:aws:s3:::{bucket}/*"}]}),
+        json.dumps({"Version": "2012-10-17", "Statement": [  # no such user
+            {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::1:user/nobody-here"},
+             "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/*"}]}),
         json.dumps({"Version": "2012-10-17", "Statement": [
             {"Effect": "Allow", "Principal": "*", "Action": "s3:Fly",
              "Resource": f"arn:aws:s3:::{bucket}/*"}]}),
