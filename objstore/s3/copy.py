@@ -23,7 +23,7 @@ from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy_source import CopySource, parse_copy_source
 from objstore.s3.objects import (
-    check_acl_headers,
+    check_object_acl_headers,
     encryption_headers,
     object_attrs,
     request_headers,
@@ -112,7 +112,7 @@ class CopyRequest:
 
 async def copy_object(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     request = CopyRequest(
         source=parse_copy_source(headers["x-amz-copy-source"]),
         directives=parse_directives(headers),

@@ -47,7 +47,7 @@ from objstore.s3.multipart_xml import (
     parse_complete,
 )
 from objstore.s3.objects import (
-    check_acl_headers,
+    check_object_acl_headers,
     object_attrs,
     request_headers,
     version_header,
@@ -139,7 +139,7 @@ def part_headers(part: PartRecord) -> dict[str, str]:
 
 async def create_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     attrs = object_attrs(call, headers)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))

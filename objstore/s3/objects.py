@@ -91,6 +91,20 @@ def check_acl_headers(headers: Mapping[str, str]) -> None:
         raise S3Error("AccessControlListNotSupported")
 
 
+async def check_object_acl_headers(call: S3Call, headers: Mapping[str, str]) -> None:
+    """`check_acl_headers` of a write: on a bucket whose ownership enables ACLs the
+    refusal says why (objects carry no ACL of their own in this version)."""
+    try:
+        check_acl_headers(headers)
+    except S3Error:
+        access = await call.services.authorizer.bucket_access(call.bucket)
+        if access is not None and access.acls_enabled:
+            raise S3Error("NotImplemented", "Object ACLs other than the owner's FULL_CONTROL "
+                          "are not stored by this version; use a bucket policy or the "
+                          "bucket ACL.") from None
+        raise
+
+
 def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
     """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
     user_metadata = {
@@ -194,7 +208,7 @@ async def put_object(call: S3Call) -> S3Response:
     if call.header("content-length") is None and call.header("transfer-encoding") is None:
         raise S3Error("MissingContentLength")
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     precondition = write_precondition(headers)
     attrs = object_attrs(call, headers)
     record = await call.services.objects.put(
