@@ -161,7 +161,8 @@ def _function_name(frame: str) -> str:
 
 class HotPath:
     def __init__(self, workdir: Path, seconds: int, workers: int = 1,
-                 rate_limit: float = 0.0) -> None:
+                 rate_limit: float = 0.0, as_user: bool = False) -> None:
+        self.as_user = as_user
         self.workdir = workdir
         self.seconds = seconds
         self.workers = workers
@@ -182,6 +183,18 @@ class HotPath:
         self.large_body.write_bytes(os.urandom(LARGE_BYTES))
         self.large_sha256 = hashlib.sha256(self.large_body.read_bytes()).hexdigest()
         self.get_keys = self._seed_get_keys()
+        self.reader = self._reader() if self.as_user else self.s3
+
+    def _reader(self) -> S3Target:
+        """A non-root user holding the built-in S3FullAccess grant: its requests go through
+        the whole decision (cached grants, the bucket's cached access settings)."""
+        user = self.session.admin("POST", "/admin/users", {"username": "bench-reader"})
+        grants = self.session.admin("GET", "/admin/grants")
+        grants = grants["grants"] if isinstance(grants, dict) else grants
+        grant = next(g for g in grants if g["name"] == "S3FullAccess")
+        self.session.admin("PUT", f"/admin/users/{user['user_id']}/grants/{grant['grant_id']}")
+        key = self.session.admin("POST", f"/admin/users/{user['user_id']}/credentials", {})
+        return S3Target(self.daemon.base_url, key["access_key_id"], key["secret_access_key"])
 
     @property
     def pid(self) -> int:
@@ -239,7 +252,8 @@ class HotPath:
             return self._wrk("put", self.s3.presigned_paths("PUT", BUCKET, keys), "PUT",
                              self.small_body, once=True)
         if workload == "get":
-            return self._wrk("get", self.s3.presigned_paths("GET", BUCKET, iter(self.get_keys)),
+            return self._wrk("get", self.reader.presigned_paths("GET", BUCKET,
+                                                                iter(self.get_keys)),
                              "GET", None, once=False)
         if workload == "head":
             return self._head()
@@ -335,6 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-limit", type=float, default=0.0,
                         help="turn on the per-IP and per-credential rate limits at this many "
                              "requests/s (high enough to refuse nothing; default off)")
+    parser.add_argument("--as-user", action="store_true",
+                        help="GET as a non-root user with S3FullAccess (root skips "
+                             "authorization)")
     args = parser.parse_args(argv)
     if args.profile is not None and args.workers != 1:
         parser.error("--profile follows one process: it needs --workers 1")
@@ -345,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
           f"load average {os.getloadavg()}, "
           f"workers {args.workers}, rate limit {args.rate_limit or 'off'}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
-    bench = HotPath(workdir, args.seconds, args.workers, args.rate_limit)
+    bench = HotPath(workdir, args.seconds, args.workers, args.rate_limit, args.as_user)
     try:
         bench.start()
         workloads = [w for w in args.only.split(",") if w]

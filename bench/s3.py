@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -68,6 +69,17 @@ class S3Session:
     def request(self, method: str, path_and_query: str) -> urllib3.BaseHTTPResponse:
         headers = self.target.signed_headers(method, path_and_query)
         return self._pool.request(method, path_and_query, headers=headers)
+
+    def admin(self, method: str, path: str, body: Any = None) -> Any:
+        """A signed admin API call with a JSON body; its JSON answer (None when empty)."""
+        data = b"" if body is None else json.dumps(body).encode()
+        headers = self.target.signed_headers(method, path, hashlib.sha256(data).hexdigest())
+        if data:
+            headers["Content-Type"] = "application/json"
+        response = self._pool.request(method, path, body=data or None, headers=headers)
+        if response.status >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status} {response.data[:300]!r}")
+        return json.loads(response.data) if response.data else None
 
     def create_bucket(self, bucket: str) -> None:
         response = self.request("PUT", f"/{bucket}")

@@ -104,6 +104,9 @@ class Server:
     limits: ServerLimits = field(default_factory=ServerLimits)
     cache: ServerCache = field(default_factory=ServerCache)
     tls: ServerTLS | None = None
+    # The public access block of every bucket without its own (all four switches on, or
+    # all off); a bucket's PutPublicAccessBlock overrides it.
+    block_public_access: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -480,6 +483,7 @@ _SERVER = _Section("server", Server, (
     _F("cors_allowed_origins", _array(_origin)),
     _F("header_timeout_seconds", _num(0, above=True)),
     _F("idle_timeout_seconds", _num(0, above=True)),
+    _F("block_public_access", _bool),
 ), subsections=(_SERVER_LIMITS, _SERVER_CACHE, _SERVER_TLS))
 
 

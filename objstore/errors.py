@@ -59,6 +59,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "KeyTooLongError": (400, "Your key is too long."),
     "MalformedACLError": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MalformedPOSTRequest": (400, "The body of your POST request is not well-formed multipart/form-data."),  # noqa: E501
+    "MalformedPolicy": (400, "Policies must be valid JSON and the first byte must be '{'"),
     "MalformedTrailerError": (400, "The request contained trailing data that was not well-formed."),  # noqa: E501
     "MalformedXML": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MaxMessageLengthExceeded": (400, "Your request was too big."),
@@ -70,6 +71,8 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "MissingSecurityHeader": (400, "Your request is missing a required header."),
     "NoSuchBucket": (404, "The specified bucket does not exist."),
     "NoSuchCORSConfiguration": (404, "The CORS configuration does not exist"),
+    "NoSuchBucketPolicy": (404, "The bucket policy does not exist"),
+    "NoSuchPublicAccessBlockConfiguration": (404, "The public access block configuration was not found"),  # noqa: E501
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist."),
     "NoSuchObjectLockConfiguration": (404, "The specified object does not have a ObjectLock configuration"),  # noqa: E501
@@ -78,6 +81,8 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "NoSuchVersion": (404, "The specified version does not exist."),
     "NotImplemented": (501, "A header you provided implies functionality that is not implemented."),  # noqa: E501
     "NotModified": (304, "Not Modified"),
+    "OwnershipControlsNotFoundError": (404, "The bucket ownership controls were not found"),
+    "InvalidBucketAclWithObjectOwnership": (400, "Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting"),  # noqa: E501
     "ObjectLockConfigurationNotFoundError": (404, "Object Lock configuration does not exist for this bucket"),  # noqa: E501
     "PreconditionFailed": (412, "At least one of the preconditions you specified did not hold."),
     "QuotaExceeded": (403, "The bucket quota would be exceeded by this request."),

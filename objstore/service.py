@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from objstore import __version__
+from objstore.admin.anonymous_routes import AccessBucketRoutes
 from objstore.admin.api import AdminApi, server_info
 from objstore.admin.archive_routes import FAMILIES as ARCHIVE_FAMILIES
 from objstore.admin.archive_routes import ArchiveRoutes
@@ -31,7 +32,6 @@ from objstore.admin.audit_routes import FAMILIES as AUDIT_FAMILIES
 from objstore.admin.audit_routes import AuditRoutes
 from objstore.admin.cluster_routes import FAMILIES as CLUSTER_FAMILIES
 from objstore.admin.cluster_routes import ClusterRoutes
-from objstore.admin.compression_routes import BucketRoutes
 from objstore.admin.iam_routes import FAMILIES as IAM_FAMILIES
 from objstore.admin.iam_routes import IamRoutes
 from objstore.admin.jobs_routes import FAMILIES as JOB_FAMILIES
@@ -75,6 +75,7 @@ from objstore.config import Config
 from objstore.console.resource import ConsoleResource
 from objstore.crypto.keyring import node_stages
 from objstore.crypto.master_key import MasterKeyError
+from objstore.engine.anonymous import AnonymousAccessService
 from objstore.engine.archive import ArchiveService
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
@@ -107,7 +108,9 @@ from objstore.iam.bootstrap import (
     ensure_builtin_grants,
     ensure_root,
 )
+from objstore.iam.bucket_access import BucketAccessLoader
 from objstore.iam.identity import IdentityResolver
+from objstore.iam.public_access import NO_BLOCK, PublicAccessBlock
 from objstore.meta.async_store import MetaStore
 from objstore.meta.bucket_cache import BucketCache, BucketConfigCache
 from objstore.meta.coherence import (
@@ -323,9 +326,15 @@ def build_node(config: Config, reactor: Any = None, *,
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
     )
-    authorizer = Authorizer(
+    bucket_access = BucketAccessLoader(
         meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
         max_entries=config.server.cache.size, counters=counters,
+        default_block=(PublicAccessBlock.all_on() if config.server.block_public_access
+                       else NO_BLOCK),
+    )
+    authorizer = Authorizer(
+        meta, clock=clock, ttl_seconds=config.server.cache.ttl_seconds,
+        max_entries=config.server.cache.size, counters=counters, buckets=bucket_access,
     )
     # [server] region until the `region` setting says otherwise (read again on a change).
     region = RegionSetting(config.server.region, meta.get_setting)
@@ -484,7 +493,7 @@ def build_node(config: Config, reactor: Any = None, *,
     settings = SettingsService(meta, control, io_pool, changes=changes, on_change=on_setting)
     if cluster is not None and cluster.control is not None:
         cluster.control.listeners.setting = on_setting
-    mount_settings_and_quotas(admin, services, meta, settings)
+    mount_settings_and_quotas(admin, services, meta, settings, bucket_access.default_block)
     mount_data_apis(admin, services, iam, meta, settings, io_pool, clock,
                     audit=observability.audit)
     top = OrderedMultiService()
@@ -741,14 +750,17 @@ def counter_watch(counters: Counters, scope: str,
 
 def mount_settings_and_quotas(
     admin: AdminApi, services: S3Services, meta: MetaStore, settings: SettingsService,
+    default_block: PublicAccessBlock = NO_BLOCK,
 ) -> None:
-    """GET/PUT/DELETE /admin/settings/{key}, /admin/buckets/{bucket}/quota and
-    /admin/buckets/{bucket}/compression."""
+    """GET/PUT/DELETE /admin/settings/{key}, /admin/buckets/{bucket}/quota,
+    /admin/buckets/{bucket}/compression and GET/PUT /admin/buckets/{bucket}/anonymous."""
     admin.mount(SETTINGS_FAMILIES, SettingsRoutes(gate=admin.authorize, settings=settings))
     quotas = QuotaService(meta, services.bucket_config)
     compression = CompressionService(meta, services.bucket_config)
-    admin.mount(QUOTA_FAMILIES, BucketRoutes(gate=admin.authorize, quotas=quotas,
-                                             compression=compression))
+    anonymous = AnonymousAccessService(services.bucket_config, default_block=default_block)
+    admin.mount(QUOTA_FAMILIES, AccessBucketRoutes(gate=admin.authorize, quotas=quotas,
+                                                   compression=compression,
+                                                   anonymous=anonymous))
 
 
 class ListenerService(service.Service):

@@ -28,6 +28,7 @@ from objstore.cli.admin_client import (
     ConnectionProblem,
     UsageProblem,
     resolve_settings,
+    segment,
 )
 from objstore.cli.admin_iam import (
     CommandFailed,
@@ -246,6 +247,36 @@ def compression_delete(s: Session, a: argparse.Namespace) -> Result:
                   f"compression of {a.bucket} turned off")
 
 
+def _bucket_and_prefix(target: str) -> tuple[str, str]:
+    bucket, _, prefix = target.partition("/")
+    if not bucket:
+        raise UsageProblem("name a bucket: BUCKET or BUCKET/PREFIX")
+    return bucket, prefix
+
+
+def anonymous_text(view: JsonObject) -> str:
+    rules = view.get("rules") or []
+    lines = [f"{view['bucket']}/{rule['prefix']}  {rule['access']}" for rule in rules]
+    public = view.get("public_prefixes") or []
+    if public:
+        lines.append("readable by anyone: " + ", ".join(
+            f"{view['bucket']}/{prefix}*" for prefix in public))
+    return "\n".join(lines) or f"{view['bucket']}: no public links"
+
+
+def anonymous_set(s: Session, a: argparse.Namespace) -> Result:
+    bucket, prefix = _bucket_and_prefix(a.target)
+    found = s.client.call("PUT", f"/buckets/{segment(bucket)}/anonymous",
+                          body={"prefix": prefix, "access": a.access})
+    return Result(found, anonymous_text(found))
+
+
+def anonymous_list(s: Session, a: argparse.Namespace) -> Result:
+    bucket, _ = _bucket_and_prefix(a.target)
+    found = s.client.call("GET", f"/buckets/{segment(bucket)}/anonymous")
+    return Result(found, anonymous_text(found))
+
+
 # -- the table ---------------------------------------------------------------------------
 
 USER, TEAM, GRANT = (arg("user", help="user id or username"), arg("team", help="team id or name"),
@@ -378,6 +409,14 @@ COMMANDS: tuple[Command, ...] = (
              arg("--level", type=int, default=3, help="1 to 19 (default 3)"))),
     Command(("buckets", "compression", "delete"), "store new objects of a bucket "
             "uncompressed", compression_delete, (arg("bucket"),)),
+    Command(("anonymous", "set"), "make a bucket or prefix public (a bucket policy) or "
+            "private again", anonymous_set,
+            (arg("access", choices=("download", "upload", "public", "none"),
+                 help="download: anyone reads and lists; upload: anyone writes; public: "
+                      "both; none: removes the link"),
+             arg("target", metavar="BUCKET[/PREFIX]"))),
+    Command(("anonymous", "list"), "the public links of a bucket and what anyone may read",
+            anonymous_list, (arg("target", metavar="BUCKET"),)),
 ) + admin_ops.COMMANDS
 
 
@@ -395,6 +434,7 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("buckets",): "per-bucket settings",
     ("buckets", "compression"): "compression of new objects (zstd)",
     **admin_ops.GROUPS,
+    ("anonymous",): "public links: what anyone may read or write in a bucket",
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

@@ -630,6 +630,13 @@ class ObjectService:
         await self._commit(caller, marker, None)
         return DeleteOutcome(version_id, True)
 
+    async def known_user(self, name: str) -> bool:
+        """A user of this server has `name` as id or username (the principals a bucket
+        policy may name)."""
+        if await self._meta.get_user(name) is not None:
+            return True
+        return await self._meta.get_user_by_name(name) is not None
+
     async def bucket_owner(self, bucket_name: str) -> tuple[str, str]:
         """(user_id, username) of the owner of a bucket, for its ACL."""
         bucket = await self._bucket(bucket_name)

@@ -44,6 +44,8 @@ from objstore.engine.transfer_import import (
 from objstore.errors import AdminError, S3Error
 from objstore.http import cors
 from objstore.iam.bootstrap import BUILTIN_GRANT_IDS
+from objstore.iam.bucket_access import POLICY_KEY
+from objstore.iam.bucket_policy import PolicyDocumentError, parse_bucket_policy
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
 from objstore.notify import rules as notification_rules
@@ -240,7 +242,7 @@ class BucketDocuments:
         self._documents = documents
         self._lifecycle = lifecycle
 
-    def check_config(self, key: str, value: str) -> None:
+    def check_config(self, key: str, value: str, bucket: str = "") -> None:
         if key == LIFECYCLE_CONFIG_KEY:
             lifecycle_rules.validate(parse_lifecycle(value))
         elif key == ENCRYPTION_CONFIG_KEY:
@@ -255,6 +257,11 @@ class BucketDocuments:
                                  ) from None
         elif key == NOTIFICATION_CONFIG_KEY:
             parse_notification_config(value)
+        elif key == POLICY_KEY:
+            try:
+                parse_bucket_policy(value, bucket)
+            except PolicyDocumentError as exc:
+                raise AdminError("BadRequest", f"the bucket policy is invalid: {exc}") from None
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)

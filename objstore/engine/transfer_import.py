@@ -66,8 +66,9 @@ def is_node_local(key: str) -> bool:
 class BucketStateWriter(Protocol):
     """Changes to a bucket that an import makes (`transfer.BucketDocuments`)."""
 
-    def check_config(self, key: str, value: str) -> None:
-        """Raise AdminError or S3Error when `value` is not a valid document for `key`."""
+    def check_config(self, key: str, value: str, bucket: str = "") -> None:
+        """Raise AdminError or S3Error when `value` is not a valid document for `key`
+        (of `bucket`: a bucket policy names its bucket)."""
         ...
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any: ...
@@ -544,7 +545,7 @@ class Importer:
         writer = self._targets.bucket_state
         changed = {key: value for key, value in sorted(wanted.items()) if now.get(key) != value}
         for key, value in changed.items():
-            writer.check_config(key, value)  # before any step: dry runs check too
+            writer.check_config(key, value, bucket)  # before any step: dry runs check too
         steps: list[Step] = [partial(writer.put_config, self._caller, bucket, key, value)
                              for key, value in changed.items()]
         if self._overwrite:

@@ -29,7 +29,7 @@ from objstore.http.client_bytes import decimal
 from objstore.http.form_data import FormDecoder
 from objstore.http.site import ObjstoreRequest
 from objstore.http.spool import BodySpool
-from objstore.iam.identity import IdentityResolver, Principal, ResolvedCredential
+from objstore.iam.identity import ANONYMOUS, IdentityResolver, Principal, ResolvedCredential
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -94,12 +94,15 @@ class Authenticator:
     async def authenticate_headers(
         self, request: ObjstoreRequest, *, payload_header_required: bool = True,
         signature_v2: bool = True,
+        anonymous: bool = False,
     ) -> VerifiedHeaders:
         """The verified caller of `request`, from its line and headers alone. Without
         `payload_header_required`, a header-signed request may omit x-amz-content-sha256:
         its signature is then checked by `verify_body`, with the body's SHA-256.
         SigV2 is accepted when both the node's setting and `signature_v2` allow it (the
-        admin API never does: SigV2 does not sign the body)."""
+        admin API never does: SigV2 does not sign the body). With `anonymous` (the S3 API),
+        an unsigned request is the ANONYMOUS caller, whom only bucket policies and ACLs may
+        allow anything; otherwise it is refused."""
         view = request_view(request)
         if signature_v2 and self._signature_v2 and sigv2.is_v2(view):
             return await self._authenticate_v2(request, view)
@@ -108,6 +111,8 @@ class Authenticator:
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         if auth is None:
+            if anonymous:
+                return anonymous_headers(view, self._now())
             raise S3Error("AccessDenied", "Anonymous access is not allowed.")
         note_access_key(request, auth.access_key)
         resolved = await self._identities.resolve(auth.access_key)
@@ -162,11 +167,12 @@ class Authenticator:
                                 bucket: str, file_length: int) -> Principal:
         """The caller of a form upload (POST Object), from its fields once the body has
         arrived: the signature of its POST policy (SigV4, or SigV2 where the node accepts
-        it), then every condition of the policy. An unsigned form is refused here; public
-        write access through a bucket policy is the authorizer's to grant."""
+        it), then every condition of the policy. An unsigned form (no signature fields) is
+        the ANONYMOUS caller: only a bucket policy or ACL allowing anyone s3:PutObject
+        lets it write (the S3 API's decision, as for any anonymous request)."""
         auth = post_policy.parse_form_auth(fields)
         if auth is None:
-            raise S3Error("AccessDenied", "Anonymous access is not allowed.")
+            return ANONYMOUS
         if auth.version == post_policy.SIGV2 and not self._signature_v2:
             raise S3Error("InvalidRequest", "The authorization mechanism you have provided is "
                                             "not supported. Please use AWS4-HMAC-SHA256.")
@@ -204,6 +210,19 @@ class Authenticator:
         except sigv4.SigV4Error as exc:
             raise S3Error(exc.code, exc.message) from None
         return verified.principal
+
+
+def anonymous_headers(view: sigv4.RequestView, now: datetime.datetime) -> VerifiedHeaders:
+    """What an unsigned request establishes: the anonymous caller and its body claims
+    (x-amz-content-sha256, Content-MD5, checksums are still checked; nothing is signed)."""
+    claimed = view.headers.get("x-amz-content-sha256", sigv4.UNSIGNED_PAYLOAD).strip()
+    auth = sigv4.AuthRequest(
+        access_key="", amz_date=now, amz_date_str="", scope_date="", region="",
+        service="s3", signed_headers=(), signature="", payload_hash=claimed or
+        sigv4.UNSIGNED_PAYLOAD, presigned=False, expires_seconds=None)
+    context = sigv4.SigningContext(b"", "", "", "")
+    credential = ResolvedCredential(ANONYMOUS, "")
+    return VerifiedHeaders(ANONYMOUS, auth, view, context, credential)
 
 
 def _body_sha256(spool: BodySpool | None) -> str:

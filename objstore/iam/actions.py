@@ -62,6 +62,43 @@ ALIASES: dict[str, frozenset[str]] = {
 }
 
 
+# With a versionId a request needs the version-specific action, as on AWS (the spec's
+# action covers it: COVERED_BY).
+VERSION_VARIANTS: dict[str, str] = {
+    "s3:GetObject": "s3:GetObjectVersion",
+    "s3:DeleteObject": "s3:DeleteObjectVersion",
+    "s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
+    "s3:GetObjectTagging": "s3:GetObjectVersionTagging",
+    "s3:PutObjectTagging": "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
+    "s3:GetObjectAcl": "s3:GetObjectVersionAcl",
+    "s3:PutObjectAcl": "s3:PutObjectVersionAcl",
+}
+
+# An AWS action -> the spec's coarse actions that cover it (shared/S3-ACTIONS.md, "Spec
+# actions cover their AWS sub-actions"): a grant written with only the spec's names is
+# enough to use a bucket, and a Deny of either name refuses the operation.
+COVERED_BY: dict[str, frozenset[str]] = {
+    "s3:GetObjectVersion": frozenset({"s3:GetObject"}),
+    "s3:GetObjectAttributes": frozenset({"s3:GetObject"}),
+    "s3:GetObjectVersionAttributes": frozenset({"s3:GetObject"}),
+    "s3:AbortMultipartUpload": frozenset({"s3:PutObject"}),
+    "s3:ListMultipartUploadParts": frozenset({"s3:PutObject"}),
+    "s3:DeleteObjectVersion": frozenset({"s3:DeleteObject"}),
+    "s3:ListBucketVersions": frozenset({"s3:ListBucket"}),
+    "s3:ListBucketMultipartUploads": frozenset({"s3:ListBucket"}),
+}
+
+
+def _names(action: str) -> frozenset[str]:
+    return (frozenset({action}) | ALIASES.get(action, frozenset())
+            | COVERED_BY.get(action, frozenset()))
+
+
+_NAMES = {action: _names(action) for action in KNOWN_ACTIONS}
+
+
 def names_for(action: str) -> frozenset[str]:
-    """The action itself and every alias that grants it."""
-    return frozenset({action}) | ALIASES.get(action, frozenset())
+    """The action itself, every alias that grants it and the spec action covering it."""
+    found = _NAMES.get(action)
+    return found if found is not None else _names(action)

@@ -1,6 +1,16 @@
-"""The authorization decision for one request: may this principal do this action here?
+"""The authorization of requests: gathers a request's context and asks the one decision.
 
-Root users bypass evaluation. For everyone else the decision is `policy.is_allowed` over the
+`authorize(principal or None, needs, values)` is what the S3 API asks for every request
+(the needs are the route's declared actions): it loads the caller's compiled identity
+policies (cached per user) and the access settings of each bucket the needs name
+(`BucketAccessLoader`: policy, ACL, public access block, ownership; cached per bucket),
+and returns `decision.decide`'s answer. An object ACL would be loaded (`ObjectAclSource`)
+only when everything else refused and the bucket enables ACLs, so the common path never
+reads an object row for it; objects have no stored ACL in this version, so the S3 API
+passes no source. `check` and `allowed` answer from identity policies alone (the admin
+API, the governance bypass of the engine): no bucket has a say there.
+
+Root users bypass evaluation. For everyone else identity evaluation is over the
 user's effective policies (direct grants plus the grants of every team the user belongs
 to): an explicit Deny anywhere wins, and nothing allowed means denied. The compiled
 policies are cached per user for `[server.cache] ttl_seconds`; `invalidate()` is called on
@@ -24,6 +34,20 @@ from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from objstore.errors import S3Error
+from objstore.iam.acl_rules import Acl
+from objstore.iam.actions import VERSION_VARIANTS
+from objstore.iam.bucket_access import BucketAccessLoader
+from objstore.iam.conditions import NO_VALUES, ConditionValues
+from objstore.iam.decision import (
+    ROOT,
+    AccessRequest,
+    BucketAccess,
+    Decision,
+    Need,
+    acl_may_decide,
+    decide,
+)
+from objstore.iam.decision import evaluated_resource as evaluated_resource
 from objstore.iam.identity import Principal
 from objstore.iam.policy import (
     Policy,
@@ -42,18 +66,6 @@ log = Logger()
 ARN_PREFIX = "arn:aws:s3:::"
 ROOT_ACTIONS = ["*"]
 
-# With a versionId the request needs the version-specific action, as on AWS (built-in
-# S3ReadOnlyAccess covers them through s3:Get*).
-VERSION_VARIANTS: dict[str, str] = {
-    "s3:GetObject": "s3:GetObjectVersion",
-    "s3:DeleteObject": "s3:DeleteObjectVersion",
-    "s3:GetObjectAttributes": "s3:GetObjectVersionAttributes",
-    "s3:GetObjectTagging": "s3:GetObjectVersionTagging",
-    "s3:PutObjectTagging": "s3:PutObjectVersionTagging",
-    "s3:DeleteObjectTagging": "s3:DeleteObjectVersionTagging",
-    "s3:GetObjectAcl": "s3:GetObjectVersionAcl",
-    "s3:PutObjectAcl": "s3:PutObjectVersionAcl",
-}
 
 _DENY_ALL = Policy((Statement(allow=False, actions=("*",), resources=("*",)),))
 
@@ -79,10 +91,10 @@ def request_action(action: str, query: Mapping[str, str] | None) -> str:
     return action
 
 
-def evaluated_resource(action: str, resource: str) -> str:
-    if resource == "*" and action.startswith("s3:"):
-        return ARN_PREFIX
-    return resource
+class ObjectAclSource(Protocol):
+    """The ACL of one object (None: none stored, or no such object)."""
+
+    async def __call__(self, bucket: str, key: str) -> Acl | None: ...
 
 
 def compile_grants(grants: list[EffectiveGrant]) -> tuple[Policy, ...]:
@@ -111,11 +123,56 @@ class Authorizer:
         ttl_seconds: float,
         max_entries: int,
         counters: Counters | None = None,
+        buckets: BucketAccessLoader | None = None,
     ) -> None:
         self._source = source
+        self._buckets = buckets
         self._cache: TtlCache[str, tuple[Policy, ...]] = TtlCache(
             size=max_entries, ttl_seconds=ttl_seconds, clock=clock, counters=counters,
             scope=IAM)
+
+    async def authorize(
+        self,
+        principal: Principal | None,
+        needs: tuple[Need, ...],
+        values: ConditionValues = NO_VALUES,
+        object_acl: ObjectAclSource | None = None,
+    ) -> Decision:
+        """The decision for a caller (None: anonymous) and every need of its request."""
+        if principal is not None and principal.is_root:
+            return ROOT
+        identity: tuple[Policy, ...] = ()
+        if principal is not None:
+            hit, cached = self._cache.get(principal.user_id)
+            identity = cached if hit and cached is not None else \
+                await self.policies(principal.user_id)
+        buckets: dict[str, BucketAccess] = {}
+        loader = self._buckets
+        if loader is not None:
+            for need in needs:
+                name = need.bucket
+                if name and name not in buckets:
+                    hit, access = loader.cached(name)
+                    if not hit:
+                        access = await loader.bucket_access(name)
+                    if access is not None:
+                        buckets[name] = access
+        request = AccessRequest(principal, needs, identity, buckets, {}, values)
+        decision = decide(request)
+        refused = decision.need
+        if decision.allowed or refused is None or object_acl is None \
+                or not acl_may_decide(request, refused):
+            return decision
+        acl = await object_acl(refused.bucket, refused.key)
+        if acl is None:
+            return decision
+        return decide(AccessRequest(principal, needs, identity, buckets,
+                                    {(refused.bucket, refused.key): acl}, values))
+
+    async def bucket_access(self, bucket: str) -> BucketAccess | None:
+        if self._buckets is None:
+            return None
+        return await self._buckets.bucket_access(bucket)
 
     async def check(
         self,

@@ -25,6 +25,13 @@ class Principal:
     username: str
     is_root: bool
     access_key: str
+    anonymous: bool = False  # an unsigned request: no user, only bucket policy and ACLs
+
+
+# An unsigned request's caller. The id is AWS's canonical id of anonymous callers, the
+# owner of what they write (no user of this server has it: user ids are UUIDs).
+ANONYMOUS = Principal("65a011a29cdf8ec533ec3d1ccaae921c", "anonymous", False, "",
+                      anonymous=True)
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,42 @@
-"""Bucket and object ACLs: GetBucketAcl, PutBucketAcl, GetObjectAcl, PutObjectAcl.
+"""Bucket and object ACLs: GetBucketAcl, PutBucketAcl, GetObjectAcl, PutObjectAcl, and the
+ACL headers of CreateBucket.
 
-This server has no ACLs: access is governed by grants (IAM-style policies), like an AWS
-bucket whose Object Ownership is BucketOwnerEnforced (the AWS default since 2023). So, as
-there, reading an ACL answers the owner with FULL_CONTROL (tools that probe ACLs keep
-working), and setting one succeeds only when it says exactly that (the canned `private` or
-`bucket-owner-full-control`, or a policy with the owner's single FULL_CONTROL grant); any
-other ACL is refused with AccessControlListNotSupported. Nothing is ever stored.
+Whether ACLs count is the bucket's object ownership setting (`s3/bucket_policy.py`):
+BucketOwnerEnforced (the default, and every bucket made before the setting existed) has
+ACLs disabled, as on AWS: reading an ACL answers the owner's FULL_CONTROL, and setting
+one succeeds only when it says exactly that (`private`, `bucket-owner-full-control`, or a
+policy with the owner's single FULL_CONTROL grant); anything else is
+AccessControlListNotSupported. With ObjectWriter or BucketOwnerPreferred a bucket's ACL
+(canned `x-amz-acl`, `x-amz-grant-*` headers or an AccessControlPolicy body: canonical
+user ids of this server, AllUsers, AuthenticatedUsers) is stored as the bucket document
+`acl` and evaluated on every request by the one decision (`iam/decision.py`); a public
+one is refused (AccessDenied) while the public access block has BlockPublicAcls.
+Objects carry no ACL of their own in this version: an object ACL beyond the owner's is
+NotImplemented on such buckets.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from lxml import etree
+
 from objstore.errors import S3Error
+from objstore.http.error_xml import serialize, sub_element
+from objstore.iam.acl_rules import (
+    GROUPS,
+    PERMISSIONS,
+    Acl,
+    AclError,
+    Grant,
+    canned_acl,
+    header_grants,
+    owner_only,
+)
+from objstore.iam.bucket_access import ACL_KEY, OWNERSHIP_KEY
+from objstore.iam.decision import BucketAccess
+from objstore.iam.public_access import OWNER_ENFORCED
+from objstore.s3.bucket_policy import checked_ownership
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.objects import (
     check_acl_headers,
@@ -19,10 +45,13 @@ from objstore.s3.objects import (
     version_id_param,
 )
 from objstore.s3.objects_xml import (
+    XSI_NS,
+    XSI_TYPE,
     access_control_policy_document,
     owner_only_full_control,
     parse_access_control_policy,
 )
+from objstore.s3.xml import s3_root
 
 XML = "application/xml"
 
@@ -38,16 +67,91 @@ def accept_acl(call: S3Call, owner_id: str) -> None:
             raise S3Error("AccessControlListNotSupported")
 
 
+def requested_acl(headers: Mapping[str, str], body: bytes, owner_id: str) -> Acl | None:
+    """The ACL a request sets (canned header, grant headers or XML body; None: none)."""
+    canned = headers.get("x-amz-acl")
+    try:
+        grants = header_grants(headers)
+        if canned is not None:
+            if grants:
+                raise S3Error("InvalidRequest", "Specifying both Canned ACLs and Header "
+                              "Grants is not allowed")
+            return canned_acl(canned, owner_id)
+    except AclError as exc:
+        raise S3Error("InvalidArgument", str(exc), ArgumentName="x-amz-acl") from None
+    if grants:
+        return Acl(owner_id, grants)
+    if not body.strip():
+        return None
+    policy = parse_access_control_policy(body)
+    parsed = []
+    for grant in policy.grants:
+        if grant.permission not in PERMISSIONS or not grant.grantee_id:
+            raise S3Error("MalformedACLError")
+        if grant.grantee_type.endswith("Group") and grant.grantee_id not in GROUPS:
+            raise S3Error("MalformedACLError")
+        parsed.append(Grant(grant.grantee_id, grant.permission))
+    return Acl(owner_id, tuple(parsed))
+
+
+async def _access(call: S3Call) -> BucketAccess:
+    access = await call.services.authorizer.bucket_access(call.bucket)
+    if access is None:
+        raise S3Error("NoSuchBucket", BucketName=call.bucket)
+    return access
+
+
+def acl_document(acl: Acl, owner_name: str) -> bytes:
+    root = s3_root("AccessControlPolicy")
+    owner = sub_element(root, "Owner")
+    sub_element(owner, "ID", acl.owner_id)
+    sub_element(owner, "DisplayName", owner_name)
+    listed = sub_element(root, "AccessControlList")
+    for grant in acl.grants:
+        element = sub_element(listed, "Grant")
+        grantee = etree.SubElement(element, "Grantee", nsmap={"xsi": XSI_NS})
+        if grant.group:
+            grantee.set(XSI_TYPE, "Group")
+            sub_element(grantee, "URI", grant.grantee)
+        else:
+            grantee.set(XSI_TYPE, "CanonicalUser")
+            sub_element(grantee, "ID", grant.grantee)
+            if grant.grantee == acl.owner_id:
+                sub_element(grantee, "DisplayName", owner_name)
+        sub_element(element, "Permission", grant.permission)
+    return serialize(root)
+
+
 async def get_bucket_acl(call: S3Call) -> S3Response:
     owner_id, owner_name = await call.services.objects.bucket_owner(call.bucket)
-    return S3Response(body=access_control_policy_document(owner_id, owner_name),
+    access = await call.services.authorizer.bucket_access(call.bucket)
+    acl = access.acl if access is not None and access.acls_enabled else None
+    return S3Response(body=acl_document(acl or owner_only(owner_id), owner_name),
                       content_type=XML)
 
 
 async def put_bucket_acl(call: S3Call) -> S3Response:
-    owner_id, _ = await call.services.objects.bucket_owner(call.bucket)
-    accept_acl(call, owner_id)
+    access = await _access(call)
+    acl = requested_acl(request_headers(call), call.body(), access.owner_id)
+    if acl is None:
+        raise S3Error("MissingSecurityHeader", "Your request was missing a required header",
+                      MissingHeaderName="x-amz-acl")
+    await store_bucket_acl(call, access, acl)
     return S3Response()
+
+
+async def store_bucket_acl(call: S3Call, access: BucketAccess, acl: Acl) -> None:
+    """Store `acl` as the bucket's, as its ownership setting and public access block
+    allow (nothing is stored while ACLs are disabled: only the owner's ACL is accepted)."""
+    if not access.acls_enabled:
+        if acl.grants != owner_only(access.owner_id).grants:
+            raise S3Error("AccessControlListNotSupported")
+        return
+    if acl.public and access.block.block_public_acls:
+        raise S3Error("AccessDenied", "Access Denied: the public access block of this "
+                      "bucket blocks public ACLs (BlockPublicAcls).")
+    await call.services.bucket_config.put_config(call.caller, call.bucket, ACL_KEY,
+                                                 acl.to_json())
 
 
 async def get_object_acl(call: S3Call) -> S3Response:
@@ -58,5 +162,36 @@ async def get_object_acl(call: S3Call) -> S3Response:
 
 async def put_object_acl(call: S3Call) -> S3Response:
     record = await call.services.objects.head(call.bucket, call.key, version_id_param(call))
-    accept_acl(call, record.owner_id)
+    access = await _access(call)
+    if not access.acls_enabled:
+        accept_acl(call, record.owner_id)
+        return S3Response(headers=version_header(record))
+    acl = requested_acl(request_headers(call), call.body(), record.owner_id)
+    if acl is not None and acl.grants != owner_only(record.owner_id).grants:
+        raise S3Error("NotImplemented", "Object ACLs other than the owner's FULL_CONTROL "
+                      "are not stored by this version; use a bucket policy or the bucket "
+                      "ACL.")
     return S3Response(headers=version_header(record))
+
+
+def creation_access(call: S3Call) -> tuple[str | None, Acl | None]:
+    """CreateBucket's `x-amz-object-ownership` and ACL headers, checked before the bucket
+    is made: with ACLs disabled (the default) only the owner's ACL is accepted
+    (InvalidBucketAclWithObjectOwnership otherwise, as AWS answers)."""
+    raw = call.header("x-amz-object-ownership")
+    ownership = None if raw is None else checked_ownership(raw)
+    acl = requested_acl(request_headers(call), b"", call.principal.user_id)
+    if acl is None or acl.grants == owner_only(call.principal.user_id).grants:
+        return ownership, None
+    if (ownership or OWNER_ENFORCED) == OWNER_ENFORCED:
+        raise S3Error("InvalidBucketAclWithObjectOwnership")
+    return ownership, acl
+
+
+async def store_creation_access(call: S3Call, ownership: str | None, acl: Acl | None
+                                ) -> None:
+    if ownership is not None:
+        await call.services.bucket_config.put_config(call.caller, call.bucket,
+                                                     OWNERSHIP_KEY, ownership)
+    if acl is not None:
+        await store_bucket_acl(call, await _access(call), acl)

@@ -49,13 +49,15 @@ from objstore.http.form_data import boundary_of
 from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
-from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.iam.authorizer import Authorizer
 from objstore.iam.identity import Principal
 from objstore.notify.configs import NotificationConfigService
+from objstore.s3.access import authorize_request, permits_needs
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.cors import bucket_rules
 from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
-from objstore.s3.post_object import FormAdmission, form_key, form_of
+from objstore.s3.post_object import FormAdmission, form_header, form_key, form_of
+from objstore.s3.route_needs import put_object_needs, route_needs
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -226,8 +228,10 @@ class S3Api:
             raise S3Error("SlowDown")
         key = form_key(form.fields, form.filename)
         note_operation(request, line.operation, line.bucket, key, None)  # known only now
-        await self._services.authorizer.check(principal, "s3:PutObject",
-                                              object_arn(line.bucket, key))
+        needs = route_needs("s3:PutObject", line.bucket, key, {}, form_header(form.fields),
+                            put_object_needs)
+        if not await permits_needs(self._services, request, principal, needs):
+            raise S3Error("AccessDenied")
         return principal, key
 
     async def _admit_form(self, request: ObjstoreRequest, line: RequestLine) -> FormAdmission:
@@ -260,7 +264,7 @@ class S3Api:
             raise request.early_error
         if line.operation == OPERATION_POST_OBJECT:
             return await self._admit_form(request, line)
-        verified = await self._authenticator.authenticate_headers(request)
+        verified = await self._authenticator.authenticate_headers(request, anonymous=True)
         if not self._rate_limits.allow_credential(verified.principal.access_key):
             raise S3Error("SlowDown")
         if line.error is not None:
@@ -271,11 +275,7 @@ class S3Api:
         refuse_unsupported_headers(
             (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
             line.operation)
-        bucket, key = line.bucket, line.key
-        resource = object_arn(bucket, key) if key else (bucket_arn(bucket) if bucket else "*")
-        if route.action is not None:
-            await self._services.authorizer.check(verified.principal, route.action, resource,
-                                                  query=line.query)
+        await authorize_request(self._services, request, line, verified.principal)
         if route.mutates:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():

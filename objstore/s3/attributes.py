@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from objstore.errors import S3Error
-from objstore.iam.authorizer import object_arn
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.objects import read_version_header, request_headers, version_id_param
 from objstore.s3.objects_xml import PartsPage, object_attributes_document
@@ -44,18 +43,8 @@ def parts_page(headers: Mapping[str, str]) -> PartsPage:
     return PartsPage(max_parts=min(max_parts, MAX_PARTS), part_number_marker=marker)
 
 
-def required_actions(version_id: str | None) -> tuple[str, str]:
-    if version_id is None:
-        return ("s3:GetObject", "s3:GetObjectAttributes")
-    return ("s3:GetObjectVersion", "s3:GetObjectVersionAttributes")
-
-
 async def get_object_attributes(call: S3Call) -> S3Response:
     version_id = version_id_param(call)
-    for action in required_actions(version_id):
-        await call.services.authorizer.check(
-            call.principal, action, object_arn(call.bucket, call.key)
-        )
     headers = request_headers(call)
     wanted = parse_object_attributes(headers.get("x-amz-object-attributes"))
     page = parts_page(headers)

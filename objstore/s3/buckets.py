@@ -3,7 +3,7 @@ GetBucketLocation."""
 
 from __future__ import annotations
 
-from objstore.iam.authorizer import bucket_arn
+from objstore.s3.acl import creation_access, store_creation_access
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.params import integer_argument
 from objstore.s3.xml import list_buckets_document, location_document, parse_create_bucket
@@ -41,13 +41,11 @@ def _max_buckets(raw: str | None) -> int:
 async def create_bucket(call: S3Call) -> S3Response:
     location = parse_create_bucket(call.body())
     lock_header = (call.header("x-amz-bucket-object-lock-enabled") or "").strip().lower()
-    if lock_header == "true":  # also sets the lock configuration and versioning (as AWS)
-        for action in ("s3:PutBucketObjectLockConfiguration", "s3:PutBucketVersioning"):
-            await call.services.authorizer.check(call.principal, action,
-                                                 bucket_arn(call.bucket))
+    ownership, acl = creation_access(call)
     await call.services.buckets.create(
         call.caller, call.bucket, location=location, object_lock=lock_header == "true"
     )
+    await store_creation_access(call, ownership, acl)
     return S3Response(headers={"Location": f"/{call.bucket}"})
 
 

@@ -18,15 +18,12 @@ from dataclasses import dataclass, replace
 
 from objstore.engine.objects import ObjectAttrs, SourceChanged
 from objstore.errors import S3Error
-from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, ObjectRecord, WritePrecondition
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy_source import CopySource, parse_copy_source
 from objstore.s3.objects import (
-    authorize_lock,
-    authorize_tagging,
-    check_acl_headers,
+    check_object_acl_headers,
     encryption_headers,
     object_attrs,
     request_headers,
@@ -115,7 +112,7 @@ class CopyRequest:
 
 async def copy_object(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     request = CopyRequest(
         source=parse_copy_source(headers["x-amz-copy-source"]),
         directives=parse_directives(headers),
@@ -123,7 +120,6 @@ async def copy_object(call: S3Call) -> S3Response:
         precondition=write_precondition(headers),
         headers=headers,
     )
-    await _authorize(call, request)
     try:
         record, source = await _copy_once(call, request)
     except SourceChanged:
@@ -138,17 +134,6 @@ async def copy_object(call: S3Call) -> S3Response:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_object_result_document(record),
                       content_type=XML)
-
-
-async def _authorize(call: S3Call, request: CopyRequest) -> None:
-    source = request.source
-    action = "s3:GetObjectVersion" if source.version_id is not None else "s3:GetObject"
-    await call.services.authorizer.check(
-        call.principal, action, object_arn(source.bucket, source.key)
-    )
-    if request.directives.tagging == "REPLACE":
-        await authorize_tagging(call, request.requested.tags)
-    await authorize_lock(call, request.requested.lock)
 
 
 async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, ObjectRecord]:

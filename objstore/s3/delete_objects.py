@@ -16,7 +16,7 @@ from twisted.logger import Logger
 
 from objstore.engine.names import key_problem
 from objstore.errors import S3Error, s3_error_of
-from objstore.iam.authorizer import object_arn
+from objstore.s3.access import permits
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lock_headers import bypass_requested, has_integrity_header
 from objstore.s3.objects import request_headers
@@ -26,15 +26,10 @@ from objstore.s3.objects_xml import (
     delete_result_document,
     parse_delete_request,
 )
+from objstore.s3.route_needs import delete_key_need
 
 log = Logger()
 XML = "application/xml"
-
-
-def delete_action(entry: DeleteEntry) -> str:
-    """The action a key needs: s3:DeleteObjectVersion when the entry names a version (as
-    AWS checks it), else s3:DeleteObject."""
-    return "s3:DeleteObject" if entry.version_id is None else "s3:DeleteObjectVersion"
 
 
 async def delete_objects(call: S3Call) -> S3Response:
@@ -52,9 +47,8 @@ async def delete_objects(call: S3Call) -> S3Response:
 
 async def _delete_one(call: S3Call, entry: DeleteEntry, bypass: bool) -> DeleteEntryResult:
     try:
-        await call.services.authorizer.check(
-            call.principal, delete_action(entry), object_arn(call.bucket, entry.key)
-        )
+        if not await permits(call, delete_key_need(call.bucket, entry.key, entry.version_id)):
+            raise S3Error("AccessDenied")
         _check_entry(entry)
         done = await call.services.objects.delete(call.caller, call.bucket, entry.key,
                                                   entry.version_id, bypass_governance=bypass)

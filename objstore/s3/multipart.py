@@ -30,7 +30,6 @@ from objstore.engine.objects import SourceChanged
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.checksum_headers import claimed_algorithm
-from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
@@ -48,9 +47,7 @@ from objstore.s3.multipart_xml import (
     parse_complete,
 )
 from objstore.s3.objects import (
-    authorize_lock,
-    authorize_tagging,
-    check_acl_headers,
+    check_object_acl_headers,
     object_attrs,
     request_headers,
     version_header,
@@ -142,10 +139,8 @@ def part_headers(part: PartRecord) -> dict[str, str]:
 
 async def create_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     attrs = object_attrs(call, headers)
-    await authorize_tagging(call, attrs.tags)
-    await authorize_lock(call, attrs.lock)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
     await _refuse_default_encryption(call)
@@ -189,9 +184,6 @@ async def upload_part(call: S3Call) -> S3Response:
 async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Response:
     headers = request_headers(call)
     source_ref = parse_copy_source(headers["x-amz-copy-source"])
-    action = "s3:GetObjectVersion" if source_ref.version_id is not None else "s3:GetObject"
-    await call.services.authorizer.check(
-        call.principal, action, object_arn(source_ref.bucket, source_ref.key))
     try:
         part, source = await _copy_part_once(call, upload, number, source_ref, headers)
     except SourceChanged:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from objstore.blobs.plan import SSE_S3
 from objstore.blobs.segments import part_span
-from objstore.engine.lock_rules import LockRequest
 from objstore.engine.objects import ObjectAttrs, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.client_bytes import HeaderValues
 from objstore.http.producers import CHUNK_BYTES, BlobProducer
-from objstore.iam.authorizer import object_arn
+from objstore.iam.decision import Need
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
+from objstore.s3.access import permits
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.lifecycle import expiration_headers
@@ -27,13 +27,13 @@ from objstore.s3.lock_headers import (
     bypass_requested,
     has_integrity_header,
     legal_hold_headers,
-    lock_actions,
     lock_request,
     retention_headers,
 )
 from objstore.s3.meta_values import returned_value, stored_value
 from objstore.s3.params import part_number
 from objstore.s3.ranges import parse_range
+from objstore.s3.route_needs import resource_of
 from objstore.s3.tagging_header import parse_tagging_header
 from objstore.s3.xml import http_date
 
@@ -90,6 +90,20 @@ def check_acl_headers(headers: Mapping[str, str]) -> None:
         raise S3Error("AccessControlListNotSupported")
     if any(name in headers for name in GRANT_HEADERS):
         raise S3Error("AccessControlListNotSupported")
+
+
+async def check_object_acl_headers(call: S3Call, headers: Mapping[str, str]) -> None:
+    """`check_acl_headers` of a write: on a bucket whose ownership enables ACLs the
+    refusal says why (objects carry no ACL of their own in this version)."""
+    try:
+        check_acl_headers(headers)
+    except S3Error:
+        access = await call.services.authorizer.bucket_access(call.bucket)
+        if access is not None and access.acls_enabled:
+            raise S3Error("NotImplemented", "Object ACLs other than the owner's FULL_CONTROL "
+                          "are not stored by this version; use a bucket policy or the "
+                          "bucket ACL.") from None
+        raise
 
 
 def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
@@ -152,21 +166,6 @@ def write_precondition(headers: Mapping[str, str]) -> WritePrecondition | None:
                              if_match_etag=etag, if_none_match_etag=none_match_etag)
 
 
-async def authorize_tagging(call: S3Call, tags: Mapping[str, str]) -> None:
-    """Setting tags with a write also needs s3:PutObjectTagging (as on AWS)."""
-    if tags:
-        await call.services.authorizer.check(
-            call.principal, "s3:PutObjectTagging", object_arn(call.bucket, call.key)
-        )
-
-
-async def authorize_lock(call: S3Call, lock: LockRequest) -> None:
-    """Lock headers on a write also need s3:PutObjectRetention / s3:PutObjectLegalHold."""
-    for action in lock_actions(lock):
-        await call.services.authorizer.check(call.principal, action,
-                                             object_arn(call.bucket, call.key))
-
-
 def version_id_param(call: S3Call) -> str | None:
     version_id = call.query.get("versionId")
     if version_id == "":
@@ -195,12 +194,12 @@ async def visible_lock_headers(call: S3Call, record: ObjectRecord) -> dict[str, 
     """The object lock headers of GET/HEAD, each shown only to callers who may read it
     (s3:GetObjectRetention, s3:GetObjectLegalHold), as on AWS."""
     headers: dict[str, str] = {}
-    arn = object_arn(call.bucket, call.key)
-    allowed = call.services.authorizer.allowed
-    if record.retention_mode and await allowed(call.principal, "s3:GetObjectRetention", arn):
+    arn = resource_of(call.bucket, call.key)
+    if record.retention_mode and await permits(
+            call, Need("s3:GetObjectRetention", arn, call.bucket, key=call.key)):
         headers.update(retention_headers(record))
-    if record.legal_hold_status and await allowed(call.principal, "s3:GetObjectLegalHold",
-                                                  arn):
+    if record.legal_hold_status and await permits(
+            call, Need("s3:GetObjectLegalHold", arn, call.bucket, key=call.key)):
         headers.update(legal_hold_headers(record))
     return headers
 
@@ -215,11 +214,9 @@ async def put_object(call: S3Call) -> S3Response:
     if call.header("content-length") is None and call.header("transfer-encoding") is None:
         raise S3Error("MissingContentLength")
     headers = request_headers(call)
-    check_acl_headers(headers)
+    await check_object_acl_headers(call, headers)
     precondition = write_precondition(headers)
     attrs = object_attrs(call, headers)
-    await authorize_tagging(call, attrs.tags)
-    await authorize_lock(call, attrs.lock)
     record = await call.services.objects.put(
         call.caller, call.bucket, call.key, spool, attrs, precondition,
         integrity=has_integrity_header(headers),
@@ -331,6 +328,10 @@ async def plan_read(call: S3Call, *, fresh: bool = False) -> ReadPlan:
         if error.code == "MethodNotAllowed":  # a delete marker named by its version id
             error.fields = {"Method": call.request.method.decode("ascii", "replace"),
                             **error.fields}
+        if error.code == "NoSuchKey" and not await permits(
+                call, Need("s3:ListBucket", resource_of(call.bucket, ""), call.bucket)):
+            # As AWS: a caller who may not list the bucket can not probe for key names.
+            raise S3Error("AccessDenied") from None
         raise
     check_read_conditions(call, record)
     if part_number is not None:

@@ -283,7 +283,9 @@ def _grant(element: etree._Element) -> AclGrant:
     if grantee is None or permission is None:
         raise S3Error("MalformedACLError")
     grantee_type = grantee.get(XSI_TYPE) or ""
-    return AclGrant(grantee_type, child_text(grantee, "ID"), permission.strip())
+    grantee_id = child_text(grantee, "ID") if grantee_type != "Group" else \
+        child_text(grantee, "URI")
+    return AclGrant(grantee_type, grantee_id, permission.strip())
 
 
 def owner_only_full_control(policy: AclPolicy, owner_id: str) -> bool:

@@ -19,7 +19,7 @@ success_action_redirect with bucket, key and etag in its query.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -32,17 +32,22 @@ from objstore.http.form_data import FormDecoder
 from objstore.http.spool import BodySpool
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lifecycle import expiration_headers
-from objstore.s3.objects import (
-    authorize_lock,
-    authorize_tagging,
-    check_acl_headers,
-    object_attrs,
-    version_header,
-)
+from objstore.s3.objects import check_acl_headers, object_attrs, version_header
 from objstore.s3.versioning_xml import parse_tagging
 from objstore.s3.xml import s3_root
 
 OPERATION = "PostObject"
+
+
+def form_header(fields: Mapping[str, str]) -> Callable[[str], str | None]:
+    """The form's fields read as the request headers they stand for (the decision's view
+    of a form: its tagging and lock fields add their actions as their headers do)."""
+    names = {"x-amz-tagging": "tagging"}
+
+    def header(name: str) -> str | None:
+        return fields.get(names.get(name, name))
+
+    return header
 MAX_OBJECT_TAGS = 10
 # Form fields that become the PutObject header of the same name.
 _HEADER_FIELDS = frozenset({"content-type", "cache-control", "content-disposition",
@@ -129,8 +134,6 @@ async def post_object(call: S3Call) -> S3Response:
     check_acl_headers(headers)
     _check_claimed_checksums(call, headers)
     attrs = object_attrs(call, headers)
-    await authorize_tagging(call, attrs.tags)
-    await authorize_lock(call, attrs.lock)
     record = await call.services.objects.put(call.caller, call.bucket, call.key, spool, attrs,
                                              integrity=bool(attrs.checksums))
     etag = f'"{record.etag}"'

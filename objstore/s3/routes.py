@@ -5,6 +5,13 @@ A route is chosen by (method, target, sub-resource). Targets are "service" (no b
 fixed priority order (uploadId before everything, so UploadPart/UploadPartCopy are never
 mistaken for PutObject/CopyObject).
 
+Every route declares the action it needs (`action`, on the request's bucket or object ARN,
+its version variant with a versionId) and, where the request's headers add actions as on
+AWS, an `extra` rule (`route_needs.py`): the S3 API authorizes exactly these before the
+handler runs, through the one decision (`iam/decision.py`), so no handler authorizes by
+hand. DeleteObjects is `per_key`: its keys are in the body, each checked as DeleteObject
+(tests/unit/test_s3_route_needs.py enumerates the table).
+
 Every route says whether it mutates (`_read`, `_write`): the S3 dispatcher asks the cluster
 write gate before the handler of every route that does (tests/unit/test_s3_route_gate.py
 checks the table). Every route names its operation (GetObject, CompleteMultipartUpload,
@@ -33,6 +40,7 @@ from objstore.s3 import (
     acl,
     attributes,
     bucket_encryption,
+    bucket_policy,
     buckets,
     copy,
     cors,
@@ -48,6 +56,14 @@ from objstore.s3 import (
     versioning,
 )
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.route_needs import (
+    ExtraNeeds,
+    attributes_needs,
+    create_bucket_needs,
+    create_upload_needs,
+    put_object_needs,
+    upload_part_needs,
+)
 
 Handler = Callable[[S3Call], Awaitable[S3Response]]
 RouteKey = tuple[str, str, "str | None"]
@@ -66,7 +82,7 @@ SUBRESOURCES = (
 @dataclass(frozen=True, slots=True)
 class Route:
     handler: Handler | None  # None: an S3 operation this version does not serve (501)
-    action: str | None  # None: the handler authorizes (per key, or more than one action)
+    action: str  # the AWS action the request needs on its bucket or object
     operation: str
     # The operation's name when the request names a copy source (CopyObject,
     # UploadPartCopy), as AWS names them.
@@ -75,16 +91,20 @@ class Route:
     # locks, an upload). Required of every route: the dispatcher asks the cluster write
     # gate before the handler of each one that does (s3/api.py), and only of those.
     mutates: bool = field(kw_only=True)
+    # Further actions the request's headers imply (tags, lock, ACL, copy source, ...).
+    extra: ExtraNeeds | None = field(default=None, kw_only=True)
+    # The action is checked per key of the body (DeleteObjects), not at admission.
+    per_key: bool = field(default=False, kw_only=True)
 
 
-def _read(handler: Handler, action: str | None, operation: str,
-          copy_operation: str | None = None) -> Route:
-    return Route(handler, action, operation, copy_operation, mutates=False)
+def _read(handler: Handler, action: str, operation: str,
+          copy_operation: str | None = None, *, extra: ExtraNeeds | None = None) -> Route:
+    return Route(handler, action, operation, copy_operation, mutates=False, extra=extra)
 
 
-def _write(handler: Handler, action: str | None, operation: str,
-           copy_operation: str | None = None) -> Route:
-    return Route(handler, action, operation, copy_operation, mutates=True)
+def _write(handler: Handler, action: str, operation: str,
+           copy_operation: str | None = None, *, extra: ExtraNeeds | None = None) -> Route:
+    return Route(handler, action, operation, copy_operation, mutates=True, extra=extra)
 
 
 async def put_object_or_copy(call: S3Call) -> S3Response:
@@ -98,39 +118,49 @@ async def put_object_or_copy(call: S3Call) -> S3Response:
 _CRUD = {"GET": "Get", "PUT": "Put", "DELETE": "Delete"}
 
 
-def _not_served(target: str, sub: str, noun: str, methods: str = "GET PUT DELETE"
+def _not_served(target: str, sub: str, noun: str, get: str, put: str,
+                delete: str | None = None, methods: str = "GET PUT DELETE"
                 ) -> dict[RouteKey, Route]:
-    return {(m, target, sub): Route(None, None, f"{_CRUD[m]}{noun}", mutates=m != "GET")
+    """Routes of an S3 operation this version does not serve, with the actions AWS checks
+    (a DELETE usually needs the Put action)."""
+    actions = {"GET": get, "PUT": put, "DELETE": delete or put}
+    return {(m, target, sub): Route(None, actions[m], f"{_CRUD[m]}{noun}",
+                                    mutates=m != "GET")
             for m in methods.split()}
 
 
 ROUTES: dict[RouteKey, Route] = {
     ("GET", "service", None): _read(buckets.list_buckets, "s3:ListAllMyBuckets", "ListBuckets"),
-    ("PUT", "bucket", None): _write(buckets.create_bucket, "s3:CreateBucket", "CreateBucket"),
+    ("PUT", "bucket", None): _write(buckets.create_bucket, "s3:CreateBucket", "CreateBucket",
+                                    extra=create_bucket_needs),
     ("HEAD", "bucket", None): _read(buckets.head_bucket, "s3:ListBucket", "HeadBucket"),
     ("DELETE", "bucket", None): _write(buckets.delete_bucket, "s3:DeleteBucket", "DeleteBucket"),
     ("GET", "bucket", "location"): _read(buckets.get_location, "s3:GetBucketLocation",
                                          "GetBucketLocation"),
     ("GET", "bucket", None): _read(listing.list_objects, "s3:ListBucket", "ListObjects"),
     ("PUT", "object", None): _write(put_object_or_copy, "s3:PutObject", "PutObject",
-                                   copy_operation="CopyObject"),
+                                   copy_operation="CopyObject", extra=put_object_needs),
     ("GET", "object", None): _read(objects.get_object, "s3:GetObject", "GetObject"),
     ("HEAD", "object", None): _read(objects.head_object, "s3:GetObject", "HeadObject"),
     ("DELETE", "object", None): _write(objects.delete_object, "s3:DeleteObject", "DeleteObject"),
     # A browser's form upload: authenticated by the policy in its body, then authorized
-    # for s3:PutObject on the key the form names (s3/api.py, `_form_caller`).
-    ("POST", "bucket", None): _write(post_object.post_object, None, "PostObject"),
-    ("POST", "bucket", "delete"): _write(delete_objects.delete_objects, None, "DeleteObjects"),
-    ("GET", "object", "attributes"): _read(attributes.get_object_attributes, None,
-                                           "GetObjectAttributes"),
+    # for s3:PutObject (and what its tagging and lock fields add) on the key the form
+    # names (s3/api.py, `_form_caller`): its action is never checked at admission.
+    ("POST", "bucket", None): _write(post_object.post_object, "s3:PutObject", "PostObject"),
+    ("POST", "bucket", "delete"): Route(delete_objects.delete_objects, "s3:DeleteObject",
+                                        "DeleteObjects", mutates=True, per_key=True),
+    ("GET", "object", "attributes"): _read(attributes.get_object_attributes,
+                                           "s3:GetObjectAttributes", "GetObjectAttributes",
+                                           extra=attributes_needs),
     ("GET", "bucket", "acl"): _read(acl.get_bucket_acl, "s3:GetBucketAcl", "GetBucketAcl"),
     ("PUT", "bucket", "acl"): _write(acl.put_bucket_acl, "s3:PutBucketAcl", "PutBucketAcl"),
     ("GET", "object", "acl"): _read(acl.get_object_acl, "s3:GetObjectAcl", "GetObjectAcl"),
     ("PUT", "object", "acl"): _write(acl.put_object_acl, "s3:PutObjectAcl", "PutObjectAcl"),
     ("POST", "object", "uploads"): _write(multipart.create_upload, "s3:PutObject",
-                                         "CreateMultipartUpload"),
+                                         "CreateMultipartUpload", extra=create_upload_needs),
     ("PUT", "object", "uploadId"): _write(multipart.upload_part, "s3:PutObject", "UploadPart",
-                                         copy_operation="UploadPartCopy"),
+                                         copy_operation="UploadPartCopy",
+                                         extra=upload_part_needs),
     ("POST", "object", "uploadId"): _write(multipart.complete_upload, "s3:PutObject",
                                           "CompleteMultipartUpload"),
     ("DELETE", "object", "uploadId"): _write(multipart.abort_upload, "s3:AbortMultipartUpload",
@@ -197,33 +227,79 @@ ROUTES: dict[RouteKey, Route] = {
     ("GET", "bucket", "notification"): _read(notification.get_bucket_notification,
                                              "s3:GetBucketNotification",
                                              "GetBucketNotificationConfiguration"),
+    ("PUT", "bucket", "policy"): _write(bucket_policy.put_bucket_policy, "s3:PutBucketPolicy",
+                                       "PutBucketPolicy"),
+    ("GET", "bucket", "policy"): _read(bucket_policy.get_bucket_policy, "s3:GetBucketPolicy",
+                                       "GetBucketPolicy"),
+    ("DELETE", "bucket", "policy"): _write(bucket_policy.delete_bucket_policy,
+                                          "s3:DeleteBucketPolicy", "DeleteBucketPolicy"),
+    ("GET", "bucket", "policyStatus"): _read(bucket_policy.get_bucket_policy_status,
+                                             "s3:GetBucketPolicyStatus",
+                                             "GetBucketPolicyStatus"),
+    ("PUT", "bucket", "publicAccessBlock"): _write(bucket_policy.put_public_access_block,
+                                                  "s3:PutBucketPublicAccessBlock",
+                                                  "PutPublicAccessBlock"),
+    ("GET", "bucket", "publicAccessBlock"): _read(bucket_policy.get_public_access_block,
+                                                  "s3:GetBucketPublicAccessBlock",
+                                                  "GetPublicAccessBlock"),
+    ("DELETE", "bucket", "publicAccessBlock"): _write(
+        bucket_policy.delete_public_access_block, "s3:PutBucketPublicAccessBlock",
+        "DeletePublicAccessBlock"),
+    ("PUT", "bucket", "ownershipControls"): _write(bucket_policy.put_ownership_controls,
+                                                  "s3:PutBucketOwnershipControls",
+                                                  "PutBucketOwnershipControls"),
+    ("GET", "bucket", "ownershipControls"): _read(bucket_policy.get_ownership_controls,
+                                                  "s3:GetBucketOwnershipControls",
+                                                  "GetBucketOwnershipControls"),
+    ("DELETE", "bucket", "ownershipControls"): _write(
+        bucket_policy.delete_ownership_controls, "s3:PutBucketOwnershipControls",
+        "DeleteBucketOwnershipControls"),
     # Known to S3, not served by this version: named, answered 501.
-    ("GET", "bucket", "policyStatus"): Route(None, None, "GetBucketPolicyStatus",
-                                             mutates=False),
-    ("POST", "object", "restore"): Route(None, None, "RestoreObject", mutates=True),
-    ("POST", "object", "select"): Route(None, None, "SelectObjectContent", mutates=False),
-    ("GET", "object", "torrent"): Route(None, None, "GetObjectTorrent", mutates=False),
-    **_not_served("bucket", "replication", "BucketReplication"),
-    **_not_served("bucket", "policy", "BucketPolicy"),
-    **_not_served("bucket", "website", "BucketWebsite"),
-    **_not_served("bucket", "logging", "BucketLogging", "GET PUT"),
-    **_not_served("bucket", "accelerate", "BucketAccelerateConfiguration", "GET PUT"),
-    **_not_served("bucket", "requestPayment", "BucketRequestPayment", "GET PUT"),
-    **_not_served("bucket", "ownershipControls", "BucketOwnershipControls"),
-    **_not_served("bucket", "publicAccessBlock", "PublicAccessBlock"),
-    **_not_served("bucket", "analytics", "BucketAnalyticsConfiguration"),
-    **_not_served("bucket", "inventory", "BucketInventoryConfiguration"),
-    **_not_served("bucket", "metrics", "BucketMetricsConfiguration"),
-    **_not_served("bucket", "intelligent-tiering", "BucketIntelligentTieringConfiguration"),
-    **_not_served("bucket", "metadataTable", "BucketMetadataTableConfiguration", "GET DELETE"),
+    ("POST", "object", "restore"): Route(None, "s3:RestoreObject", "RestoreObject",
+                                         mutates=True),
+    ("POST", "object", "select"): Route(None, "s3:GetObject", "SelectObjectContent",
+                                        mutates=False),
+    ("GET", "object", "torrent"): Route(None, "s3:GetObjectTorrent", "GetObjectTorrent",
+                                        mutates=False),
+    **_not_served("bucket", "replication", "BucketReplication",
+                  "s3:GetReplicationConfiguration", "s3:PutReplicationConfiguration"),
+    **_not_served("bucket", "website", "BucketWebsite", "s3:GetBucketWebsite",
+                  "s3:PutBucketWebsite", "s3:DeleteBucketWebsite"),
+    **_not_served("bucket", "logging", "BucketLogging", "s3:GetBucketLogging",
+                  "s3:PutBucketLogging", methods="GET PUT"),
+    **_not_served("bucket", "accelerate", "BucketAccelerateConfiguration",
+                  "s3:GetAccelerateConfiguration", "s3:PutAccelerateConfiguration",
+                  methods="GET PUT"),
+    **_not_served("bucket", "requestPayment", "BucketRequestPayment",
+                  "s3:GetBucketRequestPayment", "s3:PutBucketRequestPayment",
+                  methods="GET PUT"),
+    **_not_served("bucket", "analytics", "BucketAnalyticsConfiguration",
+                  "s3:GetAnalyticsConfiguration", "s3:PutAnalyticsConfiguration"),
+    **_not_served("bucket", "inventory", "BucketInventoryConfiguration",
+                  "s3:GetInventoryConfiguration", "s3:PutInventoryConfiguration"),
+    **_not_served("bucket", "metrics", "BucketMetricsConfiguration",
+                  "s3:GetMetricsConfiguration", "s3:PutMetricsConfiguration"),
+    **_not_served("bucket", "intelligent-tiering", "BucketIntelligentTieringConfiguration",
+                  "s3:GetIntelligentTieringConfiguration",
+                  "s3:PutIntelligentTieringConfiguration"),
+    **_not_served("bucket", "metadataTable", "BucketMetadataTableConfiguration",
+                  "s3:GetBucketMetadataTableConfiguration",
+                  "s3:CreateBucketMetadataTableConfiguration",
+                  "s3:DeleteBucketMetadataTableConfiguration", methods="GET DELETE"),
     ("POST", "bucket", "metadataTable"): Route(
-        None, None, "CreateBucketMetadataTableConfiguration", mutates=True),
+        None, "s3:CreateBucketMetadataTableConfiguration",
+        "CreateBucketMetadataTableConfiguration", mutates=True),
     **_not_served("bucket", "metadataConfiguration", "BucketMetadataConfiguration",
-                  "GET DELETE"),
+                  "s3:GetBucketMetadataTableConfiguration",
+                  "s3:CreateBucketMetadataTableConfiguration",
+                  "s3:DeleteBucketMetadataTableConfiguration", methods="GET DELETE"),
     ("POST", "bucket", "metadataConfiguration"): Route(
-        None, None, "CreateBucketMetadataConfiguration", mutates=True),
-    ("GET", "bucket", "session"): Route(None, None, "CreateSession", mutates=False),
-    ("PUT", "object", "renameObject"): Route(None, None, "RenameObject", mutates=True),
+        None, "s3:CreateBucketMetadataTableConfiguration",
+        "CreateBucketMetadataConfiguration", mutates=True),
+    ("GET", "bucket", "session"): Route(None, "s3express:CreateSession", "CreateSession",
+                                        mutates=False),
+    ("PUT", "object", "renameObject"): Route(None, "s3express:RenameObject", "RenameObject",
+                                            mutates=True),
 }
 
 

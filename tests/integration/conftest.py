@@ -38,6 +38,7 @@ BACKENDS = os.environ.get("OBJSTORE_TEST_BACKENDS", "sqlite,postgres").split(","
 WORKER_PASS = frozenset({
     "test_admin_escalation.py",  # IAM changes and the caches of every worker
     "test_audit.py",  # each worker writes its records; a query merges them
+    "test_bucket_access.py",  # each worker caches bucket policies and access settings
     "test_lifecycle.py",  # the leader worker runs lifecycle; settings reach it
     "test_maintenance_jobs.py",  # the leader runs jobs; moves and health through any worker
     "test_quota.py",  # usage counted by every worker, concurrent writers
@@ -56,8 +57,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 SHARED_DAEMON = frozenset({
     "test_admin_cli.py", "test_admin_escalation.py", "test_admin_iam.py", "test_auth.py",
-    "test_aws_cli.py", "test_browser_uploads.py", "test_clients.py", "test_conformance.py",
-    "test_cors.py",
+    "test_aws_cli.py", "test_browser_uploads.py", "test_bucket_access.py", "test_clients.py",
+    "test_conformance.py", "test_cors.py",
     "test_hostile_input.py", "test_multipart.py", "test_object_lock.py",
     "test_object_operations.py", "test_post_object.py", "test_quota.py",
     "test_s3_basics.py", "test_sigv2.py", "test_tagging.py", "test_versioning.py",

@@ -141,9 +141,15 @@ def test_tagging_actions(daemon: Daemon, s3: Any) -> None:
             with pytest.raises(ClientError) as caught:
                 call(Bucket=bucket, Key="k", **params)
         assert code_of(caught) == "AccessDenied"
+    # Tags coming with the PUT need s3:PutObjectTagging, which the spec's s3:PutObject
+    # covers there (S3-ACTIONS.md); a Deny of the granular action still refuses.
     writer = user_with(daemon, allow(["s3:PutObject"], arns))
+    writer.put_object(Bucket=bucket, Key="w", Body=b"x", Tagging="a=1")
+    no_tags = user_with(daemon, allow(["s3:PutObject"], arns),
+                        {"Effect": "Deny", "Action": ["s3:PutObjectTagging"], "Resource": ["*"]})
+    no_tags.put_object(Bucket=bucket, Key="w2", Body=b"x")
     with pytest.raises(ClientError) as caught:
-        writer.put_object(Bucket=bucket, Key="w", Body=b"x", Tagging="a=1")
+        no_tags.put_object(Bucket=bucket, Key="w3", Body=b"x", Tagging="a=1")
     assert code_of(caught) == "AccessDenied"
     versioned = user_with(daemon, allow(["s3:GetObjectVersionTagging",
                                          "s3:PutObjectVersionTagging",

@@ -460,10 +460,11 @@ def test_version_requests_need_the_version_actions(s3: Any, daemon: Daemon) -> N
     reader = user_with(daemon, allow(["s3:GetObject", "s3:ListBucket", "s3:DeleteObject"],
                                      [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]))
     assert reader.get_object(Bucket=bucket, Key="k")["Body"].read() == b"x"
+    # The spec's coarse actions cover the version actions (S3-ACTIONS.md): s3:GetObject
+    # GetObjectVersion, s3:ListBucket ListBucketVersions, s3:DeleteObject DeleteObjectVersion.
+    assert reader.get_object(Bucket=bucket, Key="k", VersionId=version)["Body"].read() == b"x"
+    assert len(reader.list_object_versions(Bucket=bucket)["Versions"]) == 1
     for attempt in (
-        lambda: reader.get_object(Bucket=bucket, Key="k", VersionId=version),
-        lambda: reader.list_object_versions(Bucket=bucket),
-        lambda: reader.delete_object(Bucket=bucket, Key="k", VersionId=version),
         lambda: reader.get_bucket_versioning(Bucket=bucket),
         lambda: reader.put_bucket_versioning(Bucket=bucket,
                                              VersioningConfiguration={"Status": "Suspended"}),
@@ -472,10 +473,22 @@ def test_version_requests_need_the_version_actions(s3: Any, daemon: Daemon) -> N
             attempt()
         assert code_of(caught) == "AccessDenied"
     assert reader.delete_object(Bucket=bucket, Key="k")["DeleteMarker"] is True
+    # An explicit Deny of the granular version action still refuses.
+    denied = user_with(daemon, allow(["s3:GetObject", "s3:ListBucket"],
+                                     [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]),
+                       {"Effect": "Deny", "Action": ["s3:GetObjectVersion",
+                                                     "s3:ListBucketVersions"],
+                        "Resource": ["*"]})
+    for attempt in (lambda: denied.get_object(Bucket=bucket, Key="k", VersionId=version),
+                    lambda: denied.list_object_versions(Bucket=bucket)):
+        with pytest.raises(ClientError) as caught:
+            attempt()
+        assert code_of(caught) == "AccessDenied"
     versioned = user_with(daemon, allow(["s3:GetObjectVersion", "s3:ListBucketVersions"],
                                         [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]))
     assert versioned.get_object(Bucket=bucket, Key="k", VersionId=version)["Body"].read() == b"x"
     assert len(versioned.list_object_versions(Bucket=bucket)["Versions"]) == 1
+    reader.delete_object(Bucket=bucket, Key="k", VersionId=version)
 
 
 # -- recover ---------------------------------------------------------------------------------

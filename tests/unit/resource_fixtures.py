@@ -31,6 +31,7 @@ from objstore.http.health import HealthState
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import ObjstoreSite
+from objstore.iam.decision import Decision
 from objstore.iam.identity import Principal, ResolvedCredential
 from objstore.meta.audit_queries import AuditRecord
 from objstore.metrics.registry import NodeMetrics
@@ -61,6 +62,7 @@ class FakeAuthorizer:
     grants: set[tuple[str, str]] = field(default_factory=set)
     denied: set[str] = field(default_factory=set)  # actions refused whatever the grants
     checked: list[tuple[str, str, str]] = field(default_factory=list)
+    anonymous: set[str] = field(default_factory=set)  # actions anyone may do, unsigned
 
     async def allowed(self, principal: Principal, action: str, resource: str) -> bool:
         self.checked.append((principal.username, action, resource))
@@ -71,6 +73,20 @@ class FakeAuthorizer:
 
     async def effective_actions(self, principal: Principal) -> list[str]:
         return ["*"] if principal.is_root else sorted(a for a, _ in self.grants)
+
+    async def authorize(self, principal: Principal | None, needs: Any, values: Any = None,
+                        object_acl: Any = None) -> Decision:
+        """The decision seam: every need through `allowed` (anonymous: never)."""
+        for need in needs:
+            if principal is None:
+                if need.action not in self.anonymous:
+                    return Decision(False, "fake", need)
+            elif not await self.allowed(principal, need.action, need.resource):
+                return Decision(False, "fake", need)
+        return Decision(True, "fake")
+
+    async def bucket_access(self, bucket: str) -> Any:
+        return None
 
     async def check(self, principal: Principal, action: str, resource: str,
                     query: Any = None) -> None:

@@ -137,9 +137,16 @@ def test_version_variants() -> None:
     plain = authorizer(FakeSource([grant("get", doc(
         statement("Allow", ["s3:GetObject"], ["*"])))]))
     run(plain.check(ALICE, "s3:GetObject", object_arn("b", "k"), query={}))
+    # The spec's s3:GetObject covers s3:GetObjectVersion (S3-ACTIONS.md) ...
+    run(plain.check(ALICE, "s3:GetObject", object_arn("b", "k"), query={"versionId": "v1"}))
+    # ... while an explicit Deny of the granular action still wins.
+    denied = authorizer(FakeSource([grant("get", doc(
+        statement("Allow", ["s3:GetObject"], ["*"]),
+        statement("Deny", ["s3:GetObjectVersion"], ["*"])))]))
+    run(denied.check(ALICE, "s3:GetObject", object_arn("b", "k"), query={}))
     with pytest.raises(S3Error):
-        run(plain.check(ALICE, "s3:GetObject", object_arn("b", "k"),
-                        query={"versionId": "v1"}))
+        run(denied.check(ALICE, "s3:GetObject", object_arn("b", "k"),
+                         query={"versionId": "v1"}))
     description, document = BUILTIN_GRANTS["S3ReadOnlyAccess"]
     read_only = authorizer(FakeSource([grant("S3ReadOnlyAccess", document)]))
     run(read_only.check(ALICE, "s3:GetObject", object_arn("b", "k"),

@@ -34,7 +34,7 @@ def argv_for(command: Command) -> list[str]:
             if option.options.get("required"):
                 argv += [option.flags[0], "x"]
         elif option.options.get("nargs") != "*":
-            argv.append("x")
+            argv.append(option.options.get("choices", ["x"])[0])
     return argv
 
 

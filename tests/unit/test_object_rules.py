@@ -9,7 +9,7 @@ import pytest
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
-from objstore.s3.attributes import parse_object_attributes, parts_page, required_actions
+from objstore.s3.attributes import parse_object_attributes, parts_page
 from objstore.s3.copy import (
     CopyDirectives,
     copied_attrs,
@@ -17,14 +17,15 @@ from objstore.s3.copy import (
     self_copy_refused,
 )
 from objstore.s3.copy_source import CopySource
-from objstore.s3.delete_objects import delete_action, has_integrity_header
+from objstore.s3.delete_objects import has_integrity_header
 from objstore.s3.objects import (
     check_acl_headers,
     part_range,
     system_headers,
     write_precondition,
 )
-from objstore.s3.objects_xml import DeleteEntry, PartsPage
+from objstore.s3.objects_xml import PartsPage
+from objstore.s3.route_needs import attributes_needs, delete_key_need, route_needs
 
 
 def record(**changes: Any) -> ObjectRecord:
@@ -158,8 +159,9 @@ def test_integrity_header_rule(headers: dict[str, str], ok: bool) -> None:
 
 
 def test_delete_actions() -> None:
-    assert delete_action(DeleteEntry("k")) == "s3:DeleteObject"
-    assert delete_action(DeleteEntry("k", "null")) == "s3:DeleteObjectVersion"
+    assert delete_key_need("b", "k", None).action == "s3:DeleteObject"
+    assert delete_key_need("b", "k", "null").action == "s3:DeleteObjectVersion"
+    assert delete_key_need("b", "k", None).resource == "arn:aws:s3:::b/k"
 
 
 # -- GetObjectAttributes -----------------------------------------------------------------
@@ -183,8 +185,13 @@ def test_parts_paging_headers() -> None:
 
 
 def test_attribute_actions() -> None:
-    assert required_actions(None) == ("s3:GetObject", "s3:GetObjectAttributes")
-    assert required_actions("v") == ("s3:GetObjectVersion", "s3:GetObjectVersionAttributes")
+    def actions(query: dict[str, str]) -> tuple[str, ...]:
+        needs = route_needs("s3:GetObjectAttributes", "b", "k", query, lambda _: None,
+                            attributes_needs)
+        return tuple(need.action for need in needs)
+    assert actions({}) == ("s3:GetObjectAttributes", "s3:GetObject")
+    assert actions({"versionId": "v"}) == ("s3:GetObjectVersionAttributes",
+                                           "s3:GetObjectVersion")
 
 
 # -- ACL headers -------------------------------------------------------------------------
