@@ -116,29 +116,35 @@ class LoopThread:
 # Readers.
 
 class AmqpQueue:
-    """A durable queue on the local RabbitMQ, named for the test; `take()` drains it."""
+    """A durable queue on RabbitMQ, named for the test; `take()` drains it (a connection
+    per call: the broker may have restarted in between)."""
 
     def __init__(self, url: str = "amqp://guest:guest@127.0.0.1:5672/%2F") -> None:
+        self.name = unique("objstore-test")
+        self._url = url
+        self.received: list[bytes] = []
+        self._call(lambda channel: channel.queue_declare(self.name, durable=True))
+
+    def _call(self, fn: Callable[[Any], T]) -> T:
         import pika
 
-        self.name = unique("objstore-test")
-        self._conn = pika.BlockingConnection(pika.URLParameters(url))
-        self._channel = self._conn.channel()
-        self._channel.queue_declare(self.name, durable=True)
+        conn = pika.BlockingConnection(pika.URLParameters(self._url))
+        try:
+            return fn(conn.channel())
+        finally:
+            conn.close()
 
     def take(self) -> list[bytes]:
-        bodies = []
-        while True:
-            method, _props, body = self._channel.basic_get(self.name, auto_ack=True)
-            if method is None:
-                return bodies
-            bodies.append(body)
+        def drain(channel: Any) -> list[bytes]:
+            while True:
+                method, _props, body = channel.basic_get(self.name, auto_ack=True)
+                if method is None:
+                    return list(self.received)
+                self.received.append(body)
+        return self._call(drain)
 
     def close(self) -> None:
-        try:
-            self._channel.queue_delete(self.name)
-        finally:
-            self._conn.close()
+        self._call(lambda channel: channel.queue_delete(self.name))
 
 
 class MqttSubscriber:
@@ -184,14 +190,15 @@ class NatsReader:
 
         async def open() -> Any:
             nc = await nats.connect(url)
-            if jetstream:
-                await nc.jetstream().add_stream(name=self.stream, subjects=[subject])
-            else:
+            if not jetstream:
                 async def got(msg: Any) -> None:
                     self.received.append(msg.data)
                 await nc.subscribe(subject, cb=got)
                 await nc.flush()
-            return nc
+                return nc
+            await nc.jetstream().add_stream(name=self.stream, subjects=[subject])
+            await nc.close()  # each take() connects anew: the server may restart meanwhile
+            return None
 
         self._nc = self._loop.run(open())
 
@@ -224,7 +231,8 @@ class NatsReader:
                 nc = await nats.connect(self._url)
                 await nc.jetstream().delete_stream(self.stream)
                 await nc.close()
-            await self._nc.close()
+            else:
+                await self._nc.close()
 
         try:
             self._loop.run(shut())
