@@ -180,7 +180,7 @@ def namespace_field(event: Event) -> str:
 
 def _show(value: Any, secret: bool) -> str:
     if secret:
-        return f"a {type(value).__name__}"
+        return f"a value of type {type(value).__name__}"
     shown = repr(value)
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
