@@ -205,3 +205,19 @@ def test_any_table_is_settings_or_a_config_error(kind: str, changes: dict[str, A
                    if key not in ("url", "dsn", "broker", "password")):
             assert SECRET not in str(exc)
         assert str(exc).startswith("[notifications.targets.events] ")
+
+
+def test_the_sample_configs_target_examples_are_valid() -> None:
+    """etc/objstore.toml shows one commented table per connector kind: each is accepted."""
+    import tomllib
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[2] / "etc" / "objstore.toml"
+    lines = sample.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines)
+                 if line.startswith("#[notifications.targets."))
+    block = "\n".join(line[1:] for line in lines[start:] if line.startswith("#"))
+    targets = tomllib.loads(block)["notifications"]["targets"]
+    assert sorted(table["kind"] for table in targets.values()) == sorted(CONNECTORS)
+    for name, table in targets.items():
+        assert kind_of(table["kind"]).validate(name, table).name == name
