@@ -221,3 +221,46 @@ def test_the_sample_configs_target_examples_are_valid() -> None:
     assert sorted(table["kind"] for table in targets.values()) == sorted(CONNECTORS)
     for name, table in targets.items():
         assert kind_of(table["kind"]).validate(name, table).name == name
+
+
+class _Session:
+    def __init__(self, log: list[str], fail_send: bool) -> None:
+        self.log, self.fail_send = log, fail_send
+        log.append("open")
+
+    def send(self, event: Event) -> None:
+        self.log.append("send")
+        if self.fail_send:
+            raise ConnectionResetError(f"peer reset, auth was {SECRET}")
+
+    def close(self) -> None:
+        self.log.append("close")
+
+
+def test_blocking_target_keeps_a_session_and_reopens_it_after_a_failure() -> None:
+    """The thread-side rule of BlockingTarget, called directly (no reactor, no pool)."""
+    from objstore.notify.targets.base import DeliveryError
+    from objstore.notify.targets.threaded import BlockingTarget
+
+    log: list[str] = []
+    outcomes = iter([False, False])  # whether each session the target opens fails to send
+    target = BlockingTarget("t", "test", lambda: _Session(log, next(outcomes)),
+                            timeout_seconds=1, secrets=(SECRET,))
+    target._send(_event())
+    target._send(_event())
+    assert log == ["open", "send", "send"]
+    log.clear()
+    target._session = _Session(log, True)
+    with pytest.raises(DeliveryError) as caught:
+        target._send(_event())
+    assert str(caught.value) == "ConnectionResetError: peer reset, auth was ***"
+    assert log == ["open", "send", "close"] and target._session is None
+    target._send(_event())
+    assert log[-2:] == ["open", "send"]
+
+    def refuse() -> _Session:
+        raise OSError(f"cannot log in with {SECRET}")
+
+    broken = BlockingTarget("t", "test", refuse, timeout_seconds=1, secrets=(SECRET,))
+    with pytest.raises(DeliveryError, match=r"^OSError: cannot log in with \*\*\*$"):
+        broken._send(_event())

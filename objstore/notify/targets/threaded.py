@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
 from twisted.internet import defer
-from twisted.internet.threads import deferToThreadPool
+from twisted.internet.threads import deferToThread, deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
 from objstore.notify.targets.base import DeliveryError, Event
@@ -53,6 +53,7 @@ class BlockingTarget:
         self._reactor = reactor
         self._pool: ThreadPool | None = None
         self._session: Session | None = None
+        self._shutdown_trigger: Any = None
 
     async def deliver(self, event: Event) -> None:
         await self._in_thread(self._send, event)
@@ -61,12 +62,12 @@ class BlockingTarget:
         if self._pool is None:
             return
         pool, self._pool = self._pool, None
+        self._get_reactor().removeSystemEventTrigger(self._shutdown_trigger)
         try:
             await self._call_in(pool, self._drop_session)
         except Exception:  # closing is best effort
             pass
         # ThreadPool.stop joins its thread: wait for it in a throwaway thread, not here.
-        from twisted.internet.threads import deferToThread
         await deferToThread(pool.stop)
 
     # On the target's thread.
@@ -110,6 +111,9 @@ class BlockingTarget:
         if self._pool is None:
             pool = ThreadPool(minthreads=1, maxthreads=1, name=f"notify-{self.kind}-{self.name}")
             pool.start()
+            # A target nobody closed must not keep the process alive at exit.
+            self._shutdown_trigger = self._get_reactor().addSystemEventTrigger(
+                "during", "shutdown", pool.stop)
             self._pool = pool
         return self._pool
 
