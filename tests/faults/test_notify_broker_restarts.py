@@ -213,7 +213,9 @@ def mariadb_server(tmp: Path) -> PrivateServer:
     return PrivateServer(["mariadbd", "--no-defaults", f"--datadir={data}", *user,
                           f"--port={port}", "--bind-address=127.0.0.1",
                           f"--socket={tmp}/mariadb.sock", f"--pid-file={tmp}/mariadb.pid",
-                          "--innodb-buffer-pool-size=16M", "--skip-log-bin"],
+                          "--innodb-buffer-pool-size=16M", "--skip-log-bin",
+                          "--innodb-buffer-pool-dump-at-shutdown=0",
+                          "--innodb-buffer-pool-load-at-startup=0", "--skip-name-resolve"],
                          port, tmp / "mariadb.log")
 
 
