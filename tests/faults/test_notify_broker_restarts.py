@@ -4,8 +4,8 @@ after it is back (the target reconnects by itself), and nothing is lost: every e
 read back from the server, in order (a repeat is allowed: delivery is at-least-once).
 
 The test plays the notification queue: it delivers the burst one event at a time and retries
-a DeliveryError after a short pause. Halfway, it stops the server and starts it again 0.6 s
-later, without waiting for the retries.
+a DeliveryError after a short pause. Halfway, it stops the server, and starts it again
+0.6 s after a delivery failed, while the retries go on.
 
 Whose server restarts: Redis, Mosquitto, NATS, PostgreSQL and MariaDB run as private
 instances the test starts (same binaries as the machine's services, on a free port, in a
@@ -122,19 +122,24 @@ async def burst_through_restart(target: Target, events: list[Event],
                                 stop: Callable[[], None], start: Callable[[], None]
                                 ) -> list[str]:
     """Deliver `events` retrying, stopping the server before event RESTART_AT and starting
-    it again DOWN_SECONDS later (in a thread, while the retries go on)."""
+    it again (in a thread, while the retries go on) DOWN_SECONDS after the first delivery
+    that failed while it was down."""
     restarted: list[Any] = []
 
     async def between(i: int) -> None:
         if i == RESTART_AT:
             await deferToThread(stop)
-            restarted.append(deferToThread(lambda: (time.sleep(DOWN_SECONDS), start())))
+            restarted.append(None)
+
+    def failed(error: str) -> None:
+        if restarted == [None]:
+            restarted[0] = deferToThread(lambda: (time.sleep(DOWN_SECONDS), start()))
 
     try:
-        errors = await deliver_retrying(target, events, between=between,
+        errors = await deliver_retrying(target, events, between=between, failed=failed,
                                         deadline_seconds=60, pause_seconds=0.1)
     finally:
-        if restarted:
+        if restarted and restarted[0] is not None:
             await restarted[0]
         await target.close()
     return errors

@@ -66,10 +66,12 @@ async def in_thread(fn: Callable[..., T], *args: Any) -> T:
 
 async def deliver_retrying(target: Target, events: list[Event], *,
                            deadline_seconds: float = 30.0, pause_seconds: float = 0.1,
-                           between: Callable[[int], Any] | None = None) -> list[str]:
+                           between: Callable[[int], Any] | None = None,
+                           failed: Callable[[str], Any] | None = None) -> list[str]:
     """Deliver `events` in order as the notification queue does: a DeliveryError is retried
     (after a pause) until it succeeds or the deadline passes. `between(i)` runs before
-    event i (a test stops a broker there). Returns the errors seen."""
+    event i (a test stops a broker there), `failed(error)` after each DeliveryError.
+    Returns the errors seen."""
     errors: list[str] = []
     deadline = time.monotonic() + deadline_seconds
     for i, event in enumerate(events):
@@ -81,6 +83,8 @@ async def deliver_retrying(target: Target, events: list[Event], *,
                 break
             except DeliveryError as exc:
                 errors.append(str(exc))
+                if failed is not None:
+                    failed(str(exc))
                 assert time.monotonic() < deadline, f"still failing: {errors[-3:]}"
                 await sleep(pause_seconds)
     return errors

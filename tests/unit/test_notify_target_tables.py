@@ -243,20 +243,24 @@ def test_blocking_target_keeps_a_session_and_reopens_it_after_a_failure() -> Non
     from objstore.notify.targets.threaded import BlockingTarget
 
     log: list[str] = []
-    outcomes = iter([False, False])  # whether each session the target opens fails to send
-    target = BlockingTarget("t", "test", lambda: _Session(log, next(outcomes)),
+    fails = iter([False, True, True])  # whether each session the target opens fails to send
+    target = BlockingTarget("t", "test", lambda: _Session(log, next(fails)),
                             timeout_seconds=1, secrets=(SECRET,))
     target._send(_event())
     target._send(_event())
     assert log == ["open", "send", "send"]
+    # A kept session that fails (gone stale) is retried at once on a fresh one; when the
+    # fresh one fails too, the delivery fails, secrets scrubbed, and nothing is kept.
+    target._session.fail_send = True  # type: ignore[union-attr]
     log.clear()
-    target._session = _Session(log, True)
     with pytest.raises(DeliveryError) as caught:
         target._send(_event())
     assert str(caught.value) == "ConnectionResetError: peer reset, auth was ***"
-    assert log == ["open", "send", "close"] and target._session is None
-    target._send(_event())
-    assert log[-2:] == ["open", "send"]
+    assert log == ["send", "close", "open", "send", "close"] and target._session is None
+    log.clear()
+    with pytest.raises(DeliveryError):
+        target._send(_event())
+    assert log == ["open", "send", "close"]
 
     def refuse() -> _Session:
         raise OSError(f"cannot log in with {SECRET}")
@@ -264,3 +268,20 @@ def test_blocking_target_keeps_a_session_and_reopens_it_after_a_failure() -> Non
     broken = BlockingTarget("t", "test", refuse, timeout_seconds=1, secrets=(SECRET,))
     with pytest.raises(DeliveryError, match=r"^OSError: cannot log in with \*\*\*$"):
         broken._send(_event())
+
+
+def test_a_refusal_by_the_server_on_a_kept_session_is_final() -> None:
+    from objstore.notify.targets.base import DeliveryError
+    from objstore.notify.targets.threaded import BlockingTarget
+
+    class Refusing(_Session):
+        def send(self, event: Event) -> None:
+            self.log.append("send")
+            raise DeliveryError("unroutable")
+
+    log: list[str] = []
+    target = BlockingTarget("t", "test", lambda: Refusing(log, False), timeout_seconds=1)
+    target._session = Refusing(log, False)
+    with pytest.raises(DeliveryError, match="unroutable"):
+        target._send(_event())
+    assert log == ["open", "send", "close"]

@@ -106,7 +106,7 @@ class MqttSession:
 
     def send(self, event: Event) -> None:
         if not self._client.is_connected():
-            raise DeliveryError("the connection to the broker was lost")
+            raise ConnectionError("the connection to the broker was lost")
         info = self._client.publish(self._settings.topic, event.body, qos=self._settings.qos)
         info.wait_for_publish(self._settings.timeout_seconds)
         if not info.is_published():

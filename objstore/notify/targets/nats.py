@@ -113,7 +113,7 @@ class NatsSession:
     def send(self, event: Event) -> None:
         client = self._client
         if not client.is_connected:
-            raise DeliveryError("the connection to the NATS server was lost")
+            raise ConnectionError("the connection to the NATS server was lost")
         self._run(self._publish(client, event.body))
 
     async def _publish(self, client: Any, body: bytes) -> None:

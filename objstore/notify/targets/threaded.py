@@ -5,10 +5,12 @@ target keep their order), never on the reactor thread.
 A kind supplies `open_session()`, which connects and returns a `Session`; the target keeps
 one session open between deliveries, drops it after any failure (closing it quietly) and
 opens a new one on the next delivery: that is how every kind reconnects after a broker
-restart. Any exception from the library becomes a `DeliveryError` whose message has the
-kind's secrets scrubbed out. Every call is bounded twice: by the library's own socket
-timeouts (the kind passes `timeout_seconds` to it) and here, on the reactor side, in case
-the library waits past them.
+restart. When a kept session fails with anything but a `DeliveryError` (the server's own
+refusal), the delivery is tried once more on a fresh session at once: an idle connection the
+server has closed meanwhile is no failed delivery. Any exception from the library becomes a
+`DeliveryError` whose message has the kind's secrets scrubbed out. Every call is bounded
+twice: by the library's own socket timeouts (the kind passes `timeout_seconds` to it) and
+here, on the reactor side, in case the library waits past them.
 """
 
 from __future__ import annotations
@@ -73,9 +75,21 @@ class BlockingTarget:
     # On the target's thread.
 
     def _send(self, event: Event) -> None:
+        if self._session is not None:
+            # A kept session may have gone stale while idle (a server's idle timeout, missed
+            # heartbeats, a restart since): if it fails, try once more on a fresh one before
+            # calling the delivery failed. The first try may have reached the server: a
+            # repeat is within at-least-once.
+            try:
+                self._session.send(event)
+                return
+            except DeliveryError as exc:  # the server's answer (a nack, a refusal): final
+                self._drop_session()
+                raise DeliveryError(scrub(str(exc), self._secrets)) from None
+            except Exception:
+                self._drop_session()
         try:
-            if self._session is None:
-                self._session = self._open_session()
+            self._session = self._open_session()
             self._session.send(event)
         except DeliveryError as exc:
             self._drop_session()
@@ -125,7 +139,7 @@ class BlockingTarget:
         d: defer.Deferred[T] = deferToThreadPool(reactor, pool, fn, *args)
         # The library's own timeouts normally fire first; this one catches a library that
         # waits past them. Its thread may still be busy: the next delivery queues behind it.
-        guard = self._timeout_seconds * 2 + 1
+        guard = self._timeout_seconds * 3 + 1  # connect, and send on a kept and a fresh session
         d.addTimeout(guard, reactor)
         try:
             return await d
