@@ -131,7 +131,7 @@ def test_defaults_and_typed_values() -> None:
     assert amqp.password == SECRET
     mqtt = validate({**VALID["mqtt"], "broker": "mqtts://mqtt"})
     assert (mqtt.host, mqtt.port, mqtt.tls, mqtt.qos, mqtt.client_id) == \
-        ("mqtt", 8883, True, 1, "objstore-events")
+        ("mqtt", 8883, True, 1, "")
     assert validate(VALID["nats"]).jetstream is False
     assert validate({**VALID["nats"], "url": f"nats://{SECRET}@nats"}).secrets == (SECRET,)
     assert validate(VALID["redis"]).format == "list"

@@ -7,11 +7,13 @@ deliveries); connecting and waiting for the acknowledgement happen on the target
 (`threaded.BlockingTarget`), each bounded by timeout_seconds.
 
 Keys: broker (tcp:// or mqtt://, ssl:// or mqtts:// for TLS), topic, qos (0, 1, 2),
-username, password, client_id (default objstore-<target name>), timeout_seconds.
+username, password, client_id (default objstore-<target name>-<random>, new per
+connection), timeout_seconds.
 """
 
 from __future__ import annotations
 
+import secrets
 import ssl
 import threading
 from collections.abc import Mapping
@@ -58,7 +60,7 @@ class MqttKind:
         settings = MqttSettings(
             name=name, host=broker.hostname or "", port=broker.port or (8883 if tls else 1883),
             tls=tls, topic=topic, qos=read.integer("qos", 1, 0, 2), username=username,
-            password=password, client_id=read.string("client_id", f"objstore-{name}"),
+            password=password, client_id=read.string("client_id", "", allow_empty=True),
             timeout_seconds=read.seconds())
         read.finish()
         return settings
@@ -76,7 +78,10 @@ class MqttSession:
         self._settings = settings
         self._connected = threading.Event()
         self._refusal: str | None = None
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=settings.client_id,
+        # Unique per connection by default: every node of a cluster has the same target,
+        # and a broker disconnects the older of two connections with one client id.
+        client_id = settings.client_id or f"objstore-{settings.name}-{secrets.token_hex(4)}"
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
                              protocol=mqtt.MQTTv311, clean_session=True)
         client.on_connect = self._on_connect
         client.connect_timeout = settings.timeout_seconds
