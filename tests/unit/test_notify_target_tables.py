@@ -285,3 +285,19 @@ def test_a_refusal_by_the_server_on_a_kept_session_is_final() -> None:
     with pytest.raises(DeliveryError, match="unroutable"):
         target._send(_event())
     assert log == ["open", "send", "close"]
+
+
+def test_smtp_message_of_a_hostile_key_injects_no_header() -> None:
+    import email
+    from email import policy
+
+    from objstore.notify.targets.smtp import message_of
+
+    settings_ = validate(VALID["smtp"])
+    key = "a\r\nBcc: victim@example.com\r\n\r\nbody ünï" + "x" * 2000
+    raw = message_of(settings_, _event(key=key)).as_bytes()
+    parsed = email.message_from_bytes(raw, policy=policy.default)
+    assert parsed["Bcc"] is None
+    assert parsed["To"] == "ops@example.com"
+    assert parsed.get_content() == b'{"Records":[]}'
+    assert str(parsed["Subject"]).startswith("objstore s3:ObjectCreated:Put b/a  Bcc:")
