@@ -30,6 +30,11 @@ from tests.integration.test_lifecycle_of_the_process import make_certificate
 
 DEADLINE = 30.0
 TOKEN = "s3cr3t-token-for-hooks"
+# Broker targets through the daemon: a Redis list and a PostgreSQL access table, named
+# uniquely per run (the servers are this machine's, shared with other runs).
+RUN = f"{time.time_ns():x}"
+REDIS_KEY = f"objstore-e2e-{RUN}"
+PG_TABLE = f"objstore_e2e_{RUN}"
 FAST = "[lifecycle]\ninterval_seconds = 1\nday_seconds = 1\n"
 
 
@@ -87,7 +92,12 @@ def env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     config = (f"{FAST}[notifications]\nmax_retries = 2\nretry_base_seconds = 0.2\n"
               "webhook_timeout_seconds = 2\n"
               f"[notifications.targets.hooks]\nkind = \"webhook\"\n"
-              f"url = \"{receiver.url('/hooks')}\"\nauth_token = \"{TOKEN}\"\n")
+              f"url = \"{receiver.url('/hooks')}\"\nauth_token = \"{TOKEN}\"\n"
+              f"[notifications.targets.redis]\nkind = \"redis\"\n"
+              f"url = \"redis://127.0.0.1:6379/0\"\nkey = \"{REDIS_KEY}-{request.param}\"\n"
+              f"[notifications.targets.pg]\nkind = \"postgresql\"\n"
+              f"dsn = \"postgresql://postgres@127.0.0.1:5432/test\"\n"
+              f"table = \"{PG_TABLE}_{request.param}\"\nformat = \"access\"\n")
     node = Daemon(tmp_path_factory.mktemp("notify"), backend=request.param,
                   extra_config=config)
     node.start()
@@ -411,3 +421,66 @@ def test_sigkill_mid_burst_loses_nothing(env: tuple[Daemon, Receiver]) -> None:
     duplicates = len(keys) - len(set(keys))
     print(f"burst: {len(acknowledged)} acknowledged, {len(keys)} delivered, "
           f"{duplicates} duplicates")
+
+
+def test_broker_targets_through_the_daemon(env: tuple[Daemon, Receiver]) -> None:
+    """One configuration names a Redis list (keys under logs/) and a PostgreSQL table
+    (keys under pg/): a PUT and a DELETE reach each, as S3 event documents, in order."""
+    import psycopg2
+    import redis
+
+    node, _ = env
+    backend = node.backend
+    s3: Any = make_client(node.endpoint)
+    s3.create_bucket(Bucket="nbrokers")
+    s3.put_bucket_notification_configuration(Bucket="nbrokers", NotificationConfiguration={
+        "QueueConfigurations": [
+            {"Id": "to-redis", "QueueArn": "arn:objstore:sqs:us-east-1:redis:redis",
+             "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "logs/"}]}}},
+            {"Id": "to-pg", "QueueArn": "arn:objstore:sqs:us-east-1:pg:postgresql",
+             "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "pg/"}]}}}]})
+    s3.put_object(Bucket="nbrokers", Key="logs/a b.txt", Body=b"12345")
+    s3.delete_object(Bucket="nbrokers", Key="logs/a b.txt")
+    s3.put_object(Bucket="nbrokers", Key="pg/x", Body=b"1")
+    s3.delete_object(Bucket="nbrokers", Key="pg/x")
+    client = redis.Redis(host="127.0.0.1", port=6379)
+    key = f"{REDIS_KEY}-{backend}"
+    try:
+        listed = wait_for(lambda: (lambda items: items if len(items) >= 2 else None)(
+            client.lrange(key, 0, -1)), "two events in the Redis list")
+        names = [json.loads(item)["Records"][0]["eventName"] for item in listed[:2]]
+        assert names == ["ObjectCreated:Put", "ObjectRemoved:Delete"]
+        record = json.loads(listed[0])["Records"][0]
+        assert record["s3"]["bucket"]["name"] == "nbrokers"
+        assert record["s3"]["object"]["key"] == "logs/a+b.txt"
+        assert record["s3"]["object"]["size"] == 5
+    finally:
+        client.delete(key)
+        client.close()
+    table = f"{PG_TABLE}_{backend}"
+
+    def pg_rows() -> list[Any] | None:
+        conn = psycopg2.connect("host=127.0.0.1 dbname=test user=postgres")
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SELECT to_regclass(%s)", (table,))
+                if cursor.fetchone()[0] is None:
+                    return None
+                cursor.execute(f'SELECT * FROM "{table}"')
+                rows = cursor.fetchall()
+                return rows if len(rows) >= 2 else None
+        finally:
+            conn.close()
+
+    try:
+        rows = wait_for(pg_rows, "two events in the PostgreSQL table")
+        assert len(rows) == 2
+        assert "ObjectRemoved:Delete" in json.dumps([list(map(str, row)) for row in rows])
+    finally:
+        conn = psycopg2.connect("host=127.0.0.1 dbname=test user=postgres")
+        conn.autocommit = True
+        with conn.cursor() as cursor:
+            cursor.execute(f'DROP TABLE IF EXISTS "{table}"')
+        conn.close()
