@@ -155,6 +155,10 @@ class Cluster:
     peer_prune_days: float | None = None
     peer_prune_seconds: float | None = None  # overrides peer_prune_days (tests)
     tls: ClusterTLS | None = None
+    # Not a config key: the ids (never the keys) of this node's master key versions, filled
+    # in at start from [encryption] (service.py `with_key_ids`); part of the fingerprint, so
+    # a node holding other master keys is config drift (cluster/auth.py).
+    encryption_key_ids: tuple[str, ...] = ()
 
     @property
     def write_quorum(self) -> int:
@@ -193,6 +197,8 @@ class Encryption:
     vault_url: str = ""
     vault_token_file: str | None = None
     vault_key_name: str = "objstore"
+    vault_mount: str = "transit"  # the transit engine's mount path
+    vault_ca_file: str | None = None  # None: the system roots verify Vault's certificate
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +553,8 @@ _ENCRYPTION = _Section("encryption", Encryption, (
     _F("vault_url", _optional(_url)),
     _F("vault_token_file", _path(must_exist=True)),
     _F("vault_key_name", _non_empty),
+    _F("vault_mount", _non_empty),
+    _F("vault_ca_file", _path(must_exist=True)),
 ), finish=_finish_encryption)
 
 _OUTBOX = _Section("outbox", Outbox, (
@@ -581,6 +589,8 @@ def _all_sections(sections: tuple[_Section, ...] = _TOP_LEVEL) -> list[_Section]
 
 
 _SECTIONS_BY_NAME = {s.name: s for s in _all_sections()}
+# Fields filled in at start, never read from the file (an unknown key there).
+NOT_FROM_FILE = {"cluster": frozenset({"encryption_key_ids"})}
 
 
 # --- the generic builder -------------------------------------------------------------------

@@ -65,9 +65,6 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 # sees the parsed TOML before validation; a value that is not even valid is left to the
 # validation, which names it.
 _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
-    ('[encryption] kms_provider = "vault": server-side encryption with Vault',
-     lambda d: _table(d, "encryption").get("enabled") is True
-     and _table(d, "encryption").get("kms_provider") == "vault"),
     ("[notifications]: bucket notifications", lambda d: "notifications" in d),
     ('[logging] level: a log level other than "info"',
      lambda d: _table(d, "logging").get("level") in ("debug", "warn", "error")),

@@ -30,6 +30,7 @@ from objstore.meta import (
     object_queries,
     object_write_queries,
     outbox_queries,
+    rewrap_queries,
     settings_queries,
     tombstone_purge_queries,
     tombstones,
@@ -98,6 +99,9 @@ class SyncMetaStore(Database):
     objects_batch = object_queries.objects_batch
     iter_objects = object_queries.iter_objects
     objects_by_blob_id = blob_walk_queries.objects_by_blob_id
+    encrypted_versions = rewrap_queries.encrypted_versions
+    swap_wrapped_key = rewrap_queries.swap_wrapped_key
+    count_encrypted_versions = rewrap_queries.count_encrypted_versions
     max_seq = object_queries.max_seq
     list_latest_entries = listing_queries.list_latest_entries
     list_version_entries = listing_queries.list_version_entries

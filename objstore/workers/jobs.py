@@ -107,8 +107,15 @@ class NoopRunner:
         return Progress(str(done), done, self._n, finished=done >= self._n)
 
 
+def _rotate_key(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.key_rotation import RotateKeyRunner
+
+    return RotateKeyRunner(job, context)
+
+
 RUNNERS: Mapping[str, RunnerFactory] = {
     "noop": NoopRunner,
+    "rotate-key": _rotate_key,
 }
 
 

@@ -320,7 +320,6 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("snippet", [
-    "[encryption]\nenabled = true\nkms_provider = \"vault\"\n",
     "[notifications]\nmax_retries = 8\n",
     "[notifications]\n",
     '[logging]\nformat = "json"\n',
