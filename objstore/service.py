@@ -433,7 +433,8 @@ def build_node(config: Config, reactor: Any = None, *,
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
     lifecycle.setServiceParent(singletons)
     JobWorker(store=meta, clock=reactor,
-              services={"meta": meta, "blobs": blobs, "io": io_pool}
+              services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
+                        "bucket_config": bucket_config}
               ).setServiceParent(singletons)
     admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
     duties = LeaderDuties(held=role.leader)

@@ -102,6 +102,9 @@ class SyncMetaStore(Database):
     encrypted_versions = rewrap_queries.encrypted_versions
     swap_wrapped_key = rewrap_queries.swap_wrapped_key
     count_encrypted_versions = rewrap_queries.count_encrypted_versions
+    versions_by_stages = rewrap_queries.versions_by_stages
+    count_versions_by_stages = rewrap_queries.count_versions_by_stages
+    swap_blob = rewrap_queries.swap_blob
     max_seq = object_queries.max_seq
     list_latest_entries = listing_queries.list_latest_entries
     list_version_entries = listing_queries.list_version_entries

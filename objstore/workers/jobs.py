@@ -113,9 +113,19 @@ def _rotate_key(job: JobRecord, context: JobContext) -> JobRunner:
     return RotateKeyRunner(job, context)
 
 
+def _stage_job(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.stage_jobs import StageJobRunner
+
+    return StageJobRunner(job, context)
+
+
 RUNNERS: Mapping[str, RunnerFactory] = {
     "noop": NoopRunner,
     "rotate-key": _rotate_key,
+    "encrypt": _stage_job,
+    "decrypt": _stage_job,
+    "compress": _stage_job,
+    "decompress": _stage_job,
 }
 
 
