@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import os
 import re
@@ -241,6 +242,9 @@ class Config:
     logging: Logging
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
+    # The node-local switch a migrate-db job wrote (meta/db_copy.py), when one was applied
+    # over [storage] metadata_backend and postgres_url.
+    metadata_override_path: str | None = None
 
 
 # --- checkers: each takes (value, context) and returns the typed value or raises _Invalid ---
@@ -705,10 +709,39 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 
 def config_from_data(data: Mapping[str, Any], path: str | os.PathLike[str] | None) -> Config:
     """Validate what `read_config_file(path)` returned."""
-    config = parse_config(data, base_dir=os.getcwd())
+    config = apply_metadata_override(parse_config(data, base_dir=os.getcwd()))
     if path is None:
         return config
     return dataclasses.replace(config, source_path=os.path.abspath(os.fspath(path)))
+
+
+METADATA_OVERRIDE = os.path.join("control", "metadata-backend.json")
+
+
+def apply_metadata_override(config: Config) -> Config:
+    """`config` with the metadata backend a migrate-db job switched this node to
+    (`<data_dir>/control/metadata-backend.json`, meta/db_copy.py), when that file exists:
+    it wins over [storage] metadata_backend and postgres_url until the operator removes it
+    (after copying its two values into the config file)."""
+    path = os.path.join(config.storage.data_dir, METADATA_OVERRIDE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.loads(handle.read(65536))
+    except FileNotFoundError:
+        return config
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: the metadata backend switch written by migrate-db can "
+                          f"not be read ({exc})") from None
+    backend = document.get("metadata_backend") if isinstance(document, dict) else None
+    url = document.get("postgres_url") if isinstance(document, dict) else None
+    if backend not in ("sqlite", "postgres") or (backend == "postgres"
+                                                 and not isinstance(url, str)):
+        raise ConfigError(f"{path}: not a metadata backend switch (metadata_backend "
+                          "sqlite or postgres, postgres_url)")
+    storage = dataclasses.replace(config.storage, metadata_backend=backend,
+                                  postgres_url=url if backend == "postgres"
+                                  else config.storage.postgres_url)
+    return dataclasses.replace(config, storage=storage, metadata_override_path=path)
 
 
 def read_config_file(path: str | os.PathLike[str] | None) -> Mapping[str, Any]:

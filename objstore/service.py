@@ -434,7 +434,8 @@ def build_node(config: Config, reactor: Any = None, *,
     lifecycle.setServiceParent(singletons)
     JobWorker(store=meta, clock=reactor,
               services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
-                        "bucket_config": bucket_config}
+                        "bucket_config": bucket_config, "sync_store": sync_store,
+                        "storage": storage}
               ).setServiceParent(singletons)
     admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
     duties = LeaderDuties(held=role.leader)

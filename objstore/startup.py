@@ -50,9 +50,15 @@ def checked_config(path: str | None) -> Config:
         unsupported = unsupported_settings(data)
         if unsupported:
             raise fail_startup(unsupported)
-        return config_from_data(data, path)
+        config = config_from_data(data, path)
     except ConfigError as exc:
         raise fail_startup(str(exc)) from None
+    if config.metadata_override_path is not None:
+        warn_startup(f"metadata backend {config.storage.metadata_backend} from "
+                     f"{config.metadata_override_path} (written by a migrate-db job), not "
+                     "from [storage]: copy its metadata_backend and postgres_url into the "
+                     "config file, then remove it")
+    return config
 
 
 def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -119,6 +119,12 @@ def _stage_job(job: JobRecord, context: JobContext) -> JobRunner:
     return StageJobRunner(job, context)
 
 
+def _migrate_db(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.db_migration import MigrateDbRunner
+
+    return MigrateDbRunner(job, context)
+
+
 RUNNERS: Mapping[str, RunnerFactory] = {
     "noop": NoopRunner,
     "rotate-key": _rotate_key,
@@ -126,6 +132,7 @@ RUNNERS: Mapping[str, RunnerFactory] = {
     "decrypt": _stage_job,
     "compress": _stage_job,
     "decompress": _stage_job,
+    "migrate-db": _migrate_db,
 }
 
 
@@ -227,6 +234,10 @@ class JobWorker(TimerService):
                 progress = await runner.step(cursor)
             except CancelledError:
                 return  # the worker is stopping: the job resumes from `cursor` later
+            except rules.JobError as error:
+                log.warn("maintenance job {id} failed: {error}", id=job.id, error=error)
+                await self._fail(job, str(error))
+                return
             except Exception as error:  # noqa: BLE001 (a runner's failure fails its job)
                 log.failure("maintenance job {id} failed", id=job.id)
                 await self._fail(job, f"{type(error).__name__}: {error}")

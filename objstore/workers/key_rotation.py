@@ -21,7 +21,7 @@ from typing import Any
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.crypto.master_key import key_context
 from objstore.crypto.packages import FORMAT
-from objstore.engine.job_rules import JobRecord, Progress
+from objstore.engine.job_rules import JobError, JobRecord, Progress
 from objstore.meta.records import ObjectRecord
 
 PAGE = 100
@@ -59,7 +59,7 @@ class RotateKeyRunner:
     async def step(self, cursor: str | None) -> Progress:
         keyring = self._blobs.stages.master_key
         if keyring is None:
-            raise RuntimeError("rotate-key needs [encryption] enabled on this node")
+            raise JobError("rotate-key needs [encryption] enabled on this node")
         if cursor is None and self._total == 0:
             self._total = await self._meta.count_encrypted_versions(
                 bucket=self._bucket, prefix=self._prefix)

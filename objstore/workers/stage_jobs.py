@@ -25,7 +25,7 @@ from typing import Any
 
 from objstore.blobs.plan import SSE_S3, StagePlan
 from objstore.crypto.packages import FORMAT
-from objstore.engine.job_rules import JobRecord, Progress
+from objstore.engine.job_rules import JobError, JobRecord, Progress
 from objstore.engine.stage_plan import BucketStageSettings, already_compressed
 from objstore.engine.stage_rewrite import StageRewriter
 from objstore.meta.records import ObjectRecord
@@ -104,7 +104,7 @@ class StageJobRunner:
     async def step(self, cursor: str | None) -> Progress:
         key_id = self._blobs.stages.key_id
         if self._job.job_type == "encrypt" and key_id is None:
-            raise RuntimeError("encrypt needs [encryption] enabled on this node")
+            raise JobError("encrypt needs [encryption] enabled on this node")
         if cursor is None and self._total == 0:
             self._total, _ = await self._meta.count_versions_by_stages(
                 self._walk, bucket=self._bucket, prefix=self._prefix)
