@@ -347,7 +347,7 @@ def build_node(config: Config, reactor: Any = None, *,
             cache_size=config.server.cache.size, counters=counters,
         ),
     )
-    maintenance = MaintenanceWatch(meta)  # a maintenance-mode job drains the node
+    maintenance = MaintenanceWatch(meta, node_id)  # a maintenance-mode job drains the node
     health = HealthState(cluster=cluster.status if cluster is not None else None,
                          maintenance_job=maintenance)
     if cluster is not None:  # a peer's control plane merged here: the caches forget
@@ -432,7 +432,7 @@ def build_node(config: Config, reactor: Any = None, *,
     # worker 0 within a second.
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
     lifecycle.setServiceParent(singletons)
-    JobWorker(store=meta, clock=reactor,
+    JobWorker(store=meta, clock=reactor, node_id=node_id,
               services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
                         "bucket_config": bucket_config, "sync_store": sync_store,
                         "storage": storage}

@@ -304,6 +304,7 @@ class MetaStore:
     list_jobs = _on_reader(SyncMetaStore.list_jobs)
     move_job = _on_writer(SyncMetaStore.move_job)
     record_progress = _on_writer(SyncMetaStore.record_progress)
+    claim_job = _on_writer(SyncMetaStore.claim_job)
     append_job_log = _on_writer(SyncMetaStore.append_job_log)
     job_logs = _on_reader(SyncMetaStore.job_logs)
 

@@ -47,7 +47,10 @@ TABLES: dict[str, sa.Table] = {
     "team_grant": schema.team_grants,
     "upload": schema.multipart_uploads,
     "part": schema.multipart_parts,
+    "job": schema.maintenance_jobs,
 }
+# Job types that never leave their node (migrate-db copies and switches that node only).
+NODE_LOCAL_JOBS = frozenset({"migrate-db"})
 assert set(TABLES) == set(FAMILY_BY_NAME)
 
 _t = schema.tombstones
@@ -99,6 +102,8 @@ def _family_state(conn: Connection, spec: FamilySpec,
         values = dict(row)
         key = spec.key_of(values)
         if spec.name == "setting" and not replicated_setting(key):
+            continue
+        if spec.name == "job" and values.get("job_type") in NODE_LOCAL_JOBS:
             continue
         rows[key] = values
     tombstones: dict[str, float] = {}
@@ -205,7 +210,11 @@ def _write(conn: Connection, decided: ControlPlan) -> None:
             continue
         table = TABLES[spec.name]
         keys = [column.name for column in table.primary_key.columns]
-        for row in family_plan.upserts.values():
+        upserts = list(family_plan.upserts.values())
+        unique = spec.unique_column
+        if unique is not None:  # rows giving a unique value up go first
+            upserts.sort(key=lambda row: row.get(unique) is not None)
+        for row in upserts:
             values = {c.name: row[c.name] for c in table.columns if c.name in row}
             upsert(conn, table, values, keys)
 
@@ -277,6 +286,8 @@ def valid_row(family: str, row: Any) -> dict[str, Any] | None:
         if not _valid_value(column, value):
             return None
         values[column.name] = value
+    if family == "job" and values.get("job_type") in NODE_LOCAL_JOBS:
+        return None
     return values
 
 

@@ -197,6 +197,7 @@ class SyncMetaStore(Database):
     list_jobs = job_queries.list_jobs
     move_job = job_queries.move_job
     record_progress = job_queries.record_progress
+    claim_job = job_queries.claim_job
     append_job_log = job_queries.append_job_log
     job_logs = job_queries.job_logs
     # audit log and metrics history
