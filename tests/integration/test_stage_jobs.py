@@ -1,4 +1,4 @@
-"""The encrypt, decrypt, compress and decompress jobs on a real daemon, each backend: a
+"""The encrypt, decrypt, compress and decompress jobs on a real daemon (SQLite): a
 versioned bucket with object lock (several versions per key, tags, user metadata, a legal
 hold, a delete marker) is encrypted under live writes (new versions and tag changes made
 while the job runs win and are kept), then compressed (after its compression setting was
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import BACKENDS, make_client, running_daemon
+from tests.integration.conftest import make_client, running_daemon
 from tests.integration.daemon import Daemon, objstore_cli
 from tests.integration.test_maintenance_jobs import JOBS, poll
 
@@ -31,7 +31,9 @@ ROTATION_BUCKET = "rotation"
 P = 64 * 1024
 
 
-@pytest.fixture(scope="module", params=BACKENDS)
+# SQLite only: the walk's and swaps' queries run on both backends in
+# tests/unit/test_rewrap_queries.py; what is tested here does not depend on the backend.
+@pytest.fixture(scope="module", params=["sqlite"])
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
     node = Daemon(tmp_path_factory.mktemp(f"stage-jobs-{request.param}"),
@@ -147,8 +149,6 @@ def test_rewrite_jobs_keep_every_version_under_live_writes(daemon: Daemon) -> No
 
 
 def test_a_killed_job_resumes_where_it_stopped(daemon: Daemon) -> None:
-    if daemon.backend != "sqlite":
-        pytest.skip("the resume does not depend on the backend")
     s3: Any = make_client(daemon.endpoint)
     admin = AdminClient(daemon.endpoint)
     s3.create_bucket(Bucket="resumed")
@@ -195,8 +195,6 @@ def read_all(s3: Any, written: dict[tuple[str, str], bytes]) -> None:
 
 
 def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
-    if daemon.backend != "sqlite":
-        pytest.skip("the walk's queries ran on both backends above")
     s3: Any = make_client(daemon.endpoint)
     s3.create_bucket(Bucket=ROTATION_BUCKET)
     s3.put_bucket_versioning(Bucket=ROTATION_BUCKET, VersioningConfiguration={"Status": "Enabled"})
