@@ -11,6 +11,7 @@ from engine/settings.py). No Twisted here; on `SyncMetaStore` and `MetaStore`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from objstore.convergence.control_merge import (
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import upsert, write_transaction
+from objstore.meta.job_records import STATUSES, is_active
 
 TABLES: dict[str, sa.Table] = {
     "bucket": schema.buckets,
@@ -286,9 +288,23 @@ def valid_row(family: str, row: Any) -> dict[str, Any] | None:
         if not _valid_value(column, value):
             return None
         values[column.name] = value
-    if family == "job" and values.get("job_type") in NODE_LOCAL_JOBS:
+    if family == "job" and not _valid_job(values):
         return None
     return values
+
+
+def _valid_job(values: Mapping[str, Any]) -> bool:
+    """A peer's job row: not node-local, a known status, `active` 1 exactly when the status
+    is active (one active job per node stays true), params a JSON object."""
+    status = values.get("status")
+    if values.get("job_type") in NODE_LOCAL_JOBS or status not in STATUSES:
+        return False
+    if values.get("active") != (1 if is_active(str(status)) else None):
+        return False
+    try:
+        return isinstance(json.loads(str(values.get("params"))), dict)
+    except ValueError:
+        return False
 
 
 __all__ = ["IAM_FAMILIES", "TABLES", "MergeOutcome", "control_state",

@@ -55,3 +55,18 @@ def test_walk_counts_and_swaps(meta_store: SyncMetaStore) -> None:  # noqa: F811
     assert swapped is not None and swapped.blob_id == "new-blob"
     assert swapped.tags == {"t": "1"} and swapped.encryption_key_id == "local:a"
     assert store.swap_blob(target, replace(target, blob_id="other")) is None  # blob moved on
+
+
+def test_a_peers_job_rows_are_checked() -> None:
+    from objstore.meta.control_snapshot_queries import valid_row
+
+    good = {"id": "j1", "job_type": "noop", "status": "running", "mode": "live",
+            "params": '{"n": 1}', "active": 1, "total": 1, "done": 0, "rate": 0.0,
+            "cursor": None, "last_error": None, "created_at": 1.0, "updated_at": 2.0,
+            "started_at": 1.5, "finished_at": None, "runner": "node-a"}
+    assert valid_row("job", good) is not None
+    for bad in ({"job_type": "migrate-db"}, {"status": "exploded"}, {"active": 5},
+                {"active": None}, {"status": "completed"}, {"params": "[1]"},
+                {"params": "{"}, {"done": "many"}):
+        assert valid_row("job", {**good, **bad}) is None, bad
+    assert valid_row("job", {**good, "status": "completed", "active": None}) is not None
