@@ -177,10 +177,12 @@ def key_file(daemon: Daemon) -> Path:
 
 
 def sidecar_key_ids(daemon: Daemon) -> set[str]:
+    """The key ids the objects' sidecars name (not a provisional sidecar: a rewrite the
+    SIGKILL above cut short leaves its new blob for `check --repair`)."""
     found = set()
     for path in (daemon.data_dir / "blobs").glob("*/*/*.meta.json"):
         document = json.loads(path.read_text())
-        if document.get("encryption_key_id"):
+        if document.get("encryption_key_id") and document.get("kind") == "object":
             found.add(document["encryption_key_id"])
     return found
 
