@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import os
 import re
@@ -165,6 +166,10 @@ class Cluster:
     peer_prune_days: float | None = None
     peer_prune_seconds: float | None = None  # overrides peer_prune_days (tests)
     tls: ClusterTLS | None = None
+    # Not a config key: the ids (never the keys) of this node's master key versions, filled
+    # in at start from [encryption] (service.py `with_key_ids`); part of the fingerprint, so
+    # a node holding other master keys is config drift (cluster/auth.py).
+    encryption_key_ids: tuple[str, ...] = ()
 
     @property
     def write_quorum(self) -> int:
@@ -216,6 +221,8 @@ class Encryption:
     vault_url: str = ""
     vault_token_file: str | None = None
     vault_key_name: str = "objstore"
+    vault_mount: str = "transit"  # the transit engine's mount path
+    vault_ca_file: str | None = None  # None: the system roots verify Vault's certificate
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +272,9 @@ class Config:
     logging: Logging
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
+    # The node-local switch a migrate-db job wrote (meta/db_copy.py), when one was applied
+    # over [storage] metadata_backend and postgres_url.
+    metadata_override_path: str | None = None
 
 
 # --- checkers: each takes (value, context) and returns the typed value or raises _Invalid ---
@@ -618,6 +628,8 @@ _ENCRYPTION = _Section("encryption", Encryption, (
     _F("vault_url", _optional(_url)),
     _F("vault_token_file", _path(must_exist=True)),
     _F("vault_key_name", _non_empty),
+    _F("vault_mount", _non_empty),
+    _F("vault_ca_file", _path(must_exist=True)),
 ), finish=_finish_encryption)
 
 _OUTBOX = _Section("outbox", Outbox, (
@@ -656,6 +668,8 @@ def _all_sections(sections: tuple[_Section, ...] = _TOP_LEVEL) -> list[_Section]
 
 
 _SECTIONS_BY_NAME = {s.name: s for s in _all_sections()}
+# Fields filled in at start, never read from the file (an unknown key there).
+NOT_FROM_FILE = {"cluster": frozenset({"encryption_key_ids"})}
 
 
 # --- the generic builder -------------------------------------------------------------------
@@ -770,10 +784,39 @@ def load_config(path: str | os.PathLike[str] | None) -> Config:
 
 def config_from_data(data: Mapping[str, Any], path: str | os.PathLike[str] | None) -> Config:
     """Validate what `read_config_file(path)` returned."""
-    config = parse_config(data, base_dir=os.getcwd())
+    config = apply_metadata_override(parse_config(data, base_dir=os.getcwd()))
     if path is None:
         return config
     return dataclasses.replace(config, source_path=os.path.abspath(os.fspath(path)))
+
+
+METADATA_OVERRIDE = os.path.join("control", "metadata-backend.json")
+
+
+def apply_metadata_override(config: Config) -> Config:
+    """`config` with the metadata backend a migrate-db job switched this node to
+    (`<data_dir>/control/metadata-backend.json`, meta/db_copy.py), when that file exists:
+    it wins over [storage] metadata_backend and postgres_url until the operator removes it
+    (after copying its two values into the config file)."""
+    path = os.path.join(config.storage.data_dir, METADATA_OVERRIDE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.loads(handle.read(65536))
+    except FileNotFoundError:
+        return config
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: the metadata backend switch written by migrate-db can "
+                          f"not be read ({exc})") from None
+    backend = document.get("metadata_backend") if isinstance(document, dict) else None
+    url = document.get("postgres_url") if isinstance(document, dict) else None
+    if backend not in ("sqlite", "postgres") or (backend == "postgres"
+                                                 and not isinstance(url, str)):
+        raise ConfigError(f"{path}: not a metadata backend switch (metadata_backend "
+                          "sqlite or postgres, postgres_url)")
+    storage = dataclasses.replace(config.storage, metadata_backend=backend,
+                                  postgres_url=url if backend == "postgres"
+                                  else config.storage.postgres_url)
+    return dataclasses.replace(config, storage=storage, metadata_override_path=path)
 
 
 def read_config_file(path: str | os.PathLike[str] | None) -> Mapping[str, Any]:

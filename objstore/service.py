@@ -73,7 +73,7 @@ from objstore.cluster.wiring import (
 )
 from objstore.config import Config
 from objstore.console.resource import ConsoleResource
-from objstore.crypto.keyring import node_stages
+from objstore.crypto.keyring import kms_endpoint, node_stages
 from objstore.crypto.master_key import MasterKeyError
 from objstore.engine.anonymous import AnonymousAccessService
 from objstore.engine.archive import ArchiveService
@@ -240,6 +240,16 @@ def metrics_token(config: Config) -> bytes | None:
         raise BootstrapError(str(exc)) from None
 
 
+def with_key_ids(config: Config, stages: BlobStages) -> Config:
+    """`config` whose [cluster] carries the ids of the node's master key versions (never a
+    key): the cluster fingerprint covers them (cluster/auth.py)."""
+    key_ids = tuple(getattr(stages.master_key, "key_ids", ()))
+    if not key_ids:
+        return config
+    return dataclasses.replace(
+        config, cluster=dataclasses.replace(config.cluster, encryption_key_ids=key_ids))
+
+
 def settle_deletes_in_doubt(sync_store: SyncMetaStore, blobs: BlobStore) -> None:
     """Deletes a crash stopped between their sidecar's withdrawal and their end: the
     version stays whole when its row does, else its files go (`BlobStore.settle_withdrawn`;
@@ -295,6 +305,7 @@ def build_node(config: Config, reactor: Any = None, *,
     opened = open_storage(config, prepare=not role.supervised)
     blobs, control, sync_store, node_id = (opened.blobs, opened.control, opened.sync_store,
                                            opened.node_id)
+    config = with_key_ids(config, blobs.stages)
     counters = node_counters(role)
     db_pool = DbPool.for_backend(
         reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close
@@ -379,7 +390,7 @@ def build_node(config: Config, reactor: Any = None, *,
         ),
         notifications=notifications.configs,
     )
-    maintenance = MaintenanceWatch(meta)  # a maintenance-mode job drains the node
+    maintenance = MaintenanceWatch(meta, node_id)  # a maintenance-mode job drains the node
     health = HealthState(cluster=cluster.status if cluster is not None else None,
                          maintenance_job=maintenance)
     if cluster is not None:  # a peer's control plane merged here: the caches forget
@@ -400,7 +411,9 @@ def build_node(config: Config, reactor: Any = None, *,
                          tls=config.server.tls is not None, backend=storage.metadata_backend,
                          workers=config.server.workers if role.supervised else 1,
                          worker_index=role.index,
-                         kms_provider="local" if blobs.stages.key_id is not None else None),
+                         kms_provider=(config.encryption.kms_provider
+                                       if blobs.stages.key_id is not None else None),
+                         kms_endpoint=kms_endpoint(config)),
         rate_limits=rate_limits,
         authorizer=authorizer,
         space=space,
@@ -467,7 +480,11 @@ def build_node(config: Config, reactor: Any = None, *,
     # worker 0 within a second.
     lifecycle = lifecycle_worker(config, reactor, meta, services, observability.audit)
     lifecycle.setServiceParent(singletons)
-    JobWorker(store=meta, clock=reactor).setServiceParent(singletons)
+    JobWorker(store=meta, clock=reactor, node_id=node_id,
+              services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
+                        "bucket_config": bucket_config, "sync_store": sync_store,
+                        "storage": storage}
+              ).setServiceParent(singletons)
     admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
     duties = LeaderDuties(held=role.leader)
     for work in (singletons, *observability.leader_work):

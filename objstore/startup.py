@@ -56,6 +56,12 @@ def checked_config(path: str | None) -> Config:
         return config
     except ConfigError as exc:
         raise fail_startup(str(exc)) from None
+    if config.metadata_override_path is not None:
+        warn_startup(f"metadata backend {config.storage.metadata_backend} from "
+                     f"{config.metadata_override_path} (written by a migrate-db job), not "
+                     "from [storage]: copy its metadata_backend and postgres_url into the "
+                     "config file, then remove it")
+    return config
 
 
 def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -68,9 +74,6 @@ def _table(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 # sees the parsed TOML before validation; a value that is not even valid is left to the
 # validation, which names it.
 _NOT_YET: tuple[tuple[str, Callable[[Mapping[str, Any]], bool]], ...] = (
-    ('[encryption] kms_provider = "vault": server-side encryption with Vault',
-     lambda d: _table(d, "encryption").get("enabled") is True
-     and _table(d, "encryption").get("kms_provider") == "vault"),
     ('[logging] level: a log level other than "info"',
      lambda d: _table(d, "logging").get("level") in ("debug", "warn", "error")),
     ('[logging] format = "json": JSON logs',

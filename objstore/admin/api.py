@@ -337,12 +337,15 @@ def match_route(app: Klein, path_info: str, method: str, *, no_endpoint: str = _
 
 
 def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,
-                worker_index: int = 0, kms_provider: str | None = None
-                ) -> Callable[[], dict[str, Any]]:
+                worker_index: int = 0, kms_provider: str | None = None,
+                kms_endpoint: str | None = None) -> Callable[[], dict[str, Any]]:
     """GET /admin/info. `workers` and `worker` (which process answered) go beyond the
     spec's fields: they tell an operator the node's process layout. `kms_provider`: the
-    provider of SSE-S3's master key (None: no encryption)."""
+    provider of SSE-S3's master key (None: no encryption); `kms_endpoint`: Vault's URL (only
+    with the vault provider)."""
     encryption = {} if kms_provider is None else {"kms_provider": kms_provider}
+    if kms_provider == "vault" and kms_endpoint:
+        encryption["kms_endpoint"] = kms_endpoint
 
     def info() -> dict[str, Any]:
         return {

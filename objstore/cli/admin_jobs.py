@@ -2,9 +2,10 @@
 cancel`, each a call (or a poll) of /admin/maintenance/jobs.
 
 `watch` (and `start --watch`) polls the job and draws a progress bar with the server's rate
-and the ETA it implies, redrawn in place on a terminal and as periodic lines otherwise,
-until the job ends; its exit status is 0 when the job completed, 1 when it failed or was
-cancelled. Never imports Twisted.
+and the ETA it implies (on a terminal with `rich`, redrawn in place; as periodic lines
+otherwise: logs, CI), until the job ends; with --json the last job document is printed.
+Its exit status is 0 when the job completed, 1 when it failed or was cancelled. Never
+imports Twisted.
 """
 
 from __future__ import annotations
@@ -87,16 +88,15 @@ def watch_job(s: Session, job_id: str, *, stream: TextIO | None = None,
               interval_seconds: float = POLL_SECONDS) -> JsonObject:
     """Poll the job until it ends, drawing its progress; the last job document."""
     out = stream or s.stderr
-    tty = out.isatty()
-    every = 1 if tty else max(1, int(5 / interval_seconds))
+    if out.isatty():
+        return _watch_with_bar(s, job_id, out, sleep, interval_seconds)
+    every = max(1, int(5 / interval_seconds))
     polls = 0
     last_status = None
     while True:
         job = s.client.call("GET", f"/maintenance/jobs/{segment(job_id)}")["job"]
         ended = job["status"] in TERMINAL
-        if tty:
-            out.write("\r" + progress_line(job) + "\x1b[K" + ("\n" if ended else ""))
-        elif ended or polls % every == 0 or job["status"] != last_status:
+        if ended or polls % every == 0 or job["status"] != last_status:
             out.write(progress_line(job) + "\n")
         out.flush()
         if ended:
@@ -104,6 +104,30 @@ def watch_job(s: Session, job_id: str, *, stream: TextIO | None = None,
         last_status = job["status"]
         polls += 1
         sleep(interval_seconds)
+
+
+def _watch_with_bar(s: Session, job_id: str, out: TextIO, sleep: Callable[[float], None],
+                    interval_seconds: float) -> JsonObject:
+    """The terminal's watch: a rich progress bar with done/total, the server's rate and the
+    ETA it implies."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.percentage:>3.0f}%  {task.fields[rate]}/s  "
+                          "ETA {task.fields[eta]}"))
+    with Progress(*columns, console=Console(file=out), transient=False) as bar:
+        task = bar.add_task("", total=None, rate="0.0", eta="--:--")
+        while True:
+            job = s.client.call("GET", f"/maintenance/jobs/{segment(job_id)}")["job"]
+            total = int(job.get("total") or 0)
+            bar.update(task, description=f"{job.get('job_type')} {job.get('status')}",
+                       total=total or None, completed=int(job.get("done") or 0),
+                       rate=f"{float(job.get('rate') or 0.0):.1f}",
+                       eta=duration(eta_seconds(job)))
+            if job["status"] in TERMINAL:
+                return dict(job)
+            sleep(interval_seconds)
 
 
 def job_result(job: JsonObject) -> Result:

@@ -1,4 +1,4 @@
-"""The `objstore` command: offline tools (recover, check, keygen, gen-certs), the admin API
+"""The `objstore` command: offline tools (recover, check, keygen, key, gen-certs), the admin API
 commands (users, teams, grants, credentials, presign, archive, export, import, info, stats,
 audit) and --version.
 
@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="recover into a database that already holds buckets or objects")
 
     commands.add_parser("keygen", help="print a new random secret for [cluster] secret")
+    key = commands.add_parser("key", help="the master keys of server-side encryption")
+    key_commands = key.add_subparsers(dest="key_command", metavar="KEY_COMMAND")
+    for name, text in (("rotate", "add a new master key version (active at the next start)"),
+                       ("list", "show the master key versions' ids (never a key)")):
+        sub = key_commands.add_parser(name, help=text)
+        sub.add_argument("--config", "-c", help="path to objstore.toml")
     gen_certs.add_command(commands)
     completion.add_command(commands)
 
@@ -65,6 +71,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_keygen(args: argparse.Namespace) -> int:
     print(secrets.token_urlsafe(48))
+    return 0
+
+
+def run_key(config: Config, args: argparse.Namespace) -> int:
+    """`objstore key rotate|list`: the keyring in [encryption] master_key_file."""
+    from objstore.crypto.keyring import master_key_path, node_keyring, rotate
+    from objstore.crypto.master_key import MasterKeyError
+
+    if not config.encryption.enabled:
+        sys.stderr.write("objstore: [encryption] enabled is false: no master key\n")
+        return 2
+    try:
+        if args.key_command == "rotate":
+            added = rotate(config)
+            print(f"added master key version {added.key_id} to {master_key_path(config)}; "
+                  "restart the node (every node of a cluster, each with this file) and run "
+                  "a rotate-key job to re-wrap existing objects")
+            return 0
+        keyring = node_keyring(config, create=False)
+    except MasterKeyError as exc:
+        sys.stderr.write(f"objstore: {exc}\n")
+        return 2
+    if keyring is None:
+        sys.stderr.write(f"objstore: {master_key_path(config)} does not exist yet\n")
+        return 2
+    for key_id in keyring.key_ids:
+        print(key_id + ("  (active)" if key_id == keyring.key_id else ""))
     return 0
 
 
@@ -103,6 +136,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "completion": completion.run,
     "recover": with_config(run_recover),
     "check": with_config(run_check),
+    "key": with_config(run_key),
 }
 
 
@@ -116,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "admin_command", None) is not None:
         return admin_commands.run(args)
     runner = COMMANDS.get(args.command or "")
+    if args.command == "key" and getattr(args, "key_command", None) is None:
+        runner = None
     if runner is None:
         parser.print_help()
         return 2

@@ -30,8 +30,10 @@ are idempotent (last-writer-wins), and HTTPS clusters use mutual TLS on top.
 The nonce MAC is HMAC-SHA256(key, "objstore-cluster-v1 nonce\\n" || nonce), keyed with
 whichever secret verified the probe's request; the prober accepts it under either of its
 own secrets. The config fingerprint is HMAC-SHA256(secret, "objstore-cluster-v1 config\\n"
-|| canonical JSON of the settings every node must share): equal configurations give equal
-fingerprints and nothing about the secret can be read from one. The public health
+|| canonical JSON of the settings every node must share, and, with [encryption] enabled,
+the ids of the node's master key versions, never a key): equal configurations give equal
+fingerprints and nothing about the secret can be read from one; a node holding other master
+keys (it could not read its peers' encrypted objects) is config drift. The public health
 document never carries it.
 
 Pure: no I/O, no Twisted, no clock of its own (callers pass `now`, float seconds since the
@@ -235,7 +237,9 @@ def verify_nonce_mac(secrets_: ClusterSecrets, nonce: str, mac: object) -> Secre
 
 
 def canonical_config(cluster: Cluster) -> bytes:
-    shared = {name: getattr(cluster, name) for name in FINGERPRINT_FIELDS}
+    shared: dict[str, object] = {name: getattr(cluster, name) for name in FINGERPRINT_FIELDS}
+    if cluster.encryption_key_ids:  # absent without encryption: older fingerprints hold
+        shared["encryption_key_ids"] = list(cluster.encryption_key_ids)
     shared["protocol"] = "cluster/v1"
     return json.dumps(shared, sort_keys=True, separators=(",", ":")).encode("utf-8")
 

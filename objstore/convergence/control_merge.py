@@ -33,6 +33,8 @@ family, in `FAMILIES` order (parents before children):
 - **Unique names.** Users, teams and grants have a unique name besides their id: an
   incoming row whose name another entity holds here (two nodes created "alice" apart) is
   skipped and counted in `conflicts`; each node keeps its own.
+- **Maintenance jobs** (`job`): rows only, never deleted; the unique `active` flag is
+  merged like a name (NULL, an ended job, is never taken).
 - **Node-local settings** (rule 13): the caller's `replicated_setting(key)` says which
   setting keys travel; the others are left out of both sides (never applied, never
   deleted, their tombstones ignored).
@@ -82,6 +84,7 @@ USER_GRANT = "user_grant"
 TEAM_GRANT = "team_grant"
 UPLOAD = "upload"
 PART = "part"
+JOB = "job"
 
 # Parents before children: upserts go in this order, deletions in the reverse.
 FAMILIES: tuple[FamilySpec, ...] = (
@@ -101,6 +104,10 @@ FAMILIES: tuple[FamilySpec, ...] = (
     FamilySpec(UPLOAD, ("upload_id",), parents=((BUCKET, "bucket"),)),
     FamilySpec(PART, ("upload_id", "part_number"), stamp_column="last_modified",
                parents=((UPLOAD, "upload_id"),), has_tombstones=False),
+    # Maintenance jobs (never deleted): the worker leader's progress reaches every node,
+    # so a new leader resumes the job; `active` (1 or NULL) is unique like a name: a node
+    # holding another active job keeps its own until that one ends.
+    FamilySpec(JOB, ("id",), unique_column="active", has_tombstones=False),
 )
 FAMILY_BY_NAME: dict[str, FamilySpec] = {spec.name: spec for spec in FAMILIES}
 
@@ -277,8 +284,8 @@ def _newest_first(spec: FamilySpec, local: Row | None, incoming: Row | None
 
 
 def _name_taken(spec: FamilySpec, names: Mapping[Any, str], row: Row, key: str) -> bool:
-    if spec.unique_column is None:
-        return False
+    if spec.unique_column is None or row.get(spec.unique_column) is None:
+        return False  # NULL is never taken (as in SQL: a job that is not active)
     holder = names.get(row.get(spec.unique_column))
     return holder is not None and holder != key
 
@@ -286,7 +293,8 @@ def _name_taken(spec: FamilySpec, names: Mapping[Any, str], row: Row, key: str) 
 def _names(spec: FamilySpec, rows: Mapping[str, Row]) -> dict[Any, str]:
     if spec.unique_column is None:
         return {}
-    return {row.get(spec.unique_column): key for key, row in rows.items()}
+    return {row.get(spec.unique_column): key for key, row in rows.items()
+            if row.get(spec.unique_column) is not None}
 
 
 def _rename(spec: FamilySpec, names: dict[Any, str], old: Row | None, new: Row | None,
@@ -295,7 +303,7 @@ def _rename(spec: FamilySpec, names: dict[Any, str], old: Row | None, new: Row |
         return
     if old is not None and names.get(old.get(spec.unique_column)) == key:
         del names[old.get(spec.unique_column)]
-    if new is not None:
+    if new is not None and new.get(spec.unique_column) is not None:
         names[new.get(spec.unique_column)] = key
 
 

@@ -1,14 +1,24 @@
-"""The local master key (`[encryption] kms_provider = "local"`): one AES-256 key in a file
-of the node's private tree, created 0600 at first start, that wraps every object's data key.
+"""The node's master keys: versions of an AES-256 key in a file of the node's private
+tree, created 0600 at first start, that wrap every object's data key.
 
-The file holds one line, `objstore-master-key-v1 <64 hex digits>`; a file that cannot be
-read or does not hold exactly that refuses the start (`MasterKeyError`), never silently
-replaced: the objects it wraps would be lost. Its key id (`local:<16 hex>`, a hash of the
-key, never the key) is what records name, so a node holding another key can tell.
+The file holds one line per key version, the last one active (it wraps new data keys, the
+others only unwrap what they wrapped until a `rotate-key` job has re-wrapped it):
+
+* `[encryption] kms_provider = "local"`: `objstore-master-key-v1 <64 hex digits>`, the key
+  itself;
+* `"vault"`: `objstore-vault-key-v1 <ciphertext>`, the key sealed by the Vault (or OpenBao)
+  transit engine (crypto/vault.py), opened once per start; the key is never on disk.
+
+A file that cannot be read or holds anything else refuses the start (`MasterKeyError`),
+never silently replaced: the objects it wraps would be lost. `add_version` (the `objstore
+key rotate` command) appends a new version by an atomic replace. A version's key id
+(`local:<16 hex>` or `vault:<16 hex>`, a hash of the key, never the key) is what records
+name, so a node holding another key can tell, and what the cluster fingerprint carries.
 
 A data key is wrapped with AES-256-GCM (random nonce) with the object's bucket, key and
 version id bound in as associated data: a wrapped key copied onto another object's record
-does not unwrap. Plain file I/O at start-up, pure otherwise.
+does not unwrap. Plain file I/O (and, for Vault, HTTP) at start-up and in the CLI; pure
+otherwise.
 """
 
 from __future__ import annotations
@@ -18,6 +28,8 @@ import binascii
 import hashlib
 import os
 import re
+from collections.abc import Sequence
+from typing import Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -26,9 +38,10 @@ from objstore.errors import ServerCondition
 from objstore.private_files import OWNER_ONLY_FILE, make_private_dir
 
 _HEADER = "objstore-master-key-v1"
-_LINE = re.compile(_HEADER + r" ([0-9a-f]{64})\n?")
 _WRAP_AAD = b"objstore/wrap-v1\0"
 _NONCE_BYTES = 12
+MAX_VERSIONS = 64
+_MAX_FILE = 64 * 1024
 
 
 class MasterKeyError(Exception):
@@ -51,17 +64,53 @@ def key_context(bucket: str, key: str, version_id: str) -> bytes:
                       for part in (bucket, key, version_id))
 
 
-class LocalMasterKey:
-    """Wraps and unwraps data keys under one master key."""
+class KeySealer(Protocol):
+    """How a key version is written in the file: `local` writes it as hex, `vault` seals
+    it with the transit engine. `prefix`: the key ids' provider part."""
 
-    def __init__(self, key: bytes) -> None:
+    prefix: str
+    header: str
+
+    def seal(self, key: bytes) -> str: ...
+
+    def open(self, sealed: str) -> bytes: ...
+
+
+class LocalSealer:
+    prefix = "local"
+    header = _HEADER
+
+    def seal(self, key: bytes) -> str:
+        return key.hex()
+
+    def open(self, sealed: str) -> bytes:
+        if not re.fullmatch(r"[0-9a-f]{64}", sealed):
+            raise ValueError("not 64 hex digits")
+        return bytes.fromhex(sealed)
+
+
+LOCAL = LocalSealer()
+
+
+def key_id_of(key: bytes, prefix: str = "local") -> str:
+    return f"{prefix}:" + hashlib.sha256(b"objstore key id\0" + key).hexdigest()[:16]
+
+
+class LocalMasterKey:
+    """Wraps and unwraps data keys under one master key version."""
+
+    def __init__(self, key: bytes, prefix: str = "local") -> None:
         if len(key) != 32:
             raise ValueError("a master key is 32 bytes")
         self._cipher = AESGCM(key)
-        self.key_id = "local:" + hashlib.sha256(b"objstore key id\0" + key).hexdigest()[:16]
+        self.key_id = key_id_of(key, prefix)
 
     def __repr__(self) -> str:
         return f"LocalMasterKey({self.key_id})"
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return (self.key_id,)
 
     def wrap(self, data_key: bytes, context: bytes) -> str:
         nonce = os.urandom(_NONCE_BYTES)
@@ -80,38 +129,128 @@ class LocalMasterKey:
             raise UnwrapError("the wrapped data key does not open for this object") from None
 
 
-def load_or_create(path: str) -> LocalMasterKey:
-    """The master key in `path`, created (0600, its directory 0700) when absent."""
+class Keyring:
+    """Every version of the node's master key: the last one (`key_id`) wraps, each one
+    unwraps what it wrapped. `key_ids` in file order (the cluster fingerprint's)."""
+
+    def __init__(self, versions: Sequence[LocalMasterKey]) -> None:
+        if not versions:
+            raise ValueError("a keyring holds at least one key")
+        self._versions = {version.key_id: version for version in versions}
+        self._active = versions[-1]
+        self.key_ids = tuple(version.key_id for version in versions)
+
+    def __repr__(self) -> str:
+        return f"Keyring({', '.join(self.key_ids)})"
+
+    @property
+    def key_id(self) -> str:
+        return self._active.key_id
+
+    def wrap(self, data_key: bytes, context: bytes) -> str:
+        return self._active.wrap(data_key, context)
+
+    def unwrap(self, key_id: str | None, wrapped: str, context: bytes) -> bytes:
+        version = self._versions.get(key_id or "")
+        if version is None:
+            raise UnwrapError(f"the data key is wrapped by master key {key_id}, which this "
+                              f"node does not hold ({', '.join(self.key_ids)})")
+        return version.unwrap(key_id, wrapped, context)
+
+    def needs_rewrap(self, key_id: str | None) -> bool:
+        """Whether a record wrapped by `key_id` is not under the active version."""
+        return key_id != self.key_id
+
+
+def load_or_create(path: str, sealer: KeySealer = LOCAL) -> Keyring:
+    """The keyring in `path`, created (0600, its directory 0700) when absent."""
+    lines = _read(path)
+    if lines is None:
+        return _create(path, sealer)
+    return _parse(path, lines, sealer)
+
+
+def load(path: str, sealer: KeySealer = LOCAL) -> Keyring:
+    """The keyring in `path` (MasterKeyError when absent)."""
+    lines = _read(path)
+    if lines is None:
+        raise MasterKeyError(f"[encryption] master_key_file {path}: does not exist")
+    return _parse(path, lines, sealer)
+
+
+def add_version(path: str, sealer: KeySealer = LOCAL) -> Keyring:
+    """Append a new random key version to the keyring in `path` (it becomes the active
+    one); the file is replaced atomically, 0600. Returns the new keyring."""
+    lines = _read(path)
+    if lines is None:
+        raise MasterKeyError(f"[encryption] master_key_file {path}: does not exist "
+                             "(start the node once to create it)")
+    _parse(path, lines, sealer)  # refuses a malformed file before touching it
+    if len(lines) >= MAX_VERSIONS:
+        raise MasterKeyError(f"{path}: already {len(lines)} key versions (at most "
+                             f"{MAX_VERSIONS}); remove versions no record uses")
+    lines = [*lines, f"{sealer.header} {sealer.seal(os.urandom(32))}"]
+    _write(path, lines, replace=True)
+    return _parse(path, lines, sealer)
+
+
+def _read(path: str) -> list[str] | None:
     try:
         with open(path, encoding="ascii") as handle:
-            text = handle.read(200)
+            text = handle.read(_MAX_FILE + 1)
     except FileNotFoundError:
-        return _create(path)
+        return None
     except (OSError, UnicodeDecodeError) as exc:
         raise MasterKeyError(f"[encryption] master_key_file {path}: can not be read "
                              f"({exc})") from None
-    found = _LINE.fullmatch(text)
-    if found is None:
+    return [line for line in text.split("\n") if line] if len(text) <= _MAX_FILE else ["?"]
+
+
+def _parse(path: str, lines: list[str], sealer: KeySealer) -> Keyring:
+    versions = []
+    for line in lines:
+        header, _, sealed = line.partition(" ")
+        try:
+            if header != sealer.header:
+                raise ValueError(header)
+            key = sealer.open(sealed)
+        except MasterKeyError:
+            raise
+        except ValueError:
+            raise MasterKeyError(
+                f"[encryption] master_key_file {path}: not an objstore master key (expected "
+                f"lines '{sealer.header} <key>', one per key version)") from None
+        versions.append(LocalMasterKey(key, sealer.prefix))
+    if not versions:
         raise MasterKeyError(f"[encryption] master_key_file {path}: not an objstore master "
-                             f"key (expected one line '{_HEADER} <64 hex digits>')")
-    return LocalMasterKey(bytes.fromhex(found.group(1)))
+                             f"key (expected one line '{sealer.header} <key>')")
+    return Keyring(versions)
 
 
-def _create(path: str) -> LocalMasterKey:
+def _create(path: str, sealer: KeySealer) -> Keyring:
+    lines = [f"{sealer.header} {sealer.seal(os.urandom(32))}"]
+    if not _write(path, lines, replace=False):
+        return load_or_create(path, sealer)  # another process made it meanwhile
+    return _parse(path, lines, sealer)
+
+
+def _write(path: str, lines: list[str], *, replace: bool) -> bool:
     make_private_dir(os.path.dirname(os.path.abspath(path)))
-    key = os.urandom(32)
     tmp = f"{path}.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, OWNER_ONLY_FILE)
     try:
         os.fchmod(fd, OWNER_ONLY_FILE)
-        os.write(fd, f"{_HEADER} {key.hex()}\n".encode("ascii"))
+        os.write(fd, "".join(line + "\n" for line in lines).encode("ascii"))
         os.fsync(fd)
     finally:
         os.close(fd)
+    if replace:
+        os.replace(tmp, path)
+        return True
     try:
         os.link(tmp, path)  # never replaces a key another process made meanwhile
     except FileExistsError:
         os.unlink(tmp)
-        return load_or_create(path)
+        return False
     os.unlink(tmp)
-    return LocalMasterKey(key)
+    return True

@@ -8,8 +8,9 @@ the pending -> running -> completed | failed moves, an operator pause, resume an
 
 `JOB_TYPES` lists every type the spec names, each with its parameter validation; whether a
 type can run here is the worker's runner table (`workers/jobs.py` RUNNERS): a type without a
-runner (encrypt, decrypt, compress, rotate-key, migrate-db for now) is validated and then
-refused as not yet available. A new type is one row here and one runner there.
+runner is validated and then refused as not yet available (every type has one now).
+migrate-db runs in maintenance mode only (writes arriving during its copy would be lost by
+the switch). A new type is one row here and one runner there.
 
 Pure: no Twisted, no I/O.
 """
@@ -50,6 +51,11 @@ LIVE, MAINTENANCE = "live", "maintenance"
 MODES = (LIVE, MAINTENANCE)
 LIST_LIMIT_DEFAULT = 50
 LIST_LIMIT_MAX = 500
+
+
+class JobError(Exception):
+    """A runner's expected failure (a refused target, a missing key): the job fails with
+    this message, logged in one line without a traceback."""
 
 
 class JobParamsError(ValueError):
@@ -182,7 +188,7 @@ JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
     JobType("decompress", rewrite_params("decompress"), "decompress a bucket's objects"),
     JobType("rotate-key", rotate_key_params, "re-wrap data keys with the current key"),
     JobType("migrate-db", migrate_db_params, "copy the metadata database to the other "
-            "backend and switch to it"),
+            "backend and switch to it", modes=(MAINTENANCE,)),
 )}
 
 
@@ -215,7 +221,7 @@ def parse_job_request(body: Mapping[str, Any]) -> JobRequest:
     if not isinstance(mode, str) or mode not in MODES:
         raise JobRequestError("mode must be 'live' or 'maintenance'")
     if mode not in spec.modes:
-        raise JobRequestError(f"{job_type} does not run in {mode} mode")
+        raise JobRequestError(f"{job_type} runs in {' or '.join(spec.modes)} mode only")
     params = body.get("params", {})
     if params is None:
         params = {}
@@ -234,7 +240,8 @@ __all__ = [
     "ACTIVE", "CANCEL", "CANCELLED", "COMPLETE", "COMPLETED", "FAIL", "FAILED", "JOB_TYPES",
     "LIST_LIMIT_DEFAULT", "LIST_LIMIT_MAX", "LIVE", "LOG_ENTRIES_MAX", "LOG_LEVELS",
     "LOG_MESSAGE_MAX", "MAINTENANCE", "MODES", "OPERATOR_MOVES", "PAUSE", "PAUSED", "PENDING",
-    "RESUME", "RUNNING", "START", "STATUSES", "TERMINAL", "JobLogEntry", "JobParamsError",
+    "RESUME", "RUNNING", "START", "STATUSES", "TERMINAL", "JobError", "JobLogEntry",
+    "JobParamsError",
     "JobRecord", "JobRequest", "JobRequestError", "JobType", "Progress", "is_active",
     "next_status", "parse_job_request", "rate_per_second",
 ]

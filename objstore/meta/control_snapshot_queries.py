@@ -11,6 +11,7 @@ from engine/settings.py). No Twisted here; on `SyncMetaStore` and `MetaStore`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +34,7 @@ from objstore.convergence.control_merge import (
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import upsert, write_transaction
+from objstore.meta.job_records import STATUSES, is_active
 
 TABLES: dict[str, sa.Table] = {
     "bucket": schema.buckets,
@@ -47,7 +49,10 @@ TABLES: dict[str, sa.Table] = {
     "team_grant": schema.team_grants,
     "upload": schema.multipart_uploads,
     "part": schema.multipart_parts,
+    "job": schema.maintenance_jobs,
 }
+# Job types that never leave their node (migrate-db copies and switches that node only).
+NODE_LOCAL_JOBS = frozenset({"migrate-db"})
 assert set(TABLES) == set(FAMILY_BY_NAME)
 
 _t = schema.tombstones
@@ -99,6 +104,8 @@ def _family_state(conn: Connection, spec: FamilySpec,
         values = dict(row)
         key = spec.key_of(values)
         if spec.name == "setting" and not replicated_setting(key):
+            continue
+        if spec.name == "job" and values.get("job_type") in NODE_LOCAL_JOBS:
             continue
         rows[key] = values
     tombstones: dict[str, float] = {}
@@ -205,7 +212,11 @@ def _write(conn: Connection, decided: ControlPlan) -> None:
             continue
         table = TABLES[spec.name]
         keys = [column.name for column in table.primary_key.columns]
-        for row in family_plan.upserts.values():
+        upserts = list(family_plan.upserts.values())
+        unique = spec.unique_column
+        if unique is not None:  # rows giving a unique value up go first
+            upserts.sort(key=lambda row: row.get(unique) is not None)
+        for row in upserts:
             values = {c.name: row[c.name] for c in table.columns if c.name in row}
             upsert(conn, table, values, keys)
 
@@ -277,7 +288,23 @@ def valid_row(family: str, row: Any) -> dict[str, Any] | None:
         if not _valid_value(column, value):
             return None
         values[column.name] = value
+    if family == "job" and not _valid_job(values):
+        return None
     return values
+
+
+def _valid_job(values: Mapping[str, Any]) -> bool:
+    """A peer's job row: not node-local, a known status, `active` 1 exactly when the status
+    is active (one active job per node stays true), params a JSON object."""
+    status = values.get("status")
+    if values.get("job_type") in NODE_LOCAL_JOBS or status not in STATUSES:
+        return False
+    if values.get("active") != (1 if is_active(str(status)) else None):
+        return False
+    try:
+        return isinstance(json.loads(str(values.get("params"))), dict)
+    except ValueError:
+        return False
 
 
 __all__ = ["IAM_FAMILIES", "TABLES", "MergeOutcome", "control_state",

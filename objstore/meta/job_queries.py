@@ -50,7 +50,8 @@ def _job(row: Any) -> JobRecord:
         last_error=row.last_error, created_at=float(row.created_at),
         updated_at=float(row.updated_at),
         started_at=None if row.started_at is None else float(row.started_at),
-        finished_at=None if row.finished_at is None else float(row.finished_at))
+        finished_at=None if row.finished_at is None else float(row.finished_at),
+        runner=row.runner)
 
 
 def _active_flag(status: str) -> int | None:
@@ -130,6 +131,15 @@ def move_job(db: Database, job_id: str, move: str, *, error: str | None = None
             values["last_error"] = error[:rules.LOG_MESSAGE_MAX]
         conn.execute(sa.update(_j).where(_j.c.id == job_id).values(**values))
     return get_job(db, job_id)
+
+
+def claim_job(db: Database, job_id: str, runner: str) -> bool:
+    """Record that node `runner` runs the job now (while it is running); False otherwise."""
+    with write_transaction(db.engine) as conn:
+        result = conn.execute(
+            sa.update(_j).where(_j.c.id == job_id, _j.c.status == rules.RUNNING).values(
+                runner=runner, updated_at=db.clock()))
+    return bool(result.rowcount)
 
 
 def record_progress(db: Database, job_id: str, *, cursor: str | None, done: int, total: int,

@@ -73,6 +73,7 @@ class JobRecord:
     updated_at: float = 0.0
     started_at: float | None = None
     finished_at: float | None = None
+    runner: str | None = None  # the node id of the worker that runs (or last ran) it
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,11 @@ def _add_maintenance_jobs(conn: Connection) -> None:
     schema.maintenance_job_logs.create(conn, checkfirst=True)
 
 
+def _add_job_runner(conn: Connection) -> None:
+    """Version 9: maintenance_jobs.runner (the node that runs the job)."""
+    _add_column(conn, schema.maintenance_jobs.c.runner)
+
+
 def _add_outbox(conn: Connection) -> None:
     """Version 7: the outbox and outbox_cursors tables (the durable outbox)."""
     schema.outbox.create(conn, checkfirst=True)
@@ -110,6 +115,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
     Migration(7, "durable outbox", _add_outbox),
+    Migration(9, "maintenance job runner", _add_job_runner),
     Migration(10, "notification events", _add_notification_events),
 )
 

@@ -417,6 +417,9 @@ maintenance_jobs = sa.Table(
     sa.Column("updated_at", Timestamp, nullable=False),
     sa.Column("started_at", Timestamp, nullable=True),
     sa.Column("finished_at", Timestamp, nullable=True),
+    # The node whose worker runs (or last ran) it (migration 9): in a cluster the job rows
+    # travel with the control plane, and only that node drains for a maintenance-mode job.
+    sa.Column("runner", sa.Text, nullable=True),
 )
 
 # A job's log entries (the newest LOG_ENTRIES_MAX of each job are kept).

@@ -31,6 +31,7 @@ from objstore.meta import (
     object_queries,
     object_write_queries,
     outbox_queries,
+    rewrap_queries,
     settings_queries,
     tombstone_purge_queries,
     tombstones,
@@ -99,6 +100,12 @@ class SyncMetaStore(Database):
     objects_batch = object_queries.objects_batch
     iter_objects = object_queries.iter_objects
     objects_by_blob_id = blob_walk_queries.objects_by_blob_id
+    encrypted_versions = rewrap_queries.encrypted_versions
+    swap_wrapped_key = rewrap_queries.swap_wrapped_key
+    count_encrypted_versions = rewrap_queries.count_encrypted_versions
+    versions_by_stages = rewrap_queries.versions_by_stages
+    count_versions_by_stages = rewrap_queries.count_versions_by_stages
+    swap_blob = rewrap_queries.swap_blob
     max_seq = object_queries.max_seq
     list_latest_entries = listing_queries.list_latest_entries
     list_version_entries = listing_queries.list_version_entries
@@ -200,6 +207,7 @@ class SyncMetaStore(Database):
     list_jobs = job_queries.list_jobs
     move_job = job_queries.move_job
     record_progress = job_queries.record_progress
+    claim_job = job_queries.claim_job
     append_job_log = job_queries.append_job_log
     job_logs = job_queries.job_logs
     # audit log and metrics history

@@ -67,6 +67,8 @@ class JobStore(Protocol):
 
     def append_job_log(self, job_id: str, level: str, message: str) -> Deferred[None]: ...
 
+    def claim_job(self, job_id: str, runner: str) -> Deferred[bool]: ...
+
 
 @dataclass
 class JobContext:
@@ -107,8 +109,32 @@ class NoopRunner:
         return Progress(str(done), done, self._n, finished=done >= self._n)
 
 
+def _rotate_key(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.key_rotation import RotateKeyRunner
+
+    return RotateKeyRunner(job, context)
+
+
+def _stage_job(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.stage_jobs import StageJobRunner
+
+    return StageJobRunner(job, context)
+
+
+def _migrate_db(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.db_migration import MigrateDbRunner
+
+    return MigrateDbRunner(job, context)
+
+
 RUNNERS: Mapping[str, RunnerFactory] = {
     "noop": NoopRunner,
+    "rotate-key": _rotate_key,
+    "encrypt": _stage_job,
+    "decrypt": _stage_job,
+    "compress": _stage_job,
+    "decompress": _stage_job,
+    "migrate-db": _migrate_db,
 }
 
 
@@ -120,13 +146,15 @@ def runnable(job_type: str) -> bool:
 class JobWorker(TimerService):
     def __init__(self, *, store: JobStore, clock: Clock,
                  services: Mapping[str, Any] | None = None,
-                 runners: Mapping[str, RunnerFactory] = RUNNERS) -> None:
+                 runners: Mapping[str, RunnerFactory] = RUNNERS,
+                 node_id: str | None = None) -> None:
         super().__init__(TICK_SECONDS, self._tick)
         self.clock = clock  # TimerService's LoopingCall runs on it
         self._clock = clock
         self._store = store
         self._services = dict(services or {})
         self._runners = runners
+        self._node_id = node_id  # recorded as the job's runner (None: not recorded)
         self._stopping = False
         self._waiting: Deferred[None] | None = None
         self.current: str | None = None  # the id of the job being run
@@ -175,6 +203,9 @@ class JobWorker(TimerService):
             await self._log(job.id, "info", "started")
         else:
             await self._log(job.id, "info", f"resumed at {job.done}/{job.total}")
+        if self._node_id is not None and job.runner != self._node_id \
+                and not await self._store.claim_job(job.id, self._node_id):
+            return  # paused or cancelled since it was read
         self.current = job.id
         try:
             await self._run(job, factory(job, self._context(job)))
@@ -210,6 +241,10 @@ class JobWorker(TimerService):
                 progress = await runner.step(cursor)
             except CancelledError:
                 return  # the worker is stopping: the job resumes from `cursor` later
+            except rules.JobError as error:
+                log.warn("maintenance job {id} failed: {error}", id=job.id, error=error)
+                await self._fail(job, str(error))
+                return
             except Exception as error:  # noqa: BLE001 (a runner's failure fails its job)
                 log.failure("maintenance job {id} failed", id=job.id)
                 await self._fail(job, f"{type(error).__name__}: {error}")
@@ -244,17 +279,21 @@ class JobWorker(TimerService):
 
 class MaintenanceWatch:
     """Whether this node runs a job in maintenance mode, as every process's health check
-    must tell (the job runs in one process; the database says which job is running).
-    `refresh` is ticked every second; `job_id` is read by the health check."""
+    must tell (the job runs in one process; the database says which job is running, and
+    which node runs it: in a cluster the job rows reach every node, and only the runner
+    drains). `refresh` is ticked every second; `job_id` is read by the health check."""
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: JobStore, node_id: str | None = None) -> None:
         self._store = store
+        self._node_id = node_id
         self.job_id: str | None = None
 
     async def refresh(self) -> None:
         job = await self._store.active_job()
         self.job_id = (job.id if job is not None and job.status == rules.RUNNING
-                       and job.mode == rules.MAINTENANCE else None)
+                       and job.mode == rules.MAINTENANCE
+                       and (self._node_id is None or job.runner == self._node_id)
+                       else None)
 
     def __call__(self) -> str | None:
         return self.job_id

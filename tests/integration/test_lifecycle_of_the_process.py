@@ -320,7 +320,6 @@ def test_virtual_hosted_style(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("snippet", [
-    "[encryption]\nenabled = true\nkms_provider = \"vault\"\n",
     '[logging]\nformat = "json"\n',
 ])
 def test_settings_not_available_yet_are_refused(tmp_path: Path, snippet: str) -> None:

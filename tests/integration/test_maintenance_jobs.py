@@ -176,7 +176,7 @@ def test_limits_and_unknown_jobs(admin: AdminClient) -> None:
     assert admin.get(f"{JOBS}/00000000-0000-4000-8000-000000000000").status == 404
     assert admin.post(f"{JOBS}/nope/pause").status == 404
     refused = admin.post(JOBS, {"type": "migrate-db", "params": {"target": "sqlite"}})
-    assert refused.status == 501 and "not available yet" in refused.json["message"]
+    assert refused.status == 400 and "maintenance" in refused.json["message"]
 
 
 def test_a_killed_daemon_resumes_the_job_where_it_stopped(node: Daemon) -> None:

@@ -71,3 +71,19 @@ def test_watch_polls_until_the_job_ends() -> None:
     assert lines[0].startswith("noop pending") and "4/4 (100%" in lines[-1]
     assert watched_result(last).status == 0
     assert watched_result({**last, "status": "failed", "last_error": "x"}).status == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_watch_on_a_terminal_draws_a_rich_bar() -> None:
+    states = [{"id": "j", "job_type": "encrypt", "status": s, "total": 10, "done": d,
+               "rate": 2.0, "last_error": None} for s, d in (("running", 4), ("completed", 10))]
+    out = _Terminal()
+    session = Session(Scripted(states), io.StringIO(), out)  # type: ignore[arg-type]
+    last = watch_job(session, "j", sleep=lambda _: None, interval_seconds=0.0)
+    assert last["status"] == "completed"
+    drawn = out.getvalue()
+    assert "encrypt" in drawn and "10/10" in drawn and "/s" in drawn and "ETA" in drawn

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from objstore.config import (
+    NOT_FROM_FILE,
     ClusterTLS,
     Config,
     ConfigError,
@@ -117,6 +118,8 @@ def test_sample_documents_every_key() -> None:
         for f in dataclasses.fields(cls):
             if f.name in ("limits", "cache", "tls", "targets"):
                 continue  # subsections: checked by their own [section.name] header below
+            if f.name in NOT_FROM_FILE.get(section, ()):
+                continue
             assert f"{f.name} =" in text, f"[{section}] {f.name} missing from the sample"
     for header in ("[server.limits]", "[server.cache]", "[server.tls]", "[cluster.tls]"):
         assert header in text
@@ -592,5 +595,23 @@ def test_every_dataclass_field_has_a_checker() -> None:
     from objstore import config as module
 
     for spec in module._SECTIONS_BY_NAME.values():
-        declared = {f.name for f in spec.fields} | {s.key for s in spec.subsections}
+        declared = ({f.name for f in spec.fields} | {s.key for s in spec.subsections}
+                    | module.NOT_FROM_FILE.get(spec.name, frozenset()))
         assert declared == {f.name for f in dataclasses.fields(spec.cls)}, spec.name
+
+
+def test_a_migrate_db_switch_overrides_the_metadata_backend(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "control").mkdir(parents=True)
+    path = write(tmp_path, f'[storage]\ndata_dir = "{data}"\nmetadata_backend = "sqlite"\n')
+    assert load_config(path).metadata_override_path is None
+    switch = data / "control" / "metadata-backend.json"
+    switch.write_text('{"metadata_backend": "postgres", "postgres_url": "postgresql://h/db"}')
+    switched = load_config(path)
+    assert switched.storage.metadata_backend == "postgres"
+    assert switched.storage.postgres_url == "postgresql://h/db"
+    assert switched.metadata_override_path == str(switch)
+    for bad in ("{", '{"metadata_backend": "mysql"}', '{"metadata_backend": "postgres"}', "[]"):
+        switch.write_text(bad)
+        with pytest.raises(ConfigError, match="metadata-backend.json"):
+            load_config(path)

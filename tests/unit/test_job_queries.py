@@ -136,3 +136,21 @@ def test_a_version_5_database_gains_the_job_tables(
         assert store.active_job() == job
     finally:
         engine.dispose()
+
+
+def test_a_version_7_database_gains_the_job_runner(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest  # noqa: F811
+) -> None:
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:7])
+        with engine.begin() as conn:  # a new database is built from today's metadata
+            conn.execute(sa.text("ALTER TABLE maintenance_jobs DROP COLUMN runner"))
+        assert 9 in migrations.migrate(engine)
+        store = SyncMetaStore(engine, clock=FakeClock())
+        job = store.create_job(new_job())
+        store.move_job(job.id, rules.START)
+        assert store.claim_job(job.id, "node-a")
+        assert store.active_job().runner == "node-a"  # type: ignore[union-attr]
+    finally:
+        engine.dispose()

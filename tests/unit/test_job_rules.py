@@ -25,6 +25,9 @@ ALLOWED = {
 MOVES = ("pause", "resume", "cancel", "start", "complete", "fail")
 
 
+MIGRATE = {"type": "migrate-db", "mode": "maintenance"}
+
+
 @pytest.mark.parametrize("status", rules.STATUSES)
 @pytest.mark.parametrize("move", MOVES)
 def test_every_move_from_every_status(status: str, move: str) -> None:
@@ -70,12 +73,12 @@ def test_noop_request_defaults_to_live_mode() -> None:
     ({"type": "noop", "params": {"n": 1, "delay_ms": 10 ** 9}}, "within"),
     ({"type": "noop", "params": {"n": 1, "nested": {"a": [1]}}}, "unknown parameter"),
     ({"type": "noop", "params": {"n": 1}, "extra": 1}, "unknown field"),
-    ({"type": "migrate-db", "params": {}}, "target"),
-    ({"type": "migrate-db", "params": {"target": "mysql"}}, "target"),
-    ({"type": "migrate-db", "params": {"target": "postgres"}}, "postgres_url is required"),
-    ({"type": "migrate-db", "params": {"target": "postgres", "postgres_url": "http://x"}},
+    ({**MIGRATE, "params": {}}, "target"),
+    ({**MIGRATE, "params": {"target": "mysql"}}, "target"),
+    ({**MIGRATE, "params": {"target": "postgres"}}, "postgres_url is required"),
+    ({**MIGRATE, "params": {"target": "postgres", "postgres_url": "http://x"}},
      "postgresql://"),
-    ({"type": "migrate-db", "params": {"target": "sqlite", "force": "yes"}}, "force"),
+    ({**MIGRATE, "params": {"target": "sqlite", "force": "yes"}}, "force"),
     ({"type": "encrypt", "params": {"bucket": 5}}, "bucket must be a string"),
     ({"type": "encrypt", "params": {"prefix": "x" * 5000}}, "at most"),
     ({"type": "decrypt", "params": {"rate_bytes_per_sec": -1}}, "within"),
@@ -92,11 +95,11 @@ def test_every_spec_type_is_in_the_table() -> None:
 
 
 def test_migrate_db_params() -> None:
-    wanted = parse_job_request({"type": "migrate-db", "params": {
+    wanted = parse_job_request({**MIGRATE, "params": {
         "target": "postgres", "postgres_url": "postgresql://u@h/db", "force": True}})
     assert wanted.params == {"target": "postgres", "postgres_url": "postgresql://u@h/db",
                              "force": True}
-    assert parse_job_request({"type": "migrate-db", "params": {"target": "sqlite"}}).params == {
+    assert parse_job_request({**MIGRATE, "params": {"target": "sqlite"}}).params == {
         "target": "sqlite", "postgres_url": None, "force": False}
 
 

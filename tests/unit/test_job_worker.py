@@ -167,7 +167,7 @@ def test_a_type_without_a_runner_fails_with_a_message(store: SyncMetaStore) -> N
     created = store.create_job(JobRecord(id=str(uuid.uuid4()), job_type="migrate-db",
                                          status=rules.PENDING, mode="live",
                                          params={"target": "sqlite"}))
-    worker = started(store, task.Clock())
+    worker = started(store, task.Clock(), runners={"noop": NoopRunner})
     failed = job(store, created.id)
     assert failed.status == "failed" and "not available" in (failed.last_error or "")
     worker.stopService()

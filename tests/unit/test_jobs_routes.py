@@ -96,11 +96,12 @@ def test_malformed_json_is_400(node: Node, raw: bytes) -> None:
     assert answer.status == 400 and json.loads(answer.body)["error"] == "BadRequest"
 
 
-def test_a_type_without_a_runner_is_501_after_its_params_pass(node: Node) -> None:
+def test_migrate_db_runs_in_maintenance_mode_only(node: Node) -> None:
     status, error = call(node, "POST", BASE, {"type": "migrate-db",
                                               "params": {"target": "sqlite"}})
-    assert status == 501 and error["error"] == "NotImplemented"
-    assert call(node, "POST", BASE, {"type": "migrate-db", "params": {}})[0] == 400
+    assert status == 400 and "maintenance" in error["message"]
+    assert call(node, "POST", BASE, {"type": "migrate-db", "mode": "maintenance",
+                                     "params": {}})[0] == 400
     assert call(node, "GET", BASE)[1]["jobs"] == []
 
 
