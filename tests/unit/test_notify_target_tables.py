@@ -214,8 +214,8 @@ def test_the_sample_configs_target_examples_are_valid() -> None:
 
     sample = Path(__file__).resolve().parents[2] / "etc" / "objstore.toml"
     lines = sample.read_text().splitlines()
-    start = next(i for i, line in enumerate(lines)
-                 if line.startswith("#[notifications.targets."))
+    start = next(i for i, line in enumerate(lines)  # the connectors' block (after webhook's)
+                 if line.startswith("#[notifications.targets.rabbit]"))
     block = "\n".join(line[1:] for line in lines[start:] if line.startswith("#"))
     targets = tomllib.loads(block)["notifications"]["targets"]
     assert sorted(table["kind"] for table in targets.values()) == sorted(CONNECTORS)
