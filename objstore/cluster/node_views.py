@@ -50,8 +50,11 @@ from objstore.meta.metrics_queries import MAX_SAMPLES
 AUDIT = ViewFamily("audit", "entries", paged=True, default_limit=100, max_limit=MAX_PAGE)
 METRICS_HISTORY = ViewFamily("metrics-history", "samples", paged=False, default_limit=1000,
                              max_limit=MAX_SAMPLES)
+REPLICATION_JOURNAL = ViewFamily("replication-journal", "entries", paged=True,
+                                 default_limit=100, max_limit=MAX_PAGE)
 # One line per node-local family (the path segment of its proxy route is its name).
-FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (AUDIT, METRICS_HISTORY)}
+FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (
+    AUDIT, METRICS_HISTORY, REPLICATION_JOURNAL)}
 
 UNUSABLE = ""  # the address of a known peer that is not eligible: not asked
 

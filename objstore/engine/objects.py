@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.logger import Logger
 
@@ -193,6 +193,12 @@ class DeleteOutcome:
     delete_marker: bool = False
 
 
+class ReplicationStamp(Protocol):
+    """The replication status a new version is born with (replication/service.py)."""
+
+    async def status(self, caller: Caller, record: ObjectRecord) -> str | None: ...
+
+
 class ObjectService:
     def __init__(
         self,
@@ -207,9 +213,11 @@ class ObjectService:
         gate: WriteGate = NO_GATE,
         repair: BlobRepair = NO_REPAIR,
         outbox: OutboxDelivery | None = None,
+        replication: ReplicationStamp | None = None,
     ) -> None:
         self._meta = meta
         self._outbox = outbox  # the durable outbox: each write's entry, in its transaction
+        self._replication = replication  # x-amz-replication-status of new versions
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before every local write (the cluster write gate)
         self._repair = repair  # asked when a read finds a blob missing (cluster peers)
@@ -291,13 +299,17 @@ class ObjectService:
         (nothing references it), after success the blobs the write replaced go and the
         change is reported."""
         assert record.blob_id is not None
+        blob_id = record.blob_id
         try:
+            if self._replication is not None:
+                record = replace(record, replication_status=await self._replication.status(
+                    caller, record))
             note = note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
                             if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN)
             result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE,
                                                  **note)
         except BaseException as error:
-            await self._files.delete([record.blob_id])
+            await self._files.delete([blob_id])
             if isinstance(error, PreconditionNotMet):
                 raise precondition_error(error.reason, record.key) from None
             if isinstance(error, RecordNotFound):

@@ -97,6 +97,11 @@ def _add_outbox(conn: Connection) -> None:
     schema.outbox_cursors.create(conn, checkfirst=True)
 
 
+def _add_replication_journal(conn: Connection) -> None:
+    """Version 11: the replication_journal table (node-local)."""
+    schema.replication_journal.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -105,6 +110,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
     Migration(7, "durable outbox", _add_outbox),
+    Migration(11, "replication journal", _add_replication_journal),
 )
 
 

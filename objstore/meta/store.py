@@ -30,6 +30,7 @@ from objstore.meta import (
     object_queries,
     object_write_queries,
     outbox_queries,
+    replication_queries,
     settings_queries,
     tombstone_purge_queries,
     tombstones,
@@ -122,6 +123,14 @@ class SyncMetaStore(Database):
     outbox_advance = outbox_queries.outbox_advance
     outbox_backlog = outbox_queries.outbox_backlog
     outbox_purge = outbox_queries.outbox_purge
+    # the replication journal (node-local)
+    journal_add = replication_queries.journal_add
+    journal_pending = replication_queries.journal_pending
+    journal_update = replication_queries.journal_update
+    journal_retry = replication_queries.journal_retry
+    journal_list = replication_queries.journal_list
+    journal_purge = replication_queries.journal_purge
+    journal_counts = replication_queries.journal_counts
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload

@@ -48,6 +48,7 @@ from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
+from objstore.replication.service import ReplicationConfigService
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
@@ -67,6 +68,7 @@ class S3Services:
     bucket_config: BucketConfigService
     versions: VersionService
     lifecycle: LifecycleService
+    replication: ReplicationConfigService | None = None
 
 
 _LINE = "s3_request_line"

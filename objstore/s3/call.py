@@ -8,13 +8,14 @@ them there, so nothing is copied per request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from objstore.engine.changes import Caller
 from objstore.http.caller import client_caller
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
+from objstore.replication.service import REPLICA, REPLICA_DETAIL
 
 if TYPE_CHECKING:
     from objstore.s3.api import S3Services
@@ -33,6 +34,10 @@ class S3Call:
 
     def __post_init__(self) -> None:
         self.caller = client_caller(self.request, self.principal, self.operation)
+        if (self.header("x-amz-replication-status") or "").upper() == REPLICA:
+            # A replication source's write (PUT, DELETE, tagging): born REPLICA, journals
+            # nothing here (replication/service.py), so two-way setups never loop.
+            self.caller = replace(self.caller, details={REPLICA_DETAIL: REPLICA})
 
     def header(self, name: str) -> str | None:
         return self.request.header(name)
