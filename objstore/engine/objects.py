@@ -43,12 +43,14 @@ from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import NO_BUCKET_STAGES, BucketStageSettings, decide_stage_plan
 from objstore.engine.versioning import (
     DISABLED,
+    ENABLED,
     ActionAuthority,
     KeyLocks,
     born_locked,
     check_deletable,
     check_version_id,
     find_version,
+    is_valid_version_id,
     new_version_id,
     refuse_locked_overwrite,
 )
@@ -193,6 +195,11 @@ class DeleteOutcome:
     delete_marker: bool = False
 
 
+# The Caller detail naming the version id a replication source sent with a replica
+# (x-objstore-replication-version-id; replication/service.py sets it).
+REPLICA_VERSION_DETAIL = "replication_version_id"
+
+
 class ReplicationStamp(Protocol):
     """The replication status a new version is born with (replication/service.py)."""
 
@@ -252,6 +259,8 @@ class ObjectService:
         checksums = dict(attrs.checksums)
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
+        record = replace(record, version_id=await self._version_for(caller, bucket, key,
+                                                                    record.version_id))
         record = await self._prepare_version(bucket, record, attrs, integrity)
         staged = body.stage_fields(record.bucket, record.key, record.version_id)
         if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
@@ -268,6 +277,19 @@ class ObjectService:
         record = await born_locked(self._meta, bucket, record, attrs.lock, integrity=integrity)
         await refuse_locked_overwrite(self._meta, bucket, record.key, record.last_modified)
         return record
+
+    async def _version_for(self, caller: Caller, bucket: BucketRecord, key: str,
+                           fresh: str) -> str:
+        """The version id of a new version: a replication source's own (a replica keeps
+        its source's version id on a versioning-Enabled bucket, so version deletes can
+        follow it) unless a version of that id exists here already; else `fresh`."""
+        carried = caller.details.get(REPLICA_VERSION_DETAIL)
+        if (carried is None or bucket.versioning != ENABLED or carried == NULL_VERSION
+                or not is_valid_version_id(carried)):
+            return fresh
+        if await self._meta.get_object(bucket.name, key, carried) is not None:
+            return fresh
+        return carried
 
     def _new_record(
         self, caller: Caller, bucket: BucketRecord, key: str, size: int, etag: str,
@@ -626,7 +648,7 @@ class ObjectService:
         """A delete marker becomes the latest version; its sidecar (a blob id without
         bytes, like a composite's) is durable before its row."""
         now = self._clock()
-        version_id = new_version_id(bucket)
+        version_id = await self._version_for(caller, bucket, key, new_version_id(bucket))
         if version_id == NULL_VERSION:  # Suspended: the marker replaces the null version
             current = await self._meta.get_object(bucket.name, key, NULL_VERSION)
             if current is not None:

@@ -11,7 +11,9 @@ are `Answer` (status, lower-case headers, a bounded body); transport failures ra
 
 from __future__ import annotations
 
+import base64
 import datetime
+import hashlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -118,8 +120,9 @@ class S3Client:
                       timeout: float | None = None) -> Answer:
         url = object_url(target, key, query)
         given = dict(headers or {})
-        if isinstance(body, bytes):
-            given["content-length"] = str(len(body))
+        if isinstance(body, bytes):  # small documents (tags, a completion): with their MD5
+            if body:
+                given["content-md5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
         payload = EMPTY_SHA256 if body is None or body == b"" else UNSIGNED_PAYLOAD
         moment = datetime.datetime.fromtimestamp(self._now(), datetime.UTC)
         signed = sign_headers(method, url, given, payload, target.access_key,

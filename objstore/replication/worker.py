@@ -8,8 +8,8 @@ its later entries, other lanes go on. An entry:
   repeat after a crash); a newer Last-Modified that is not a replica of ours means the
   destination's own write wins (last-writer-wins) and nothing is sent. Otherwise the
   version is streamed with its content headers, user metadata, tags, storage class and
-  lock state, as REPLICA (x-amz-replication-status), plus the source's version id and
-  Last-Modified for an objstore destination (`x-objstore-replication-*`); a multipart
+  lock state, as REPLICA (x-amz-replication-status), plus the source's version id for an
+  objstore destination (`x-objstore-replication-version-id`); a multipart
   source goes as a multipart upload of the same parts, so its ETag arrives unchanged. The
   ETag answered must be the source's.
 - `delete_marker`: a DELETE of the key as REPLICA (the destination's marker).
@@ -51,8 +51,7 @@ log = Logger()
 SKIPPED = "SKIPPED"
 HOUSEKEEPING_SECONDS = 10.0  # journal counts (metrics) and the purge of old entries
 STATUS_HEADER = "x-amz-replication-status"
-VERSION_HEADER = "x-objstore-replication-version-id"
-MTIME_HEADER = "x-objstore-replication-last-modified"
+VERSION_HEADER = "x-objstore-replication-version-id"  # kept by an objstore destination
 _CONTENT_HEADERS = ("cache-control", "content-disposition", "content-encoding",
                     "content-language", "expires")
 
@@ -221,8 +220,10 @@ class ReplicationWorker:
         return COMPLETED
 
     def _marks(self, record: ObjectRecord) -> dict[str, str]:
-        return {STATUS_HEADER: REPLICA, VERSION_HEADER: record.version_id or "",
-                MTIME_HEADER: repr(record.last_modified)}
+        marks = {STATUS_HEADER: REPLICA}
+        if record.version_id and record.version_id != "null":
+            marks[VERSION_HEADER] = record.version_id
+        return marks
 
     def _headers(self, record: ObjectRecord, storage_class: str | None) -> dict[str, str]:
         headers = self._marks(record)
