@@ -120,9 +120,8 @@ class S3Client:
                       timeout: float | None = None) -> Answer:
         url = object_url(target, key, query)
         given = dict(headers or {})
-        if isinstance(body, bytes):  # small documents (tags, a completion): with their MD5
-            if body:
-                given["content-md5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        if isinstance(body, bytes) and body:  # small documents (tags, a completion)
+            given["content-md5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
         payload = EMPTY_SHA256 if body is None or body == b"" else UNSIGNED_PAYLOAD
         moment = datetime.datetime.fromtimestamp(self._now(), datetime.UTC)
         signed = sign_headers(method, url, given, payload, target.access_key,
