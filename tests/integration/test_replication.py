@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -331,3 +333,55 @@ def test_a_sigkill_mid_burst_loses_nothing(pair: tuple[Daemon, Daemon], tmp_path
             head = wait_for(lambda k=key: sb.head_object(Bucket="burst-dest", Key=k),
                             f"{key} on B")
             assert head["ETag"] == f'"{etag}"'
+
+
+@pytest.fixture(scope="module")
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto's S3 server (moto[server]) as a foreign S3 endpoint."""
+    port = free_port()
+    log = (tmp_path_factory.mktemp("moto") / "moto.log").open("wb")
+    process = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H",
+                                "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(endpoint), "moto", deadline=30.0)
+        yield endpoint
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+
+
+def _answers(endpoint: str) -> bool:
+    try:
+        _HTTP.request("GET", endpoint + "/", timeout=1.0)
+    except urllib3.exceptions.HTTPError:
+        return False
+    return True
+
+
+def test_replication_to_moto_as_a_foreign_s3(pair: tuple[Daemon, Daemon],
+                                             moto_endpoint: str) -> None:
+    a, _ = pair
+    foreign: Any = make_client(moto_endpoint, access_key="moto", secret_key="moto")
+    foreign.create_bucket(Bucket="foreign")
+    foreign.put_bucket_versioning(Bucket="foreign",
+                                  VersioningConfiguration={"Status": "Enabled"})
+    versioned_bucket(a, name="to-moto")
+    AdminClient(a.endpoint).ok("POST", "/replication/credentials/moto", {
+        "access_key_id": "moto", "secret_access_key": "moto"})
+    sa: Any = make_client(a.endpoint)
+    raw_put(sa, "to-moto", rule_xml(moto_endpoint, "foreign", credential="moto"))
+    put = sa.put_object(Bucket="to-moto", Key="dir/one", Body=b"x" * 5000,
+                        ContentType="text/plain", Metadata={"k": "v"}, Tagging="a=b")
+    head = wait_for(lambda: foreign.head_object(Bucket="foreign", Key="dir/one"),
+                    "the object on moto")
+    assert head["ETag"] == put["ETag"] and head["Metadata"] == {"k": "v"}
+    assert head["ContentType"] == "text/plain"
+    assert foreign.get_object_tagging(Bucket="foreign", Key="dir/one")["TagSet"] == [
+        {"Key": "a", "Value": "b"}]
+    sa.delete_object(Bucket="to-moto", Key="dir/one")
+    wait_for(lambda: _deleted(foreign, "foreign", "dir/one"), "the delete marker on moto")
+    wait_for(lambda: drained(a), "the journal drained")
+    entries = journal(a, bucket="to-moto")["entries"]
+    assert {e["status"] for e in entries} == {"COMPLETED"}
