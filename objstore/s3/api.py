@@ -72,6 +72,8 @@ class S3Services:
 
 
 _LINE = "s3_request_line"
+REPLICA_HEADER = "x-amz-replication-status"
+REPLICATE_ACTION = "s3:ReplicateObject"
 
 
 def request_line(request: ObjstoreRequest) -> RequestLine:
@@ -186,6 +188,11 @@ class S3Api:
         if route.action is not None:
             await self._services.authorizer.check(verified.principal, route.action, resource,
                                                   query=line.query)
+        if route.mutates and (request.header(REPLICA_HEADER) or "").upper() == "REPLICA":
+            # A replication source's write (born REPLICA, journals nothing): as on AWS, the
+            # caller also needs s3:ReplicateObject.
+            await self._services.authorizer.check(verified.principal, REPLICATE_ACTION,
+                                                  resource, query=line.query)
         if route.mutates:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
