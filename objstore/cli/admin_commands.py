@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from objstore.cli import admin_replication as replication
 from objstore.cli.admin_client import (
     AdminApiError,
     AdminClient,
@@ -372,6 +373,25 @@ COMMANDS: tuple[Command, ...] = (
              arg("--level", type=int, default=3, help="1 to 19 (default 3)"))),
     Command(("buckets", "compression", "delete"), "store new objects of a bucket "
             "uncompressed", compression_delete, (arg("bucket"),)),
+    Command(("replication", "journal"), "this node's replication journal (newest first)",
+            replication.journal,
+            (arg("--bucket"), arg("--key"),
+             arg("--status", help="PENDING, COMPLETED, FAILED or SKIPPED"),
+             arg("--limit", type=int, help="entries per page (default 100, at most 1000)"),
+             arg("--cursor", help="next page: the cursor a previous page printed"),
+             arg("--node", help="a node id, or all"))),
+    Command(("replication", "credential", "set"), "store a destination's access key (the "
+            "secret is read from standard input)", replication.credential_set,
+            (arg("name", help="the name rules give as <CredentialRef>"),
+             arg("--access-key-id", required=True))),
+    Command(("replication", "credential", "delete"), "remove a stored credential",
+            replication.credential_delete, (arg("name"),)),
+    Command(("replication", "credential", "list"), "names and access key ids (never "
+            "secrets)", replication.credential_list),
+    Command(("replication", "retry"), "make a journal entry due again now",
+            replication.retry, (arg("entry_id", type=int),)),
+    Command(("replication", "existing"), "journal the objects a bucket held before its "
+            "rules (ExistingObjectReplication)", replication.existing, (arg("bucket"),)),
 )
 
 
@@ -388,6 +408,8 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("jobs",): "maintenance jobs: start, watch, pause, resume, cancel",
     ("buckets",): "per-bucket settings",
     ("buckets", "compression"): "compression of new objects (zstd)",
+    ("replication",): "bucket replication: journal, credentials, retry, existing objects",
+    ("replication", "credential"): "credentials of replication destinations",
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

@@ -30,6 +30,7 @@ from objstore.http import sigv4
 from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
+from tests.integration.test_admin_cli import Cli
 
 REPLICATION = ("[replication]\ntick_seconds = 0.1\nretry_base_seconds = 0.2\n"
                "retry_max_seconds = 0.5\nmax_attempts = {attempts}\ntimeout_seconds = 2\n")
@@ -385,3 +386,34 @@ def test_replication_to_moto_as_a_foreign_s3(pair: tuple[Daemon, Daemon],
     wait_for(lambda: drained(a), "the journal drained")
     entries = journal(a, bucket="to-moto")["entries"]
     assert {e["status"] for e in entries} == {"COMPLETED"}
+
+
+def test_existing_objects_through_the_cli(pair: tuple[Daemon, Daemon], tmp_path: Path
+                                          ) -> None:
+    a, b = pair
+    cli = Cli(a, tmp_path / "home")
+    versioned_bucket(a, b, name="older")
+    sa: Any = make_client(a.endpoint)
+    for n in range(3):  # written before any rule
+        sa.put_object(Bucket="older", Key=f"old{n}", Body=b"o" * n)
+    cli.run("replication", "credential", "set", "peer", "--access-key-id", ROOT_ACCESS_KEY,
+            stdin=ROOT_SECRET_KEY.encode() + b"\n")
+    listed = cli.run("replication", "credential", "list").stdout
+    assert "peer" in listed and ROOT_SECRET_KEY not in listed
+    raw_put(sa, "older", rule_xml(b.endpoint, "older", existing=True))
+    assert cli.json("replication", "existing", "older")["journaled"] == 3
+    assert cli.json("replication", "existing", "older")["journaled"] == 0  # asked twice
+    sb: Any = make_client(b.endpoint)
+    for n in range(3):
+        wait_for(lambda n=n: sb.head_object(Bucket="older", Key=f"old{n}"), f"old{n} on B")
+    wait_for(lambda: drained(a), "the journal drained")
+    shown = cli.run("replication", "journal", "--bucket", "older").stdout
+    assert shown.splitlines()[0].split()[:3] == ["ID", "TIME", "KIND"]
+    assert shown.count("COMPLETED") == 3
+    page = cli.json("replication", "journal", "--bucket", "older", "--limit", "2")
+    assert len(page["entries"]) == 2 and page["next_cursor"]
+    rest = cli.json("replication", "journal", "--bucket", "older", "--cursor",
+                    page["next_cursor"])
+    assert len(rest["entries"]) == 1
+    everywhere = cli.json("replication", "journal", "--bucket", "older", "--node", "all")
+    assert len(everywhere["entries"]) == 3
