@@ -145,8 +145,17 @@ def test_configuration_errors_and_credentials_never_shown(pair: tuple[Daemon, Da
         raw_put(s3, "plain", "<ReplicationConfiguration><Rule>")
     assert raised.value.response["Error"]["Code"] == "MalformedXML"
     admin = AdminClient(a.endpoint)
-    assert admin.post("/replication/credentials/bad name", {"access_key_id": "x"}).status \
-        == 400
+    for path, body in (("bad name", {"access_key_id": "x", "secret_access_key": "y"}),
+                       ("ok", {"access_key_id": "x"}),
+                       ("ok", {"access_key_id": "x", "secret_access_key": "y", "z": 1}),
+                       ("ok", {"access_key_id": 1, "secret_access_key": "y"}),
+                       ("ok", {"access_key_id": "x" * 5000, "secret_access_key": "y"})):
+        assert admin.post(f"/replication/credentials/{path}", body).status == 400, body
+    assert admin.call("POST", "/replication/credentials/ok", raw=b"[1,2").status == 400
+    for query in ("status=NOPE", "limit=0", "limit=x", "cursor=abc", "cursor=-1"):
+        assert admin.get(f"/replication/journal?{query}").status == 400, query
+    assert admin.post("/replication/retry/abc").status == 400
+    assert admin.post("/replication/existing/no-such-bucket").status == 404
     admin.ok("POST", "/replication/credentials/temp", {"access_key_id": "AK",
                                                        "secret_access_key": "TOPSECRET"})
     for path in ("/replication/credentials", "/settings/replication_credentials",
