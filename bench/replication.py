@@ -7,8 +7,11 @@ state weighs on each alike: PUTs of new 4 KiB keys with C client threads into
 - `off/plain`: a versioned bucket of the source without replication,
 - `on/plain`: a versioned bucket without a rule on the source with replication (the outbox
   entry and the consumer's look at the bucket's rules),
-- `on/replicated`: a versioned bucket whose rule sends everything to the destination (the
-  status lookup, the journal, and the worker sending meanwhile on the same node).
+- `on/replicated, dest paused`: a versioned bucket whose rule sends everything to the
+  destination, with the destination's processes stopped (SIGSTOP) during the case: the
+  write path's own cost (the status lookup, the journal), the worker waiting;
+- `on/replicated, dest live`: the same with the destination running: the worker sends
+  meanwhile, and on this one machine the destination's work competes with the source's.
 Reported: ops/s and p50/p99 latency per case (median of the rounds), and after the last
 round how long the journal took to drain (every replicated key on the destination).
 """
@@ -16,6 +19,8 @@ round how long the journal took to drain (every replicated key on the destinatio
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import statistics
 import tempfile
 import threading
@@ -86,6 +91,11 @@ def load(endpoint: str, bucket: str, prefix: str, threads: int, seconds: float
     return len(latencies) / elapsed, p50, p99, errors
 
 
+def signal_all(node: Daemon, sig: int) -> None:
+    for pid in node.pids():
+        os.kill(pid, sig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per case and round")
@@ -109,13 +119,21 @@ def main(argv: list[str] | None = None) -> int:
                 "access_key_id": ROOT_ACCESS_KEY, "secret_access_key": ROOT_SECRET_KEY})
             raw_put(client(on.endpoint), "replicated",
                     rule_xml(dest.endpoint, "replicated", credential="dest"))
-            cases = {"off/plain": (off, "plain"), "on/plain": (on, "plain"),
-                     "on/replicated": (on, "replicated")}
+            cases = {"off/plain": (off, "plain", False), "on/plain": (on, "plain", False),
+                     "on/replicated, dest paused": (on, "replicated", True),
+                     "on/replicated, dest live": (on, "replicated", False)}
             figures: dict[str, list[tuple[float, float, float, int]]] = {c: [] for c in cases}
             for round_ in range(args.rounds):
-                for name, (node, bucket) in cases.items():
-                    figures[name].append(load(node.endpoint, bucket, f"r{round_}",
-                                              args.threads, args.seconds))
+                for name, (node, bucket, pause) in cases.items():
+                    if pause:
+                        signal_all(dest, signal.SIGSTOP)
+                    try:
+                        figures[name].append(load(node.endpoint, bucket,
+                                                  f"r{round_}-{len(figures[name])}-{pause}",
+                                                  args.threads, args.seconds))
+                    finally:
+                        if pause:
+                            signal_all(dest, signal.SIGCONT)
                     say(f"round {round_ + 1} {name}: {figures[name][-1][0]:.0f} ops/s")
             began = time.monotonic()
             admin = AdminClient(on.endpoint)
