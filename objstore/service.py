@@ -138,7 +138,7 @@ from objstore.replication.existing import ExistingObjects
 from objstore.replication.journal import JournalConsumer
 from objstore.replication.metrics import ReplicationCollector
 from objstore.replication.service import ReplicationConfigService
-from objstore.replication.worker import Backoff, ReplicationWorker
+from objstore.replication.worker import Backoff, ReplicationWorker, WorkerStop
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.startup import fail_startup, warn_startup
@@ -448,6 +448,7 @@ def build_node(config: Config, reactor: Any = None, *,
         worker = replication_worker(config, reactor, meta, replication, services)
         safe_timer(config.replication.tick_seconds, worker.tick, clock=reactor,
                    what="replication worker").setServiceParent(duties)
+        WorkerStop(worker).setServiceParent(duties)  # stops first: cancels the sends
         if role.leader:
             observability.metrics.add(ReplicationCollector(worker, clock))
     admin.mount(REPLICATION_FAMILIES, ReplicationRoutes(

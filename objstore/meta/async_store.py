@@ -219,6 +219,8 @@ class MetaStore:
     journal_retry = _on_writer(SyncMetaStore.journal_retry)
     journal_list = _on_reader(SyncMetaStore.journal_list)
     journal_purge = _on_writer(SyncMetaStore.journal_purge)
+    journal_finish = _on_writer(SyncMetaStore.journal_finish)
+    version_states = _on_reader(SyncMetaStore.version_states)
     journal_counts = _on_reader(SyncMetaStore.journal_counts)
     get_sync_cursor = _on_reader(SyncMetaStore.get_sync_cursor)
     list_sync_cursors = _on_reader(SyncMetaStore.list_sync_cursors)

@@ -14,10 +14,14 @@ from typing import Any
 import sqlalchemy as sa
 
 from objstore.meta import schema
-from objstore.meta.database import Database
+from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import read_transaction, write_transaction
+from objstore.meta.driver import CoreRows
+from objstore.meta.object_write_queries import next_seq
+from objstore.meta.schema import loads_dict
 
 _j = schema.replication_journal
+_o = schema.objects
 MAX_PAGE = 1000
 FIELDS = tuple(c.name for c in _j.c)
 
@@ -94,6 +98,54 @@ def journal_update(db: Database, entry_id: int, *, status: str, attempts: int,
             last_error=last_error, updated_at=now))
 
 
+@dataclass(frozen=True, slots=True)
+class VersionState:
+    """What the journal's consumer needs of a version: its tags and replication status."""
+
+    tags: dict[str, str]
+    replication_status: str | None
+
+
+def version_states(db: Database, versions: Sequence[tuple[str, str, str]]
+                   ) -> dict[tuple[str, str, str], VersionState]:
+    """The state of each (bucket, key, version_id) that exists, in one read transaction."""
+    found: dict[tuple[str, str, str], VersionState] = {}
+    with read_transaction(db.engine) as conn:
+        for bucket, key, version_id in dict.fromkeys(versions):
+            row = conn.execute(sa.select(_o.c.tags, _o.c.replication_status).where(
+                _o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)
+            ).mappings().first()
+            if row is not None:
+                tags = loads_dict(row["tags"])
+                found[(bucket, key, version_id)] = VersionState(tags,
+                                                                row["replication_status"])
+    return found
+
+
+@changes_objects
+def journal_finish(db: Database, entry: JournalEntry, *, status: str, attempts: int,
+                   next_attempt_at: float, last_error: str | None, now: float,
+                   stamp: str | None) -> None:
+    """An entry's outcome and, with `stamp`, the x-amz-replication-status of its version
+    (only while that version still holds the bytes sent, the entry's ETag, and is not a
+    replica), in one transaction."""
+    with write_transaction(db.engine) as conn:
+        conn.execute(sa.update(_j).where(_j.c.id == entry.id).values(
+            status=status, attempts=attempts, next_attempt_at=next_attempt_at,
+            last_error=last_error, updated_at=now))
+        if stamp is None:
+            return
+        where = sa.and_(_o.c.bucket == entry.bucket, _o.c.key == entry.key,
+                        _o.c.version_id == entry.version_id, _o.c.etag == entry.etag,
+                        _o.c.replication_status.is_not(None),
+                        _o.c.replication_status != "REPLICA",
+                        _o.c.replication_status != stamp)
+        if conn.execute(sa.select(_o.c.seq).where(where)).first() is None:
+            return
+        conn.execute(sa.update(_o).where(where).values(replication_status=stamp,
+                                                       seq=next_seq(CoreRows(conn))))
+
+
 def journal_retry(db: Database, entry_id: int, now: float) -> JournalEntry | None:
     """Make an entry PENDING again, due now, its attempts counted from zero; None when
     there is no such entry."""
@@ -158,5 +210,6 @@ def journal_counts(db: Database) -> dict[str, int]:
     return counts
 
 
-__all__ = ["JournalEntry", "JournalFilter", "journal_add", "journal_counts", "journal_list",
+__all__ = ["JournalEntry", "JournalFilter", "VersionState", "journal_finish",
+           "version_states", "journal_add", "journal_counts", "journal_list",
            "journal_pending", "journal_purge", "journal_retry", "journal_update"]

@@ -130,6 +130,8 @@ class SyncMetaStore(Database):
     journal_retry = replication_queries.journal_retry
     journal_list = replication_queries.journal_list
     journal_purge = replication_queries.journal_purge
+    journal_finish = replication_queries.journal_finish
+    version_states = replication_queries.version_states
     journal_counts = replication_queries.journal_counts
     # multipart uploads
     create_upload = upload_queries.create_upload

@@ -76,26 +76,29 @@ class JournalConsumer:
     async def deliver(self, entries: Sequence[OutboxEntry]) -> None:
         values: list[dict[str, Any]] = []
         now = self._clock()
+        wanted: list[tuple[OutboxEntry, str, ReplicationConfiguration]] = []
         for entry in entries:
             kind = _KINDS.get(entry.kind)
             if kind is None:
                 continue
             config = await self._config.configuration(entry.bucket)
-            if config is None:
-                continue
+            if config is not None:
+                wanted.append((entry, kind, config))
+        states = await self._meta.version_states(
+            [(e.bucket, e.key, e.version_id) for e, kind, _ in wanted if kind != DELETE])
+        for entry, kind, config in wanted:
             tags: dict[str, str] = {}
             if kind != DELETE:
-                row = await self._meta.get_object(entry.bucket, entry.key, entry.version_id)
-                if row is None or row.replication_status == REPLICA:
+                state = states.get((entry.bucket, entry.key, entry.version_id))
+                if state is None or state.replication_status == REPLICA:
                     continue  # gone since (a later entry tells) or a replica
-                tags = dict(row.tags)
+                tags = state.tags
             for rule in selected_rules(config, kind, entry.key, tags):
                 values.append(journal_values(kind, entry.seq, entry.operation, entry, rule,
                                              now))
         if values:
             self.journaled += await self._meta.journal_add(values)
             self._wake()
-
 
 __all__ = ["CONSUMER_NAME", "DELETE", "DELETE_MARKER", "PUT", "TAGS", "JournalConsumer",
            "journal_values", "selected_rules"]

@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import email.utils
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 from xml.sax.saxutils import escape
 
 from lxml import etree
+from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
-from objstore.meta.errors import RecordNotFound, RowChanged
 from objstore.meta.records import ObjectRecord
 from objstore.meta.replication_queries import JournalEntry
 from objstore.replication.client import Answer, S3Client, SliceProducer, Target
@@ -49,11 +50,28 @@ if TYPE_CHECKING:
 log = Logger()
 
 SKIPPED = "SKIPPED"
+STAMPED = (PUT, DELETE_MARKER)  # kinds whose outcome is the version's replication status
 HOUSEKEEPING_SECONDS = 10.0  # journal counts (metrics) and the purge of old entries
 STATUS_HEADER = "x-amz-replication-status"
 VERSION_HEADER = "x-objstore-replication-version-id"  # kept by an objstore destination
 _CONTENT_HEADERS = ("cache-control", "content-disposition", "content-encoding",
                     "content-language", "expires")
+
+
+class WorkerStop(Service):
+    """Put after the worker's timer in the same parent: stopped first, it cancels the
+    sends in flight, so the timer's wait for its tick is short."""
+
+    def __init__(self, worker: ReplicationWorker) -> None:
+        self._worker = worker
+
+    def startService(self) -> None:  # noqa: N802 (Twisted's name)
+        self._worker.resume()  # duties taken again (a cluster's leading process moved)
+        super().startService()
+
+    def stopService(self) -> None:  # noqa: N802 (Twisted's name)
+        self._worker.stop()
+        super().stopService()
 
 
 class ReplicationError(Exception):
@@ -101,13 +119,25 @@ class ReplicationWorker:
         self._batch = batch
         self._concurrency = concurrency
         self._running = False
+        self._stopping = False
+        self._in_flight: set[defer.Deferred[None]] = set()
         self._retention = retention_seconds
         self._housekeeping_at = 0.0
         self.stats = WorkerStats()
         self.counts: dict[str, int] = {}  # journal entries by status (metrics)
 
+    def stop(self) -> None:
+        """Cancel the sends in flight (a destination that hangs must not hold up the
+        node's stop); their entries stay PENDING, their attempts uncounted."""
+        self._stopping = True
+        for running in list(self._in_flight):
+            running.cancel()
+
+    def resume(self) -> None:
+        self._stopping = False
+
     async def tick(self) -> None:
-        if self._running:
+        if self._running or self._stopping:
             return
         self._running = True
         try:
@@ -133,53 +163,56 @@ class ReplicationWorker:
                                   consumeErrors=True)
 
     def _started(self, entry: JournalEntry) -> defer.Deferred[None]:
-        return defer.ensureDeferred(self._run(entry))
+        if self._stopping:
+            return defer.succeed(None)
+        running = defer.ensureDeferred(self._run(entry))
+        self._in_flight.add(running)
+        running.addBoth(self._done, running)
+        return running
+
+    def _done(self, result: object, running: defer.Deferred[None]) -> None:
+        self._in_flight.discard(running)
+        if isinstance(result, Failure):
+            result.trap(defer.CancelledError)
 
     async def _run(self, entry: JournalEntry) -> None:
         try:
             outcome = await self._send(entry)
+        except defer.CancelledError:
+            raise  # the node stops: the entry stays as it was
         except Exception as error:  # the destination down or refusing: retried
+            if self._stopping:
+                return
             await self._failed(entry, error)
             return
         now = self._clock()
-        await self._meta.journal_update(entry.id, status=outcome, attempts=entry.attempts + 1,
-                                        next_attempt_at=now, last_error=None, now=now)
         if outcome == SKIPPED:
             self.stats.skipped += 1
-            return
-        self.stats.completed += 1
-        await self._stamp(entry, COMPLETED)
+        else:
+            self.stats.completed += 1
+        await self._meta.journal_finish(
+            entry, status=outcome, attempts=entry.attempts + 1, next_attempt_at=now,
+            last_error=None, now=now, stamp=COMPLETED if outcome == COMPLETED
+            and entry.kind in STAMPED else None)
 
     async def _failed(self, entry: JournalEntry, error: Exception) -> None:
         attempts = entry.attempts + 1
         now = self._clock()
         message = str(error) or error.__class__.__name__
         if attempts >= self._retry.max_attempts:
-            await self._meta.journal_update(entry.id, status=FAILED, attempts=attempts,
-                                            next_attempt_at=now, last_error=message, now=now)
             self.stats.failed += 1
             log.warn("replication of {bucket}/{key} to {endpoint} failed after {n} "
                      "attempts: {error}", bucket=entry.bucket, key=entry.key,
                      endpoint=entry.endpoint, n=attempts, error=message)
-            await self._stamp(entry, FAILED)
+            await self._meta.journal_finish(
+                entry, status=FAILED, attempts=attempts, next_attempt_at=now,
+                last_error=message, now=now,
+                stamp=FAILED if entry.kind in STAMPED else None)
             return
         self.stats.retried += 1
         await self._meta.journal_update(entry.id, status="PENDING", attempts=attempts,
                                         next_attempt_at=now + self._retry.delay(attempts),
                                         last_error=message, now=now)
-
-    async def _stamp(self, entry: JournalEntry, status: str) -> None:
-        """The source version's x-amz-replication-status (puts and markers)."""
-        if entry.kind not in (PUT, DELETE_MARKER):
-            return
-        row = await self._meta.get_object(entry.bucket, entry.key, entry.version_id)
-        if row is None or row.replication_status in (None, REPLICA, status):
-            return
-        try:
-            await self._meta.update_object(replace(row, replication_status=status),
-                                           expected_seq=row.seq)
-        except (RowChanged, RecordNotFound):
-            pass  # changed meanwhile: its own entry stamps it
 
     async def _target(self, entry: JournalEntry) -> Target:
         known = await self._config.credentials()
@@ -362,4 +395,5 @@ def _parse_tags(body: bytes) -> dict[str, str]:
     return tags
 
 
-__all__ = ["SKIPPED", "ReplicationError", "ReplicationWorker", "Backoff", "WorkerStats"]
+__all__ = ["SKIPPED", "Backoff", "ReplicationError", "ReplicationWorker", "WorkerStats",
+           "WorkerStop"]

@@ -281,12 +281,14 @@ def test_failed_only_after_the_last_attempt_then_retried(tmp_path: Path,
         seen: set[tuple[str, int]] = set()
 
         def failed() -> bool:
+            # The object first: its FAILED commits with the entry's, so an entry still
+            # PENDING after it means the object was PENDING when read.
+            status = s3.head_object(Bucket="nowhere", Key="k")["ReplicationStatus"]
             entries = journal(node, bucket="nowhere")["entries"]
             if not entries:
                 return False  # not journaled yet
             entry = entries[0]
             seen.add((entry["status"], entry["attempts"]))
-            status = s3.head_object(Bucket="nowhere", Key="k")["ReplicationStatus"]
             if entry["status"] == "PENDING":
                 assert status == "PENDING"
             return bool(entry["status"] == "FAILED")

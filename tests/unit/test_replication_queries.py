@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from objstore.meta import migrations, schema
+from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.replication_queries import JournalFilter
 from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
@@ -85,3 +86,29 @@ def test_a_version_7_database_gains_the_journal(
         assert store.journal_add([values(1)]) == 1
     finally:
         engine.dispose()
+
+
+def test_finish_stamps_the_version_it_sent_only(meta_store: SyncMetaStore) -> None:  # noqa: F811
+    meta_store.create_bucket(BucketRecord("b", "u-1", "us-east-1", 1.0))
+    sent = meta_store.put_object(ObjectRecord("b", "k", "v1", "blob", size=3, etag="e",
+                                              last_modified=5.0, replication_status="PENDING",
+                                              tags={"t": "1"})).record
+    meta_store.put_object(ObjectRecord("b", "r", "v1", "blob2", size=3, etag="e",
+                                       last_modified=5.0, replication_status="REPLICA"))
+    states = meta_store.version_states([("b", "k", "v1"), ("b", "r", "v1"), ("b", "x", "v")])
+    assert states[("b", "k", "v1")].tags == {"t": "1"}
+    assert states[("b", "r", "v1")].replication_status == "REPLICA"
+    assert ("b", "x", "v") not in states
+    meta_store.journal_add([values(1, key="k", version_id="v1"),
+                            values(2, key="r", version_id="v1")])
+    first, second = meta_store.journal_pending(10)
+    meta_store.journal_finish(first, status="COMPLETED", attempts=1, next_attempt_at=0,
+                              last_error=None, now=20.0, stamp="COMPLETED")
+    stamped = meta_store.get_object("b", "k", "v1")
+    assert stamped is not None and stamped.replication_status == "COMPLETED"
+    assert stamped.seq > sent.seq
+    meta_store.journal_finish(second, status="COMPLETED", attempts=1, next_attempt_at=0,
+                              last_error=None, now=20.0, stamp="COMPLETED")
+    replica = meta_store.get_object("b", "r", "v1")
+    assert replica is not None and replica.replication_status == "REPLICA"
+    assert meta_store.journal_pending(10) == []
