@@ -82,11 +82,21 @@ def journal_add(db: Database, entries: Sequence[Mapping[str, Any]]) -> int:
     return added
 
 
-def journal_pending(db: Database, limit: int) -> list[JournalEntry]:
-    """The oldest PENDING entries (id order), at most `limit`."""
+def journal_pending(db: Database, limit: int, due_by: float | None = None
+                    ) -> list[JournalEntry]:
+    """The oldest PENDING entries (id order), at most `limit`. With `due_by`: only the
+    first PENDING entry of each lane (one key to one destination) and only when it is due
+    by then, so a lane backing off holds its later entries back without hiding other
+    lanes' work behind it."""
+    query = sa.select(_j).where(_j.c.status == "PENDING")
+    if due_by is not None:
+        earlier = _j.alias("earlier")
+        query = query.where(_j.c.next_attempt_at <= due_by, ~sa.exists().where(
+            earlier.c.status == "PENDING", earlier.c.bucket == _j.c.bucket,
+            earlier.c.key == _j.c.key, earlier.c.endpoint == _j.c.endpoint,
+            earlier.c.dest_bucket == _j.c.dest_bucket, earlier.c.id < _j.c.id))
     with read_transaction(db.engine) as conn:
-        rows = conn.execute(sa.select(_j).where(_j.c.status == "PENDING")
-                            .order_by(_j.c.id).limit(max(1, limit))).mappings().all()
+        rows = conn.execute(query.order_by(_j.c.id).limit(max(1, limit))).mappings().all()
     return [_entry(row) for row in rows]
 
 

@@ -1,9 +1,9 @@
 """The replication worker: sends this node's journal (replication/journal.py) to the
 destinations, on every node (cluster rule 11: each node works through its own journal).
 
-Each tick takes the oldest PENDING entries and, per lane (one key to one destination), only
-the first: a key's changes leave in the order they were made, a lane backing off holds
-its later entries, other lanes go on. An entry:
+Each tick takes, oldest first, the first PENDING entry of each lane (one key to one
+destination) that is due: a key's changes leave in the order they were made, a lane
+backing off holds its later entries, other lanes go on. An entry:
 - `put`: the destination is checked first (HEAD): the same ETag there means done (a
   repeat after a crash); a newer Last-Modified that is not a replica of ours means the
   destination's own write wins (last-writer-wins) and nothing is sent. Otherwise the
@@ -150,12 +150,9 @@ class ReplicationWorker:
             self._running = False
 
     async def _tick(self) -> None:
-        pending: list[JournalEntry] = await self._meta.journal_pending(self._batch)
-        firsts: dict[tuple[str, str, str, str], JournalEntry] = {}
-        for entry in pending:
-            firsts.setdefault(entry.lane, entry)
-        now = self._clock()
-        due = [entry for entry in firsts.values() if entry.next_attempt_at <= now]
+        # The first PENDING entry of each lane, when due (the query keeps lanes in order).
+        due: list[JournalEntry] = await self._meta.journal_pending(self._batch,
+                                                                   self._clock())
         if not due:
             return
         limit = defer.DeferredSemaphore(self._concurrency)

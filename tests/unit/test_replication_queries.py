@@ -112,3 +112,14 @@ def test_finish_stamps_the_version_it_sent_only(meta_store: SyncMetaStore) -> No
     replica = meta_store.get_object("b", "r", "v1")
     assert replica is not None and replica.replication_status == "REPLICA"
     assert meta_store.journal_pending(10) == []
+
+
+def test_due_work_is_the_head_of_each_lane(meta_store: SyncMetaStore) -> None:  # noqa: F811
+    meta_store.journal_add([values(1, key="a"), values(2, key="a"), values(3, key="b"),
+                            values(4, key="c", next_attempt_at=100.0), values(5, key="c")])
+    assert [e.seq for e in meta_store.journal_pending(10, 50.0)] == [1, 3]
+    assert [e.seq for e in meta_store.journal_pending(10, 200.0)] == [1, 3, 4]
+    first = meta_store.journal_pending(1, 50.0)[0]
+    meta_store.journal_update(first.id, status="COMPLETED", attempts=1, next_attempt_at=0,
+                              last_error=None, now=60.0)
+    assert [e.seq for e in meta_store.journal_pending(10, 50.0)] == [2, 3]
