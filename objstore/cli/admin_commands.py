@@ -389,7 +389,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(("replication", "credential", "list"), "names and access key ids (never "
             "secrets)", replication.credential_list),
     Command(("replication", "retry"), "make a journal entry due again now",
-            replication.retry, (arg("entry_id", type=int),)),
+            replication.retry, (arg("entry_id", help="the journal entry's id"),)),
     Command(("replication", "existing"), "journal the objects a bucket held before its "
             "rules (ExistingObjectReplication)", replication.existing, (arg("bucket"),)),
 )

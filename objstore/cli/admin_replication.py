@@ -52,7 +52,7 @@ def credential_list(s: Session, a: argparse.Namespace) -> Result:
 
 
 def retry(s: Session, a: argparse.Namespace) -> Result:
-    found = s.client.call("POST", f"/replication/retry/{segment(str(a.entry_id))}")
+    found = s.client.call("POST", f"/replication/retry/{segment(a.entry_id)}")
     return Result(found, render_record({k: v for k, v in found.items()
                                         if k != "destination"}))
 
