@@ -31,6 +31,7 @@ from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon, free_port
 from tests.integration.test_admin_cli import Cli
+from tests.integration.test_rbac import Person, allow
 
 REPLICATION = ("[replication]\ntick_seconds = 0.1\nretry_base_seconds = 0.2\n"
                "retry_max_seconds = 0.5\nmax_attempts = {attempts}\ntimeout_seconds = 2\n")
@@ -164,6 +165,29 @@ def test_configuration_errors_and_credentials_never_shown(pair: tuple[Daemon, Da
     admin.ok("DELETE", "/replication/credentials/temp", status=204)
     assert admin.delete("/replication/credentials/temp").status == 404
     assert admin.ok("GET", "/info")["replication_enabled"] is True
+
+
+
+def test_a_replica_write_needs_replicate_object(pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    _, b = pair
+    make_client(b.endpoint).create_bucket(Bucket="guarded")
+    writer = Person(AdminClient(b.endpoint))
+    writer.grant(allow(["s3:PutObject", "s3:GetObject"], ["*"]))
+    s3: Any = writer.s3(b)
+
+    def as_replica(request: Any, **_: Any) -> None:
+        request.headers["x-amz-replication-status"] = "REPLICA"
+
+    s3.put_object(Bucket="guarded", Key="plain", Body=b"x")
+    s3.meta.events.register("before-sign.s3.PutObject", as_replica)
+    with pytest.raises(ClientError) as raised:
+        s3.put_object(Bucket="guarded", Key="claimed", Body=b"x")
+    assert raised.value.response["Error"]["Code"] == "AccessDenied"
+    writer.grant(allow(["s3:ReplicateObject"], ["*"]))
+    s3.put_object(Bucket="guarded", Key="claimed", Body=b"x")
+    assert s3.head_object(Bucket="guarded", Key="claimed")["ReplicationStatus"] == "REPLICA"
+    assert "ReplicationStatus" not in s3.head_object(Bucket="guarded", Key="plain")
 
 
 def test_two_way_replication_without_loops(pair: tuple[Daemon, Daemon]) -> None:
