@@ -69,6 +69,7 @@ from objstore.engine.objects import (
     ReplicationStamp,
     check_key,
     precondition_error,
+    replica_version_id,
 )
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import quota_check
@@ -343,7 +344,8 @@ class MultipartService:
         bucket = await self._bucket(upload.bucket)
         check_part_order(requested)
         self._gate.check_write(0)  # the gate now; the capacity once the parts are known
-        version_id = new_version_id(bucket)
+        version_id = await replica_version_id(self._meta, caller, bucket, upload.key,
+                                              new_version_id(bucket))
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)
         usage_check = await quota_check(self._meta, upload.bucket)

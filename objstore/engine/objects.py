@@ -200,6 +200,20 @@ class DeleteOutcome:
 REPLICA_VERSION_DETAIL = "replication_version_id"
 
 
+async def replica_version_id(meta: MetaStore, caller: Caller, bucket: BucketRecord, key: str,
+                             fresh: str) -> str:
+    """The version id of a new version: a replication source's own (a replica keeps its
+    source's version id on a versioning-Enabled bucket, so version deletes can follow it)
+    unless a version of that id exists here already; else `fresh`."""
+    carried = caller.details.get(REPLICA_VERSION_DETAIL)
+    if (carried is None or bucket.versioning != ENABLED or carried == NULL_VERSION
+            or not is_valid_version_id(carried)):
+        return fresh
+    if await meta.get_object(bucket.name, key, carried) is not None:
+        return fresh
+    return carried
+
+
 class ReplicationStamp(Protocol):
     """The replication status a new version is born with (replication/service.py)."""
 
@@ -280,16 +294,7 @@ class ObjectService:
 
     async def _version_for(self, caller: Caller, bucket: BucketRecord, key: str,
                            fresh: str) -> str:
-        """The version id of a new version: a replication source's own (a replica keeps
-        its source's version id on a versioning-Enabled bucket, so version deletes can
-        follow it) unless a version of that id exists here already; else `fresh`."""
-        carried = caller.details.get(REPLICA_VERSION_DETAIL)
-        if (carried is None or bucket.versioning != ENABLED or carried == NULL_VERSION
-                or not is_valid_version_id(carried)):
-            return fresh
-        if await self._meta.get_object(bucket.name, key, carried) is not None:
-            return fresh
-        return carried
+        return await replica_version_id(self._meta, caller, bucket, key, fresh)
 
     def _new_record(
         self, caller: Caller, bucket: BucketRecord, key: str, size: int, etag: str,

@@ -314,7 +314,7 @@ class ReplicationWorker:
                 for n, tag in etags) + "</CompleteMultipartUpload>"
             done = await self._client.request(
                 "POST", target, record.key, query=urlencode({"uploadId": upload_id}),
-                headers={STATUS_HEADER: REPLICA}, body=document.encode())
+                headers=self._marks(record), body=document.encode())
             _expect(done, "CompleteMultipartUpload")
             if b"<Error>" in done.body:
                 raise ReplicationError(f"CompleteMultipartUpload failed: {done.body[:200]!r}")

@@ -254,6 +254,7 @@ def test_a_multipart_object_arrives_with_its_etag(pair: tuple[Daemon, Daemon]) -
     sb: Any = make_client(b.endpoint)
     copy = wait_for(lambda: sb.head_object(Bucket="multi", Key="big"), "big on B")
     assert copy["ETag"] == done["ETag"] and copy["ContentLength"] == 5 * MIB + 1000
+    assert copy["VersionId"] == done["VersionId"] and copy["ReplicationStatus"] == "REPLICA"
     data = sb.get_object(Bucket="multi", Key="big")["Body"].read()
     assert hashlib.md5(data).hexdigest() == hashlib.md5(b"a" * (5 * MIB) + b"b" * 1000
                                                         ).hexdigest()
