@@ -41,7 +41,7 @@ _HTTP = urllib3.PoolManager(retries=False, timeout=30.0)
 
 
 def rule_xml(endpoint: str, bucket: str, credential: str = "peer", *, prefix: str = "",
-             markers: bool = True, existing: bool = False) -> str:
+             markers: bool = True, existing: bool = False, versions: bool = False) -> str:
     on = {True: "Enabled", False: "Disabled"}
     return (
         "<ReplicationConfiguration><Role></Role><Rule><ID>to-peer</ID><Priority>1</Priority>"
@@ -49,6 +49,7 @@ def rule_xml(endpoint: str, bucket: str, credential: str = "peer", *, prefix: st
         f"<DeleteMarkerReplication><Status>{on[markers]}</Status></DeleteMarkerReplication>"
         f"<ExistingObjectReplication><Status>{on[existing]}</Status>"
         "</ExistingObjectReplication>"
+        f"<DeleteReplication><Status>{on[versions]}</Status></DeleteReplication>"
         f"<Destination><Bucket>arn:aws:s3:::{bucket}</Bucket><Endpoint>{endpoint}</Endpoint>"
         f"<CredentialRef>{credential}</CredentialRef><Region>us-east-1</Region>"
         "</Destination></Rule></ReplicationConfiguration>")
@@ -472,3 +473,22 @@ def test_existing_objects_through_the_cli(pair: tuple[Daemon, Daemon], tmp_path:
     assert len(rest["entries"]) == 1
     everywhere = cli.json("replication", "journal", "--bucket", "older", "--node", "all")
     assert len(everywhere["entries"]) == 3
+
+
+def test_version_deletes_follow_when_the_rule_asks(pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    a, b = pair
+    versioned_bucket(a, b, name="versions")
+    link(a, b, "versions", versions=True)
+    sa: Any = make_client(a.endpoint)
+    sb: Any = make_client(b.endpoint)
+    first = sa.put_object(Bucket="versions", Key="k", Body=b"one")["VersionId"]
+    second = sa.put_object(Bucket="versions", Key="k", Body=b"two")["VersionId"]
+    wait_for(lambda: len(sb.list_object_versions(Bucket="versions").get("Versions", []))
+             == 2, "both versions on B")
+    sa.delete_object(Bucket="versions", Key="k", VersionId=first)
+    wait_for(lambda: [v["VersionId"] for v in sb.list_object_versions(
+        Bucket="versions").get("Versions", [])] == [second], "the first version gone on B")
+    wait_for(lambda: drained(a), "the journal drained")
+    kinds = sorted(e["kind"] for e in journal(a, bucket="versions")["entries"])
+    assert kinds == ["delete", "put", "put"]
