@@ -259,6 +259,25 @@ class Outbox:
 
 
 @dataclass(frozen=True, slots=True)
+class Replication:
+    # Bucket replication on this node: the journal's outbox consumer and the worker (off:
+    # rules are still stored, nothing is journaled or sent, writes skip the outbox entry).
+    enabled: bool = True
+    # The bucket replication worker (replication/worker.py), on every node: seconds between
+    # journal passes, the retry backoff (base doubling per failure, capped), the attempts
+    # after which an entry is FAILED, the destination request timeout and the entries
+    # sent at once.
+    tick_seconds: float = 1.0
+    retry_base_seconds: float = 5.0
+    retry_max_seconds: float = 3600.0
+    max_attempts: int = 25
+    timeout_seconds: float = 60.0
+    concurrency: int = 4
+    # COMPLETED and SKIPPED journal entries are purged this long after their last change.
+    journal_retention_days: float = 7.0
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     server: Server
     storage: Storage
@@ -270,6 +289,7 @@ class Config:
     audit: Audit
     metrics: Metrics
     logging: Logging
+    replication: Replication = Replication()
     warnings: tuple[str, ...] = ()
     source_path: str | None = None
     # The node-local switch a migrate-db job wrote (meta/db_copy.py), when one was applied
@@ -636,6 +656,17 @@ _OUTBOX = _Section("outbox", Outbox, (
     _F("max_backlog", _int(1)),
 ))
 
+_REPLICATION = _Section("replication", Replication, (
+    _F("enabled", _bool),
+    _F("tick_seconds", _num(0, above=True)),
+    _F("retry_base_seconds", _num(0, above=True)),
+    _F("retry_max_seconds", _num(0, above=True)),
+    _F("max_attempts", _int(1)),
+    _F("timeout_seconds", _num(0, above=True)),
+    _F("concurrency", _int(1, 64)),
+    _F("journal_retention_days", _num(0, above=True)),
+))
+
 _AUDIT = _Section("audit", Audit, (
     _F("enabled", _bool),
     _F("retention_days", _num(0, above=True)),
@@ -656,7 +687,7 @@ _LOGGING = _Section("logging", Logging, (
 ))
 
 _TOP_LEVEL = (_SERVER, _STORAGE, _LIFECYCLE, _CLUSTER, _NOTIFICATIONS, _OUTBOX, _ENCRYPTION,
-              _AUDIT, _METRICS, _LOGGING)
+              _AUDIT, _METRICS, _LOGGING, _REPLICATION)
 
 
 def _all_sections(sections: tuple[_Section, ...] = _TOP_LEVEL) -> list[_Section]:

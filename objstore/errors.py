@@ -75,6 +75,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "NoSuchPublicAccessBlockConfiguration": (404, "The public access block configuration was not found"),  # noqa: E501
     "NoSuchKey": (404, "The specified key does not exist."),
     "NoSuchLifecycleConfiguration": (404, "The lifecycle configuration does not exist."),
+    "ReplicationConfigurationNotFoundError": (404, "The replication configuration was not found."),  # noqa: E501
     "NoSuchObjectLockConfiguration": (404, "The specified object does not have a ObjectLock configuration"),  # noqa: E501
     "NoSuchTagSet": (404, "The TagSet does not exist"),
     "NoSuchUpload": (404, "The specified multipart upload does not exist."),

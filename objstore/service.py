@@ -43,6 +43,8 @@ from objstore.admin.notification_routes import NotificationRoutes
 from objstore.admin.ops_routes import FAMILIES as OPS_FAMILIES
 from objstore.admin.ops_routes import OpsRoutes
 from objstore.admin.quota_routes import FAMILIES as QUOTA_FAMILIES
+from objstore.admin.replication_routes import FAMILIES as REPLICATION_FAMILIES
+from objstore.admin.replication_routes import ReplicationRoutes
 from objstore.admin.settings_routes import FAMILIES as SETTINGS_FAMILIES
 from objstore.admin.settings_routes import SettingsRoutes
 from objstore.admin.transfer_routes import FAMILIES as TRANSFER_FAMILIES
@@ -154,6 +156,12 @@ from objstore.prefork import (
 )
 from objstore.prefork.range_locks import RangeLocks
 from objstore.private_files import directory_warnings, refuse_exposed
+from objstore.replication.client import S3Client
+from objstore.replication.existing import ExistingObjects
+from objstore.replication.journal import JournalConsumer
+from objstore.replication.metrics import ReplicationCollector
+from objstore.replication.service import ReplicationConfigService
+from objstore.replication.worker import Backoff, ReplicationWorker, WorkerStop
 from objstore.roles import LeaderDuties
 from objstore.s3.api import S3Api, S3Services
 from objstore.startup import fail_startup, warn_startup
@@ -370,15 +378,20 @@ def build_node(config: Config, reactor: Any = None, *,
                                         changes=changes)
     notifications = notification_parts(config, meta, bucket_config, node_id, reactor.seconds)
     outbox.register(notifications.consumer)
+    # Bucket replication (replication/): the rules, the status new versions are born with,
+    # and the journal's outbox consumer (the worker runs below, in the leading process).
+    replication = ReplicationConfigService(meta, bucket_config)
+    if config.replication.enabled:
+        outbox.register(JournalConsumer(meta, replication, clock=clock))
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=region.current, clock=clock,
                               changes=changes, restamp_on_repeat=config.cluster.enabled),
         objects=ObjectService(meta, blobs, io_pool, clock=clock, authority=authorizer,
                               locks=key_locks, changes=changes, gate=write_gate,
-                              repair=blob_repair, outbox=outbox),
+                              repair=blob_repair, outbox=outbox, replication=replication),
         multipart=MultipartService(meta, blobs, io_pool, clock=clock, changes=changes,
                                    gate=write_gate, repair=blob_repair, peers=upload_peers,
-                                   outbox=outbox),
+                                   outbox=outbox, replication=replication),
         authorizer=authorizer,
         bucket_config=bucket_config,
         versions=VersionService(meta, blobs, io_pool, clock=clock, locks=key_locks,
@@ -389,6 +402,7 @@ def build_node(config: Config, reactor: Any = None, *,
             cache_size=config.server.cache.size, counters=counters,
         ),
         notifications=notifications.configs,
+        replication=replication,
     )
     maintenance = MaintenanceWatch(meta, node_id)  # a maintenance-mode job drains the node
     health = HealthState(cluster=cluster.status if cluster is not None else None,
@@ -413,7 +427,8 @@ def build_node(config: Config, reactor: Any = None, *,
                          worker_index=role.index,
                          kms_provider=(config.encryption.kms_provider
                                        if blobs.stages.key_id is not None else None),
-                         kms_endpoint=kms_endpoint(config)),
+                         kms_endpoint=kms_endpoint(config),
+                         replication=config.replication.enabled),
         rate_limits=rate_limits,
         authorizer=authorizer,
         space=space,
@@ -497,6 +512,16 @@ def build_node(config: Config, reactor: Any = None, *,
         observability.metrics.add(OutboxCollector(outbox))
         observability.metrics.add(NotificationCollector(notifications.delivery,
                                                         reactor.seconds))
+    if config.replication.enabled:  # every node works through its own journal
+        worker = replication_worker(config, reactor, meta, replication, services)
+        safe_timer(config.replication.tick_seconds, worker.tick, clock=reactor,
+                   what="replication worker").setServiceParent(duties)
+        WorkerStop(worker).setServiceParent(duties)  # stops first: cancels the sends
+        if role.leader:
+            observability.metrics.add(ReplicationCollector(worker, clock))
+    admin.mount(REPLICATION_FAMILIES, ReplicationRoutes(
+        gate=admin.authorize, meta=meta, node_id=node_id, replication=replication,
+        existing=ExistingObjects(meta, replication, clock=clock), views=views))
     if outbox.active:  # node-local: delivered by the node's leading process
         safe_timer(TICK_SECONDS, outbox.tick, clock=reactor,
                    what="outbox delivery").setServiceParent(duties)
@@ -508,6 +533,7 @@ def build_node(config: Config, reactor: Any = None, *,
                    clock=reactor, what="settings watch").setServiceParent(duties)
     on_setting = settings_listener(lifecycle, duties, counters, region)
     settings = SettingsService(meta, control, io_pool, changes=changes, on_change=on_setting)
+    replication.settings = settings  # credentials are a setting
     if cluster is not None and cluster.control is not None:
         cluster.control.listeners.setting = on_setting
     mount_settings_and_quotas(admin, services, meta, settings, bucket_access.default_block)
@@ -763,6 +789,20 @@ def counter_watch(counters: Counters, scope: str,
             react()
 
     return tick
+
+
+def replication_worker(config: Config, reactor: Any, meta: MetaStore,
+                       replication: ReplicationConfigService,
+                       services: S3Services) -> ReplicationWorker:
+    """The node's replication worker ([replication] settings)."""
+    settings = config.replication
+    client = S3Client(reactor, timeout_seconds=settings.timeout_seconds, now=time.time)
+    return ReplicationWorker(
+        meta, replication, services.objects, client, clock=reactor.seconds,
+        retry=Backoff(settings.retry_base_seconds, settings.retry_max_seconds,
+                          settings.max_attempts),
+        concurrency=settings.concurrency,
+        retention_seconds=settings.journal_retention_days * 86400.0)
 
 
 def mount_settings_and_quotas(

@@ -338,11 +338,13 @@ def match_route(app: Klein, path_info: str, method: str, *, no_endpoint: str = _
 
 def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,
                 worker_index: int = 0, kms_provider: str | None = None,
-                kms_endpoint: str | None = None) -> Callable[[], dict[str, Any]]:
+                kms_endpoint: str | None = None, replication: bool = False
+                ) -> Callable[[], dict[str, Any]]:
     """GET /admin/info. `workers` and `worker` (which process answered) go beyond the
     spec's fields: they tell an operator the node's process layout. `kms_provider`: the
     provider of SSE-S3's master key (None: no encryption); `kms_endpoint`: Vault's URL (only
-    with the vault provider)."""
+    with the vault provider). `replication`: the node runs bucket replication (its journal
+    and worker: [replication] enabled)."""
     encryption = {} if kms_provider is None else {"kms_provider": kms_provider}
     if kms_provider == "vault" and kms_endpoint:
         encryption["kms_endpoint"] = kms_endpoint
@@ -355,7 +357,7 @@ def server_info(started_at: float, *, tls: bool, backend: str, workers: int = 1,
             "encryption_enabled": kms_provider is not None,
             **encryption,
             "metadata_backend": backend,
-            "replication_enabled": False,
+            "replication_enabled": replication,
             "workers": workers,
             "worker": {"index": worker_index, "pid": os.getpid()},
         }

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from objstore.cli import admin_ops
+from objstore.cli import admin_replication as replication
 from objstore.cli.admin_client import (
     AdminApiError,
     AdminClient,
@@ -417,6 +418,25 @@ COMMANDS: tuple[Command, ...] = (
              arg("target", metavar="BUCKET[/PREFIX]"))),
     Command(("anonymous", "list"), "the public links of a bucket and what anyone may read",
             anonymous_list, (arg("target", metavar="BUCKET"),)),
+    Command(("replication", "journal"), "this node's replication journal (newest first)",
+            replication.journal,
+            (arg("--bucket"), arg("--key"),
+             arg("--status", help="PENDING, COMPLETED, FAILED or SKIPPED"),
+             arg("--limit", type=int, help="entries per page (default 100, at most 1000)"),
+             arg("--cursor", help="next page: the cursor a previous page printed"),
+             arg("--node", help="a node id, or all"))),
+    Command(("replication", "credential", "set"), "store a destination's access key (the "
+            "secret is read from standard input)", replication.credential_set,
+            (arg("name", help="the name rules give as <CredentialRef>"),
+             arg("--access-key-id", required=True))),
+    Command(("replication", "credential", "delete"), "remove a stored credential",
+            replication.credential_delete, (arg("name"),)),
+    Command(("replication", "credential", "list"), "names and access key ids (never "
+            "secrets)", replication.credential_list),
+    Command(("replication", "retry"), "make a journal entry due again now",
+            replication.retry, (arg("entry_id", help="the journal entry's id"),)),
+    Command(("replication", "existing"), "journal the objects a bucket held before its "
+            "rules (ExistingObjectReplication)", replication.existing, (arg("bucket"),)),
 ) + admin_ops.COMMANDS
 
 
@@ -435,6 +455,8 @@ GROUPS: dict[tuple[str, ...], str] = {
     ("buckets", "compression"): "compression of new objects (zstd)",
     **admin_ops.GROUPS,
     ("anonymous",): "public links: what anyone may read or write in a bucket",
+    ("replication",): "bucket replication: journal, credentials, retry, existing objects",
+    ("replication", "credential"): "credentials of replication destinations",
 }
 
 CONNECTION_OPTIONS: tuple[Arg, ...] = (

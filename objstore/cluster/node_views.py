@@ -53,9 +53,11 @@ METRICS_HISTORY = ViewFamily("metrics-history", "samples", paged=False, default_
                              max_limit=MAX_SAMPLES)
 NOTIFICATION_EVENTS = ViewFamily("notification-events", "events", paged=True,
                                  default_limit=100, max_limit=MAX_EVENTS)
+REPLICATION_JOURNAL = ViewFamily("replication-journal", "entries", paged=True,
+                                 default_limit=100, max_limit=MAX_PAGE)
 # One line per node-local family (the path segment of its proxy route is its name).
 FAMILIES: dict[str, ViewFamily] = {family.name: family for family in (
-    AUDIT, METRICS_HISTORY, NOTIFICATION_EVENTS)}
+    AUDIT, METRICS_HISTORY, NOTIFICATION_EVENTS, REPLICATION_JOURNAL)}
 
 UNUSABLE = ""  # the address of a known peer that is not eligible: not asked
 

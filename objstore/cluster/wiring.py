@@ -28,6 +28,7 @@ from twisted.logger import Logger
 from objstore.admin.audit_routes import audit_page
 from objstore.admin.metrics_routes import history_page
 from objstore.admin.notification_routes import events_page
+from objstore.admin.replication_routes import journal_page
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.space import SpaceGuard
 from objstore.blobs.store import BlobStore
@@ -44,7 +45,12 @@ from objstore.cluster.mdns import MdnsDiscovery
 from objstore.cluster.membership import Membership
 from objstore.cluster.node_views import AUDIT as AUDIT_VIEW
 from objstore.cluster.node_views import METRICS_HISTORY as METRICS_HISTORY_VIEW
-from objstore.cluster.node_views import NOTIFICATION_EVENTS, LocalView, NodeViews
+from objstore.cluster.node_views import (
+    NOTIFICATION_EVENTS,
+    REPLICATION_JOURNAL,
+    LocalView,
+    NodeViews,
+)
 from objstore.cluster.prober import ClusterProber, SystemResolver, discovery_for
 from objstore.cluster.pruned_peers import PrunedPeersRecorder, pruned_path
 from objstore.cluster.sender import ClientSender
@@ -384,4 +390,5 @@ def node_view_sources(meta: MetaStore) -> dict[str, LocalView]:
         AUDIT_VIEW.name: lambda params: audit_page(meta, params),
         METRICS_HISTORY_VIEW.name: lambda params: history_page(meta, params),
         NOTIFICATION_EVENTS.name: lambda params: events_page(meta, params),
+        REPLICATION_JOURNAL.name: lambda params: journal_page(meta, params),
     }

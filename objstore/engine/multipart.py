@@ -29,7 +29,7 @@ and brings the bytes of the parts a completion uses from the peers (docs/CLUSTER
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
@@ -63,7 +63,14 @@ from objstore.engine.multipart_rules import (
     same_parts,
     select_parts,
 )
-from objstore.engine.objects import BlobFiles, ObjectAttrs, check_key, precondition_error
+from objstore.engine.objects import (
+    BlobFiles,
+    ObjectAttrs,
+    ReplicationStamp,
+    check_key,
+    precondition_error,
+    replica_version_id,
+)
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import quota_check
 from objstore.engine.replicator import NO_GATE, WriteGate
@@ -128,9 +135,11 @@ class MultipartService:
         repair: BlobRepair = NO_REPAIR,
         peers: UploadPeers = NO_UPLOAD_PEERS,
         outbox: OutboxDelivery | None = None,
+        replication: ReplicationStamp | None = None,
     ) -> None:
         self._meta = meta
         self._outbox = outbox  # the durable outbox: a completion's entry
+        self._replication = replication  # x-amz-replication-status of the new version
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before a part and a completion (the cluster write gate)
         self._repair = repair  # asked when a copied source's blob is missing
@@ -335,7 +344,8 @@ class MultipartService:
         bucket = await self._bucket(upload.bucket)
         check_part_order(requested)
         self._gate.check_write(0)  # the gate now; the capacity once the parts are known
-        version_id = new_version_id(bucket)
+        version_id = await replica_version_id(self._meta, caller, bucket, upload.key,
+                                              new_version_id(bucket))
         await refuse_locked_overwrite(self._meta, bucket, upload.key, self._clock())
         lock_config = await lock_configuration(self._meta, bucket)
         usage_check = await quota_check(self._meta, upload.bucket)
@@ -347,6 +357,9 @@ class MultipartService:
             for _ in range(COMPLETE_ATTEMPTS):
                 record = await self._describe(upload, requested, claims, version_id, blob_id,
                                              lock_config)
+                if self._replication is not None:
+                    record = replace(record, replication_status=await
+                                     self._replication.status(caller, record))
                 try:
                     result = await self._meta.complete_upload(
                         upload.upload_id, record, precondition, usage_check,

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.logger import Logger
 
@@ -43,12 +43,14 @@ from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import NO_BUCKET_STAGES, BucketStageSettings, decide_stage_plan
 from objstore.engine.versioning import (
     DISABLED,
+    ENABLED,
     ActionAuthority,
     KeyLocks,
     born_locked,
     check_deletable,
     check_version_id,
     find_version,
+    is_valid_version_id,
     new_version_id,
     refuse_locked_overwrite,
 )
@@ -193,6 +195,31 @@ class DeleteOutcome:
     delete_marker: bool = False
 
 
+# The Caller detail naming the version id a replication source sent with a replica
+# (x-objstore-replication-version-id; replication/service.py sets it).
+REPLICA_VERSION_DETAIL = "replication_version_id"
+
+
+async def replica_version_id(meta: MetaStore, caller: Caller, bucket: BucketRecord, key: str,
+                             fresh: str) -> str:
+    """The version id of a new version: a replication source's own (a replica keeps its
+    source's version id on a versioning-Enabled bucket, so version deletes can follow it)
+    unless a version of that id exists here already; else `fresh`."""
+    carried = caller.details.get(REPLICA_VERSION_DETAIL)
+    if (carried is None or bucket.versioning != ENABLED or carried == NULL_VERSION
+            or not is_valid_version_id(carried)):
+        return fresh
+    if await meta.get_object(bucket.name, key, carried) is not None:
+        return fresh
+    return carried
+
+
+class ReplicationStamp(Protocol):
+    """The replication status a new version is born with (replication/service.py)."""
+
+    async def status(self, caller: Caller, record: ObjectRecord) -> str | None: ...
+
+
 class ObjectService:
     def __init__(
         self,
@@ -207,9 +234,11 @@ class ObjectService:
         gate: WriteGate = NO_GATE,
         repair: BlobRepair = NO_REPAIR,
         outbox: OutboxDelivery | None = None,
+        replication: ReplicationStamp | None = None,
     ) -> None:
         self._meta = meta
         self._outbox = outbox  # the durable outbox: each write's entry, in its transaction
+        self._replication = replication  # x-amz-replication-status of new versions
         self._changes = changes or ChangeHook()
         self._gate = gate  # asked before every local write (the cluster write gate)
         self._repair = repair  # asked when a read finds a blob missing (cluster peers)
@@ -244,6 +273,8 @@ class ObjectService:
         checksums = dict(attrs.checksums)
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
+        record = replace(record, version_id=await self._version_for(caller, bucket, key,
+                                                                    record.version_id))
         record = await self._prepare_version(bucket, record, attrs, integrity)
         staged = body.stage_fields(record.bucket, record.key, record.version_id)
         if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
@@ -260,6 +291,10 @@ class ObjectService:
         record = await born_locked(self._meta, bucket, record, attrs.lock, integrity=integrity)
         await refuse_locked_overwrite(self._meta, bucket, record.key, record.last_modified)
         return record
+
+    async def _version_for(self, caller: Caller, bucket: BucketRecord, key: str,
+                           fresh: str) -> str:
+        return await replica_version_id(self._meta, caller, bucket, key, fresh)
 
     def _new_record(
         self, caller: Caller, bucket: BucketRecord, key: str, size: int, etag: str,
@@ -291,13 +326,17 @@ class ObjectService:
         (nothing references it), after success the blobs the write replaced go and the
         change is reported."""
         assert record.blob_id is not None
+        blob_id = record.blob_id
         try:
+            if self._replication is not None:
+                record = replace(record, replication_status=await self._replication.status(
+                    caller, record))
             note = note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
                             if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN)
             result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE,
                                                  **note)
         except BaseException as error:
-            await self._files.delete([record.blob_id])
+            await self._files.delete([blob_id])
             if isinstance(error, PreconditionNotMet):
                 raise precondition_error(error.reason, record.key) from None
             if isinstance(error, RecordNotFound):
@@ -614,7 +653,7 @@ class ObjectService:
         """A delete marker becomes the latest version; its sidecar (a blob id without
         bytes, like a composite's) is durable before its row."""
         now = self._clock()
-        version_id = new_version_id(bucket)
+        version_id = await self._version_for(caller, bucket, key, new_version_id(bucket))
         if version_id == NULL_VERSION:  # Suspended: the marker replaces the null version
             current = await self._meta.get_object(bucket.name, key, NULL_VERSION)
             if current is not None:

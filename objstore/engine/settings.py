@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from objstore.blobs.control import ControlRecord
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.errors import AdminError
+from objstore.replication import credentials as replication_credentials
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -59,6 +60,13 @@ def _read_only(value: Any) -> str:
     raise InvalidSetting("this setting is read-only")
 
 
+def _credentials(value: Any) -> str:
+    try:
+        return replication_credentials.parse_setting(value)
+    except replication_credentials.InvalidCredential as error:
+        raise InvalidSetting(str(error)) from None
+
+
 def _number(text: str) -> Any:
     value = float(text)
     return int(value) if value.is_integer() else value
@@ -71,6 +79,8 @@ class SettingSpec:
     render: Callable[[str], Any]  # stored text -> JSON value
     node_local: bool = False  # belongs to one node: never exported or imported
     writable: bool = True
+    # Holds secrets: the text an export without secrets (and any reading) shows instead.
+    masked: Callable[[str], str] | None = None
 
 
 SETTINGS: dict[str, SettingSpec] = {
@@ -79,6 +89,12 @@ SETTINGS: dict[str, SettingSpec] = {
     "lifecycle_evaluation_interval": SettingSpec(
         "Seconds between lifecycle evaluations (at least 1); overrides [lifecycle] "
         "interval_seconds.", _interval, _number),
+    # Replication credentials (replication/credentials.py): set through
+    # POST/DELETE /admin/replication/credentials/{name}; secrets never shown.
+    replication_credentials.CREDENTIALS_SETTING: SettingSpec(
+        "Credentials of replication destinations (name -> access key); secrets masked.",
+        _credentials, replication_credentials.masked,
+        masked=replication_credentials.masked_text),
     "node_id": SettingSpec("This node's identity in a cluster.", _read_only, str,
                            node_local=True, writable=False),
 }

@@ -26,6 +26,7 @@ from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncry
 from objstore.engine.changes import Caller
 from objstore.engine.compression import COMPRESSION_CONFIG_KEY, CompressionSetting
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
+from objstore.engine.settings import SETTINGS
 from objstore.engine.transfer_import import (
     DRY_RUN,
     IMPORT_ORDER,
@@ -50,6 +51,8 @@ from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.records import CredentialRecord, UserRecord
 from objstore.notify import rules as notification_rules
 from objstore.notify.rules import NOTIFICATION_CONFIG_KEY, NotificationConfiguration
+from objstore.replication import rules as replication_rules
+from objstore.replication.rules import REPLICATION_CONFIG_KEY
 from objstore.utc_dates import utc_moment
 
 if TYPE_CHECKING:
@@ -172,8 +175,16 @@ class Exporter:
 
     async def settings(self) -> JsonObject:
         found: dict[str, str] = await self._meta.list_settings()
-        return {key: value for key, value in sorted(found.items())
+        return {key: self._shown(key, value) for key, value in sorted(found.items())
                 if self._exportable(key) and not is_node_local(key)}
+
+    def _shown(self, key: str, value: str) -> str:
+        """A setting holding secrets (replication credentials) is masked unless the
+        export includes secrets."""
+        spec = SETTINGS.get(key)
+        if spec is None or spec.masked is None or self._include_secrets:
+            return value
+        return spec.masked(value)
 
 
 _EXPORTERS: dict[str, Callable[[Exporter], Awaitable[Any]]] = {
@@ -262,6 +273,9 @@ class BucketDocuments:
                 parse_bucket_policy(value, bucket)
             except PolicyDocumentError as exc:
                 raise AdminError("BadRequest", f"the bucket policy is invalid: {exc}") from None
+        elif key == REPLICATION_CONFIG_KEY and replication_rules.parse_stored(value) is None:
+            raise AdminError("BadRequest", "a bucket's replication document is not one "
+                             "this version reads.")
 
     async def set_versioning(self, caller: Caller, name: str, status: str) -> Any:
         return await self._documents.set_versioning(caller, name, status)

@@ -40,6 +40,7 @@ from objstore.iam.policy import BUILTIN_GRANTS
 from objstore.meta.iam_records import GrantRecord, TeamRecord
 from objstore.meta.node_identity import NODE_ID_SETTING
 from objstore.meta.records import BucketRecord, CredentialRecord, UserRecord
+from objstore.replication.credentials import CREDENTIALS_SETTING, holds_mask
 
 if TYPE_CHECKING:
     from objstore.engine.buckets import BucketService
@@ -563,6 +564,8 @@ class Importer:
             raise AdminError("BadRequest", f"Unknown or node-local setting {key!r}.")
         if not isinstance(value, str):
             raise AdminError("BadRequest", "a setting's value must be a string.")
+        if key == CREDENTIALS_SETTING and holds_mask(value):
+            return self._skip("settings", key)  # exported without secrets: nothing to set
         stored, now = settings.parse(key, value), self._snap.settings.get(key)
         if now == stored or (now is not None and not self._overwrite):
             return self._skip("settings", key)

@@ -29,6 +29,7 @@ AWS_S3_ACTIONS = frozenset({
     "s3:GetBucketTagging", "s3:PutBucketTagging", "s3:GetLifecycleConfiguration",
     "s3:PutLifecycleConfiguration", "s3:GetBucketNotification", "s3:PutBucketNotification",
     "s3:GetReplicationConfiguration", "s3:PutReplicationConfiguration", "s3:GetBucketCORS",
+    "s3:ReplicateObject",
     "s3:PutBucketCORS", "s3:GetBucketWebsite", "s3:PutBucketWebsite",
     "s3:DeleteBucketWebsite", "s3:GetBucketPolicy", "s3:PutBucketPolicy",
     "s3:DeleteBucketPolicy", "s3:GetBucketPolicyStatus", "s3:GetBucketAcl", "s3:PutBucketAcl",

@@ -107,6 +107,11 @@ def _add_notification_events(conn: Connection) -> None:
     schema.notification_events.create(conn, checkfirst=True)
 
 
+def _add_replication_journal(conn: Connection) -> None:
+    """Version 11: the replication_journal table (node-local)."""
+    schema.replication_journal.create(conn, checkfirst=True)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -117,6 +122,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(7, "durable outbox", _add_outbox),
     Migration(9, "maintenance job runner", _add_job_runner),
     Migration(10, "notification events", _add_notification_events),
+    Migration(11, "replication journal", _add_replication_journal),
 )
 
 

@@ -399,6 +399,42 @@ notification_events = sa.Table(
     sa.Index("ix_notification_events_updated", "updated_at"),
 )
 
+
+# The replication journal (replication/journal.py): node-local, never replicated (cluster
+# rule 11). One row per object change and destination to replicate, fed from the outbox by
+# the node that served the client write; (seq, rule_id) makes a re-delivered outbox page
+# a no-op. `status`: PENDING (to do or backing off until next_attempt_at), COMPLETED,
+# FAILED (after the final retry), SKIPPED (nothing to send: the source is gone).
+replication_journal = sa.Table(
+    "replication_journal",
+    metadata,
+    sa.Column("id", AutoId, primary_key=True, autoincrement=True),
+    sa.Column("seq", sa.BigInteger, nullable=False),  # the outbox entry's (0: existing)
+    sa.Column("created_at", Timestamp, nullable=False),
+    sa.Column("updated_at", Timestamp, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),  # put | delete_marker | tags | delete
+    sa.Column("operation", sa.Text, nullable=False),
+    sa.Column("bucket", sa.Text, nullable=False),
+    sa.Column("key", sa.Text, nullable=False),
+    sa.Column("version_id", sa.Text, nullable=False),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("etag", sa.Text, nullable=False),
+    sa.Column("rule_id", sa.Text, nullable=False),
+    sa.Column("endpoint", sa.Text, nullable=False),
+    sa.Column("dest_bucket", sa.Text, nullable=False),
+    sa.Column("region", sa.Text, nullable=False),
+    sa.Column("credential_ref", sa.Text, nullable=False),
+    sa.Column("storage_class", sa.Text, nullable=True),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("next_attempt_at", Timestamp, nullable=False),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.UniqueConstraint("seq", "rule_id", "endpoint", "dest_bucket",
+                        name="uq_replication_journal_entry"),
+    sa.Index("ix_replication_journal_status", "status", "id"),
+    sa.Index("ix_replication_journal_key", "bucket", "key", "id"),
+)
+
 maintenance_jobs = sa.Table(
     "maintenance_jobs",
     metadata,

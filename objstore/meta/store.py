@@ -31,6 +31,7 @@ from objstore.meta import (
     object_queries,
     object_write_queries,
     outbox_queries,
+    replication_queries,
     rewrap_queries,
     settings_queries,
     tombstone_purge_queries,
@@ -139,6 +140,16 @@ class SyncMetaStore(Database):
     notification_queue_figures = notification_queries.notification_queue_figures
     notification_purge = notification_queries.notification_purge
     query_notification_events = notification_queries.query_notification_events
+    # the replication journal (node-local)
+    journal_add = replication_queries.journal_add
+    journal_pending = replication_queries.journal_pending
+    journal_update = replication_queries.journal_update
+    journal_retry = replication_queries.journal_retry
+    journal_list = replication_queries.journal_list
+    journal_purge = replication_queries.journal_purge
+    journal_finish = replication_queries.journal_finish
+    version_states = replication_queries.version_states
+    journal_counts = replication_queries.journal_counts
     # multipart uploads
     create_upload = upload_queries.create_upload
     get_upload = upload_queries.get_upload

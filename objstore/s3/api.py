@@ -50,14 +50,16 @@ from objstore.http.ratelimit import RequestRateLimits, peer_address
 from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer
+from objstore.iam.decision import Need
 from objstore.iam.identity import Principal
 from objstore.notify.configs import NotificationConfigService
+from objstore.replication.service import ReplicationConfigService
 from objstore.s3.access import authorize_request, permits_needs
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.cors import bucket_rules
 from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
 from objstore.s3.post_object import FormAdmission, form_header, form_key, form_of
-from objstore.s3.route_needs import put_object_needs, route_needs
+from objstore.s3.route_needs import put_object_needs, resource_of, route_needs
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -78,9 +80,12 @@ class S3Services:
     lifecycle: LifecycleService
     # Bucket notification configurations (None: answered 501, in-memory test setups).
     notifications: NotificationConfigService | None = None
+    replication: ReplicationConfigService | None = None
 
 
 _LINE = "s3_request_line"
+REPLICA_HEADER = "x-amz-replication-status"
+REPLICATE_ACTION = "s3:ReplicateObject"
 
 
 def request_line(request: ObjstoreRequest) -> RequestLine:
@@ -276,6 +281,13 @@ class S3Api:
             (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
             line.operation)
         await authorize_request(self._services, request, line, verified.principal)
+        if route.mutates and (request.header(REPLICA_HEADER) or "").upper() == "REPLICA":
+            # A replication source's write (born REPLICA, journals nothing): as on AWS, the
+            # caller also needs s3:ReplicateObject.
+            need = Need(REPLICATE_ACTION, resource_of(line.bucket, line.key), line.bucket,
+                        key=line.key)
+            if not await permits_needs(self._services, request, verified.principal, (need,)):
+                raise S3Error("AccessDenied")
         if route.mutates:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():

@@ -8,13 +8,17 @@ them there, so nothing is copied per request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from objstore.engine.changes import Caller
+from objstore.engine.objects import REPLICA_VERSION_DETAIL
 from objstore.http.caller import client_caller
 from objstore.http.site import ObjstoreRequest
 from objstore.iam.identity import Principal
+from objstore.replication.service import REPLICA, REPLICA_DETAIL
+
+VERSION_HEADER = "x-objstore-replication-version-id"  # sent by replication/worker.py
 
 if TYPE_CHECKING:
     from objstore.s3.api import S3Services
@@ -33,6 +37,14 @@ class S3Call:
 
     def __post_init__(self) -> None:
         self.caller = client_caller(self.request, self.principal, self.operation)
+        if (self.header("x-amz-replication-status") or "").upper() == REPLICA:
+            # A replication source's write (PUT, DELETE, tagging): born REPLICA, journals
+            # nothing here (replication/service.py), so two-way setups never loop.
+            details = {REPLICA_DETAIL: REPLICA}
+            carried = self.header(VERSION_HEADER)
+            if carried:  # the source's version id, kept on a versioned bucket
+                details[REPLICA_VERSION_DETAIL] = carried
+            self.caller = replace(self.caller, details=details)
 
     def header(self, name: str) -> str | None:
         return self.request.header(name)

@@ -259,6 +259,8 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
         headers["x-amz-storage-class"] = record.storage_class
     if record.tags:
         headers["x-amz-tagging-count"] = str(len(record.tags))
+    if record.replication_status:
+        headers["x-amz-replication-status"] = record.replication_status
     if not ranged and (call.header("x-amz-checksum-mode") or "").upper() == "ENABLED":
         for algorithm, value in record.checksums.items():
             headers[f"x-amz-checksum-{algorithm}"] = value

@@ -86,7 +86,8 @@ def test_node_id_is_node_local_and_read_only(admin: AdminClient) -> None:
         assert (reply.status, reply.error) == (400, "BadRequest")
     assert admin.ok("GET", "/settings/node_id")["value"] == node_id
     listed = {entry["key"]: entry for entry in admin.ok("GET", "/settings")}
-    assert set(listed) == {"region", "lifecycle_evaluation_interval", "node_id"}
+    assert set(listed) == {"region", "lifecycle_evaluation_interval", "node_id",
+                           "replication_credentials"}
     assert listed["node_id"]["node_local"] and not listed["node_id"]["writable"]
     assert not listed["region"]["node_local"]
 
