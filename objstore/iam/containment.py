@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 
-from objstore.iam.actions import ALIASES, names_for
+from objstore.iam.actions import ALIASES, COVERED_BY, names_for
 from objstore.iam.policy import (
     ARN_PREFIX,
     BUILTIN_GRANTS,
@@ -127,7 +127,9 @@ def glob_overlaps(first: str, second: str) -> bool:
 
 
 def _alias_groups() -> tuple[frozenset[str], ...]:
-    return tuple(names_for(action) for action in ALIASES)
+    """Names that grant (or deny) the same request: aliases, and an AWS action with the
+    spec action that covers it (a Deny of s3:Put* refuses s3:ListMultipartUploadParts)."""
+    return tuple(names_for(action) for action in (*ALIASES, *COVERED_BY))
 
 
 _ALIAS_GROUPS = _alias_groups()
