@@ -193,6 +193,9 @@ class Encryption:
     vault_url: str = ""
     vault_token_file: str | None = None
     vault_key_name: str = "objstore"
+    # SSE-C requests over plain HTTP (tests, a TLS-terminating proxy in front); AWS refuses
+    # them: the customer's key would cross the network in clear.
+    allow_ssec_over_http: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +550,7 @@ _ENCRYPTION = _Section("encryption", Encryption, (
     _F("vault_url", _optional(_url)),
     _F("vault_token_file", _path(must_exist=True)),
     _F("vault_key_name", _non_empty),
+    _F("allow_ssec_over_http", _bool),
 ), finish=_finish_encryption)
 
 _OUTBOX = _Section("outbox", Outbox, (

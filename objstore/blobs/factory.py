@@ -19,7 +19,8 @@ Blocking only where its callers are (the writer on the reactor, openers on the I
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagedRecord, StagePlan, plan_of
@@ -27,7 +28,7 @@ from objstore.blobs.stages import BlobSource, ByteSource, WriteStage
 from objstore.blobs.writer import BlobWriter
 from objstore.blobs.zchunks import ALGORITHM as ZSTD
 from objstore.blobs.zchunks import DEFAULT_LEVEL, ChunkCompressor, DecompressingSource
-from objstore.crypto.master_key import key_context
+from objstore.crypto.master_key import key_context, part_context
 from objstore.crypto.packages import (
     DATA_KEY_BYTES,
     FORMAT,
@@ -37,6 +38,7 @@ from objstore.crypto.packages import (
     stored_size,
 )
 from objstore.errors import ServerCondition
+from objstore.meta.records import PartRef
 
 
 class MasterKey(Protocol):
@@ -77,6 +79,9 @@ class ObjectIdentity(Protocol):
 class StagedObject(StagedRecord, ObjectIdentity, Protocol):
     """A record as the factory reads it (ObjectRecord)."""
 
+    @property
+    def parts(self) -> tuple[PartRef, ...]: ...
+
 
 def stored_bytes_writer(tmp_dir: str, **options: Any) -> BlobWriter:
     """A writer of bytes as stored: no stage (replication, repair, a peer's blob)."""
@@ -102,22 +107,26 @@ class BlobStages:
         stages: list[WriteStage] = []
         if plan.compression is not None:
             stages.append(ChunkCompressor(_compression_level(plan)))
-        seal_key: Callable[[str, str, str], dict[str, Any]] | None = None
+        seal_key: Callable[..., dict[str, Any]] | None = None
         if plan.encryption is not None:
             master = self._master_for(plan)
             data_key = os.urandom(DATA_KEY_BYTES)
             key_id = master.key_id
             stages.append(PackageEncryptor(data_key))
 
-            def seal_key(bucket: str, key: str, version_id: str) -> dict[str, Any]:
-                wrapped = master.wrap(data_key, key_context(bucket, key, version_id))
+            def seal_key(bucket: str, key: str, version_id: str,
+                         part: str | None = None) -> dict[str, Any]:
+                context = (key_context(bucket, key, version_id) if part is None
+                           else part_context(bucket, key, version_id, part))
                 return {"encryption_algorithm": plan.encryption, "encryption_key_id": key_id,
-                        "encryption_params": {"format": FORMAT, "wrapped_key": wrapped}}
+                        "encryption_params": {"format": FORMAT,
+                                              "wrapped_key": master.wrap(data_key, context)}}
 
         compression = plan.compression
 
-        def seal(bucket: str, key: str, version_id: str) -> dict[str, Any]:
-            fields = {} if seal_key is None else seal_key(bucket, key, version_id)
+        def seal(bucket: str, key: str, version_id: str,
+                 part: str | None = None) -> dict[str, Any]:
+            fields = {} if seal_key is None else seal_key(bucket, key, version_id, part)
             return {**fields, "compression": compression}
 
         return BlobWriter(tmp_dir, stages=stages, sealer=seal, plan=plan, **options)
@@ -132,33 +141,81 @@ class BlobStages:
     def opener(self, record: StagedObject, open_blob: Callable[[str], BlobSource]
                ) -> Callable[[str], ByteSource]:
         """How a reader opens the blob(s) of `record`: decrypt, then decompress (a
-        compressed blob's stream length comes from its file's size)."""
+        compressed blob's stream length comes from its file's size). The parts of a
+        composite each have their own size and data key."""
         plan = plan_of(record)
         if plan.identity:
             return open_blob
         if plan.compression not in (None, ZSTD):
             raise StagesUnavailable(f"unknown compression {plan.compression!r}")
-        data_key = None if plan.encryption is None else self._data_key(record, plan)
-        size = record.size
-        if plan.compression is None:
-            assert data_key is not None
-            key = data_key
-            return lambda blob_id: DecryptingSource(open_blob(blob_id), key, size)
+        if plan.encryption is not None:
+            self._master_for(plan)  # refused now, not at the first read
+        parts = {part.blob_id: part for part in record.parts}
+        keys: dict[str, bytes] = {}
 
-        def open_compressed(blob_id: str) -> ByteSource:
+        def data_key(blob_id: str, part: PartRef | None) -> bytes:
+            found = keys.get(blob_id)
+            if found is None:
+                found = keys[blob_id] = (self._data_key(record, plan) if part is None
+                                         else self._part_key(record, plan, part))
+            return found
+
+        def open_staged(blob_id: str) -> ByteSource:
+            part = parts.get(blob_id)
+            size = record.size if part is None else part.size
+            key = None if plan.encryption is None else data_key(blob_id, part)
             blob = open_blob(blob_id)
             try:
+                if plan.compression is None:
+                    assert key is not None
+                    return DecryptingSource(blob, key, size)
                 stream = blob.size()
                 below: ByteSource = blob
-                if data_key is not None:
+                if key is not None:
                     stream = plaintext_size(stream)
-                    below = DecryptingSource(blob, data_key, stream)
+                    below = DecryptingSource(blob, key, stream)
                 return DecompressingSource(below, stream, size)
             except BaseException:
                 blob.close()
                 raise
 
-        return open_compressed
+        return open_staged
+
+    def composite_fields(self, plan: StagePlan, bucket: str, key: str, upload_id: str,
+                         version_id: str, parts: Sequence[PartRef]) -> dict[str, Any]:
+        """The record fields of the object a completion of an upload written under `plan`
+        makes: the plan, and each part's data key wrapped again for the object's version
+        (bound to the upload while it was open; the bytes are not touched)."""
+        if plan.identity:
+            return {}
+        fields: dict[str, Any] = {"compression": plan.compression}
+        if plan.encryption is None:
+            return fields
+        master = self._master_for(plan)
+        bound = []
+        for part in parts:
+            params = part.encryption_params
+            if params.get("format") != FORMAT or not isinstance(params.get("wrapped_key"), str):
+                raise StagesUnavailable(f"part {part.part_number} of upload {upload_id} has "
+                                        "no data key")
+            data_key = master.unwrap(params.get("key_id", plan.key_id), params["wrapped_key"],
+                                     part_context(bucket, key, upload_id, part.blob_id))
+            wrapped = master.wrap(data_key, part_context(bucket, key, version_id, part.blob_id))
+            bound.append(replace(part, encryption_params={"format": FORMAT,
+                                                          "wrapped_key": wrapped}))
+        return {**fields, "encryption_algorithm": plan.encryption,
+                "encryption_key_id": master.key_id,
+                "encryption_params": {"format": FORMAT, "keys": "per-part"},
+                "parts": tuple(bound)}
+
+    def _part_key(self, record: StagedObject, plan: StagePlan, part: PartRef) -> bytes:
+        master = self._master_for(plan)
+        params = part.encryption_params
+        if params.get("format") != FORMAT or not isinstance(params.get("wrapped_key"), str):
+            raise StagesUnavailable(f"unknown encryption format {params.get('format')!r}")
+        return master.unwrap(record.encryption_key_id, params["wrapped_key"],
+                             part_context(record.bucket, record.key, record.version_id,
+                                          part.blob_id))
 
     def rewrapped(self, record: StagedObject, bucket: str, key: str, version_id: str
                   ) -> dict[str, Any] | None:

@@ -62,8 +62,8 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-# (bucket, key, version_id) -> the record fields that describe a staged blob
-Sealer = Callable[[str, str, str], dict[str, Any]]
+# (bucket, key, version_id[, part]) -> the record fields that describe a staged blob
+Sealer = Callable[..., dict[str, Any]]
 
 MEMORY_LIMIT_BYTES = 1024 * 1024
 READ_BACK_BYTES = 1024 * 1024
@@ -108,9 +108,11 @@ class UploadedBody(Protocol):
         """Hand the bytes over for `BlobStore.commit` (reactor thread); once only."""
         ...
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
         """The record fields describing the stored bytes of the object `bucket`/`key`
-        `version_id` (encryption, compression); None for bytes stored as sent."""
+        `version_id` (encryption, compression); None for bytes stored as sent. `part`: the
+        blob id of a part of an upload (`version_id` is then the upload's id)."""
         ...
 
 
@@ -321,12 +323,13 @@ class BlobWriter:
             offset += len(chunk)
             yield chunk
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
         """(`UploadedBody`) None without stages; else the sealer's fields (a wrapped data
-        key is bound to the object it is given here)."""
+        key is bound to the object, or the upload's part, it is given here)."""
         if self._sealer is None:
             return None
-        return self._sealer(bucket, key, version_id)
+        return self._sealer(bucket, key, version_id, part)
 
     # -- hand-over and cleanup -----------------------------------------------------------
     def detach(self) -> HeldBody:

@@ -29,12 +29,13 @@ and brings the bytes of the parts a completion uses from the peers (docs/CLUSTER
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from twisted.logger import Logger
 
 from objstore.blobs import checksum_combine as combine
+from objstore.blobs.plan import IDENTITY, StagePlan, plan_document, plan_from_document
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
@@ -154,13 +155,17 @@ class MultipartService:
     # -- create, look up, abort ------------------------------------------------------
     async def create(
         self, caller: Caller, bucket_name: str, key: str, attrs: ObjectAttrs,
-        mode: ChecksumMode,
+        mode: ChecksumMode, plan: StagePlan = IDENTITY,
     ) -> UploadRecord:
+        """Open an upload; `plan`: the stages every part is written with (decided from the
+        request and the bucket's settings now, kept on the upload)."""
         check_key(key)
         bucket = await self._bucket(bucket_name)
         extra = await self._lock_extra(bucket, attrs.lock)
         if mode.type:
             extra["checksum_type"] = mode.type
+        if not plan.identity:
+            extra[STAGE_PLAN_EXTRA] = plan_document(plan)
         upload = UploadRecord(
             upload_id=self._upload_ids(), bucket=bucket_name, key=key,
             initiated_at=self._clock(), owner_id=caller.principal.user_id,
@@ -242,10 +247,16 @@ class MultipartService:
         checksums = dict(claimed)
         if mode.algorithm is not None and mode.algorithm not in checksums:
             checksums[mode.algorithm] = await self._io.run(body.checksum, mode.algorithm)
+        blob_id = new_blob_id()
+        staged = body.stage_fields(upload.bucket, upload.key, upload.upload_id, blob_id)
+        if (staged is not None) != (not upload_plan(upload).identity):
+            # The body's stages were decided at admission from this upload's record.
+            raise S3Error("InternalError", "The part was not written with its upload's "
+                          "stages; retry the request.")
         part = PartRecord(
-            upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
+            upload_id=upload.upload_id, part_number=part_number, blob_id=blob_id,
             size=body.length, etag=body.md5_hex, last_modified=self._clock(),
-            checksums=checksums,
+            checksums=checksums, encryption_params=_part_key_params(staged),
         )
         await self._files.store(body, part.blob_id, part_sidecar(upload, part))
         return await self._commit_part(caller, upload, part)
@@ -282,18 +293,30 @@ class MultipartService:
         source: ObjectRecord,
     ) -> PartRecord:
         """(IO thread) Copy, then rewrite the sidecar with the ETag (and the upload's
-        checksum) learnt from the copied bytes."""
+        checksum) learnt from the copied bytes. A part of a staged upload passes through
+        the upload's stages (its checksum is computed on the way: the stored bytes are
+        not the client's)."""
+        plan = upload_plan(upload)
+        algorithm = upload.checksum_algorithm
+        writer = None
+        if not plan.identity:
+            writer = self._blobs.stages.writer(
+                self._blobs.tmp_dir, plan, memory_limit=0,
+                checksum_algorithms=() if algorithm is None else (algorithm,))
+            staged = writer.stage_fields(upload.bucket, upload.key, upload.upload_id,
+                                         part.blob_id)
+            part = replace(part, encryption_params=_part_key_params(staged))
         md5 = self._blobs.copy_segments(segments, part.blob_id, part_sidecar(upload, part),
-                                        want_md5=True, source=source)
+                                        want_md5=True, source=source, writer=writer)
         assert md5 is not None
         checksums: dict[str, str] = {}
-        algorithm = upload.checksum_algorithm
         try:
-            if algorithm is not None:
+            if algorithm is not None and writer is not None:
+                checksums[algorithm] = writer.checksum(algorithm)
+            elif algorithm is not None:
                 checksums[algorithm] = combine.blob_checksum(self._blobs, part.blob_id,
                                                              algorithm, part.size)
-            done = PartRecord(part.upload_id, part.part_number, part.blob_id, part.size, md5,
-                              part.last_modified, checksums)
+            done = replace(part, etag=md5, checksums=checksums)
             self._blobs.write_sidecar(part.blob_id, part_sidecar(upload, done))
         except BaseException:
             self._blobs.delete(part.blob_id)
@@ -411,6 +434,10 @@ class MultipartService:
         record = composite_record(upload, parts, version_id=version_id, blob_id=blob_id,
                                   now=self._clock(), checksums=checksums,
                                   checksum_type=mode.type)
+        plan = upload_plan(upload)
+        if not plan.identity:  # the upload's stages; part keys bound to the version now
+            record = replace(record, **self._blobs.stages.composite_fields(
+                plan, upload.bucket, upload.key, upload.upload_id, version_id, record.parts))
         record = lock_rules.with_lock(record, lock_rules.LockRequest.from_extra(upload.extra),
                                       lock_config, record.last_modified)
         await self._files.store_sidecar(blob_id, record_to_sidecar(record))
@@ -546,6 +573,21 @@ def _add_uploads(
     return cursor, False
 
 
+STAGE_PLAN_EXTRA = "stage_plan"  # upload.extra: the plan its parts are written with
+
+
+def upload_plan(upload: UploadRecord) -> StagePlan:
+    """The stages every part of `upload` is written with (identity: stored as sent)."""
+    return plan_from_document(upload.extra.get(STAGE_PLAN_EXTRA))
+
+
+def _part_key_params(staged: dict[str, Any] | None) -> dict[str, Any]:
+    """What a part's row keeps of its writer's stage fields: its wrapped data key."""
+    if not staged or not staged.get("encryption_params"):
+        return {}
+    return {**staged["encryption_params"], "key_id": staged["encryption_key_id"]}
+
+
 def _source_changed(source: ObjectRecord) -> S3Error:
     return S3Error("NoSuchKey", "The copy source changed while it was copied.",
                    Key=source.key)
@@ -568,4 +610,5 @@ __all__ = [
     "MultipartService",
     "RequestedPart",
     "UploadListing",
+    "upload_plan",
 ]

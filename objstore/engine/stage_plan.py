@@ -7,10 +7,11 @@ sent. Pure: no I/O, no Twisted; the bucket's settings come from the bucket cache
 
 Rules, in order:
 * Only bytes that become an object's blob have stages: PutObject's body (decided at
-  admission, for the spool: `BODY_OPERATIONS`) and CopyObject's destination (decided by
-  the copy, which passes the source through a reader and the destination's writer). Every
-  other operation stores bytes as sent (multipart uploads with server-side encryption are
-  still refused before this, by s3/unsupported.py).
+  admission, for the spool: `BODY_OPERATIONS`), CopyObject's destination (decided by
+  the copy, which passes the source through a reader and the destination's writer) and a
+  multipart upload's parts (decided once by CreateMultipartUpload, kept on the upload:
+  UploadPart and UploadPartCopy follow it, engine/multipart.py `upload_plan`). Every
+  other operation stores bytes as sent.
 * `x-amz-server-side-encryption: AES256` asks for SSE-S3: the data key is wrapped by the
   configured master key (`key_id`); without [encryption] configured it is refused with
   NotImplemented (nothing is stored in plaintext). `aws:kms` / `aws:kms:dsse` are not
@@ -30,7 +31,7 @@ from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan
 from objstore.errors import S3Error
 
 SSE_HEADER = "x-amz-server-side-encryption"
-STAGED_OPERATIONS = frozenset({"PutObject", "CopyObject"})
+STAGED_OPERATIONS = frozenset({"PutObject", "CopyObject", "CreateMultipartUpload"})
 BODY_OPERATIONS = frozenset({"PutObject"})  # whose request body is the blob (the spool)
 _KMS_VALUES = ("aws:kms", "aws:kms:dsse")
 

@@ -48,6 +48,9 @@ class VerifiedHeaders:
     credential: ResolvedCredential = field(repr=False)  # holds the secret: never printed
     # The stages of the body (blobs/plan.py), decided by the API's admission.
     stage_plan: StagePlan = IDENTITY
+    # Checksums the body's sink computes although the client claimed none (a staged
+    # multipart part's upload checksum: a staged body can not be read back).
+    body_checksums: tuple[str, ...] = ()
 
     @property
     def hash_body(self) -> bool:

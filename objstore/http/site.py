@@ -15,7 +15,7 @@ The connection itself (limits and deadlines of a request's head) is `http/channe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from twisted.internet import defer
@@ -214,9 +214,9 @@ class ObjstoreRequest(server.Request):
             return
         held = self.content
         assert isinstance(held, _HeldBody)
-        self.content = self.objstore_site.open_spool(self, self.body_length,
-                                                     hash_body=admitted.hash_body,
-                                                     plan=stage_plan_of(admitted))
+        self.content = self.objstore_site.open_spool(
+            self, self.body_length, hash_body=admitted.hash_body,
+            plan=stage_plan_of(admitted), checksums=getattr(admitted, "body_checksums", ()))
         for chunk in held.chunks:
             self.content.write(chunk)
         if self._held:
@@ -488,9 +488,10 @@ class ObjstoreSite(server.Site):
 
     # -- body sink -------------------------------------------------------------------
     def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool,
-                   plan: StagePlan = IDENTITY) -> BodySpool:
+                   plan: StagePlan = IDENTITY, checksums: Sequence[str] = ()) -> BodySpool:
         """The body's sink: `hash_body` computes its SHA-256 even without a claimed one;
-        `plan`: its stages (the admission's decision; identity before one)."""
+        `plan`: its stages (the admission's decision; identity before one); `checksums`:
+        algorithms computed although not claimed."""
         get = request.header
         max_body = self.limits.max_body_size
         content_sha256 = get("x-amz-content-sha256") or ""
@@ -498,6 +499,7 @@ class ObjstoreSite(server.Site):
         if content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
         algorithms = _requested_checksums(request)
+        algorithms += [name for name in checksums if name not in algorithms]
         if size_hint(length, _decoded_length(request)) > LARGE_BODY_BYTES:
             _read_in_large_blocks(request, True)
         spool = BodySpool(

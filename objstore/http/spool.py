@@ -181,5 +181,6 @@ class BodySpool:
     def detach(self) -> HeldBody:
         return self.writer.detach()
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
-        return self.writer.stage_fields(bucket, key, version_id)
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
+        return self.writer.stage_fields(bucket, key, version_id, part)

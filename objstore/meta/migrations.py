@@ -97,6 +97,12 @@ def _add_outbox(conn: Connection) -> None:
     schema.outbox_cursors.create(conn, checkfirst=True)
 
 
+def _add_part_encryption(conn: Connection) -> None:
+    """Version 8: multipart_parts.encryption_params (each part of an encrypted upload has
+    its own wrapped data key; existing rows NULL: parts stored as sent)."""
+    _add_column(conn, schema.multipart_parts.c.encryption_params)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -105,6 +111,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
     Migration(7, "durable outbox", _add_outbox),
+    Migration(8, "part encryption parameters", _add_part_encryption),
 )
 
 

@@ -30,7 +30,7 @@ from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.lifecycle import LifecycleService
-from objstore.engine.multipart import MultipartService
+from objstore.engine.multipart import MultipartService, upload_plan
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import (
@@ -188,8 +188,24 @@ class S3Api:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
             raise S3Error("InsufficientStorage")
+        if line.operation == "UploadPart":
+            return await self._part_stages(request, line, verified)
         plan = await self._stage_plan(request, line)
         return verified if plan.identity else replace(verified, stage_plan=plan)
+
+    async def _part_stages(self, request: ObjstoreRequest, line: RequestLine,
+                           verified: VerifiedHeaders) -> VerifiedHeaders:
+        """An UploadPart body is written with its upload's stages (decided when the upload
+        was created); its upload's checksum is then computed as it arrives (a staged body
+        can not be read back). An unknown upload is NoSuchUpload before the body."""
+        upload = await self._services.multipart.upload(line.bucket, line.key,
+                                                       line.query.get("uploadId", ""))
+        plan = upload_plan(upload)
+        if plan.identity:
+            return verified
+        algorithm = upload.checksum_algorithm
+        return replace(verified, stage_plan=plan,
+                       body_checksums=() if algorithm is None else (algorithm,))
 
     async def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
         """The body's stages (engine/stage_plan.py), before the body is read: from the

@@ -25,8 +25,10 @@ from objstore.engine.multipart import (
     FULL_OBJECT,
     ChecksumMode,
     CompletionClaims,
+    upload_plan,
 )
 from objstore.engine.objects import SourceChanged
+from objstore.engine.stage_plan import decide_stage_plan
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.checksum_headers import claimed_algorithm
@@ -51,6 +53,7 @@ from objstore.s3.objects import (
     authorize_lock,
     authorize_tagging,
     check_acl_headers,
+    encryption_headers,
     object_attrs,
     request_headers,
     version_header,
@@ -148,21 +151,21 @@ async def create_upload(call: S3Call) -> S3Response:
     await authorize_lock(call, attrs.lock)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
-    await _refuse_default_encryption(call)
-    upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
-                                                  attrs, mode)
-    body = initiate_result(upload.bucket, upload.key, upload.upload_id)
-    return S3Response(headers=mode_headers(upload), body=body, content_type=XML)
-
-
-async def _refuse_default_encryption(call: S3Call) -> None:
-    """Multipart uploads are not encrypted yet: into a bucket whose default encryption
-    says every new object is, one is refused (501) rather than stored in plaintext."""
     settings = await call.services.bucket_config.stage_settings(call.bucket)
-    if settings.default_encryption is not None:
-        raise S3Error("NotImplemented", "This bucket has default encryption, and multipart "
-                      "uploads can not be encrypted in this version of objstore; nothing "
-                      "was stored (upload the object with a single PUT).")
+    plan = decide_stage_plan("CreateMultipartUpload", headers, settings,
+                             key_id=call.services.objects.encryption_key_id)
+    upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
+                                                  attrs, mode, plan)
+    body = initiate_result(upload.bucket, upload.key, upload.upload_id)
+    return S3Response(headers={**mode_headers(upload), **upload_encryption_headers(upload)},
+                      body=body, content_type=XML)
+
+
+def upload_encryption_headers(upload: UploadRecord) -> dict[str, str]:
+    """x-amz-server-side-encryption of an encrypted upload, as AWS shows it on
+    CreateMultipartUpload, UploadPart and UploadPartCopy."""
+    plan = upload_plan(upload)
+    return {} if plan.encryption is None else {"x-amz-server-side-encryption": plan.encryption}
 
 
 async def upload_part(call: S3Call) -> S3Response:
@@ -183,7 +186,7 @@ async def upload_part(call: S3Call) -> S3Response:
                       "required for Put Part requests with Object Lock parameters")
     claimed = claimed_checksums(spool, headers)
     part = await multipart.upload_part(call.caller, upload, number, spool, claimed)
-    return S3Response(headers=part_headers(part))
+    return S3Response(headers={**part_headers(part), **upload_encryption_headers(upload)})
 
 
 async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Response:
@@ -200,7 +203,7 @@ async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Respo
         except SourceChanged:
             raise S3Error("InternalError", "The copy source changed while it was being "
                           "copied; please retry.") from None
-    response_headers = {}
+    response_headers = upload_encryption_headers(upload)
     if source.version_id != NULL_VERSION:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_part_result(part), content_type=XML)
@@ -229,7 +232,8 @@ async def complete_upload(call: S3Call) -> S3Response:
         precondition)
     body = complete_result(location, record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
-    return S3Response(headers=version_header(record), body=body, content_type=XML)
+    return S3Response(headers={**version_header(record), **encryption_headers(record)},
+                      body=body, content_type=XML)
 
 
 def _location(call: S3Call) -> str:

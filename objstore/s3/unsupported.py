@@ -5,9 +5,10 @@ a multipart upload or a read) must never get a 2xx for bytes stored in plaintext
 an object without the customer key it believes protects it. Every such request this
 version can not honour answers 501 NotImplemented and changes nothing. Pure: no Twisted.
 
-Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject
-and CopyObject (SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C,
-SSE-KMS key ids and contexts, and encryption on multipart uploads are still refused.
+Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject,
+CopyObject and CreateMultipartUpload (SSE-S3; the value itself is judged by
+engine/stage_plan.py; parts follow their upload). SSE-KMS key ids and contexts are still
+refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 HONOURED: frozenset[tuple[str, str]] = frozenset({
     ("x-amz-server-side-encryption", "PutObject"),
     ("x-amz-server-side-encryption", "CopyObject"),
+    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
 })
 
 

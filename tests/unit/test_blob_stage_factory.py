@@ -14,15 +14,22 @@ from pathlib import Path
 import pytest
 
 from objstore.blobs.factory import BlobStages, StagesUnavailable, stored_bytes_writer
-from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan, plan_of
-from objstore.blobs.segments import Segment
+from objstore.blobs.plan import (
+    IDENTITY,
+    SSE_S3,
+    StagePlan,
+    plan_document,
+    plan_from_document,
+    plan_of,
+)
+from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import BlobWriter
 from objstore.crypto.master_key import LocalMasterKey
 from objstore.crypto.packages import PACKAGE_PLAINTEXT, stored_size
 from objstore.http.spool import BodySpool
-from objstore.meta.records import ObjectRecord
+from objstore.meta.records import ObjectRecord, PartRef
 
 P = PACKAGE_PLAINTEXT
 MARKER = b"PLAINTEXT-MARKER-7f3c"
@@ -181,3 +188,59 @@ def test_rewrapped_key_reads_the_same_stored_bytes_as_another_object(store: Blob
     assert store.stages.rewrapped(
         dataclasses.replace(source, encryption_algorithm=None, encryption_params={}),
         "b", "k", "v") is None
+
+
+def _write_part(store: BlobStore, plan: StagePlan, data: bytes, upload_id: str
+                ) -> PartRef:
+    writer = store.stages.writer(store.tmp_dir, plan)
+    writer.write(data)
+    writer.end()
+    blob_id = new_blob_id()
+    fields = writer.stage_fields("b", "dir/k", upload_id, blob_id) or {}
+    params = dict(fields.get("encryption_params") or {})
+    if params:
+        params["key_id"] = fields["encryption_key_id"]
+    store.commit(writer.detach(), blob_id, {"kind": "part"})
+    return PartRef(1, blob_id, len(data), hashlib.md5(data).hexdigest(),
+                   encryption_params=params)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_an_encrypted_composite_reads_back_through_each_parts_key(
+        store: BlobStore, compression: str | None) -> None:
+    """Each part has its own data key, bound to the upload, then rebound to the version
+    by the completion (`composite_fields`); a read crossing the part boundary reads both;
+    a part key moved to another part does not open."""
+    plan = StagePlan(compression=compression, encryption=SSE_S3,
+                     key_id=store.stages.key_id)
+    first, second = _body(P + 11), _body(2 * P + 5)
+    parts = [_write_part(store, plan, first, "up1"),
+             dataclasses.replace(_write_part(store, plan, second, "up1"), part_number=2)]
+    fields = store.stages.composite_fields(plan, "b", "dir/k", "up1", "v9", parts)
+    record = ObjectRecord(bucket="b", key="dir/k", version_id="v9", blob_id=new_blob_id(),
+                          size=len(first) + len(second), etag="x-2", last_modified=1.0,
+                          **fields)
+    whole = first + second
+    segments = plan_segments(record, 0, record.size)
+    with store.reader(segments, record) as reader:
+        assert b"".join(reader.chunks(50_000)) == whole
+    start = len(first) - 7
+    with store.reader(plan_segments(record, start, 20), record) as reader:
+        assert b"".join(reader.chunks(50_000)) == whole[start:start + 20]
+    swapped = dataclasses.replace(record, parts=(
+        dataclasses.replace(record.parts[0], encryption_params=record.parts[1].encryption_params),
+        record.parts[1]))
+    with pytest.raises(OSError), store.reader(plan_segments(swapped, 0, 10), swapped) as reader:
+        b"".join(reader.chunks(10))
+    with pytest.raises(OSError):  # still bound to the upload: not rebound to another one
+        store.stages.composite_fields(plan, "b", "dir/k", "other-upload", "v9", parts)
+
+
+def test_a_plan_document_round_trips_and_junk_is_the_identity() -> None:
+    plan = StagePlan(compression="zstd", encryption=SSE_S3, key_id="local:ab",
+                     compression_level=5)
+    assert plan_from_document(plan_document(plan)) == plan
+    assert plan_from_document(plan_document(IDENTITY)) is IDENTITY
+    for junk in (None, [], "x", {"encryption": 3}, {"compression_level": "9"}):
+        assert plan_from_document(junk).compression_level is None
+    assert plan_from_document({"encryption": 3}) is IDENTITY

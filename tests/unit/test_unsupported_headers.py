@@ -34,7 +34,6 @@ def test_other_headers_pass() -> None:
 
 @pytest.mark.parametrize(("name", "operation"), [
     ("x-amz-copy-source-server-side-encryption-customer-key", "CopyObject"),
-    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
     ("x-amz-server-side-encryption", "UploadPart"),
     ("x-amz-server-side-encryption", "GetObject"),
     ("x-amz-server-side-encryption-customer-key", "PutObject"),
@@ -46,6 +45,6 @@ def test_sse_still_refused_where_it_does_not_work(name: str, operation: str) -> 
     assert caught.value.code == "NotImplemented"
 
 
-@pytest.mark.parametrize("operation", ["PutObject", "CopyObject"])
-def test_sse_s3_honoured_on_put_and_copy(operation: str) -> None:
+@pytest.mark.parametrize("operation", ["PutObject", "CopyObject", "CreateMultipartUpload"])
+def test_sse_s3_honoured_on_put_copy_and_multipart(operation: str) -> None:
     refuse_unsupported_headers(["Host", "X-Amz-Server-Side-Encryption"], operation)
