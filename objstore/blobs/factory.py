@@ -19,7 +19,7 @@ Blocking only where its callers are (the writer on the reactor, openers on the I
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -28,7 +28,8 @@ from objstore.blobs.stages import BlobSource, ByteSource, WriteStage
 from objstore.blobs.writer import BlobWriter
 from objstore.blobs.zchunks import ALGORITHM as ZSTD
 from objstore.blobs.zchunks import DEFAULT_LEVEL, ChunkCompressor, DecompressingSource
-from objstore.crypto.master_key import key_context, part_context
+from objstore.crypto.customer_key import SSE_C, CustomerKey
+from objstore.crypto.master_key import UnwrapError, key_context, part_context
 from objstore.crypto.packages import (
     DATA_KEY_BYTES,
     FORMAT,
@@ -99,16 +100,31 @@ class BlobStages:
     def key_id(self) -> str | None:
         return None if self.master_key is None else self.master_key.key_id
 
-    def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, **options: Any) -> BlobWriter:
+    def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, *,
+               customer_key: CustomerKey | None = None, **options: Any) -> BlobWriter:
         """The writer of a body under `plan` (options: BlobWriter's): compress, then
-        encrypt."""
+        encrypt. `customer_key`: the request's SSE-C key (an SSE-C plan needs one)."""
         if plan.identity:
             return BlobWriter(tmp_dir, **options)
         stages: list[WriteStage] = []
         if plan.compression is not None:
             stages.append(ChunkCompressor(_compression_level(plan)))
         seal_key: Callable[..., dict[str, Any]] | None = None
-        if plan.encryption is not None:
+        if plan.encryption == SSE_C:
+            if customer_key is None:
+                raise StagesUnavailable("an SSE-C body needs the customer's key")
+            sealing = customer_key
+            data_key = os.urandom(DATA_KEY_BYTES)
+            stages.append(PackageEncryptor(data_key))
+
+            def seal_key(bucket: str, key: str, version_id: str,
+                         part: str | None = None) -> dict[str, Any]:
+                context = (key_context(bucket, key, version_id) if part is None
+                           else part_context(bucket, key, version_id, part))
+                return {"encryption_algorithm": SSE_C, "encryption_key_id": None,
+                        "encryption_params": {"format": FORMAT,
+                                              **sealing.seal(data_key, context)}}
+        elif plan.encryption is not None:
             master = self._master_for(plan)
             data_key = os.urandom(DATA_KEY_BYTES)
             key_id = master.key_id
@@ -138,17 +154,21 @@ class BlobStages:
             raise StagesUnavailable("server-side encryption needs [encryption] enabled")
         return self.master_key
 
-    def opener(self, record: StagedObject, open_blob: Callable[[str], BlobSource]
-               ) -> Callable[[str], ByteSource]:
+    def opener(self, record: StagedObject, open_blob: Callable[[str], BlobSource],
+               customer_key: CustomerKey | None = None) -> Callable[[str], ByteSource]:
         """How a reader opens the blob(s) of `record`: decrypt, then decompress (a
         compressed blob's stream length comes from its file's size). The parts of a
-        composite each have their own size and data key."""
+        composite each have their own size and data key. `customer_key`: an SSE-C
+        object's (checked against the record before: crypto/customer_key.py)."""
         plan = plan_of(record)
         if plan.identity:
             return open_blob
         if plan.compression not in (None, ZSTD):
             raise StagesUnavailable(f"unknown compression {plan.compression!r}")
-        if plan.encryption is not None:
+        if plan.encryption == SSE_C:
+            if customer_key is None:
+                raise StagesUnavailable("an SSE-C object is read with its customer's key")
+        elif plan.encryption is not None:
             self._master_for(plan)  # refused now, not at the first read
         parts = {part.blob_id: part for part in record.parts}
         keys: dict[str, bytes] = {}
@@ -156,8 +176,12 @@ class BlobStages:
         def data_key(blob_id: str, part: PartRef | None) -> bytes:
             found = keys.get(blob_id)
             if found is None:
-                found = keys[blob_id] = (self._data_key(record, plan) if part is None
-                                         else self._part_key(record, plan, part))
+                if customer_key is not None and plan.encryption == SSE_C:
+                    found = _customer_data_key(record, part, customer_key)
+                else:
+                    found = (self._data_key(record, plan) if part is None
+                             else self._part_key(record, plan, part))
+                keys[blob_id] = found
             return found
 
         def open_staged(blob_id: str) -> ByteSource:
@@ -182,15 +206,22 @@ class BlobStages:
         return open_staged
 
     def composite_fields(self, plan: StagePlan, bucket: str, key: str, upload_id: str,
-                         version_id: str, parts: Sequence[PartRef]) -> dict[str, Any]:
+                         version_id: str, parts: Sequence[PartRef],
+                         verifier: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The record fields of the object a completion of an upload written under `plan`
         makes: the plan, and each part's data key wrapped again for the object's version
-        (bound to the upload while it was open; the bytes are not touched)."""
+        (bound to the upload while it was open; the bytes are not touched). SSE-C parts
+        stay bound to their upload (the completion has no customer key to rewrap them
+        with): the object keeps the upload id and the upload's key `verifier`."""
         if plan.identity:
             return {}
         fields: dict[str, Any] = {"compression": plan.compression}
         if plan.encryption is None:
             return fields
+        if plan.encryption == SSE_C:
+            return {**fields, "encryption_algorithm": SSE_C, "encryption_key_id": None,
+                    "encryption_params": {"format": FORMAT, "keys": "per-part",
+                                          "upload_id": upload_id, **(verifier or {})}}
         master = self._master_for(plan)
         bound = []
         for part in parts:
@@ -246,6 +277,25 @@ class BlobStages:
         length is known from its file only)."""
         plan = plan_of(record)
         return record.size if plan.identity else stored_size(record.size)
+
+
+def _customer_data_key(record: StagedObject, part: PartRef | None, customer_key: CustomerKey
+                       ) -> bytes:
+    """An SSE-C blob's data key, unsealed with the customer's key (a part's is bound to
+    its upload: `composite_fields`)."""
+    if part is None:
+        params: Mapping[str, Any] = record.encryption_params or {}
+        context = key_context(record.bucket, record.key, record.version_id)
+    else:
+        params = part.encryption_params
+        holder = str((record.encryption_params or {}).get("upload_id", ""))
+        context = part_context(record.bucket, record.key, holder, part.blob_id)
+    if params.get("format") != FORMAT:
+        raise StagesUnavailable(f"unknown encryption format {params.get('format')!r}")
+    try:
+        return customer_key.unseal(params, context)
+    except ValueError:
+        raise UnwrapError("an SSE-C data key does not open for this object") from None
 
 
 def _compression_level(plan: StagePlan) -> int:

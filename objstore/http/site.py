@@ -30,6 +30,7 @@ from objstore.audit.context import RequestAudit
 from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.config import ServerLimits
+from objstore.crypto.customer_key import CustomerKey
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.channel import (
@@ -216,7 +217,8 @@ class ObjstoreRequest(server.Request):
         assert isinstance(held, _HeldBody)
         self.content = self.objstore_site.open_spool(
             self, self.body_length, hash_body=admitted.hash_body,
-            plan=stage_plan_of(admitted), checksums=getattr(admitted, "body_checksums", ()))
+            plan=stage_plan_of(admitted), checksums=getattr(admitted, "body_checksums", ()),
+            customer_key=getattr(admitted, "customer_key", None))
         for chunk in held.chunks:
             self.content.write(chunk)
         if self._held:
@@ -488,7 +490,8 @@ class ObjstoreSite(server.Site):
 
     # -- body sink -------------------------------------------------------------------
     def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool,
-                   plan: StagePlan = IDENTITY, checksums: Sequence[str] = ()) -> BodySpool:
+                   plan: StagePlan = IDENTITY, checksums: Sequence[str] = (),
+                   customer_key: CustomerKey | None = None) -> BodySpool:
         """The body's sink: `hash_body` computes its SHA-256 even without a claimed one;
         `plan`: its stages (the admission's decision; identity before one); `checksums`:
         algorithms computed although not claimed."""
@@ -512,6 +515,7 @@ class ObjstoreSite(server.Site):
             sync_runner=self.sync_runner,
             stages=self.blob_stages,
             plan=plan,
+            customer_key=customer_key,
         )
         request.spool = spool
         return spool

@@ -20,9 +20,17 @@ from urllib.parse import quote
 from twisted.logger import Logger
 
 from objstore.blobs.checksum_combine import CRC_ALGORITHMS
+from objstore.crypto.customer_key import (
+    SSE_C,
+    customer_key,
+    refuse_key_for_other,
+    require_key,
+)
+from objstore.crypto.customer_key import response_headers as ssec_response_headers
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
+    SSEC_EXTRA,
     ChecksumMode,
     CompletionClaims,
     upload_plan,
@@ -36,7 +44,7 @@ from objstore.iam.authorizer import object_arn
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
-from objstore.s3.copy import source_record
+from objstore.s3.copy import copy_keys, source_record
 from objstore.s3.copy_source import CopySource, parse_copy_range, parse_copy_source
 from objstore.s3.lock_headers import has_integrity_header
 from objstore.s3.multipart_xml import (
@@ -152,12 +160,15 @@ async def create_upload(call: S3Call) -> S3Response:
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
     settings = await call.services.bucket_config.stage_settings(call.bucket)
+    ssec_key = customer_key(headers)
     plan = decide_stage_plan("CreateMultipartUpload", headers, settings,
-                             key_id=call.services.objects.encryption_key_id)
+                             key_id=call.services.objects.encryption_key_id,
+                             customer=ssec_key is not None)
     upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
-                                                  attrs, mode, plan)
+                                                  attrs, mode, plan, ssec_key)
     body = initiate_result(upload.bucket, upload.key, upload.upload_id)
-    return S3Response(headers={**mode_headers(upload), **upload_encryption_headers(upload)},
+    return S3Response(headers={**mode_headers(upload), **upload_encryption_headers(upload),
+                               **ssec_response_headers(ssec_key)},
                       body=body, content_type=XML)
 
 
@@ -165,7 +176,9 @@ def upload_encryption_headers(upload: UploadRecord) -> dict[str, str]:
     """x-amz-server-side-encryption of an encrypted upload, as AWS shows it on
     CreateMultipartUpload, UploadPart and UploadPartCopy."""
     plan = upload_plan(upload)
-    return {} if plan.encryption is None else {"x-amz-server-side-encryption": plan.encryption}
+    if plan.encryption is None or plan.encryption == SSE_C:
+        return {}
+    return {"x-amz-server-side-encryption": plan.encryption}
 
 
 async def upload_part(call: S3Call) -> S3Response:
@@ -186,7 +199,8 @@ async def upload_part(call: S3Call) -> S3Response:
                       "required for Put Part requests with Object Lock parameters")
     claimed = claimed_checksums(spool, headers)
     part = await multipart.upload_part(call.caller, upload, number, spool, claimed)
-    return S3Response(headers={**part_headers(part), **upload_encryption_headers(upload)})
+    return S3Response(headers={**part_headers(part), **upload_encryption_headers(upload),
+                               **ssec_response_headers(customer_key(headers))})
 
 
 async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Response:
@@ -204,6 +218,7 @@ async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Respo
             raise S3Error("InternalError", "The copy source changed while it was being "
                           "copied; please retry.") from None
     response_headers = upload_encryption_headers(upload)
+    response_headers.update(ssec_response_headers(customer_key(headers)))
     if source.version_id != NULL_VERSION:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_part_result(part), content_type=XML)
@@ -217,7 +232,13 @@ async def _copy_part_once(
     evaluate(headers, source.etag, source.last_modified, prefix=COPY_CONDITION_PREFIX,
              not_modified_code="PreconditionFailed")
     span = parse_copy_range(headers.get("x-amz-copy-source-range"), source.size)
-    part = await call.services.multipart.copy_part(call.caller, upload, number, source, span)
+    keys = copy_keys(headers, source)
+    if upload_plan(upload).encryption == SSE_C:  # the upload's key, as on UploadPart
+        require_key(upload.extra.get(SSEC_EXTRA) or {}, keys.destination)
+    else:
+        refuse_key_for_other(keys.destination)
+    part = await call.services.multipart.copy_part(call.caller, upload, number, source, span,
+                                                   keys)
     return part, source
 
 

@@ -7,8 +7,9 @@ version can not honour answers 501 NotImplemented and changes nothing. Pure: no 
 
 Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject,
 CopyObject and CreateMultipartUpload (SSE-S3; the value itself is judged by
-engine/stage_plan.py; parts follow their upload). SSE-KMS key ids and contexts are still
-refused.
+engine/stage_plan.py; parts follow their upload); the SSE-C headers on PutObject, GetObject,
+HeadObject, CopyObject (and its source's), CreateMultipartUpload, UploadPart and
+UploadPartCopy (and its source's). SSE-KMS key ids and contexts are still refused.
 """
 
 from __future__ import annotations
@@ -24,11 +25,21 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
+_CUSTOMER_HEADERS = ("algorithm", "key", "key-md5")
+# SSE-C (crypto/customer_key.py): the object's key, and a copy's source key.
+_CUSTOMER_OPERATIONS = ("PutObject", "GetObject", "HeadObject", "CopyObject",
+                        "CreateMultipartUpload", "UploadPart", "UploadPartCopy")
+_COPY_OPERATIONS = ("CopyObject", "UploadPartCopy")
+
 # (header name, operation) pairs that are honoured although a prefix above matches.
 HONOURED: frozenset[tuple[str, str]] = frozenset({
     ("x-amz-server-side-encryption", "PutObject"),
     ("x-amz-server-side-encryption", "CopyObject"),
     ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    *((f"x-amz-server-side-encryption-customer-{name}", operation)
+      for name in _CUSTOMER_HEADERS for operation in _CUSTOMER_OPERATIONS),
+    *((f"x-amz-copy-source-server-side-encryption-customer-{name}", operation)
+      for name in _CUSTOMER_HEADERS for operation in _COPY_OPERATIONS),
 })
 
 

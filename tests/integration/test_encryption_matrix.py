@@ -8,6 +8,7 @@ multipart writes need a 5 MiB part."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -26,7 +27,10 @@ P = 64 * 1024
 MIB5 = 5 * 1024 * 1024
 SECRET = b"MATRIX-SECRET-MARKER-9f8e7d6c5b4a"
 PLAIN = b"matrix-plain-marker-0a1b2c3d4e5f"
-MODES = ("plain", "sse-s3", "default")
+MODES = ("plain", "sse-s3", "sse-c", "default")
+CUSTOMER_KEY = bytes(range(32))
+SSEC = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": CUSTOMER_KEY}
+OTHER_SSEC = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": bytes(range(1, 33))}
 WRITES = ("put", "multipart", "copy", "part-copy")
 
 
@@ -81,8 +85,28 @@ def sources(s3: Any) -> dict[str, bytes]:
     return found
 
 
-def _sse(mode: str) -> dict[str, str]:
+def _sse(mode: str) -> dict[str, Any]:
+    """The write arguments of `mode`."""
+    if mode == "sse-c":
+        return dict(SSEC)
     return {"ServerSideEncryption": "AES256"} if mode == "sse-s3" else {}
+
+
+def _read_args(mode: str) -> dict[str, Any]:
+    return dict(SSEC) if mode == "sse-c" else {}
+
+
+def _shows(answer: dict[str, Any], mode: str) -> bool:
+    """Whether an answer shows the encryption AWS shows for `mode`."""
+    if mode == "sse-c":
+        return (answer.get("SSECustomerAlgorithm") == "AES256"
+                and "SSECustomerKeyMD5" in answer and "ServerSideEncryption" not in answer)
+    return (answer.get("ServerSideEncryption") == "AES256") == (mode != "plain")
+
+
+def _etag_of(mode: str, data: bytes) -> str | None:
+    """The ETag AWS gives `data` written as `mode` (None: not an MD5, SSE-C)."""
+    return None if mode == "sse-c" else f'"{hashlib.md5(data).hexdigest()}"'
 
 
 def _multipart_etag(parts: list[bytes]) -> str:
@@ -91,34 +115,35 @@ def _multipart_etag(parts: list[bytes]) -> str:
 
 
 def _write(s3: Any, mode: str, bucket: str, key: str, write: str,
-           sources: dict[str, bytes]) -> tuple[bytes, str]:
-    """Write one case; returns the bytes expected and the ETag AWS would give."""
+           sources: dict[str, bytes]) -> tuple[bytes, str | None]:
+    """Write one case; returns the bytes expected and the ETag AWS would give (None: not
+    an MD5, SSE-C)."""
     marker = PLAIN if mode == "plain" else SECRET
     source_name = "plain" if mode == "plain" else "secret"
     source_ref = ({"Bucket": _bucket("plain", False), "Key": "src-plain"} if mode == "plain"
                   else {"Bucket": _bucket("plain", True), "Key": "src-secret"})
-    encrypted = mode != "plain"
     if write == "put":
         data = _body(2 * P + 100, marker, 3)
         answer = s3.put_object(Bucket=bucket, Key=key, Body=data, **_sse(mode))
-        assert (answer.get("ServerSideEncryption") == "AES256") == encrypted
-        return data, f'"{hashlib.md5(data).hexdigest()}"'
+        assert _shows(answer, mode)
+        return data, _etag_of(mode, data)
     if write == "copy":
         data = sources[source_name]
         answer = s3.copy_object(Bucket=bucket, Key=key, CopySource=source_ref, **_sse(mode))
-        assert (answer.get("ServerSideEncryption") == "AES256") == encrypted
-        return data, f'"{hashlib.md5(data).hexdigest()}"'
+        assert _shows(answer, mode)
+        return data, _etag_of(mode, data)
     made = s3.create_multipart_upload(Bucket=bucket, Key=key, **_sse(mode))
-    assert (made.get("ServerSideEncryption") == "AES256") == encrypted
+    assert _shows(made, mode)
     upload = made["UploadId"]
+    part_args = _read_args(mode)
     if write == "multipart":
         parts = [_body(MIB5, marker, 4), _body(P + 50, marker, 5)]
         etags = []
         for number, part in enumerate(parts, start=1):
             answer = s3.upload_part(Bucket=bucket, Key=key, UploadId=upload,
-                                    PartNumber=number, Body=part)
-            assert answer["ETag"] == f'"{hashlib.md5(part).hexdigest()}"'
-            assert (answer.get("ServerSideEncryption") == "AES256") == encrypted
+                                    PartNumber=number, Body=part, **part_args)
+            assert answer["ETag"] == (_etag_of(mode, part) or answer["ETag"])
+            assert _shows(answer, mode)
             etags.append(answer["ETag"])
     else:
         whole = sources[source_name]
@@ -128,13 +153,16 @@ def _write(s3: Any, mode: str, bucket: str, key: str, write: str,
         for number, (a, b) in enumerate(spans, start=1):
             answer = s3.upload_part_copy(Bucket=bucket, Key=key, UploadId=upload,
                                          PartNumber=number, CopySource=source_ref,
-                                         CopySourceRange=f"bytes={a}-{b}")
+                                         CopySourceRange=f"bytes={a}-{b}", **part_args)
             etags.append(answer["CopyPartResult"]["ETag"])
-            assert etags[-1] == f'"{hashlib.md5(parts[number - 1]).hexdigest()}"'
+            assert etags[-1] == (_etag_of(mode, parts[number - 1]) or etags[-1])
     done = s3.complete_multipart_upload(
         Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={
             "Parts": [{"PartNumber": n, "ETag": e} for n, e in enumerate(etags, start=1)]})
-    assert (done.get("ServerSideEncryption") == "AES256") == encrypted
+    if mode != "sse-c":  # AWS shows no SSE-C headers on a completion (it has no key)
+        assert _shows(done, mode)
+    if mode == "sse-c":
+        return b"".join(parts), None
     return b"".join(parts), _multipart_etag(parts)
 
 
@@ -156,16 +184,20 @@ def test_reads_back_byte_identical(s3: Any, sources: dict[str, bytes], mode: str
     bucket = _bucket(mode, compressed)
     key = f"case-{mode}-{write}"
     data, etag = _write(s3, mode, bucket, key, write, sources)
-    encrypted = mode != "plain"
-    got = s3.get_object(Bucket=bucket, Key=key)
+    args = _read_args(mode)
+    got = s3.get_object(Bucket=bucket, Key=key, **args)
     assert got["Body"].read() == data
+    if etag is None:  # SSE-C: an ETag, but not the MD5 of the bytes
+        md5 = hashlib.md5(data).hexdigest()
+        etag = got["ETag"]
+        assert md5 not in etag
     assert got["ETag"] == etag
-    assert (got.get("ServerSideEncryption") == "AES256") == encrypted
-    head = s3.head_object(Bucket=bucket, Key=key)
+    assert _shows(got, mode)
+    head = s3.head_object(Bucket=bucket, Key=key, **args)
     assert head["ContentLength"] == len(data) and head["ETag"] == etag
-    assert (head.get("ServerSideEncryption") == "AES256") == encrypted
+    assert _shows(head, mode)
     for start, end in _ranges(len(data)):
-        part = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end}")
+        part = s3.get_object(Bucket=bucket, Key=key, Range=f"bytes={start}-{end}", **args)
         assert part["Body"].read() == data[start:end + 1], (start, end)
         assert part["ContentRange"] == f"bytes {start}-{end}/{len(data)}"
 
@@ -173,8 +205,9 @@ def test_reads_back_byte_identical(s3: Any, sources: dict[str, bytes], mode: str
 def test_no_plaintext_of_an_encrypted_object_on_disk(daemon: Daemon, s3: Any,
                                                      sources: dict[str, bytes]) -> None:
     """After every case above: the secret marker is in no file of the data directory (blobs,
-    spool, part files) or the daemon's temporary directory; the plain marker is (so the
-    search does find plaintext where there is some)."""
+    spool, part files, sidecars, the database) or the daemon's temporary directory, nor is
+    the customer's key (raw or base64) nor in the daemon's log; the plain marker is found
+    (so the search does find plaintext where there is some)."""
     seen_plain = False
     for root in (daemon.data_dir, daemon.temp_dir):
         for path in Path(root).rglob("*"):
@@ -183,7 +216,43 @@ def test_no_plaintext_of_an_encrypted_object_on_disk(daemon: Daemon, s3: Any,
             content = path.read_bytes()
             assert SECRET not in content, path
             seen_plain = seen_plain or PLAIN in content
+            assert CUSTOMER_KEY not in content and base64.b64encode(CUSTOMER_KEY) not in content
     assert seen_plain
+    log = daemon.log_path.read_bytes()
+    assert base64.b64encode(CUSTOMER_KEY) not in log and SECRET not in log
+
+
+def test_an_sse_c_object_needs_its_key(s3: Any) -> None:
+    """GET and HEAD without the key: 400; with another key: 403; a key for a plain object:
+    400; copies need the source's key and may re-encrypt under another; a part of an SSE-C
+    upload needs the upload's key."""
+    bucket = _bucket("plain", False)
+    data = _body(P + 1, SECRET, 11)
+    s3.put_object(Bucket=bucket, Key="ssec-guarded", Body=data, **SSEC)
+    for call, status in ((lambda: s3.get_object(Bucket=bucket, Key="ssec-guarded"), 400),
+                         (lambda: s3.head_object(Bucket=bucket, Key="ssec-guarded"), 400),
+                         (lambda: s3.get_object(Bucket=bucket, Key="ssec-guarded",
+                                                **OTHER_SSEC), 403),
+                         (lambda: s3.head_object(Bucket=bucket, Key="ssec-guarded",
+                                                 **OTHER_SSEC), 403),
+                         (lambda: s3.get_object(Bucket=bucket, Key="src-plain", **SSEC), 400),
+                         (lambda: s3.copy_object(Bucket=bucket, Key="ssec-copy", CopySource={
+                             "Bucket": bucket, "Key": "ssec-guarded"}), 400)):
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    s3.copy_object(Bucket=bucket, Key="ssec-copy", CopySource={"Bucket": bucket,
+                                                               "Key": "ssec-guarded"},
+                   CopySourceSSECustomerAlgorithm="AES256",
+                   CopySourceSSECustomerKey=CUSTOMER_KEY, **OTHER_SSEC)
+    assert s3.get_object(Bucket=bucket, Key="ssec-copy", **OTHER_SSEC)["Body"].read() == data
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="ssec-mp", **SSEC)["UploadId"]
+    for extra, status in (({}, 400), (OTHER_SSEC, 403)):
+        with pytest.raises(ClientError) as caught:
+            s3.upload_part(Bucket=bucket, Key="ssec-mp", UploadId=upload, PartNumber=1,
+                           Body=b"x", **extra)
+        assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == status
+    s3.abort_multipart_upload(Bucket=bucket, Key="ssec-mp", UploadId=upload)
 
 
 def _part_blobs(daemon: Daemon, key: str) -> list[Path]:

@@ -136,7 +136,8 @@ def test_other_algorithms_refused(s3: Any, value: str, status: int) -> None:
         s3.head_object(Bucket=BUCKET, Key="refused")
 
 
-def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str, bytes]) -> None:
+def test_sse_c_refused_over_plain_http(s3: Any, stored: dict[str, bytes]) -> None:
+    """SSE-C over plain HTTP without [encryption] allow_ssec_over_http: 400, as AWS."""
     for call in (
         lambda: s3.copy_object(Bucket=BUCKET, Key="c2", SSECustomerAlgorithm="AES256",
                                SSECustomerKey="k" * 32,
@@ -146,7 +147,8 @@ def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str,
     ):
         with pytest.raises(ClientError) as caught:
             call()
-        assert caught.value.response["Error"]["Code"] == "NotImplemented"
+        assert caught.value.response["Error"]["Code"] == "InvalidRequest"
+        assert "secure connection" in caught.value.response["Error"]["Message"]
 
 
 def test_a_flipped_stored_byte_is_an_error_never_wrong_bytes(daemon: Daemon, s3: Any) -> None:
