@@ -22,6 +22,7 @@ from twisted.logger import Logger
 from objstore.blobs.checksum_combine import CRC_ALGORITHMS
 from objstore.crypto.customer_key import (
     SSE_C,
+    CustomerKey,
     customer_key,
     refuse_key_for_other,
     require_key,
@@ -247,14 +248,33 @@ async def complete_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
     precondition = write_precondition(headers)
     claims = completion_claims(headers)
+    ssec_key = customer_key(headers)
+    if ssec_key is not None:  # optional here (the AWS CLI sends it): checked when given
+        await _check_upload_key(call, ssec_key)
     location = _location(call)  # its Host header is read before anything changes
     record = await call.services.multipart.complete_by_id(
         call.caller, call.bucket, call.key, call.query["uploadId"], requested, claims,
         precondition)
     body = complete_result(location, record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
-    return S3Response(headers={**version_header(record), **encryption_headers(record)},
+    return S3Response(headers={**version_header(record), **encryption_headers(record),
+                               **ssec_response_headers(ssec_key)},
                       body=body, content_type=XML)
+
+
+async def _check_upload_key(call: S3Call, key: CustomerKey) -> None:
+    """A completion that names an SSE-C key names its upload's (403 another one; a key
+    for an upload that is not SSE-C is 400). A completed upload is left to the
+    completion's own answer."""
+    try:
+        upload = await call.services.multipart.upload(call.bucket, call.key,
+                                                      call.query["uploadId"])
+    except S3Error:
+        return
+    if upload_plan(upload).encryption == SSE_C:
+        require_key(upload.extra.get(SSEC_EXTRA) or {}, key)
+    else:
+        refuse_key_for_other(key)
 
 
 def _location(call: S3Call) -> str:

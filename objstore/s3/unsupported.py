@@ -28,7 +28,8 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 _CUSTOMER_HEADERS = ("algorithm", "key", "key-md5")
 # SSE-C (crypto/customer_key.py): the object's key, and a copy's source key.
 _CUSTOMER_OPERATIONS = ("PutObject", "GetObject", "HeadObject", "CopyObject",
-                        "CreateMultipartUpload", "UploadPart", "UploadPartCopy")
+                        "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
+                        "CompleteMultipartUpload")
 _COPY_OPERATIONS = ("CopyObject", "UploadPartCopy")
 
 # (header name, operation) pairs that are honoured although a prefix above matches.
