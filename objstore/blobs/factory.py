@@ -252,16 +252,21 @@ class BlobStages:
                   ) -> dict[str, Any] | None:
         """The record fields of a copy of `record`'s stored bytes as `bucket`/`key`
         `version_id`: its data key unwrapped and wrapped again for the copy (the bytes are
-        not re-encrypted). None when the plan is not SSE-S3 alone."""
+        neither re-encrypted nor recompressed). None when the stored bytes can not be
+        reused: a plain blob (the kernel copies it anyway), SSE-C (no key to rewrap with
+        here), a composite (its parts are separate blobs)."""
         plan = plan_of(record)
-        if plan.encryption != SSE_S3 or plan.compression is not None:
+        if plan.identity or plan.encryption not in (None, SSE_S3) or record.parts:
             return None
+        if plan.encryption is None:  # compressed only: the bytes as they are
+            return {"compression": plan.compression, "encryption_algorithm": None,
+                    "encryption_key_id": None, "encryption_params": {}}
         master = self._master_for(plan)
         data_key = self._data_key(record, plan)
         return {"encryption_algorithm": SSE_S3, "encryption_key_id": master.key_id,
                 "encryption_params": {"format": FORMAT, "wrapped_key": master.wrap(
                     data_key, key_context(bucket, key, version_id))},
-                "compression": None}
+                "compression": plan.compression}
 
     def _data_key(self, record: StagedObject, plan: StagePlan) -> bytes:
         master = self._master_for(plan)

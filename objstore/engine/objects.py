@@ -389,7 +389,8 @@ class ObjectService:
         crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
         the real sidecar replaces it before the row can be committed."""
         assert record.blob_id is not None
-        if not plan.identity and plan == plan_of(source) and not source.parts:
+        if (not plan.identity and not source.parts
+                and replace(plan, compression_level=None) == plan_of(source)):
             rewrapped = self._copy_rewrapped(segments, record, source)
             if rewrapped is not None:
                 return rewrapped
@@ -423,8 +424,9 @@ class ObjectService:
     def _copy_rewrapped(self, segments: list[Segment], record: ObjectRecord,
                         source: ObjectRecord) -> ObjectRecord | None:
         """(IO thread) A whole-object copy between equal plans (SSE-S3 under the same
-        master key): the stored bytes copied by the kernel, the source's data key wrapped
-        again for the copy. None when the plan does not allow it."""
+        master key, compressed or not; compressed only): the stored bytes copied by the
+        kernel, the source's data key wrapped again for the copy (a copy onto itself with
+        new metadata rewrites no byte). None when the plan does not allow it."""
         fields = self._blobs.stages.rewrapped(source, record.bucket, record.key,
                                               record.version_id)
         if fields is None or source.blob_id is None or record.blob_id is None:
@@ -434,7 +436,14 @@ class ObjectService:
             return None
         blob_id = record.blob_id
         record = replace(record, **fields)
-        stored = [Segment(source.blob_id, 0, self._blobs.stages.stored_size(source))]
+        if source.compression is None:
+            size = self._blobs.stages.stored_size(source)
+        else:  # a compressed blob's stored length is its file's
+            found = self._blobs.blob_size(source.blob_id)
+            if found is None:
+                raise FileNotFoundError(source.blob_id)
+            size = found
+        stored = [Segment(source.blob_id, 0, size)]
         self._blobs.copy_segments(stored, blob_id, record_to_sidecar(record), want_md5=False)
         return record
 

@@ -353,3 +353,29 @@ def test_aws_cli_multipart_cp_with_sse_and_sse_c(daemon: Daemon, s3: Any,
     head = s3.head_object(Bucket=bucket, Key="cli-sse.bin")
     assert head["ServerSideEncryption"] == "AES256" and head["ETag"].endswith('-2"')
     (tmp_path / "up.bin").unlink()
+
+
+def _object_blob(daemon: Daemon, bucket: str, key: str) -> bytes:
+    for sidecar in daemon.data_dir.rglob("*.meta.json"):
+        document = json.loads(sidecar.read_text())
+        if (document.get("bucket"), document.get("key"), document.get("kind")) == (
+                bucket, key, "object"):
+            return sidecar.with_name(sidecar.name.removesuffix(".meta.json")).read_bytes()
+    raise AssertionError(f"no blob for {bucket}/{key}")
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_copy_onto_itself_with_new_metadata_rewraps_the_key(daemon: Daemon, s3: Any,
+                                                                compressed: bool) -> None:
+    """An SSE-S3 object (compressed or not) copied onto itself with new metadata keeps its
+    stored bytes as they are (the data key is wrapped again for the new version)."""
+    bucket = _bucket("plain", compressed)
+    data = _body(2 * P + 9, SECRET, 14)
+    s3.put_object(Bucket=bucket, Key="rewrap", Body=data, ServerSideEncryption="AES256")
+    before = _object_blob(daemon, bucket, "rewrap")
+    s3.copy_object(Bucket=bucket, Key="rewrap", CopySource={"Bucket": bucket, "Key": "rewrap"},
+                   ServerSideEncryption="AES256", MetadataDirective="REPLACE",
+                   Metadata={"colour": "blue"})
+    assert _object_blob(daemon, bucket, "rewrap") == before
+    got = s3.get_object(Bucket=bucket, Key="rewrap")
+    assert got["Body"].read() == data and got["Metadata"] == {"colour": "blue"}
