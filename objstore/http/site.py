@@ -516,6 +516,8 @@ class ObjstoreSite(server.Site):
             stages=self.blob_stages,
             plan=plan,
             customer_key=customer_key,
+            # A staged body's pipeline lagging behind the network pauses the connection.
+            pressure=lambda paused: pause_reading(request, paused),
         )
         request.spool = spool
         return spool

@@ -18,7 +18,7 @@ verifies a signature itself and never blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
@@ -53,6 +53,7 @@ class BodySpool:
         stages: BlobStages | None = None,
         plan: StagePlan = IDENTITY,
         customer_key: CustomerKey | None = None,
+        pressure: Callable[[bool], None] | None = None,
     ) -> None:
         self.decoder = decoder
         self._tmp_dir = tmp_dir
@@ -60,7 +61,7 @@ class BodySpool:
         self._options: dict[str, Any] = dict(
             want_sha256=want_sha256, checksum_algorithms=tuple(checksum_algorithms),
             max_length=max_length, memory_limit=memory_limit, hash_runner=hash_runner,
-            sync_runner=sync_runner)
+            sync_runner=sync_runner, pressure=pressure)
         self._customer_key = customer_key  # an SSE-C body's key (memory only)
         self.writer: BlobWriter = self._stages.writer(tmp_dir, plan, customer_key=customer_key,
                                                       **self._options)

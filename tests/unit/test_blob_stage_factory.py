@@ -10,9 +10,12 @@ import dataclasses
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from twisted.internet.defer import Deferred
 
+from objstore.blobs import writer as writer_module
 from objstore.blobs.factory import BlobStages, StagesUnavailable, stored_bytes_writer
 from objstore.blobs.plan import (
     IDENTITY,
@@ -244,3 +247,67 @@ def test_a_plan_document_round_trips_and_junk_is_the_identity() -> None:
     for junk in (None, [], "x", {"encryption": 3}, {"compression_level": "9"}):
         assert plan_from_document(junk).compression_level is None
     assert plan_from_document({"encryption": 3}) is IDENTITY
+
+
+class _ManualRunner:
+    """A pool whose jobs run when the test says (in order), results on the 'reactor'."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self.jobs.append((fn, args, done))
+        return done
+
+    def step(self) -> None:
+        fn, args, done = self.jobs.pop(0)
+        done.callback(fn(*args))
+
+
+def test_a_large_staged_body_goes_through_the_ordered_pipeline(
+        store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the memory limit a staged body is hashed, encrypted and written by pool jobs,
+    one at a time and in order; the connection is paused while too much waits; the digests
+    are ready (and the body can be handed over) only once the pipeline has drained."""
+    monkeypatch.setattr(writer_module, "PIPELINE_HIGH_BYTES", 3 * P)
+    monkeypatch.setattr(writer_module, "PIPELINE_LOW_BYTES", P)
+    runner = _ManualRunner()
+    pressure: list[bool] = []
+    plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
+    writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner,
+                                 memory_limit=P, want_sha256=True, pressure=pressure.append)
+    data = _body(6 * P + 123)
+    for start in range(0, len(data), P // 2):
+        writer.write(data[start:start + P // 2])
+    assert len(runner.jobs) == 1 and pressure == [True]  # one job at a time
+    writer.end()
+    ready = writer.digests_ready()
+    assert not ready.called
+    with pytest.raises(RuntimeError):
+        writer.detach()
+    while runner.jobs:
+        runner.step()
+    assert ready.called and pressure == [True, False]
+    assert writer.md5_hex == hashlib.md5(data).hexdigest()
+    assert writer.sha256_hex == hashlib.sha256(data).hexdigest()
+    assert _files_containing(Path(store.tmp_dir), MARKER) == []
+    record = ObjectRecord(bucket="b", key="dir/k", version_id="v1", blob_id=new_blob_id(),
+                          size=len(data), etag=writer.md5_hex, last_modified=1.0)
+    record = dataclasses.replace(record, **(writer.stage_fields("b", "dir/k", "v1") or {}))
+    assert record.blob_id is not None
+    store.commit(writer.detach(), record.blob_id, record_to_sidecar(record))
+    with store.reader(plan_segments(record, 0, record.size), record) as reader:
+        assert b"".join(reader.chunks(P)) == data
+
+
+def test_closing_a_body_while_a_pipeline_job_runs_waits_for_it(store: BlobStore) -> None:
+    runner = _ManualRunner()
+    plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
+    writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner, memory_limit=P)
+    writer.write(_body(3 * P))
+    writer.write(_body(P))
+    writer.close()  # the job owns the spool until it ends
+    while runner.jobs:
+        runner.step()
+    assert list(Path(store.tmp_dir).iterdir()) == []
