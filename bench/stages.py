@@ -21,16 +21,22 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import urllib3
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from twisted.internet.defer import Deferred
 
 from bench.run import CpuMeter, curl_mib_per_second
 from bench.s3 import S3Session, S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore
 from bench.wrk import WrkRun, run_wrk, write_paths
+from objstore.blobs.factory import BlobStages
+from objstore.blobs.plan import SSE_S3, StagePlan
 from objstore.blobs.zchunks import ChunkCompressor, DecompressingSource
+from objstore.crypto.master_key import LocalMasterKey
 from objstore.crypto.packages import (
     PACKAGE_STORED,
     PackageEncryptor,
@@ -106,6 +112,56 @@ def raw_rows(data: bytes) -> list[tuple[str, float]]:
     return rows
 
 
+class _PolledRunner:
+    """A pool runner for `reactor_seconds`: jobs run on a worker thread, their Deferreds
+    fire on the calling thread when it polls (as `callFromThread` would on the reactor)."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=2)
+        self._pending: list[tuple[Future[Any], Deferred[Any]]] = []
+
+    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self._pending.append((self._pool.submit(fn, *args), done))
+        return done
+
+    def poll(self, wait: bool = False) -> bool:
+        """Fire what finished; True while jobs remain."""
+        for future, done in list(self._pending):
+            if wait:
+                future.result()
+            if future.done():
+                self._pending.remove((future, done))
+                done.callback(future.result())
+        return bool(self._pending)
+
+
+def reactor_rows(data: bytes) -> list[tuple[str, float]]:
+    """CPU seconds the receiving (reactor) thread spends on a 64 MiB SSE-S3 body written
+    in 64 KiB pieces: hashed and sealed inline, or through the pipeline."""
+    stages = BlobStages(LocalMasterKey(os.urandom(32)))
+    plan = StagePlan(encryption=SSE_S3, key_id=stages.key_id)
+    rows = []
+    for name, runner in (("inline (before)", None), ("pipelined", _PolledRunner())):
+        with tempfile.TemporaryDirectory() as tmp:
+            writer = stages.writer(tmp, plan, hash_runner=runner, want_sha256=True)
+            spent = 0.0
+            for at in range(0, len(data), 64 * 1024):
+                start = time.thread_time()
+                writer.write(data[at:at + 64 * 1024])
+                if runner is not None:
+                    runner.poll()
+                spent += time.thread_time() - start
+            start = time.thread_time()
+            writer.end()
+            spent += time.thread_time() - start
+            while runner is not None and runner.poll(wait=True):
+                pass
+            writer.close()
+        rows.append((f"reactor-thread CPU per 64 MiB SSE-S3 body, {name}", spent))
+    return rows
+
+
 # -- through the daemon -----------------------------------------------------------------
 
 
@@ -175,7 +231,8 @@ def small_rows(server: Objstore, target: S3Target, workdir: Path, seconds: int
 
 
 def table(large: dict[str, tuple[float, float, float, float]],
-          small: dict[str, tuple[float, float, float]], raw: list[tuple[str, float]]) -> str:
+          small: dict[str, tuple[float, float, float]], raw: list[tuple[str, float]],
+          reactor: list[tuple[str, float]]) -> str:
     lines = ["| workload | plain | SSE-S3 | zstd | SSE-S3 / plain | zstd / plain |",
              "|---|---|---|---|---|---|"]
 
@@ -194,6 +251,8 @@ def table(large: dict[str, tuple[float, float, float, float]],
     row("4 KiB PUT, p99", [small[k][1] for k in kinds], "ms")
     lines += ["", "| raw stage, one core, 64 MiB | MiB/s |", "|---|---|"]
     lines += [f"| {name} | {rate:,.0f} |" for name, rate in raw]
+    lines += ["", "| receiving thread | CPU seconds |", "|---|---|"]
+    lines += [f"| {name} | {seconds:.3f} |" for name, seconds in reactor]
     return "\n".join(lines)
 
 
@@ -203,8 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=5, help="wrk seconds per 4 KiB row")
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
     parser.add_argument("--tmp-dir", default=None, help="parent of the run's directory")
+    parser.add_argument("--local", action="store_true",
+                        help="only the in-process rows (raw stages, receiving thread)")
     args = parser.parse_args(argv)
     data = half_compressible(LARGE)
+    if args.local:
+        for name, value in raw_rows(data) + reactor_rows(data):
+            print(f"{name}: {value:,.3f}")
+        return 0
     with tempfile.TemporaryDirectory(prefix="objstore-bench-stages-",
                                      dir=args.tmp_dir) as tmp:
         workdir = Path(tmp)
@@ -222,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             server.stop()
     print("-- raw stages", flush=True)
-    text = table(large, small, raw_rows(data))
+    text = table(large, small, raw_rows(data), reactor_rows(data))
     print(text)
     if args.out is not None:
         args.out.write_text(text + "\n")
