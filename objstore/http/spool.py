@@ -69,15 +69,20 @@ class BodySpool:
         self.error: SigV4Error | S3Error | None = None
         self._read_pos = 0
 
-    def restage(self, plan: StagePlan, customer_key: CustomerKey | None = None) -> None:
-        """Write under `plan` instead: only for a spool that received nothing (an empty
-        body is admitted when it is processed, after its spool was opened)."""
+    def restage(self, plan: StagePlan, customer_key: CustomerKey | None = None,
+                checksums: Iterable[str] = ()) -> None:
+        """Write under `plan` instead (with `checksums` computed too: a staged body can not
+        be read back): only for a spool that received nothing (an empty body is admitted
+        when it is processed, after its spool was opened)."""
         if plan == self.writer.plan and customer_key is self._customer_key:
             return
         if self.writer.length:
             raise RuntimeError("a spool that holds bytes can not change its stages")
         self.writer.close()
         self._customer_key = customer_key
+        known = self._options["checksum_algorithms"]
+        self._options["checksum_algorithms"] = (
+            *known, *(name for name in checksums if name not in known))
         self.writer = self._stages.writer(self._tmp_dir, plan, customer_key=customer_key,
                                           **self._options)
 

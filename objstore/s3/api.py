@@ -159,7 +159,8 @@ class S3Api:
         if not isinstance(admitted, VerifiedHeaders):  # no body: admitted now
             admitted = await self._admit(request, line)
             if request.spool is not None:  # an empty body's spool was opened before
-                request.spool.restage(admitted.stage_plan, admitted.customer_key)
+                request.spool.restage(admitted.stage_plan, admitted.customer_key,
+                                      admitted.body_checksums)
         principal = await self._authenticator.verify_body(
             request, admitted, body_describes_object=_completes_upload(line))
         route = line.route

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
@@ -389,6 +390,23 @@ def test_a_copy_onto_itself_with_new_metadata_rewraps_the_key(daemon: Daemon, s3
     assert _object_blob(daemon, bucket, "rewrap") == before
     got = s3.get_object(Bucket=bucket, Key="rewrap")
     assert got["Body"].read() == data and got["Metadata"] == {"colour": "blue"}
+
+
+def test_an_empty_part_of_an_encrypted_upload_with_a_checksum(s3: Any) -> None:
+    """An empty part (its spool opened before its admission, then restaged) of an SSE-S3
+    upload with a checksum algorithm the client does not send per part: computed anyway."""
+    bucket = _bucket("plain", False)
+    upload = s3.create_multipart_upload(Bucket=bucket, Key="empty-part",
+                                        ServerSideEncryption="AES256",
+                                        ChecksumAlgorithm="SHA256")["UploadId"]
+    url = s3.generate_presigned_url("upload_part", Params={
+        "Bucket": bucket, "Key": "empty-part", "UploadId": upload, "PartNumber": 1})
+    answer = urllib3.request("PUT", url, body=b"")
+    assert answer.status == 200, answer.data
+    assert answer.headers["x-amz-server-side-encryption"] == "AES256"
+    (listed,) = s3.list_parts(Bucket=bucket, Key="empty-part", UploadId=upload)["Parts"]
+    assert listed["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(b"").digest()).decode()
+    s3.abort_multipart_upload(Bucket=bucket, Key="empty-part", UploadId=upload)
 
 
 def test_recover_and_check_deep_follow_every_case(daemon: Daemon, s3: Any) -> None:
