@@ -29,7 +29,7 @@ _CUSTOMER_HEADERS = ("algorithm", "key", "key-md5")
 # SSE-C (crypto/customer_key.py): the object's key, and a copy's source key.
 _CUSTOMER_OPERATIONS = ("PutObject", "GetObject", "HeadObject", "CopyObject",
                         "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
-                        "CompleteMultipartUpload")
+                        "CompleteMultipartUpload", "GetObjectAttributes")
 _COPY_OPERATIONS = ("CopyObject", "UploadPartCopy")
 
 # (header name, operation) pairs that are honoured although a prefix above matches.

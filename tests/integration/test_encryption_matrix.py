@@ -268,7 +268,7 @@ def test_compressed_writes_are_stored_smaller(daemon: Daemon, s3: Any,
     assert _stored_bytes(daemon, bucket, f"png-{write}") == len(part)
 
 
-def test_an_sse_c_object_needs_its_key(s3: Any) -> None:
+def test_an_sse_c_object_needs_its_key(s3: Any, sources: dict[str, bytes]) -> None:
     """GET and HEAD without the key: 400; with another key: 403; a key for a plain object:
     400; copies need the source's key and may re-encrypt under another; a part of an SSE-C
     upload needs the upload's key."""
@@ -282,6 +282,9 @@ def test_an_sse_c_object_needs_its_key(s3: Any) -> None:
                          (lambda: s3.head_object(Bucket=bucket, Key="ssec-guarded",
                                                  **OTHER_SSEC), 403),
                          (lambda: s3.get_object(Bucket=bucket, Key="src-plain", **SSEC), 400),
+                         (lambda: s3.get_object_attributes(
+                             Bucket=bucket, Key="ssec-guarded",
+                             ObjectAttributes=["ETag", "ObjectSize"]), 400),
                          (lambda: s3.copy_object(Bucket=bucket, Key="ssec-copy", CopySource={
                              "Bucket": bucket, "Key": "ssec-guarded"}), 400)):
         with pytest.raises(ClientError) as caught:
@@ -292,6 +295,12 @@ def test_an_sse_c_object_needs_its_key(s3: Any) -> None:
                    CopySourceSSECustomerAlgorithm="AES256",
                    CopySourceSSECustomerKey=CUSTOMER_KEY, **OTHER_SSEC)
     assert s3.get_object(Bucket=bucket, Key="ssec-copy", **OTHER_SSEC)["Body"].read() == data
+    other_key = OTHER_SSEC["SSECustomerKey"]
+    shown = s3.get_object_attributes(  # boto3 encodes no SSE-C key for this operation
+        Bucket=bucket, Key="ssec-copy", ObjectAttributes=["ObjectSize"],
+        SSECustomerAlgorithm="AES256", SSECustomerKey=base64.b64encode(other_key).decode(),
+        SSECustomerKeyMD5=base64.b64encode(hashlib.md5(other_key).digest()).decode())
+    assert shown["ObjectSize"] == len(data)
     upload = s3.create_multipart_upload(Bucket=bucket, Key="ssec-mp", **SSEC)["UploadId"]
     for extra, status in (({}, 400), (OTHER_SSEC, 403)):
         with pytest.raises(ClientError) as caught:
