@@ -52,7 +52,8 @@ def test_sse_s3_honoured_on_put_copy_and_multipart(operation: str) -> None:
 
 @pytest.mark.parametrize("operation", ["PutObject", "GetObject", "HeadObject", "CopyObject",
                                        "CreateMultipartUpload", "UploadPart",
-                                       "UploadPartCopy"])
+                                       "UploadPartCopy", "CompleteMultipartUpload",
+                                       "GetObjectAttributes"])
 def test_sse_c_honoured_where_aws_takes_it(operation: str) -> None:
     names = [f"X-Amz-Server-Side-Encryption-Customer-{n}" for n in ("Algorithm", "Key", "Key-MD5")]
     if operation in ("CopyObject", "UploadPartCopy"):
