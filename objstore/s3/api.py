@@ -58,6 +58,7 @@ from objstore.http.shield import client_gone, shielded
 from objstore.http.site import Admitted, GatekeeperResource, ObjstoreRequest
 from objstore.iam.authorizer import Authorizer, bucket_arn, object_arn
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.params import part_number
 from objstore.s3.routes import RequestLine, parse_request_line
 from objstore.s3.unsupported import refuse_unsupported_headers
 
@@ -230,7 +231,9 @@ class S3Api:
         """An UploadPart body is written with its upload's stages (decided when the upload
         was created); its upload's checksum is then computed as it arrives (a staged body
         can not be read back). An unknown upload is NoSuchUpload before the body; a part
-        of an SSE-C upload must give the upload's key (400 without, 403 another one)."""
+        of an SSE-C upload must give the upload's key (400 without, 403 another one). The
+        part number is judged first, as UploadPart's handler does."""
+        part_number(line.query.get("partNumber"))
         upload = await self._services.multipart.upload(line.bucket, line.key,
                                                        line.query.get("uploadId", ""))
         plan = upload_plan(upload)
