@@ -99,8 +99,9 @@ class Objstore:
     """`twistd -n --pidfile= objstore --config ...` with SQLite and fsync on."""
 
     def __init__(self, workdir: Path, workers: int | None = None,
-                 limits: str = "") -> None:
+                 limits: str = "", extra: str = "") -> None:
         self.workdir = workdir
+        self.extra = extra  # more sections of the config, e.g. "[encryption]\nenabled = true\n"
         self.port = free_port()
         self.workers = workers  # None: the daemon's default (one per CPU)
         self.limits = limits  # lines of [server.limits], e.g. "rate_limit_per_second = 1e6"
@@ -123,7 +124,7 @@ class Objstore:
             f"{workers}"
             + (f"[server.limits]\n{self.limits}\n" if self.limits else "")
             + f'[storage]\ndata_dir = "{self.workdir / "data"}"\nmetadata_backend = "sqlite"\n'
-            "fsync = true\n"
+            "fsync = true\n" + self.extra
         )
         twistd = str(Path(sys.executable).with_name("twistd"))
         env = dict(os.environ, OBJSTORE_ROOT_ACCESS_KEY=ROOT_ACCESS_KEY,

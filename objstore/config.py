@@ -223,6 +223,9 @@ class Encryption:
     vault_key_name: str = "objstore"
     vault_mount: str = "transit"  # the transit engine's mount path
     vault_ca_file: str | None = None  # None: the system roots verify Vault's certificate
+    # SSE-C requests over plain HTTP (tests, a TLS-terminating proxy in front); AWS refuses
+    # them: the customer's key would cross the network in clear.
+    allow_ssec_over_http: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,6 +653,7 @@ _ENCRYPTION = _Section("encryption", Encryption, (
     _F("vault_key_name", _non_empty),
     _F("vault_mount", _non_empty),
     _F("vault_ca_file", _path(must_exist=True)),
+    _F("allow_ssec_over_http", _bool),
 ), finish=_finish_encryption)
 
 _OUTBOX = _Section("outbox", Outbox, (

@@ -437,7 +437,8 @@ def build_node(config: Config, reactor: Any = None, *,
                            clock, changes)
     root = RootResource(
         s3=S3Api(services, authenticator, rate_limits, space, write_gate,
-                 key_id=blobs.stages.key_id).resource(),
+                 key_id=blobs.stages.key_id,
+                 allow_ssec_over_http=config.encryption.allow_ssec_over_http).resource(),
         admin=admin.resource(),
         limits=config.server.limits,
         domains=config.server.domains,

@@ -21,17 +21,21 @@ from collections.abc import Mapping
 from objstore.meta.audit_queries import AuditRecord, Detail
 
 _SECRET_VALUE = re.compile(
-    r"(x-amz-signature|x-amz-security-token|signature|secret[a-z_-]*|token)=[^&\s;,]*",
+    r"(x-amz-signature|x-amz-security-token|signature|secret[a-z_-]*|token"
+    r"|[a-z-]*customer-key)[=:] ?[^&\s;,]*",
     re.IGNORECASE,
 )
-_SECRET_NAMES = ("secret", "signature", "authorization", "password", "token", "private")
+# An SSE-C key header (x-amz-[copy-source-]server-side-encryption-customer-key) counts as
+# secret by its name: a customer's key is never recorded.
+_SECRET_NAMES = ("secret", "signature", "authorization", "password", "token", "private",
+                 "customer-key", "customer_key")
 REDACTED = "REDACTED"
 MAX_TEXT = 2048  # a User-Agent or a detail longer than this is cut
 
 
 def redact_text(text: str) -> str:
     """`text` without the values of signature/secret/token query-style parameters."""
-    if "=" in text:
+    if "=" in text or ":" in text:
         text = _SECRET_VALUE.sub(lambda m: f"{m.group(1)}={REDACTED}", text)
     return text if len(text) <= MAX_TEXT else text[:MAX_TEXT]
 

@@ -40,6 +40,29 @@ class StagePlan:
 IDENTITY = StagePlan()
 
 
+def plan_document(plan: StagePlan) -> dict[str, Any]:
+    """The plan as JSON (a multipart upload keeps the plan its parts are written with)."""
+    return {"compression": plan.compression, "encryption": plan.encryption,
+            "key_id": plan.key_id, "compression_level": plan.compression_level}
+
+
+def plan_from_document(document: object) -> StagePlan:
+    """The plan `plan_document` wrote (identity for anything else: an upload made
+    before plans were recorded stores its parts as sent)."""
+    if not isinstance(document, dict):
+        return IDENTITY
+    values = {name: document.get(name) for name in
+              ("compression", "encryption", "key_id", "compression_level")}
+    if not all(isinstance(values[name], (str, type(None)))
+               for name in ("compression", "encryption", "key_id")):
+        return IDENTITY
+    level = values["compression_level"]
+    if not isinstance(level, (int, type(None))) or isinstance(level, bool):
+        level = None
+    plan = StagePlan(values["compression"], values["encryption"], values["key_id"], level)
+    return IDENTITY if plan.identity else plan
+
+
 class StagedRecord(Protocol):
     """What a record says about its stages (ObjectRecord has these fields)."""
 

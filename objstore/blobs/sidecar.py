@@ -66,4 +66,5 @@ def part_from_sidecar(blob_id: str, data: dict[str, Any]) -> PartRecord:
         upload_id=data["upload_id"], part_number=int(data["part_number"]), blob_id=blob_id,
         size=int(data["size"]), etag=data["etag"], last_modified=float(data["last_modified"]),
         checksums=dict(data.get("checksums") or {}),
+        encryption_params=dict(data.get("encryption_params") or {}),
     )

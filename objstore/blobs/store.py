@@ -65,6 +65,7 @@ from objstore.blobs.plan import plan_of
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
 from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
+from objstore.crypto.customer_key import CustomerKey
 from objstore.private_files import OWNER_ONLY_DIR, make_private_dir
 
 SIDECAR_SUFFIX = ".meta.json"
@@ -436,13 +437,14 @@ class BlobStore:
         """The blob's bytes (FileNotFoundError when it is missing); the caller closes it."""
         return BlobFile(blob_id, self.blob_path(blob_id))
 
-    def reader(self, segments: Sequence[Segment],
-               record: StagedObject | None = None) -> BlobReader:
+    def reader(self, segments: Sequence[Segment], record: StagedObject | None = None,
+               customer_key: CustomerKey | None = None) -> BlobReader:
         """A reader of the concatenation of `segments` (nothing is opened yet), seen
-        through the stages of `record` (the blob's own bytes without one)."""
+        through the stages of `record` (the blob's own bytes without one; an SSE-C
+        record's with the customer's key)."""
         if record is None:
             return BlobReader(segments, self.open_blob)
-        return BlobReader(segments, self.stages.opener(record, self.open_blob))
+        return BlobReader(segments, self.stages.opener(record, self.open_blob, customer_key))
 
     def blob_reader(self, blob_id: str, size: int | None = None) -> BlobReader:
         """A reader of a whole blob: `size` bytes (from its record), else as big as its
@@ -455,6 +457,7 @@ class BlobStore:
     def copy_segments(
         self, segments: Sequence[Segment], blob_id: str, sidecar: dict[str, Any], *,
         want_md5: bool, source: StagedObject | None = None, writer: BlobWriter | None = None,
+        source_key: CustomerKey | None = None,
     ) -> str | None:
         """Write the concatenation of `segments` (logical bytes of `source`) as a new
         durable blob with its sidecar. The kernel copies the bytes (copy_file_range) when
@@ -465,7 +468,7 @@ class BlobStore:
         staged = source is not None and not plan_of(source).identity
         if want_md5 or staged or writer is not None:
             md5 = self._copy_hashed(segments, blob_id, sidecar, source if staged else None,
-                                    writer)
+                                    writer, source_key)
             return md5 if want_md5 else None
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".copy"))
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -482,11 +485,11 @@ class BlobStore:
 
     def _copy_hashed(self, segments: Sequence[Segment], blob_id: str,
                      sidecar: dict[str, Any], source: StagedObject | None,
-                     writer: BlobWriter | None) -> str:
+                     writer: BlobWriter | None, source_key: CustomerKey | None = None) -> str:
         if writer is None:
             writer = self.stages.writer(self.tmp_dir, memory_limit=0)
         try:
-            with self.reader(segments, source) as reader:
+            with self.reader(segments, source, source_key) as reader:
                 for chunk in reader.chunks(COPY_CHUNK_BYTES):
                     writer.write(chunk)
             held = writer.detach()

@@ -28,8 +28,14 @@ copy:
   http/spool.py); `detach()` raises it, so a truncated body never becomes a blob.
 
 Write stages: with `stages`, each chunk passes through them after hashing and before it is
-kept, and the digests are computed inline (the spool file holds stored bytes, which are
-not what the client's digests describe); the body can then not be read back (`read_at`).
+kept (the spool file holds stored bytes, which are not what the client's digests
+describe); the body can then not be read back (`read_at`). A staged body up to
+`memory_limit` is hashed and staged inline; past it, given a `hash_runner`, the rest goes
+through an ordered pipeline on that pool (one job in flight per body, each taking every
+chunk queued meanwhile: hash, compress, encrypt, write), so a large encrypted upload does
+not take the reactor thread. While more than PIPELINE_HIGH_BYTES wait, `pressure(True)`
+asks the connection to stop reading (`pressure(False)` below PIPELINE_LOW_BYTES);
+`digests_ready()` fires once the pipeline has drained after `end()`.
 Writers are built by blobs/factory.py from a `StagePlan`, never directly: `stage_fields`
 gives the record fields that describe the stored bytes (None for the identity plan).
 
@@ -50,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from twisted.internet import defer
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from objstore.blobs.digests import FileDigest, first_error
 from objstore.blobs.files import unlink_quietly, write_all
@@ -62,11 +69,15 @@ if TYPE_CHECKING:
 
 log = Logger()
 
-# (bucket, key, version_id) -> the record fields that describe a staged blob
-Sealer = Callable[[str, str, str], dict[str, Any]]
+# (bucket, key, version_id[, part]) -> the record fields that describe a staged blob
+Sealer = Callable[..., dict[str, Any]]
 
 MEMORY_LIMIT_BYTES = 1024 * 1024
 READ_BACK_BYTES = 1024 * 1024
+# A staged body's pipeline (see the module docstring): bytes queued before the connection
+# is asked to pause, and below which it may read again.
+PIPELINE_HIGH_BYTES = 8 * 1024 * 1024
+PIPELINE_LOW_BYTES = 2 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +119,11 @@ class UploadedBody(Protocol):
         """Hand the bytes over for `BlobStore.commit` (reactor thread); once only."""
         ...
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
         """The record fields describing the stored bytes of the object `bucket`/`key`
-        `version_id` (encryption, compression); None for bytes stored as sent."""
+        `version_id` (encryption, compression); None for bytes stored as sent. `part`: the
+        blob id of a part of an upload (`version_id` is then the upload's id)."""
         ...
 
 
@@ -140,6 +153,7 @@ class BlobWriter:
         stages: Sequence[WriteStage] = (),
         sealer: Sealer | None = None,
         plan: StagePlan = IDENTITY,
+        pressure: Callable[[bool], None] | None = None,
     ) -> None:
         self._tmp_dir = tmp_dir
         self.plan = plan  # what the stages do (factory.py built them from it)
@@ -149,6 +163,18 @@ class BlobWriter:
         self._md5 = hashlib.md5()
         self._sha256 = hashlib.sha256() if want_sha256 else None
         self._hash_runner = hash_runner if not stages else None
+        # The staged pipeline (reactor-owned state; the pool job owns the digests, the
+        # stages and the spool while `_busy`).
+        self._pipe_runner = hash_runner if stages else None
+        self._pressure = pressure
+        self._piped = False
+        self._queue: list[bytes] = []
+        self._queued_bytes = 0
+        self._busy = False
+        self._paused = False
+        self._end_pending = False
+        self._release_after = False
+        self._drained: list[defer.Deferred[None]] = []
         self._offloaded: list[FileDigest] = []  # MD5 then SHA-256, once spilled
         self.checksummers = {alg: Checksummer(alg) for alg in checksum_algorithms}
         self._max_length = max_length
@@ -174,6 +200,10 @@ class BlobWriter:
             self.too_large = True
             self.discard()
             return
+        if self._piped or (self._pipe_runner is not None
+                           and self.length > self._memory_limit):
+            self._enqueue(data)
+            return
         if not self._offloaded:
             self._md5.update(data)
             if self._sha256 is not None:
@@ -183,6 +213,81 @@ class BlobWriter:
         if self._stages:
             data = apply_write_stages(self._stages, data)
         self._keep(data)
+
+    # -- the staged pipeline ------------------------------------------------------------
+    def _enqueue(self, data: bytes) -> None:
+        self._piped = True
+        self._queue.append(data)
+        self._queued_bytes += len(data)
+        if (self._pressure is not None and not self._paused
+                and self._queued_bytes > PIPELINE_HIGH_BYTES):
+            self._paused = True
+            self._pressure(True)
+        self._pump()
+
+    def _pump(self) -> None:
+        """(reactor) Start the next job unless one runs: every chunk queued, then the
+        stages' tail when the body has ended."""
+        if self._busy or not (self._queue or self._end_pending):
+            return
+        batch, self._queue = self._queue, []
+        finish, self._end_pending = self._end_pending, False
+        self._busy = True
+        assert self._pipe_runner is not None
+        done = self._pipe_runner.run(self._process, batch, finish)
+        done.addBoth(self._processed, sum(len(data) for data in batch))
+
+    def _process(self, batch: list[bytes], finish: bool) -> None:
+        """(pool thread, one at a time per body, in order) Hash, stage and keep."""
+        for data in batch:
+            if self._discarded:
+                return
+            self._md5.update(data)
+            if self._sha256 is not None:
+                self._sha256.update(data)
+            for summer in self.checksummers.values():
+                summer.update(data)
+            self._keep(apply_write_stages(self._stages, data))
+        if finish and not self._discarded:
+            tail = finish_write_stages(self._stages)
+            if tail:
+                self._keep(tail)
+
+    def _processed(self, result: object, batch_bytes: int) -> None:
+        """(reactor) A job ended: resume reading below the low mark, start the next job,
+        or tell whoever waits that the pipeline has drained."""
+        self._busy = False
+        if isinstance(result, Failure):
+            if self.error is None:
+                log.failure("a staged request body could not be written", result)
+                self.error = OSError(f"the body could not be staged: {result.value}")
+            self._discarded = True
+        self._queued_bytes -= batch_bytes
+        if self._paused and self._queued_bytes < PIPELINE_LOW_BYTES:
+            self._paused = False
+            if self._pressure is not None:
+                self._pressure(False)
+        if self._release_after:
+            self._release_after = False
+            self._release()
+        if not self._discarded and (self._queue or self._end_pending):
+            self._pump()
+            return
+        self._queue = []
+        waiting, self._drained = self._drained, []
+        for waiter in waiting:
+            waiter.callback(None)
+
+    @property
+    def _draining(self) -> bool:
+        return self._busy or bool(self._queue) or self._end_pending
+
+    def _after_drain(self) -> defer.Deferred[None]:
+        if not self._draining:
+            return defer.succeed(None)
+        waiter: defer.Deferred[None] = defer.Deferred()
+        self._drained.append(waiter)
+        return waiter
 
     def _keep(self, data: bytes) -> None:
         try:
@@ -227,6 +332,10 @@ class BlobWriter:
         if self._ended or self._discarded:
             return
         self._ended = True
+        if self._piped:  # the pipeline's last job gives the stages' tail
+            self._end_pending = True
+            self._pump()
+            return
         if self._stages:
             tail = finish_write_stages(self._stages)
             if tail:
@@ -236,6 +345,8 @@ class BlobWriter:
         """Fires when MD5 and SHA-256 of the whole body can be read (at once unless they
         are computed off-thread); call it once the body is complete. Fails when reading
         the spool file back failed."""
+        if self._piped:
+            return self._after_drain()
         if not self._offloaded or self._discarded:
             return defer.succeed(None)
         waits = [digest.finish(self.length) for digest in self._offloaded]
@@ -245,6 +356,10 @@ class BlobWriter:
     def flush_early(self) -> None:
         """Called once the body is complete: start writing a spilled body to the disk
         (see the module docstring). Errors are left to the commit's own fsync."""
+        if self._piped and self._draining:  # once the pipeline has written everything
+            self.end()
+            self._after_drain().addCallback(lambda _: self.flush_early())
+            return
         if (self._sync_runner is None or self._fd is None or self._discarded
                 or self.early_flush is not None):
             return
@@ -321,12 +436,13 @@ class BlobWriter:
             offset += len(chunk)
             yield chunk
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
         """(`UploadedBody`) None without stages; else the sealer's fields (a wrapped data
-        key is bound to the object it is given here)."""
+        key is bound to the object, or the upload's part, it is given here)."""
         if self._sealer is None:
             return None
-        return self._sealer(bucket, key, version_id)
+        return self._sealer(bucket, key, version_id, part)
 
     # -- hand-over and cleanup -----------------------------------------------------------
     def detach(self) -> HeldBody:
@@ -334,6 +450,8 @@ class BlobWriter:
         to the caller: the writer forgets it, so `close()` will not delete it. Raises the
         error that stopped the spool (`error`)."""
         self.end()
+        if self._piped and self._draining:
+            raise RuntimeError("a staged body is handed over once digests_ready() fired")
         if self.error is not None:
             raise self.error
         if self._buffer is not None:
@@ -346,8 +464,12 @@ class BlobWriter:
         return held
 
     def discard(self) -> None:
-        """Stop keeping bytes (a framing error, or over the size limit)."""
+        """Stop keeping bytes (a framing error, or over the size limit). While a pipeline
+        job runs, its files are released when it ends (it owns them until then)."""
         self._discarded = True
+        if self._busy:
+            self._release_after = True
+            return
         self._release()
 
     def _release(self) -> None:
@@ -367,4 +489,8 @@ class BlobWriter:
     def close(self) -> None:
         """Delete the spool (nothing to delete after `detach`)."""
         self._closed = True
+        if self._busy:
+            self._discarded = True
+            self._release_after = True
+            return
         self._release()

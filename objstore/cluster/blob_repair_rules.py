@@ -81,7 +81,7 @@ def part_sidecar(record: ObjectRecord, part: PartRef) -> dict[str, Any]:
     """The sidecar of a repaired part of a completed composite: kind "part" like an
     uploaded part's, without an upload id (its upload is complete: `recover` only
     reopens the parts of open uploads, and the composite's row references the blob)."""
-    return {
+    found = {
         "kind": "part",
         "bucket": record.bucket,
         "key": record.key,
@@ -91,6 +91,9 @@ def part_sidecar(record: ObjectRecord, part: PartRef) -> dict[str, Any]:
         "checksums": dict(part.checksums),
         "last_modified": record.last_modified,
     }
+    if part.encryption_params:
+        found["encryption_params"] = dict(part.encryption_params)
+    return found
 
 
 def expected_blobs(record: ObjectRecord) -> list[ExpectedBlob]:

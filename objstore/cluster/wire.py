@@ -103,6 +103,8 @@ def _part(name: str, value: object) -> PartRef:
             size=_int(f"{name}.size", document["size"]),
             etag=_str(f"{name}.etag", document["etag"]),
             checksums=_strings(f"{name}.checksums", document.get("checksums", {})),
+            encryption_params=_object(f"{name}.encryption_params",
+                                      document.get("encryption_params", {})),
         )
     except KeyError as missing:
         raise WireError(f"{name} lacks {missing.args[0]}") from None

@@ -64,6 +64,13 @@ def key_context(bucket: str, key: str, version_id: str) -> bytes:
                       for part in (bucket, key, version_id))
 
 
+def part_context(bucket: str, key: str, holder: str, blob_id: str) -> bytes:
+    """What the data key of one part of a composite object is bound to: the upload
+    (`holder` its upload id) while the upload is open, the object version (`holder` its
+    version id) once completed, and the part's own blob in both."""
+    return key_context(bucket, key, holder) + b"\0part\0" + blob_id.encode("ascii")
+
+
 class KeySealer(Protocol):
     """How a key version is written in the file: `local` writes it as hex, `vault` seals
     it with the transit engine. `prefix`: the key ids' provider part."""

@@ -35,10 +35,18 @@ from typing import TYPE_CHECKING, Any
 from twisted.logger import Logger
 
 from objstore.blobs import checksum_combine as combine
+from objstore.blobs.plan import IDENTITY, StagePlan, plan_document, plan_from_document
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import UploadedBody
+from objstore.crypto.customer_key import (
+    NO_COPY_KEYS,
+    SSE_C,
+    CopyKeys,
+    CustomerKey,
+    etag_of,
+)
 from objstore.engine import lock_rules
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
@@ -163,13 +171,22 @@ class MultipartService:
     # -- create, look up, abort ------------------------------------------------------
     async def create(
         self, caller: Caller, bucket_name: str, key: str, attrs: ObjectAttrs,
-        mode: ChecksumMode,
+        mode: ChecksumMode, plan: StagePlan = IDENTITY,
+        customer_key: CustomerKey | None = None,
     ) -> UploadRecord:
+        """Open an upload; `plan`: the stages every part is written with (decided from the
+        request and the bucket's settings now, kept on the upload); an SSE-C upload keeps
+        a verifier of the customer's key (never the key), which every part must match."""
         check_key(key)
         bucket = await self._bucket(bucket_name)
         extra = await self._lock_extra(bucket, attrs.lock)
         if mode.type:
             extra["checksum_type"] = mode.type
+        if not plan.identity:
+            extra[STAGE_PLAN_EXTRA] = plan_document(plan)
+        if plan.encryption == SSE_C:
+            assert customer_key is not None
+            extra[SSEC_EXTRA] = customer_key.verifier()
         upload = UploadRecord(
             upload_id=self._upload_ids(), bucket=bucket_name, key=key,
             initiated_at=self._clock(), owner_id=caller.principal.user_id,
@@ -251,20 +268,27 @@ class MultipartService:
         checksums = dict(claimed)
         if mode.algorithm is not None and mode.algorithm not in checksums:
             checksums[mode.algorithm] = await self._io.run(body.checksum, mode.algorithm)
+        blob_id = new_blob_id()
+        staged = body.stage_fields(upload.bucket, upload.key, upload.upload_id, blob_id)
+        if (staged is not None) != (not upload_plan(upload).identity):
+            # The body's stages were decided at admission from this upload's record.
+            raise S3Error("InternalError", "The part was not written with its upload's "
+                          "stages; retry the request.")
         part = PartRecord(
-            upload_id=upload.upload_id, part_number=part_number, blob_id=new_blob_id(),
-            size=body.length, etag=body.md5_hex, last_modified=self._clock(),
-            checksums=checksums,
+            upload_id=upload.upload_id, part_number=part_number, blob_id=blob_id,
+            size=body.length, etag=_part_etag(body.md5_hex, staged), last_modified=self._clock(),
+            checksums=checksums, encryption_params=_part_key_params(staged),
         )
         await self._files.store(body, part.blob_id, part_sidecar(upload, part))
         return await self._commit_part(caller, upload, part)
 
     async def copy_part(
         self, caller: Caller, upload: UploadRecord, part_number: int, source: ObjectRecord,
-        span: tuple[int, int] | None,
+        span: tuple[int, int] | None, keys: CopyKeys = NO_COPY_KEYS,
     ) -> PartRecord:
         """UploadPartCopy: bytes `span` (start, length; None = all) of `source` become a
-        new part blob, copied on the IO pool and hashed once while copied."""
+        new part blob, copied on the IO pool and hashed once while copied. `keys`: the
+        customer keys of an SSE-C source or upload (checked by the caller)."""
         start, length = span if span is not None else (0, source.size)
         if length > MAX_COPY_PART_BYTES:
             raise S3Error("InvalidRequest", "The specified copy source is larger than the "
@@ -276,33 +300,50 @@ class MultipartService:
         )
         segments = plan_segments(source, start, length)
         try:
-            part = await self._io.run(self._copy_part_blob, segments, upload, part, source)
+            part = await self._io.run(self._copy_part_blob, segments, upload, part, source,
+                                      keys)
         except FileNotFoundError:
             if not await repair_after_missing(self._meta, self._repair, source):
                 raise _source_changed(source) from None
             try:
-                part = await self._io.run(self._copy_part_blob, segments, upload, part, source)
+                part = await self._io.run(self._copy_part_blob, segments, upload, part, source,
+                                          keys)
             except FileNotFoundError:
                 raise _source_changed(source) from None
         return await self._commit_part(caller, upload, part)
 
     def _copy_part_blob(
         self, segments: list[Segment], upload: UploadRecord, part: PartRecord,
-        source: ObjectRecord,
+        source: ObjectRecord, keys: CopyKeys = NO_COPY_KEYS,
     ) -> PartRecord:
         """(IO thread) Copy, then rewrite the sidecar with the ETag (and the upload's
-        checksum) learnt from the copied bytes."""
-        md5 = self._blobs.copy_segments(segments, part.blob_id, part_sidecar(upload, part),
-                                        want_md5=True, source=source)
-        assert md5 is not None
-        checksums: dict[str, str] = {}
+        checksum) learnt from the copied bytes. A part of a staged upload passes through
+        the upload's stages (its checksum is computed on the way: the stored bytes are
+        not the client's)."""
+        plan = upload_plan(upload)
         algorithm = upload.checksum_algorithm
+        writer = None
+        staged = None
+        if not plan.identity:
+            writer = self._blobs.stages.writer(
+                self._blobs.tmp_dir, plan, memory_limit=0, customer_key=keys.destination,
+                checksum_algorithms=() if algorithm is None else (algorithm,))
+            staged = writer.stage_fields(upload.bucket, upload.key, upload.upload_id,
+                                         part.blob_id)
+            part = replace(part, encryption_params=_part_key_params(staged))
+        md5 = self._blobs.copy_segments(segments, part.blob_id, part_sidecar(upload, part),
+                                        want_md5=True, source=source, writer=writer,
+                                        source_key=keys.source)
+        assert md5 is not None
+        md5 = _part_etag(md5, staged)
+        checksums: dict[str, str] = {}
         try:
-            if algorithm is not None:
+            if algorithm is not None and writer is not None:
+                checksums[algorithm] = writer.checksum(algorithm)
+            elif algorithm is not None:
                 checksums[algorithm] = combine.blob_checksum(self._blobs, part.blob_id,
                                                              algorithm, part.size)
-            done = PartRecord(part.upload_id, part.part_number, part.blob_id, part.size, md5,
-                              part.last_modified, checksums)
+            done = replace(part, etag=md5, checksums=checksums)
             self._blobs.write_sidecar(part.blob_id, part_sidecar(upload, done))
         except BaseException:
             self._blobs.delete(part.blob_id)
@@ -424,6 +465,11 @@ class MultipartService:
         record = composite_record(upload, parts, version_id=version_id, blob_id=blob_id,
                                   now=self._clock(), checksums=checksums,
                                   checksum_type=mode.type)
+        plan = upload_plan(upload)
+        if not plan.identity:  # the upload's stages; part keys bound to the version now
+            record = replace(record, **self._blobs.stages.composite_fields(
+                plan, upload.bucket, upload.key, upload.upload_id, version_id, record.parts,
+                upload.extra.get(SSEC_EXTRA)))
         record = lock_rules.with_lock(record, lock_rules.LockRequest.from_extra(upload.extra),
                                       lock_config, record.last_modified)
         await self._files.store_sidecar(blob_id, record_to_sidecar(record))
@@ -559,6 +605,29 @@ def _add_uploads(
     return cursor, False
 
 
+STAGE_PLAN_EXTRA = "stage_plan"  # upload.extra: the plan its parts are written with
+SSEC_EXTRA = "ssec"  # upload.extra: the verifier of an SSE-C upload's customer key
+
+
+def _part_etag(md5_hex: str, staged: dict[str, Any] | None) -> str:
+    """A part's ETag: the MD5 of its bytes, but for SSE-C (not an MD5, as on AWS)."""
+    if staged and staged.get("encryption_algorithm") == SSE_C:
+        return etag_of(md5_hex, staged["encryption_params"])
+    return md5_hex
+
+
+def upload_plan(upload: UploadRecord) -> StagePlan:
+    """The stages every part of `upload` is written with (identity: stored as sent)."""
+    return plan_from_document(upload.extra.get(STAGE_PLAN_EXTRA))
+
+
+def _part_key_params(staged: dict[str, Any] | None) -> dict[str, Any]:
+    """What a part's row keeps of its writer's stage fields: its wrapped data key."""
+    if not staged or not staged.get("encryption_params"):
+        return {}
+    return {**staged["encryption_params"], "key_id": staged["encryption_key_id"]}
+
+
 def _source_changed(source: ObjectRecord) -> S3Error:
     return S3Error("NoSuchKey", "The copy source changed while it was copied.",
                    Key=source.key)
@@ -580,5 +649,7 @@ __all__ = [
     "CompletionClaims",
     "MultipartService",
     "RequestedPart",
+    "SSEC_EXTRA",
     "UploadListing",
+    "upload_plan",
 ]

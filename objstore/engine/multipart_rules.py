@@ -188,14 +188,16 @@ def composite_record(
         checksum_type=checksum_type if checksums else None,
         tags=dict(upload.tags),
         parts=tuple(
-            PartRef(p.part_number, p.blob_id, p.size, p.etag, dict(p.checksums)) for p in parts
+            PartRef(p.part_number, p.blob_id, p.size, p.etag, dict(p.checksums),
+                    dict(p.encryption_params)) for p in parts
         ),
     )
 
 
 def part_sidecar(upload: UploadRecord, part: PartRecord) -> dict[str, Any]:
-    """The sidecar of a part blob: enough to tell what the blob is and to rebuild its row."""
-    return {
+    """The sidecar of a part blob: enough to tell what the blob is and to rebuild its row
+    (its wrapped data key too: a part of an encrypted upload can not be read without)."""
+    found = {
         "kind": "part",
         "bucket": upload.bucket,
         "key": upload.key,
@@ -206,6 +208,9 @@ def part_sidecar(upload: UploadRecord, part: PartRecord) -> dict[str, Any]:
         "checksums": dict(part.checksums),
         "last_modified": part.last_modified,
     }
+    if part.encryption_params:
+        found["encryption_params"] = dict(part.encryption_params)
+    return found
 
 
 def part_checksum_mismatch(mode: ChecksumMode, claimed: dict[str, str]) -> str | None:

@@ -32,6 +32,13 @@ from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
 from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
 from objstore.blobs.writer import UploadedBody
+from objstore.crypto.customer_key import (
+    NO_COPY_KEYS,
+    SSE_C,
+    CopyKeys,
+    CustomerKey,
+    etag_of,
+)
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
@@ -278,7 +285,7 @@ class ObjectService:
         record = await self._prepare_version(bucket, record, attrs, integrity)
         staged = body.stage_fields(record.bucket, record.key, record.version_id)
         if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
-            record = replace(record, **staged)
+            record = with_stage_fields(record, staged)
         assert record.blob_id is not None
         await self._files.store(body, record.blob_id, record_to_sidecar(record))
         return await self._commit(caller, record, precondition)
@@ -366,8 +373,10 @@ class ObjectService:
         attrs: ObjectAttrs,
         precondition: WritePrecondition | None = None,
         plan: StagePlan = IDENTITY,
+        keys: CopyKeys = NO_COPY_KEYS,
     ) -> ObjectRecord:
-        """Copy the bytes of `source` into a new object, on the IO pool. A plain source is
+        """Copy the bytes of `source` into a new object, on the IO pool. `keys`: the
+        customer keys of an SSE-C source or destination (checked by the caller). A plain source is
         copied by the kernel and keeps its ETag; a composite (multipart) source becomes a
         plain object whose ETag is the MD5 of its bytes. Full-object checksums describe the
         bytes and travel with them; composite checksums (of parts) do not. `plan`: the
@@ -381,17 +390,19 @@ class ObjectService:
                           f"maximum allowable size for a copy source: {MAX_COPY_SOURCE_BYTES}")
         self._gate.check_write(source.size)
         checksums = {} if source.checksum_type == "COMPOSITE" else dict(source.checksums)
-        etag = "" if source.parts else source.etag
+        # An SSE-C source's ETag is not the MD5 of its bytes: learnt while copying.
+        etag = "" if source.parts or source.encryption_algorithm == SSE_C else source.etag
         record = self._new_record(caller, bucket, key, source.size, etag, attrs, checksums)
         record = await self._prepare_version(bucket, record, attrs, True)
         segments = plan_segments(source, 0, source.size)
         try:
-            record = await self._io.run(self._copy_blob, segments, record, source, plan)
+            record = await self._io.run(self._copy_blob, segments, record, source, plan, keys)
         except FileNotFoundError:
             if not await self.repaired(source):
                 raise SourceChanged(source) from None
             try:
-                record = await self._io.run(self._copy_blob, segments, record, source, plan)
+                record = await self._io.run(self._copy_blob, segments, record, source, plan,
+                                            keys)
             except FileNotFoundError:
                 raise SourceChanged(source) from None
         return await self._commit(caller, record, precondition)
@@ -402,39 +413,46 @@ class ObjectService:
         return self._blobs.stages.key_id
 
     def copy_plan(self, headers: Mapping[str, str],
-                  bucket: BucketStageSettings = NO_BUCKET_STAGES) -> StagePlan:
+                  bucket: BucketStageSettings = NO_BUCKET_STAGES,
+                  customer: bool = False) -> StagePlan:
         """The stages of a CopyObject's destination, from its headers (lower-case names)
-        and the destination bucket's settings."""
+        and the destination bucket's settings; `customer`: an SSE-C destination."""
         return decide_stage_plan("CopyObject", headers, bucket,
-                                 key_id=self._blobs.stages.key_id)
+                                 key_id=self._blobs.stages.key_id, customer=customer)
 
     def _copy_blob(self, segments: list[Segment], record: ObjectRecord,
-                   source: ObjectRecord, plan: StagePlan) -> ObjectRecord:
+                   source: ObjectRecord, plan: StagePlan,
+                   keys: CopyKeys = NO_COPY_KEYS) -> ObjectRecord:
         """(IO thread) The new blob and its sidecar, durable. Without a known ETag the bytes
         are hashed while copied, under a provisional sidecar that `recover` ignores (a
         crash leaves an orphan for `check --repair`, never an object with a wrong ETag);
         the real sidecar replaces it before the row can be committed."""
         assert record.blob_id is not None
-        if not plan.identity and plan == plan_of(source) and not source.parts:
+        if (not plan.identity and not source.parts
+                and replace(plan, compression_level=None) == plan_of(source)):
             rewrapped = self._copy_rewrapped(segments, record, source)
             if rewrapped is not None:
                 return rewrapped
         writer = None
         if not plan.identity:
-            writer = self._blobs.stages.writer(self._blobs.tmp_dir, plan, memory_limit=0)
+            writer = self._blobs.stages.writer(self._blobs.tmp_dir, plan, memory_limit=0,
+                                               customer_key=keys.destination)
             staged = writer.stage_fields(record.bucket, record.key, record.version_id)
-            record = replace(record, **(staged or {}))
+            if record.etag:
+                record = with_stage_fields(record, staged or {})
+            else:  # the ETag is learnt while copying
+                record = replace(record, **(staged or {}))
         assert record.blob_id is not None
         sidecar = record_to_sidecar(record)
         want_md5 = not record.etag
         if want_md5:
             sidecar["kind"] = PROVISIONAL_SIDECAR_KIND
         md5 = self._blobs.copy_segments(segments, record.blob_id, sidecar, want_md5=want_md5,
-                                        source=source, writer=writer)
+                                        source=source, writer=writer, source_key=keys.source)
         if md5 is None:
             return record
         blob_id = record.blob_id
-        record = replace(record, etag=md5)
+        record = with_stage_fields(record, {"etag": md5})
         try:
             self._blobs.write_sidecar(blob_id, record_to_sidecar(record))
         except BaseException:
@@ -445,8 +463,9 @@ class ObjectService:
     def _copy_rewrapped(self, segments: list[Segment], record: ObjectRecord,
                         source: ObjectRecord) -> ObjectRecord | None:
         """(IO thread) A whole-object copy between equal plans (SSE-S3 under the same
-        master key): the stored bytes copied by the kernel, the source's data key wrapped
-        again for the copy. None when the plan does not allow it."""
+        master key, compressed or not; compressed only): the stored bytes copied by the
+        kernel, the source's data key wrapped again for the copy (a copy onto itself with
+        new metadata rewrites no byte). None when the plan does not allow it."""
         fields = self._blobs.stages.rewrapped(source, record.bucket, record.key,
                                               record.version_id)
         if fields is None or source.blob_id is None or record.blob_id is None:
@@ -456,7 +475,14 @@ class ObjectService:
             return None
         blob_id = record.blob_id
         record = replace(record, **fields)
-        stored = [Segment(source.blob_id, 0, self._blobs.stages.stored_size(source))]
+        if source.compression is None:
+            size = self._blobs.stages.stored_size(source)
+        else:  # a compressed blob's stored length is its file's
+            found = self._blobs.blob_size(source.blob_id)
+            if found is None:
+                raise FileNotFoundError(source.blob_id)
+            size = found
+        stored = [Segment(source.blob_id, 0, size)]
         self._blobs.copy_segments(stored, blob_id, record_to_sidecar(record), want_md5=False)
         return record
 
@@ -477,38 +503,41 @@ class ObjectService:
         return bucket, await find_version(self._meta, bucket_name, key, version_id,
                                           cached=not fresh)
 
-    def reader(self, record: ObjectRecord, start: int = 0,
-               length: int | None = None) -> BlobReader:
+    def reader(self, record: ObjectRecord, start: int = 0, length: int | None = None,
+               customer_key: CustomerKey | None = None) -> BlobReader:
         """A reader of bytes [start, start + length) of the object (all of it by default);
-        nothing is opened yet."""
+        nothing is opened yet. `customer_key`: an SSE-C object's, checked by the caller."""
         if length is None:
             length = record.size - start
-        return self._blobs.reader(plan_segments(record, start, length), record)
+        return self._blobs.reader(plan_segments(record, start, length), record, customer_key)
 
-    async def read_bytes(self, record: ObjectRecord, start: int, length: int) -> bytes:
+    async def read_bytes(self, record: ObjectRecord, start: int, length: int,
+                         customer_key: CustomerKey | None = None) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
         calling (reactor) thread, like the small GETs they serve: the data is normally in
         the page cache, and a pool round trip would cost more than the read itself. Larger
         slices are read on the IO pool. Raises VersionVanished when a write replaced or
         removed the version since it was looked up."""
         try:
-            return await self._read_all(record, start, length)
+            return await self._read_all(record, start, length, customer_key)
         except FileNotFoundError:
             pass
         if not await self.repaired(record):
             raise await self._vanished(record)
         try:
-            return await self._read_all(record, start, length)
+            return await self._read_all(record, start, length, customer_key)
         except FileNotFoundError:
             raise await self._vanished(record) from None
 
-    async def _read_all(self, record: ObjectRecord, start: int, length: int) -> bytes:
-        reader = self.reader(record, start, length)
+    async def _read_all(self, record: ObjectRecord, start: int, length: int,
+                        customer_key: CustomerKey | None = None) -> bytes:
+        reader = self.reader(record, start, length, customer_key)
         if length <= INLINE_READ_BYTES:
             return reader.read_all()
         return await self._io.run(reader.read_all)
 
-    async def stream(self, record: ObjectRecord, start: int, length: int) -> ChunkStream:
+    async def stream(self, record: ObjectRecord, start: int, length: int,
+                     customer_key: CustomerKey | None = None) -> ChunkStream:
         """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
         response. Its blobs are held before the answer starts, so a delete that commits
         after this point no longer takes the bytes away: the first blob is opened now, on
@@ -523,19 +552,20 @@ class ObjectService:
             if not await self._io.run(self._all_present, ids):
                 await self.repaired(record)
         try:
-            return await self._open_stream(record, segments, several)
+            return await self._open_stream(record, segments, several, customer_key)
         except FileNotFoundError:
             pass
         if not await self.repaired(record):
             raise await self._vanished(record)
         try:
-            return await self._open_stream(record, segments, several)
+            return await self._open_stream(record, segments, several, customer_key)
         except FileNotFoundError:
             raise await self._vanished(record) from None
 
     async def _open_stream(self, record: ObjectRecord, segments: list[Segment],
-                           several: bool) -> ChunkStream:
-        reader = self._blobs.reader(segments, record)
+                           several: bool, customer_key: CustomerKey | None = None
+                           ) -> ChunkStream:
+        reader = self._blobs.reader(segments, record, customer_key)
         pin: PartsPin | None = None
         try:
             if several:
@@ -698,6 +728,15 @@ def _missing_blob(record: ObjectRecord) -> S3Error:
         blob_id=record.blob_id, bucket=record.bucket, key=record.key,
     )
     return S3Error("InternalError", "The object's data is not available on this node.")
+
+
+def with_stage_fields(record: ObjectRecord, fields: Mapping[str, Any]) -> ObjectRecord:
+    """`record` with a writer's stage fields (blobs/plan.py) and, for SSE-C, the ETag AWS
+    gives such an object (not the MD5 of its bytes: crypto/customer_key.py)."""
+    record = replace(record, **fields)
+    if record.encryption_algorithm == SSE_C:
+        record = replace(record, etag=etag_of(record.etag, record.encryption_params))
+    return record
 
 
 def precondition_error(reason: str, key: str) -> S3Error:

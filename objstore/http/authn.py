@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 
 from objstore.audit.context import note_access_key, note_user
 from objstore.blobs.plan import IDENTITY, StagePlan
+from objstore.crypto.customer_key import CustomerKey
 from objstore.errors import S3Error
 from objstore.http import post_policy, sigv2, sigv4
 from objstore.http.checksum_headers import PREFIX, claimed_algorithm, is_checksum_claim
@@ -51,6 +52,11 @@ class VerifiedHeaders:
     stage_plan: StagePlan = IDENTITY
     # "AWS4-HMAC-SHA256" or "AWS" (SigV2), as the s3:signatureversion condition key reads.
     signature_version: str = sigv4.ALGORITHM
+    # Checksums the body's sink computes although the client claimed none (a staged
+    # multipart part's upload checksum: a staged body can not be read back).
+    body_checksums: tuple[str, ...] = ()
+    # An SSE-C request's key (crypto/customer_key.py): memory only, never printed.
+    customer_key: CustomerKey | None = field(default=None, repr=False)
 
     @property
     def hash_body(self) -> bool:

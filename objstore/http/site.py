@@ -15,7 +15,7 @@ The connection itself (limits and deadlines of a request's head) is `http/channe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from twisted.internet import defer
@@ -31,6 +31,7 @@ from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.checksums import CHECKSUM_ALGORITHMS
 from objstore.config import ServerLimits
+from objstore.crypto.customer_key import CustomerKey
 from objstore.errors import S3Error
 from objstore.http import sigv4
 from objstore.http.channel import (
@@ -216,10 +217,11 @@ class ObjstoreRequest(server.Request):
             return
         held = self.content
         assert isinstance(held, _HeldBody)
-        self.content = self.objstore_site.open_spool(self, self.body_length,
-                                                     hash_body=admitted.hash_body,
-                                                     plan=stage_plan_of(admitted),
-                                                     form=form_decoder_of(admitted))
+        self.content = self.objstore_site.open_spool(
+            self, self.body_length, hash_body=admitted.hash_body,
+            plan=stage_plan_of(admitted), form=form_decoder_of(admitted),
+            checksums=getattr(admitted, "body_checksums", ()),
+            customer_key=getattr(admitted, "customer_key", None))
         for chunk in held.chunks:
             self.content.write(chunk)
         if self._held:
@@ -491,18 +493,22 @@ class ObjstoreSite(server.Site):
 
     # -- body sink -------------------------------------------------------------------
     def open_spool(self, request: ObjstoreRequest, length: int | None, *, hash_body: bool,
-                   plan: StagePlan = IDENTITY, form: FormDecoder | None = None) -> BodySpool:
+                   plan: StagePlan = IDENTITY, form: FormDecoder | None = None,
+                   checksums: Sequence[str] = (),
+                   customer_key: CustomerKey | None = None) -> BodySpool:
         """The body's sink: `hash_body` computes its SHA-256 even without a claimed one;
         `plan`: its stages (the admission's decision; identity before one); `form`: the
         decoder of a form upload's body (only its file part is kept, with every checksum
-        a form field may claim)."""
+        a form field may claim); `checksums`: algorithms computed although not claimed."""
         get = request.header
         max_body = self.limits.max_body_size
         content_sha256 = get("x-amz-content-sha256") or ""
         decoder: sigv4.AwsChunkedDecoder | FormDecoder | None = form
         if form is None and content_sha256 in _STREAMING:
             decoder = sigv4.AwsChunkedDecoder(content_sha256, max_decoded_length=max_body)
-        algorithms = CHECKSUM_ALGORITHMS if form is not None else _requested_checksums(request)
+        algorithms = (list(CHECKSUM_ALGORITHMS) if form is not None
+                      else _requested_checksums(request))
+        algorithms += [name for name in checksums if name not in algorithms]
         if size_hint(length, _decoded_length(request)) > LARGE_BODY_BYTES:
             _read_in_large_blocks(request, True)
         spool = BodySpool(
@@ -515,6 +521,9 @@ class ObjstoreSite(server.Site):
             sync_runner=self.sync_runner,
             stages=self.blob_stages,
             plan=plan,
+            customer_key=customer_key,
+            # A staged body's pipeline lagging behind the network pauses the connection.
+            pressure=lambda paused: pause_reading(request, paused),
         )
         request.spool = spool
         return spool

@@ -18,7 +18,7 @@ verifies a signature itself and never blocks.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
@@ -26,6 +26,7 @@ from twisted.internet import defer
 from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, HeldBody
+from objstore.crypto.customer_key import CustomerKey
 from objstore.errors import S3Error, s3_error_of
 from objstore.http.form_data import FormDecoder
 from objstore.http.sigv4 import AwsChunkedDecoder, SigV4Error
@@ -52,6 +53,8 @@ class BodySpool:
         sync_runner: Runner | None = None,
         stages: BlobStages | None = None,
         plan: StagePlan = IDENTITY,
+        customer_key: CustomerKey | None = None,
+        pressure: Callable[[bool], None] | None = None,
     ) -> None:
         self.decoder = decoder
         self._tmp_dir = tmp_dir
@@ -59,21 +62,30 @@ class BodySpool:
         self._options: dict[str, Any] = dict(
             want_sha256=want_sha256, checksum_algorithms=tuple(checksum_algorithms),
             max_length=max_length, memory_limit=memory_limit, hash_runner=hash_runner,
-            sync_runner=sync_runner)
-        self.writer: BlobWriter = self._stages.writer(tmp_dir, plan, **self._options)
+            sync_runner=sync_runner, pressure=pressure)
+        self._customer_key = customer_key  # an SSE-C body's key (memory only)
+        self.writer: BlobWriter = self._stages.writer(tmp_dir, plan, customer_key=customer_key,
+                                                      **self._options)
         # A framing error seen while streaming, or why the body could not be kept.
         self.error: SigV4Error | S3Error | None = None
         self._read_pos = 0
 
-    def restage(self, plan: StagePlan) -> None:
-        """Write under `plan` instead: only for a spool that received nothing (an empty
-        body is admitted when it is processed, after its spool was opened)."""
-        if plan == self.writer.plan:
+    def restage(self, plan: StagePlan, customer_key: CustomerKey | None = None,
+                checksums: Iterable[str] = ()) -> None:
+        """Write under `plan` instead (with `checksums` computed too: a staged body can not
+        be read back): only for a spool that received nothing (an empty body is admitted
+        when it is processed, after its spool was opened)."""
+        if plan == self.writer.plan and customer_key is self._customer_key:
             return
         if self.writer.length:
             raise RuntimeError("a spool that holds bytes can not change its stages")
         self.writer.close()
-        self.writer = self._stages.writer(self._tmp_dir, plan, **self._options)
+        self._customer_key = customer_key
+        known = self._options["checksum_algorithms"]
+        self._options["checksum_algorithms"] = (
+            *known, *(name for name in checksums if name not in known))
+        self.writer = self._stages.writer(self._tmp_dir, plan, customer_key=customer_key,
+                                          **self._options)
 
     # -- the write side (reactor thread, as bytes arrive) -------------------------------
     def write(self, data: bytes) -> None:
@@ -182,5 +194,6 @@ class BodySpool:
     def detach(self) -> HeldBody:
         return self.writer.detach()
 
-    def stage_fields(self, bucket: str, key: str, version_id: str) -> dict[str, Any] | None:
-        return self.writer.stage_fields(bucket, key, version_id)
+    def stage_fields(self, bucket: str, key: str, version_id: str,
+                     part: str | None = None) -> dict[str, Any] | None:
+        return self.writer.stage_fields(bucket, key, version_id, part)

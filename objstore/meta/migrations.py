@@ -102,6 +102,12 @@ def _add_outbox(conn: Connection) -> None:
     schema.outbox_cursors.create(conn, checkfirst=True)
 
 
+def _add_part_encryption(conn: Connection) -> None:
+    """Version 8: multipart_parts.encryption_params (each part of an encrypted upload has
+    its own wrapped data key; existing rows NULL: parts stored as sent)."""
+    _add_column(conn, schema.multipart_parts.c.encryption_params)
+
+
 def _add_notification_events(conn: Connection) -> None:
     """Version 10: the notification_events table (bucket notification deliveries)."""
     schema.notification_events.create(conn, checkfirst=True)
@@ -120,6 +126,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "object tags stamp", _add_tags_updated_at),
     Migration(6, "maintenance jobs", _add_maintenance_jobs),
     Migration(7, "durable outbox", _add_outbox),
+    Migration(8, "part encryption parameters", _add_part_encryption),
     Migration(9, "maintenance job runner", _add_job_runner),
     Migration(10, "notification events", _add_notification_events),
     Migration(11, "replication journal", _add_replication_journal),

@@ -22,6 +22,9 @@ class PartRef:
     size: int
     etag: str
     checksums: dict[str, str] = field(default_factory=dict)
+    # The part's own wrapped data key (an encrypted composite: blobs/factory.py); empty
+    # for a part stored as sent or only compressed.
+    encryption_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,9 @@ class PartRecord:
     etag: str
     last_modified: float
     checksums: dict[str, str] = field(default_factory=dict)
+    # The part's wrapped data key, bound to its upload (blobs/factory.py); empty unless
+    # the upload is encrypted.
+    encryption_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -191,6 +191,8 @@ multipart_parts = sa.Table(
     sa.Column("etag", sa.Text, nullable=False),
     sa.Column("last_modified", Timestamp, nullable=False),
     sa.Column("checksums", sa.Text, nullable=False),
+    # The part's wrapped data key (JSON) when its upload is encrypted; NULL otherwise.
+    sa.Column("encryption_params", sa.Text, nullable=True),
 )
 
 # Uploads completed lately, so that a retried CompleteMultipartUpload (a client that timed
@@ -561,13 +563,16 @@ def object_values(record: ObjectRecord) -> dict[str, Any]:
 
 
 def part_ref_dict(part: PartRef) -> dict[str, Any]:
-    return {
+    found = {
         "part_number": part.part_number,
         "blob_id": part.blob_id,
         "size": part.size,
         "etag": part.etag,
         "checksums": part.checksums,
     }
+    if part.encryption_params:  # only an encrypted composite's parts have one
+        found["encryption_params"] = part.encryption_params
+    return found
 
 
 def part_refs(text: str | None) -> tuple[PartRef, ...]:
@@ -580,6 +585,7 @@ def part_refs(text: str | None) -> tuple[PartRef, ...]:
             size=int(p["size"]),
             etag=str(p["etag"]),
             checksums=dict(p.get("checksums") or {}),
+            encryption_params=dict(p.get("encryption_params") or {}),
         )
         for p in json.loads(text)
     )
@@ -679,6 +685,7 @@ def part_record(row: Mapping[Any, Any]) -> PartRecord:
         etag=row["etag"],
         last_modified=float(row["last_modified"]),
         checksums=loads_dict(row["checksums"]),
+        encryption_params=loads_dict(row.get("encryption_params")),
     )
 
 

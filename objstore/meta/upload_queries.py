@@ -125,6 +125,8 @@ def put_part(db: Database, part: PartRecord) -> str | None:
         "etag": part.etag,
         "last_modified": part.last_modified,
         "checksums": schema.dumps_json(part.checksums),
+        "encryption_params": (schema.dumps_json(part.encryption_params)
+                              if part.encryption_params else None),
     }
     where_part = sa.and_(_p.c.upload_id == part.upload_id, _p.c.part_number == part.part_number)
     with write_transaction(db.engine) as conn:

@@ -27,10 +27,19 @@ from twisted.python.failure import Failure
 
 from objstore.audit.context import note_error, note_operation
 from objstore.blobs.plan import IDENTITY, StagePlan
+from objstore.crypto.customer_key import (
+    COPY_SOURCE_PREFIX,
+    SSE_C,
+    CustomerKey,
+    customer_key,
+    has_customer_headers,
+    refuse_key_for_other,
+    require_key,
+)
 from objstore.engine.bucket_config import BucketConfigService
 from objstore.engine.buckets import BucketService
 from objstore.engine.lifecycle import LifecycleService
-from objstore.engine.multipart import MultipartService
+from objstore.engine.multipart import SSEC_EXTRA, MultipartService, upload_plan
 from objstore.engine.objects import ObjectService
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import (
@@ -57,6 +66,7 @@ from objstore.replication.service import ReplicationConfigService
 from objstore.s3.access import authorize_request, permits_needs
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.cors import bucket_rules
+from objstore.s3.params import part_number
 from objstore.s3.post_object import OPERATION as OPERATION_POST_OBJECT
 from objstore.s3.post_object import FormAdmission, form_header, form_key, form_of
 from objstore.s3.route_needs import put_object_needs, resource_of, route_needs
@@ -122,9 +132,11 @@ class S3Api:
         space: SpaceGuard | None = None,
         gate: WriteGate = NO_GATE,
         key_id: str | None = None,
+        allow_ssec_over_http: bool = False,
     ) -> None:
         self._services = services
         self._key_id = key_id  # the master key new encrypted objects use (None: no SSE)
+        self._allow_ssec_over_http = allow_ssec_over_http
         self._authenticator = authenticator
         self._rate_limits = rate_limits or RequestRateLimits.disabled()
         self._space = space
@@ -206,7 +218,9 @@ class S3Api:
         if not isinstance(admitted, VerifiedHeaders | FormAdmission):  # no body: admit now
             admitted = await self._admit(request, line)
             if request.spool is not None:  # an empty body's spool was opened before
-                request.spool.restage(admitted.stage_plan)
+                request.spool.restage(admitted.stage_plan,
+                                      getattr(admitted, "customer_key", None),
+                                      getattr(admitted, "body_checksums", ()))
         key = line.key
         if isinstance(admitted, FormAdmission):
             principal, key = await self._form_caller(request, line)
@@ -292,10 +306,54 @@ class S3Api:
             self._gate.check_write(0)
         if self._space is not None and _writes(line) and self._space.refuses_write():
             raise S3Error("InsufficientStorage")
-        plan = await self._stage_plan(request, line)
-        return verified if plan.identity else replace(verified, stage_plan=plan)
+        ssec_key = self._customer_key(request)
+        if line.operation == "UploadPart":
+            return await self._part_stages(request, line, verified, ssec_key)
+        plan = await self._stage_plan(request, line, ssec_key is not None)
+        if plan.identity:
+            return verified
+        return replace(verified, stage_plan=plan,
+                       customer_key=ssec_key if line.operation in BODY_OPERATIONS else None)
 
-    async def _stage_plan(self, request: ObjstoreRequest, line: RequestLine) -> StagePlan:
+    def _customer_key(self, request: ObjstoreRequest) -> CustomerKey | None:
+        """The request's SSE-C key (judged now, before any body); refused over plain HTTP
+        (as AWS) unless [encryption] allow_ssec_over_http. The copy source's key is read
+        by the copy's handler."""
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1")
+                   for name, values in request.requestHeaders.getAllRawHeaders()
+                   for value in values[:1]}
+        if not (has_customer_headers(headers)
+                or has_customer_headers(headers, COPY_SOURCE_PREFIX)):
+            return None
+        if not request.isSecure() and not self._allow_ssec_over_http:
+            raise S3Error("InvalidRequest", "Requests specifying Server Side Encryption with "
+                          "Customer provided keys must be made over a secure connection.")
+        return customer_key(headers)
+
+    async def _part_stages(self, request: ObjstoreRequest, line: RequestLine,
+                           verified: VerifiedHeaders, key: CustomerKey | None
+                           ) -> VerifiedHeaders:
+        """An UploadPart body is written with its upload's stages (decided when the upload
+        was created); its upload's checksum is then computed as it arrives (a staged body
+        can not be read back). An unknown upload is NoSuchUpload before the body; a part
+        of an SSE-C upload must give the upload's key (400 without, 403 another one). The
+        part number is judged first, as UploadPart's handler does."""
+        part_number(line.query.get("partNumber"))
+        upload = await self._services.multipart.upload(line.bucket, line.key,
+                                                       line.query.get("uploadId", ""))
+        plan = upload_plan(upload)
+        if plan.encryption == SSE_C:
+            key = require_key(upload.extra.get(SSEC_EXTRA) or {}, key)
+        else:
+            refuse_key_for_other(key)
+        if plan.identity:
+            return verified
+        algorithm = upload.checksum_algorithm
+        return replace(verified, stage_plan=plan, customer_key=key,
+                       body_checksums=() if algorithm is None else (algorithm,))
+
+    async def _stage_plan(self, request: ObjstoreRequest, line: RequestLine,
+                          customer: bool = False) -> StagePlan:
         """The body's stages (engine/stage_plan.py), before the body is read: from the
         request's headers and the bucket's settings (the configuration cache)."""
         if line.operation not in BODY_OPERATIONS:
@@ -305,7 +363,8 @@ class S3Api:
         bucket = NO_BUCKET_STAGES
         if line.bucket:  # default encryption and compression
             bucket = await self._services.bucket_config.stage_settings(line.bucket)
-        return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id)
+        return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id,
+                                 customer=customer)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:
         if error.status == 507 and self._space is not None:  # the guard's sample is stale

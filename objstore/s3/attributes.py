@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from objstore.crypto.customer_key import customer_key, key_for_object
 from objstore.errors import S3Error
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.objects import read_version_header, request_headers, version_id_param
@@ -49,6 +50,9 @@ async def get_object_attributes(call: S3Call) -> S3Response:
     wanted = parse_object_attributes(headers.get("x-amz-object-attributes"))
     page = parts_page(headers)
     bucket, record = await call.services.objects.lookup(call.bucket, call.key, version_id)
+    # An SSE-C object shows its attributes only with its key, as its HEAD.
+    key_for_object(record.encryption_algorithm, record.encryption_params,
+                   customer_key(headers))
     response_headers = {"Last-Modified": http_date(record.last_modified)}
     response_headers.update(read_version_header(bucket, record))
     body = object_attributes_document(record, wanted, page)

@@ -16,6 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from objstore.crypto.customer_key import (
+    COPY_SOURCE_PREFIX,
+    CopyKeys,
+    customer_key,
+    key_for_object,
+)
+from objstore.crypto.customer_key import response_headers as ssec_response_headers
 from objstore.engine.objects import ObjectAttrs, SourceChanged
 from objstore.errors import S3Error
 from objstore.meta.records import NULL_VERSION, ObjectRecord, WritePrecondition
@@ -130,6 +137,7 @@ async def copy_object(call: S3Call) -> S3Response:
                           "copied; please retry.") from None
     response_headers = version_header(record)
     response_headers.update(encryption_headers(record))
+    response_headers.update(ssec_response_headers(customer_key(headers)))
     if source.version_id != NULL_VERSION:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_object_result_document(record),
@@ -146,12 +154,24 @@ async def _copy_once(call: S3Call, request: CopyRequest) -> tuple[ObjectRecord, 
                          request.headers):
         raise S3Error("InvalidRequest", SELF_COPY_MESSAGE)
     attrs = copied_attrs(source, request.directives, request.requested)
+    keys = copy_keys(request.headers, source)
     record = await call.services.objects.copy(
         call.caller, source, call.bucket, call.key, attrs, request.precondition,
         plan=call.services.objects.copy_plan(
-            request.headers, await call.services.bucket_config.stage_settings(call.bucket)),
+            request.headers, await call.services.bucket_config.stage_settings(call.bucket),
+            customer=keys.destination is not None),
+        keys=keys,
     )
     return record, source
+
+
+def copy_keys(headers: Mapping[str, str], source: ObjectRecord) -> CopyKeys:
+    """The SSE-C keys of a copy (CopyObject, UploadPartCopy): the source's, checked
+    against it (400 without one for an SSE-C source, 403 another one), and the one the
+    destination is to be encrypted with."""
+    source_key = key_for_object(source.encryption_algorithm, source.encryption_params,
+                                customer_key(headers, COPY_SOURCE_PREFIX))
+    return CopyKeys(source_key, customer_key(headers))
 
 
 async def source_record(call: S3Call, source: CopySource) -> ObjectRecord:

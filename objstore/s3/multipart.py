@@ -20,20 +20,31 @@ from urllib.parse import quote
 from twisted.logger import Logger
 
 from objstore.blobs.checksum_combine import CRC_ALGORITHMS
+from objstore.crypto.customer_key import (
+    SSE_C,
+    CustomerKey,
+    customer_key,
+    refuse_key_for_other,
+    require_key,
+)
+from objstore.crypto.customer_key import response_headers as ssec_response_headers
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
+    SSEC_EXTRA,
     ChecksumMode,
     CompletionClaims,
+    upload_plan,
 )
 from objstore.engine.objects import SourceChanged
+from objstore.engine.stage_plan import decide_stage_plan
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
-from objstore.s3.copy import source_record
+from objstore.s3.copy import copy_keys, source_record
 from objstore.s3.copy_source import CopySource, parse_copy_range, parse_copy_source
 from objstore.s3.lock_headers import has_integrity_header
 from objstore.s3.multipart_xml import (
@@ -48,6 +59,7 @@ from objstore.s3.multipart_xml import (
 )
 from objstore.s3.objects import (
     check_object_acl_headers,
+    encryption_headers,
     object_attrs,
     request_headers,
     version_header,
@@ -143,21 +155,26 @@ async def create_upload(call: S3Call) -> S3Response:
     attrs = object_attrs(call, headers)
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
-    await _refuse_default_encryption(call)
-    upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
-                                                  attrs, mode)
-    body = initiate_result(upload.bucket, upload.key, upload.upload_id)
-    return S3Response(headers=mode_headers(upload), body=body, content_type=XML)
-
-
-async def _refuse_default_encryption(call: S3Call) -> None:
-    """Multipart uploads are not encrypted yet: into a bucket whose default encryption
-    says every new object is, one is refused (501) rather than stored in plaintext."""
     settings = await call.services.bucket_config.stage_settings(call.bucket)
-    if settings.default_encryption is not None:
-        raise S3Error("NotImplemented", "This bucket has default encryption, and multipart "
-                      "uploads can not be encrypted in this version of objstore; nothing "
-                      "was stored (upload the object with a single PUT).")
+    ssec_key = customer_key(headers)
+    plan = decide_stage_plan("CreateMultipartUpload", headers, settings,
+                             key_id=call.services.objects.encryption_key_id,
+                             customer=ssec_key is not None)
+    upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
+                                                  attrs, mode, plan, ssec_key)
+    body = initiate_result(upload.bucket, upload.key, upload.upload_id)
+    return S3Response(headers={**mode_headers(upload), **upload_encryption_headers(upload),
+                               **ssec_response_headers(ssec_key)},
+                      body=body, content_type=XML)
+
+
+def upload_encryption_headers(upload: UploadRecord) -> dict[str, str]:
+    """x-amz-server-side-encryption of an encrypted upload, as AWS shows it on
+    CreateMultipartUpload, UploadPart and UploadPartCopy."""
+    plan = upload_plan(upload)
+    if plan.encryption is None or plan.encryption == SSE_C:
+        return {}
+    return {"x-amz-server-side-encryption": plan.encryption}
 
 
 async def upload_part(call: S3Call) -> S3Response:
@@ -178,7 +195,8 @@ async def upload_part(call: S3Call) -> S3Response:
                       "required for Put Part requests with Object Lock parameters")
     claimed = claimed_checksums(spool, headers)
     part = await multipart.upload_part(call.caller, upload, number, spool, claimed)
-    return S3Response(headers=part_headers(part))
+    return S3Response(headers={**part_headers(part), **upload_encryption_headers(upload),
+                               **ssec_response_headers(customer_key(headers))})
 
 
 async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Response:
@@ -192,7 +210,8 @@ async def _copy_part(call: S3Call, upload: UploadRecord, number: int) -> S3Respo
         except SourceChanged:
             raise S3Error("InternalError", "The copy source changed while it was being "
                           "copied; please retry.") from None
-    response_headers = {}
+    response_headers = upload_encryption_headers(upload)
+    response_headers.update(ssec_response_headers(customer_key(headers)))
     if source.version_id != NULL_VERSION:
         response_headers["x-amz-copy-source-version-id"] = source.version_id
     return S3Response(headers=response_headers, body=copy_part_result(part), content_type=XML)
@@ -206,7 +225,13 @@ async def _copy_part_once(
     evaluate(headers, source.etag, source.last_modified, prefix=COPY_CONDITION_PREFIX,
              not_modified_code="PreconditionFailed")
     span = parse_copy_range(headers.get("x-amz-copy-source-range"), source.size)
-    part = await call.services.multipart.copy_part(call.caller, upload, number, source, span)
+    keys = copy_keys(headers, source)
+    if upload_plan(upload).encryption == SSE_C:  # the upload's key, as on UploadPart
+        require_key(upload.extra.get(SSEC_EXTRA) or {}, keys.destination)
+    else:
+        refuse_key_for_other(keys.destination)
+    part = await call.services.multipart.copy_part(call.caller, upload, number, source, span,
+                                                   keys)
     return part, source
 
 
@@ -215,13 +240,33 @@ async def complete_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
     precondition = write_precondition(headers)
     claims = completion_claims(headers)
+    ssec_key = customer_key(headers)
+    if ssec_key is not None:  # optional here (the AWS CLI sends it): checked when given
+        await _check_upload_key(call, ssec_key)
     location = _location(call)  # its Host header is read before anything changes
     record = await call.services.multipart.complete_by_id(
         call.caller, call.bucket, call.key, call.query["uploadId"], requested, claims,
         precondition)
     body = complete_result(location, record.bucket, record.key, record.etag,
                            record.checksums, record.checksum_type)
-    return S3Response(headers=version_header(record), body=body, content_type=XML)
+    return S3Response(headers={**version_header(record), **encryption_headers(record),
+                               **ssec_response_headers(ssec_key)},
+                      body=body, content_type=XML)
+
+
+async def _check_upload_key(call: S3Call, key: CustomerKey) -> None:
+    """A completion that names an SSE-C key names its upload's (403 another one; a key
+    for an upload that is not SSE-C is 400). A completed upload is left to the
+    completion's own answer."""
+    try:
+        upload = await call.services.multipart.upload(call.bucket, call.key,
+                                                      call.query["uploadId"])
+    except S3Error:
+        return
+    if upload_plan(upload).encryption == SSE_C:
+        require_key(upload.extra.get(SSEC_EXTRA) or {}, key)
+    else:
+        refuse_key_for_other(key)
 
 
 def _location(call: S3Call) -> str:

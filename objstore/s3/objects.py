@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from objstore.blobs.plan import SSE_S3
 from objstore.blobs.segments import part_span
+from objstore.crypto.customer_key import CustomerKey, customer_key, key_for_object
+from objstore.crypto.customer_key import response_headers as ssec_response_headers
 from objstore.engine.objects import ObjectAttrs, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
@@ -224,6 +226,7 @@ async def put_object(call: S3Call) -> S3Response:
     response_headers = {"ETag": f'"{record.etag}"'}
     response_headers.update(version_header(record))
     response_headers.update(encryption_headers(record))
+    response_headers.update(ssec_response_headers(customer_key(headers)))
     for algorithm, value in record.checksums.items():
         response_headers[f"x-amz-checksum-{algorithm}"] = value
     response_headers.update(await expiration_headers(call, record))
@@ -242,6 +245,7 @@ class ReadPlan:
     headers: dict[str, str]
     start: int
     length: int
+    customer_key: CustomerKey | None = None  # an SSE-C object's (checked)
 
 
 def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[str, str]:
@@ -335,12 +339,16 @@ async def plan_read(call: S3Call, *, fresh: bool = False) -> ReadPlan:
             # As AWS: a caller who may not list the bucket can not probe for key names.
             raise S3Error("AccessDenied") from None
         raise
+    # An SSE-C object is read (and even shown) only with its key: 400 without, 403 another.
+    ssec_key = key_for_object(record.encryption_algorithm, record.encryption_params,
+                              customer_key(request_headers(call)))
     check_read_conditions(call, record)
     if part_number is not None:
         span = part_range(record, part_number)
     else:
         span = parse_range(call.header("range"), record.size)
     headers = object_headers(call, record, ranged=span is not None)
+    headers.update(ssec_response_headers(ssec_key))
     headers.update(read_version_header(bucket, record))
     headers.update(await visible_lock_headers(call, record))
     headers.update(await expiration_headers(call, record))
@@ -348,11 +356,11 @@ async def plan_read(call: S3Call, *, fresh: bool = False) -> ReadPlan:
         headers["x-amz-mp-parts-count"] = str(len(record.parts))
     if span is None:
         headers["Content-Length"] = str(record.size)
-        return ReadPlan(record, 200, headers, 0, record.size)
+        return ReadPlan(record, 200, headers, 0, record.size, ssec_key)
     start, end = span
     headers["Content-Length"] = str(end - start + 1)
     headers["Content-Range"] = f"bytes {start}-{end}/{record.size}"
-    return ReadPlan(record, 206, headers, start, end - start + 1)
+    return ReadPlan(record, 206, headers, start, end - start + 1, ssec_key)
 
 
 async def head_object(call: S3Call) -> S3Response:
@@ -379,9 +387,10 @@ async def _answer_read(call: S3Call, plan: ReadPlan) -> S3Response:
     if plan.length == 0:
         return S3Response(status=plan.status, headers=plan.headers)
     if plan.length <= SMALL_OBJECT_BYTES:
-        data = await objects.read_bytes(plan.record, plan.start, plan.length)
+        data = await objects.read_bytes(plan.record, plan.start, plan.length,
+                                        plan.customer_key)
         return S3Response(status=plan.status, headers=plan.headers, body=data)
-    stream = await objects.stream(plan.record, plan.start, plan.length)
+    stream = await objects.stream(plan.record, plan.start, plan.length, plan.customer_key)
     return S3Response(status=plan.status, headers=plan.headers,
                       stream=BlobProducer(call.request, stream))
 

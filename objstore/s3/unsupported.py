@@ -5,9 +5,11 @@ a multipart upload or a read) must never get a 2xx for bytes stored in plaintext
 an object without the customer key it believes protects it. Every such request this
 version can not honour answers 501 NotImplemented and changes nothing. Pure: no Twisted.
 
-Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject
-and CopyObject (SSE-S3; the value itself is judged by engine/stage_plan.py). SSE-C,
-SSE-KMS key ids and contexts, and encryption on multipart uploads are still refused.
+Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on PutObject,
+CopyObject and CreateMultipartUpload (SSE-S3; the value itself is judged by
+engine/stage_plan.py; parts follow their upload); the SSE-C headers on PutObject, GetObject,
+HeadObject, CopyObject (and its source's), CreateMultipartUpload, UploadPart and
+UploadPartCopy (and its source's). SSE-KMS key ids and contexts are still refused.
 """
 
 from __future__ import annotations
@@ -23,10 +25,22 @@ REFUSED_HEADER_PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
+_CUSTOMER_HEADERS = ("algorithm", "key", "key-md5")
+# SSE-C (crypto/customer_key.py): the object's key, and a copy's source key.
+_CUSTOMER_OPERATIONS = ("PutObject", "GetObject", "HeadObject", "CopyObject",
+                        "CreateMultipartUpload", "UploadPart", "UploadPartCopy",
+                        "CompleteMultipartUpload", "GetObjectAttributes")
+_COPY_OPERATIONS = ("CopyObject", "UploadPartCopy")
+
 # (header name, operation) pairs that are honoured although a prefix above matches.
 HONOURED: frozenset[tuple[str, str]] = frozenset({
     ("x-amz-server-side-encryption", "PutObject"),
     ("x-amz-server-side-encryption", "CopyObject"),
+    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    *((f"x-amz-server-side-encryption-customer-{name}", operation)
+      for name in _CUSTOMER_HEADERS for operation in _CUSTOMER_OPERATIONS),
+    *((f"x-amz-copy-source-server-side-encryption-customer-{name}", operation)
+      for name in _CUSTOMER_HEADERS for operation in _COPY_OPERATIONS),
 })
 
 

@@ -136,9 +136,9 @@ def test_other_algorithms_refused(s3: Any, value: str, status: int) -> None:
         s3.head_object(Bucket=BUCKET, Key="refused")
 
 
-def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str, bytes]) -> None:
+def test_sse_c_refused_over_plain_http(s3: Any, stored: dict[str, bytes]) -> None:
+    """SSE-C over plain HTTP without [encryption] allow_ssec_over_http: 400, as AWS."""
     for call in (
-        lambda: s3.create_multipart_upload(Bucket=BUCKET, Key="mp", ServerSideEncryption="AES256"),
         lambda: s3.copy_object(Bucket=BUCKET, Key="c2", SSECustomerAlgorithm="AES256",
                                SSECustomerKey="k" * 32,
                                CopySource={"Bucket": BUCKET, "Key": "small"}),
@@ -147,7 +147,8 @@ def test_sse_still_refused_where_it_does_not_work_yet(s3: Any, stored: dict[str,
     ):
         with pytest.raises(ClientError) as caught:
             call()
-        assert caught.value.response["Error"]["Code"] == "NotImplemented"
+        assert caught.value.response["Error"]["Code"] == "InvalidRequest"
+        assert "secure connection" in caught.value.response["Error"]["Message"]
 
 
 def test_a_flipped_stored_byte_is_an_error_never_wrong_bytes(daemon: Daemon, s3: Any) -> None:
@@ -366,14 +367,15 @@ def test_a_put_into_a_default_encrypted_bucket_is_encrypted(daemon: Daemon, s3: 
     assert MARKER not in _stored_blob(daemon, "copied-in")
     s3.delete_object(Bucket=BUCKET, Key="plain-to-copy")  # keeps the data dir marker-free
 
-    # Multipart uploads are not encrypted yet: refused in such a bucket, never plaintext.
-    with pytest.raises(ClientError) as caught:
-        s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")
-    assert caught.value.response["Error"]["Code"] == "NotImplemented"
+    # A multipart upload follows the default too (its parts are encrypted).
+    made = s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")
+    assert made["ServerSideEncryption"] == "AES256"
+    s3.abort_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart", UploadId=made["UploadId"])
 
     s3.delete_bucket_encryption(Bucket=DEFAULT_BUCKET)
-    upload = s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")["UploadId"]
-    s3.abort_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart", UploadId=upload)
+    made = s3.create_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart")
+    assert "ServerSideEncryption" not in made
+    s3.abort_multipart_upload(Bucket=DEFAULT_BUCKET, Key="multipart", UploadId=made["UploadId"])
     plain = s3.put_object(Bucket=DEFAULT_BUCKET, Key="after-delete", Body=b"plain again")
     assert "ServerSideEncryption" not in plain
     assert "ServerSideEncryption" not in s3.head_object(Bucket=DEFAULT_BUCKET,

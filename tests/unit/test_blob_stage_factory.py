@@ -10,19 +10,29 @@ import dataclasses
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from twisted.internet.defer import Deferred
 
+from objstore.blobs import writer as writer_module
 from objstore.blobs.factory import BlobStages, StagesUnavailable, stored_bytes_writer
-from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan, plan_of
-from objstore.blobs.segments import Segment
+from objstore.blobs.plan import (
+    IDENTITY,
+    SSE_S3,
+    StagePlan,
+    plan_document,
+    plan_from_document,
+    plan_of,
+)
+from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.blobs.writer import BlobWriter
 from objstore.crypto.master_key import LocalMasterKey
 from objstore.crypto.packages import PACKAGE_PLAINTEXT, stored_size
 from objstore.http.spool import BodySpool
-from objstore.meta.records import ObjectRecord
+from objstore.meta.records import ObjectRecord, PartRef
 
 P = PACKAGE_PLAINTEXT
 MARKER = b"PLAINTEXT-MARKER-7f3c"
@@ -181,3 +191,123 @@ def test_rewrapped_key_reads_the_same_stored_bytes_as_another_object(store: Blob
     assert store.stages.rewrapped(
         dataclasses.replace(source, encryption_algorithm=None, encryption_params={}),
         "b", "k", "v") is None
+
+
+def _write_part(store: BlobStore, plan: StagePlan, data: bytes, upload_id: str
+                ) -> PartRef:
+    writer = store.stages.writer(store.tmp_dir, plan)
+    writer.write(data)
+    writer.end()
+    blob_id = new_blob_id()
+    fields = writer.stage_fields("b", "dir/k", upload_id, blob_id) or {}
+    params = dict(fields.get("encryption_params") or {})
+    if params:
+        params["key_id"] = fields["encryption_key_id"]
+    store.commit(writer.detach(), blob_id, {"kind": "part"})
+    return PartRef(1, blob_id, len(data), hashlib.md5(data).hexdigest(),
+                   encryption_params=params)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd"])
+def test_an_encrypted_composite_reads_back_through_each_parts_key(
+        store: BlobStore, compression: str | None) -> None:
+    """Each part has its own data key, bound to the upload, then rebound to the version
+    by the completion (`composite_fields`); a read crossing the part boundary reads both;
+    a part key moved to another part does not open."""
+    plan = StagePlan(compression=compression, encryption=SSE_S3,
+                     key_id=store.stages.key_id)
+    first, second = _body(P + 11), _body(2 * P + 5)
+    parts = [_write_part(store, plan, first, "up1"),
+             dataclasses.replace(_write_part(store, plan, second, "up1"), part_number=2)]
+    fields = store.stages.composite_fields(plan, "b", "dir/k", "up1", "v9", parts)
+    record = ObjectRecord(bucket="b", key="dir/k", version_id="v9", blob_id=new_blob_id(),
+                          size=len(first) + len(second), etag="x-2", last_modified=1.0,
+                          **fields)
+    whole = first + second
+    segments = plan_segments(record, 0, record.size)
+    with store.reader(segments, record) as reader:
+        assert b"".join(reader.chunks(50_000)) == whole
+    start = len(first) - 7
+    with store.reader(plan_segments(record, start, 20), record) as reader:
+        assert b"".join(reader.chunks(50_000)) == whole[start:start + 20]
+    swapped = dataclasses.replace(record, parts=(
+        dataclasses.replace(record.parts[0], encryption_params=record.parts[1].encryption_params),
+        record.parts[1]))
+    with pytest.raises(OSError), store.reader(plan_segments(swapped, 0, 10), swapped) as reader:
+        b"".join(reader.chunks(10))
+    with pytest.raises(OSError):  # still bound to the upload: not rebound to another one
+        store.stages.composite_fields(plan, "b", "dir/k", "other-upload", "v9", parts)
+
+
+def test_a_plan_document_round_trips_and_junk_is_the_identity() -> None:
+    plan = StagePlan(compression="zstd", encryption=SSE_S3, key_id="local:ab",
+                     compression_level=5)
+    assert plan_from_document(plan_document(plan)) == plan
+    assert plan_from_document(plan_document(IDENTITY)) is IDENTITY
+    for junk in (None, [], "x", {"encryption": 3}, {"compression_level": "9"}):
+        assert plan_from_document(junk).compression_level is None
+    assert plan_from_document({"encryption": 3}) is IDENTITY
+
+
+class _ManualRunner:
+    """A pool whose jobs run when the test says (in order), results on the 'reactor'."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self.jobs.append((fn, args, done))
+        return done
+
+    def step(self) -> None:
+        fn, args, done = self.jobs.pop(0)
+        done.callback(fn(*args))
+
+
+def test_a_large_staged_body_goes_through_the_ordered_pipeline(
+        store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the memory limit a staged body is hashed, encrypted and written by pool jobs,
+    one at a time and in order; the connection is paused while too much waits; the digests
+    are ready (and the body can be handed over) only once the pipeline has drained."""
+    monkeypatch.setattr(writer_module, "PIPELINE_HIGH_BYTES", 3 * P)
+    monkeypatch.setattr(writer_module, "PIPELINE_LOW_BYTES", P)
+    runner = _ManualRunner()
+    pressure: list[bool] = []
+    plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
+    writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner,
+                                 memory_limit=P, want_sha256=True, pressure=pressure.append)
+    data = _body(6 * P + 123)
+    for start in range(0, len(data), P // 2):
+        writer.write(data[start:start + P // 2])
+    assert len(runner.jobs) == 1 and pressure == [True]  # one job at a time
+    writer.end()
+    ready = writer.digests_ready()
+    assert not ready.called
+    with pytest.raises(RuntimeError):
+        writer.detach()
+    while runner.jobs:
+        runner.step()
+    assert ready.called and pressure == [True, False]
+    assert writer.md5_hex == hashlib.md5(data).hexdigest()
+    assert writer.sha256_hex == hashlib.sha256(data).hexdigest()
+    assert _files_containing(Path(store.tmp_dir), MARKER) == []
+    record = ObjectRecord(bucket="b", key="dir/k", version_id="v1", blob_id=new_blob_id(),
+                          size=len(data), etag=writer.md5_hex, last_modified=1.0)
+    record = dataclasses.replace(record, **(writer.stage_fields("b", "dir/k", "v1") or {}))
+    assert record.blob_id is not None
+    store.commit(writer.detach(), record.blob_id, record_to_sidecar(record))
+    with store.reader(plan_segments(record, 0, record.size), record) as reader:
+        assert b"".join(reader.chunks(P)) == data
+
+
+def test_closing_a_body_while_a_pipeline_job_runs_waits_for_it(store: BlobStore) -> None:
+    runner = _ManualRunner()
+    plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
+    writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner, memory_limit=P)
+    writer.write(_body(3 * P))
+    writer.write(_body(P))
+    writer.close()  # the job owns the spool until it ends
+    while runner.jobs:
+        runner.step()
+    assert list(Path(store.tmp_dir).iterdir()) == []

@@ -14,7 +14,7 @@ from objstore.meta import migrations, schema
 from objstore.meta.audit_queries import MAX_PAGE, AuditFilter, AuditRecord
 from objstore.meta.metrics_queries import BucketUsage, MetricsSample
 from objstore.meta.node_identity import NODE_ID_SETTING, ensure_node_id
-from objstore.meta.records import BucketRecord, ObjectRecord
+from objstore.meta.records import BucketRecord, ObjectRecord, PartRecord, UploadRecord
 from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     FakeClock,
@@ -251,3 +251,30 @@ def _make_version_1(engine: sa.Engine) -> None:
 def versions_from(first: int) -> list[int]:
     """The migration versions from `first` on (numbers may have gaps)."""
     return [m.version for m in migrations.MIGRATIONS if m.version >= first]
+
+
+def test_upgrade_from_version_7_adds_part_encryption_params(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    """Migration 8: a part row written by version 7 reads back with no key; a part of an
+    encrypted upload keeps its wrapped key (both backends)."""
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:7])
+        with engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE multipart_parts DROP COLUMN encryption_params"))
+            conn.execute(sa.delete(schema.schema_version)
+                         .where(schema.schema_version.c.version == 8))
+        store = SyncMetaStore(engine, clock=FakeClock())
+        store.create_bucket(BucketRecord("b", "u", "us-east-1", 1.0))
+        store.create_upload(UploadRecord("up-1", "b", "k", 1.0))
+        with engine.begin() as conn:  # a part written by version 7 (no such column)
+            conn.execute(sa.insert(schema.multipart_parts).values(
+                upload_id="up-1", part_number=1, blob_id="blob-1", size=5, etag="e",
+                last_modified=2.0, checksums="{}"))
+        assert migrations.migrate(engine) == [8]
+        params = {"format": "aes256gcm-64k-v1", "wrapped_key": "abc", "key_id": "local:1"}
+        store.put_part(PartRecord("up-1", 2, "blob-2", 5, "e2", 3.0, {}, params))
+        old, new = store.list_parts("up-1", 0, 10)
+        assert old.encryption_params == {} and new.encryption_params == params
+    finally:
+        engine.dispose()

@@ -155,3 +155,17 @@ def test_percent_encoding_that_is_not_utf8_is_invalid_uri_in_s3_xml(node: Node,
     answer = node.send("GET", URL + target)
     assert answer.headers["content-type"] == "application/xml"
     assert (answer.status, error_code(answer)) == (400, "InvalidURI")
+
+
+@pytest.mark.parametrize(("method", "headers"), [
+    ("GET", {"x-amz-server-side-encryption-customer-algorithm": "AES256"}),
+    ("PUT", {"x-amz-copy-source": "photos/src",
+             "x-amz-copy-source-server-side-encryption-customer-key": "AES256"}),
+])
+def test_sse_c_over_plain_http_is_refused_before_anything(node: Node, method: str,
+                                                          headers: dict[str, str]) -> None:
+    """SSE-C headers on a plain-HTTP request: 400 InvalidRequest, as AWS, whatever their
+    values (the key would have crossed the network in clear)."""
+    answer = node.send(method, f"{URL}/photos/k", headers=headers)
+    assert answer.status == 400 and error_code(answer) == "InvalidRequest"
+    assert b"secure connection" in answer.body

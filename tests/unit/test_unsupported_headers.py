@@ -33,11 +33,10 @@ def test_other_headers_pass() -> None:
 
 
 @pytest.mark.parametrize(("name", "operation"), [
-    ("x-amz-copy-source-server-side-encryption-customer-key", "CopyObject"),
-    ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    ("x-amz-copy-source-server-side-encryption-customer-key", "PutObject"),
     ("x-amz-server-side-encryption", "UploadPart"),
     ("x-amz-server-side-encryption", "GetObject"),
-    ("x-amz-server-side-encryption-customer-key", "PutObject"),
+    ("x-amz-server-side-encryption-customer-key", "DeleteObject"),
     ("x-amz-server-side-encryption-aws-kms-key-id", "PutObject"),
 ])
 def test_sse_still_refused_where_it_does_not_work(name: str, operation: str) -> None:
@@ -46,6 +45,18 @@ def test_sse_still_refused_where_it_does_not_work(name: str, operation: str) -> 
     assert caught.value.code == "NotImplemented"
 
 
-@pytest.mark.parametrize("operation", ["PutObject", "CopyObject"])
-def test_sse_s3_honoured_on_put_and_copy(operation: str) -> None:
+@pytest.mark.parametrize("operation", ["PutObject", "CopyObject", "CreateMultipartUpload"])
+def test_sse_s3_honoured_on_put_copy_and_multipart(operation: str) -> None:
     refuse_unsupported_headers(["Host", "X-Amz-Server-Side-Encryption"], operation)
+
+
+@pytest.mark.parametrize("operation", ["PutObject", "GetObject", "HeadObject", "CopyObject",
+                                       "CreateMultipartUpload", "UploadPart",
+                                       "UploadPartCopy", "CompleteMultipartUpload",
+                                       "GetObjectAttributes"])
+def test_sse_c_honoured_where_aws_takes_it(operation: str) -> None:
+    names = [f"X-Amz-Server-Side-Encryption-Customer-{n}" for n in ("Algorithm", "Key", "Key-MD5")]
+    if operation in ("CopyObject", "UploadPartCopy"):
+        names += [f"x-amz-copy-source-server-side-encryption-customer-{n}"
+                  for n in ("algorithm", "key", "key-md5")]
+    refuse_unsupported_headers(["Host", *names], operation)
