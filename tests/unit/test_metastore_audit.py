@@ -271,7 +271,7 @@ def test_upgrade_from_version_7_adds_part_encryption_params(
             conn.execute(sa.insert(schema.multipart_parts).values(
                 upload_id="up-1", part_number=1, blob_id="blob-1", size=5, etag="e",
                 last_modified=2.0, checksums="{}"))
-        assert migrations.migrate(engine) == [8]
+        assert migrations.migrate(engine) == versions_from(8)
         params = {"format": "aes256gcm-64k-v1", "wrapped_key": "abc", "key_id": "local:1"}
         store.put_part(PartRecord("up-1", 2, "blob-2", 5, "e2", 3.0, {}, params))
         old, new = store.list_parts("up-1", 0, 10)
