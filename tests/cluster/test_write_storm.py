@@ -25,6 +25,8 @@ BUCKET = "storm"
 THREADS_PER_NODE = 2
 BEFORE_KILL_SECONDS = 3.0
 AFTER_KILL_SECONDS = 4.0
+STORM_WRITES = 10  # acknowledged before the kill, and again after it, at least
+STORM_DEADLINE = 60.0
 CATCH_UP_SECONDS = 60.0
 FAST = {"anti_entropy_interval_seconds": "0.5"}
 
@@ -78,16 +80,28 @@ class Storm:
         with self._lock:
             return len(self.acked)
 
+    def nodes_acked(self) -> list[str]:
+        with self._lock:
+            return list(self.acked.values())
+
 
 def test_every_acknowledged_write_survives_a_killed_node(nodes: dict[str, Node]) -> None:
     storm = Storm(nodes)
     for thread in storm.threads:
         thread.start()
     try:
-        time.sleep(BEFORE_KILL_SECONDS)
+        # At least BEFORE_KILL_SECONDS of storm, and until it is one (polled: a loaded
+        # machine acknowledges fewer writes per second; the checks below stay the same).
+        started = time.monotonic()
+        wait_for("a storm acknowledged by every node", lambda: time.monotonic() - started
+                 >= BEFORE_KILL_SECONDS and storm.count() >= STORM_WRITES
+                 and len(set(storm.nodes_acked())) == len(NAMES), deadline=STORM_DEADLINE)
         before_kill = storm.count()
         nodes["c"].daemon.kill()
-        time.sleep(AFTER_KILL_SECONDS)
+        killed = time.monotonic()
+        wait_for("a storm acknowledged by the survivors", lambda: time.monotonic() - killed
+                 >= AFTER_KILL_SECONDS and storm.count() - before_kill >= STORM_WRITES,
+                 deadline=STORM_DEADLINE)
     finally:
         storm.stop.set()
         for thread in storm.threads:
@@ -96,7 +110,8 @@ def test_every_acknowledged_write_survives_a_killed_node(nodes: dict[str, Node])
     acked_by = {name: sum(1 for n in storm.acked.values() if n == name) for name in NAMES}
     # The storm must have been one: writes acknowledged by every node before the kill and
     # by the survivors after it.
-    assert before_kill >= 10 and after_kill >= 10, (before_kill, after_kill, storm.refused)
+    assert before_kill >= STORM_WRITES and after_kill >= STORM_WRITES, (
+        before_kill, after_kill, storm.refused)
     assert all(acked_by[name] > 0 for name in NAMES), acked_by
 
     print(f"storm: {before_kill} acked before the kill, {after_kill} after; by node {acked_by};"

@@ -27,7 +27,8 @@ from tests.integration.admin_client import AdminClient
 from tests.integration.conftest import BACKENDS, make_client, running_daemon
 from tests.integration.daemon import Daemon
 
-pytestmark = [pytest.mark.postgres, pytest.mark.timeout(120)]
+# serial: PostgreSQL goes down for every test running beside this one (tests/conftest.py).
+pytestmark = [pytest.mark.postgres, pytest.mark.serial, pytest.mark.timeout(120)]
 
 DOWN_AT_MOST_SECONDS = 5.0
 READY_DEADLINE_SECONDS = 30.0

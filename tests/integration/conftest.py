@@ -19,6 +19,15 @@ worker for the IAM, bucket-state and settings caches, test_read_races, test_metr
 test_rate_limit, test_private_files, test_lifecycle_of_the_process) already run them in the
 first pass; the rest (S3 semantics answered by one process or another alike) run once.
 WORKER_PASS lists the modules; a module may also say `pytestmark = pytest.mark.workers`.
+
+Parallel runs: scripts/test runs both passes with pytest-xdist, `--dist loadfile` (the rule
+for every directory is in tests/conftest.py). A module's tests all run in one xdist process,
+so a module-scoped `daemon` is never shared across processes; the session-scoped shared
+daemons are one per backend per xdist process, each with its own port (`free_port`: a range
+per process) and PostgreSQL database. So SHARED_DAEMON's rule stays the one above: a sharing
+module leaves nothing another module could see, whichever modules land in its process.
+Tests beside other processes run on a loaded machine: poll with a deadline (`wait_for`,
+`wait_ready`), never sleep and assume the work is done or the machine idle.
 """
 
 from __future__ import annotations

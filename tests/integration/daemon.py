@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -30,10 +31,49 @@ TWISTD = str(Path(sys.executable).with_name("twistd"))
 POSTGRES_ADMIN_DSN = "host=127.0.0.1 user=postgres dbname=postgres"
 
 
-def free_port() -> int:
+# Under pytest-xdist each worker (PYTEST_XDIST_WORKER = gw0, gw1, ...) takes its daemons'
+# ports from a range of its own, below the kernel's ephemeral range (32768-60999 on Linux):
+# two workers never pick the same port, an outgoing connection never takes a port between
+# the probe below and the daemon's bind, and a port is not reused within a session (until
+# the range wraps), so a node of one worker's cluster never reaches a node of another's
+# cluster that took over a stopped node's port (every test cluster shares one secret).
+PORT_RANGE_START = 10000
+PORT_RANGE_SIZE = 1500
+_next_port: list[int] = []
+
+
+def _xdist_worker_index() -> int | None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else None
+
+
+def _port_is_free(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A port nothing listens on. Without xdist: one the kernel picks (bind to port 0).
+    Under xdist: the next free one in this worker's range (started at a random offset, so
+    two test runs side by side rarely meet; a port in use is skipped)."""
+    index = _xdist_worker_index()
+    if index is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    start = PORT_RANGE_START + (index % 15) * PORT_RANGE_SIZE
+    if not _next_port:
+        _next_port.append(secrets.randbelow(PORT_RANGE_SIZE))
+    for _ in range(PORT_RANGE_SIZE):
+        port = start + _next_port[0] % PORT_RANGE_SIZE
+        _next_port[0] += 1
+        if _port_is_free(port):
+            return port
+    raise RuntimeError(f"no free port in {start}-{start + PORT_RANGE_SIZE - 1}")
 
 
 def create_postgres_database() -> str:
