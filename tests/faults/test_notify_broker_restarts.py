@@ -322,6 +322,7 @@ def rabbitmqctl(*args: str) -> None:
     subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=60)
 
 
+@pytest.mark.serial  # stops the shared broker other modules' AMQP tests use
 @pytest_twisted.ensureDeferred
 async def test_rabbitmq_restart_mid_burst_loses_nothing() -> None:
     """The shared broker's application stops and starts (see the module docstring)."""
