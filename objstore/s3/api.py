@@ -243,7 +243,8 @@ class S3Api:
             await request.spool.digests_ready()
         principal = await self._authenticator.authenticate_form(
             request, form.fields, line.bucket, form.file_length)
-        if not self._rate_limits.allow_credential(principal.access_key):
+        if not principal.anonymous and not self._rate_limits.allow_credential(
+                principal.access_key):
             raise S3Error("SlowDown")
         key = form_key(form.fields, form.filename)
         note_operation(request, line.operation, line.bucket, key, None)  # known only now
@@ -284,7 +285,8 @@ class S3Api:
         if line.operation == OPERATION_POST_OBJECT:
             return await self._admit_form(request, line)
         verified = await self._authenticator.authenticate_headers(request, anonymous=True)
-        if not self._rate_limits.allow_credential(verified.principal.access_key):
+        if not verified.principal.anonymous and not self._rate_limits.allow_credential(
+                verified.principal.access_key):
             raise S3Error("SlowDown")
         if line.error is not None:
             raise line.error

@@ -1,7 +1,8 @@
 """User metadata values (x-amz-meta-*) as AWS keeps and returns them: a value sent as RFC
 2047 encoded words (``=?UTF-8?B?...?=``) is stored decoded; a stored value holding
-anything but printable US-ASCII is returned RFC 2047-encoded (``=?UTF-8?Q?...?=``) so that
-the header stays mail-safe, and an ASCII value as it is. Pure functions."""
+anything but printable US-ASCII (or tab, which a header value may hold) is returned RFC
+2047-encoded (``=?UTF-8?Q?...?=``) so that the header stays mail-safe, and an ASCII value
+as it is. Pure functions."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def stored_value(sent: str) -> str:
 
 def returned_value(stored: str) -> str:
     """The header value that returns a stored value."""
-    if stored.isascii() and stored.isprintable():
+    if stored.isascii() and stored.replace("\t", " ").isprintable():
         return stored
     encoded = quoprimime.header_encode(stored.encode("utf-8", "surrogateescape"), "UTF-8")
     return encoded.replace("=?UTF-8?q?", "=?UTF-8?Q?", 1)

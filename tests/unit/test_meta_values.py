@@ -28,3 +28,9 @@ def test_round_trip(value: str) -> None:
     if sent != value:
         assert str(make_header(decode_header(sent))) == value
         assert stored_value(sent) == value
+
+
+def test_tab_is_returned_as_is() -> None:
+    from objstore.s3.meta_values import returned_value
+    assert returned_value("blue\tgreen") == "blue\tgreen"
+    assert returned_value("a\x01b").startswith("=?UTF-8?Q?")
