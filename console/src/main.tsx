@@ -4,6 +4,7 @@ import { Client, Session, clearSession, loadSession, saveSession } from "./api";
 import { Link, navigate, useRoute } from "./router";
 import { BucketsPage, BrowsePage } from "./buckets";
 import { IamPage } from "./iam";
+import { EventsPage } from "./events";
 import { JobsPage } from "./jobs";
 import { OpsPage } from "./ops";
 import { BucketSettingsPage } from "./settings";
@@ -72,6 +73,7 @@ function App() {
   else if (first === "iam") page = <IamPage client={client} />;
   else if (first === "ops") page = <OpsPage client={client} />;
   else if (first === "jobs") page = <JobsPage client={client} />;
+  else if (first === "events") page = <EventsPage client={client} />;
   else page = <BucketsPage client={client} />;
   return (
     <>
@@ -81,6 +83,7 @@ function App() {
           <Link to="/iam">Access</Link>
           <Link to="/ops">Operations</Link>
           <Link to="/jobs">Jobs</Link>
+          <Link to="/events">Events</Link>
         </nav>
         <span class="who">{session.accessKeyId}</span>
         <button type="button" onClick={signOut}>Sign out</button>

@@ -214,6 +214,53 @@ function Compression(props: { client: Client; bucket: string }) {
   );
 }
 
+// Public links: what anyone may read (download), write (upload) or both under a prefix,
+// written as statements of the bucket policy by the admin API (as `objstore anonymous set`).
+function PublicLinks(props: { client: Client; bucket: string }) {
+  const { client, bucket } = props;
+  const path = `/buckets/${encodeURIComponent(bucket)}/anonymous`;
+  const [links, setLinks] = useState<any>(null);
+  const [error, setError] = useState("");
+  const load = () => client.admin("GET", path).then(setLinks, (e) => setError(describe(e)));
+  useEffect(() => { load(); }, [bucket]);
+  async function change(e: Event) {
+    e.preventDefault();
+    setError("");
+    const form = new FormData(e.target as HTMLFormElement);
+    try {
+      setLinks(await client.admin("PUT", path, {
+        prefix: String(form.get("prefix") || ""), access: String(form.get("access")),
+      }));
+    } catch (err) {
+      setError(describe(err));
+    }
+  }
+  return (
+    <section class="panel" aria-labelledby="public-title">
+      <h2 id="public-title">Public links</h2>
+      {links && (links.public_prefixes.length
+        ? <p>Anyone may read: {links.public_prefixes.map((p: string) => <code key={p}>{p || "(the whole bucket)"} </code>)}</p>
+        : <p>Nothing in this bucket is public.</p>)}
+      {links && links.rules.length > 0 && (
+        <ul>{links.rules.map((r: any) => <li key={r.prefix + r.access}>{r.prefix || "(whole bucket)"}: {r.access}</li>)}</ul>
+      )}
+      <form class="inline" onSubmit={change} aria-label="Public link">
+        <label>Prefix (empty: the whole bucket) <input name="prefix" placeholder="public/" /></label>
+        <label>Access
+          <select name="access">
+            <option value="download">download (anyone reads and lists)</option>
+            <option value="upload">upload (anyone writes)</option>
+            <option value="public">public (both)</option>
+            <option value="none">none (remove the link)</option>
+          </select>
+        </label>
+        <button type="submit">Set public link</button>
+      </form>
+      <ErrorLine error={error} />
+    </section>
+  );
+}
+
 export function BucketSettingsPage(props: { client: Client; bucket: string }) {
   const { client, bucket } = props;
   return (
@@ -224,6 +271,7 @@ export function BucketSettingsPage(props: { client: Client; bucket: string }) {
         <Quota client={client} bucket={bucket} />
         <Compression client={client} bucket={bucket} />
       </div>
+      <PublicLinks client={client} bucket={bucket} />
       <h2>Configuration documents</h2>
       {DOCUMENTS.map((doc) => <DocumentEditor key={doc.query} client={client} bucket={bucket} doc={doc} />)}
     </section>

@@ -13,6 +13,7 @@ import http.client
 import os
 import shutil
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -242,6 +243,18 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         expect(page.get_by_role("alert")).to_contain_text("MalformedXML")  # the server's word
         with pytest.raises(s3.exceptions.ClientError, match="NoSuchTagSet"):
             s3.get_bucket_tagging(Bucket=BUCKET)  # nothing changed
+        # A public link: anyone may then read keys under public/ without credentials.
+        s3.put_object(Bucket=BUCKET, Key="public/hello.txt", Body=b"hello, anyone")
+        link = page.get_by_role("form", name="Public link")
+        link.get_by_label("Prefix (empty: the whole bucket)").fill("public/")
+        link.get_by_role("button", name="Set public link").click()
+        expect(page.get_by_text("Anyone may read: public/")).to_be_visible()
+        with urllib.request.urlopen(f"{endpoint}/{BUCKET}/public/hello.txt",
+                                    timeout=30) as response:
+            assert response.read() == b"hello, anyone"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{endpoint}/{BUCKET}/note.txt", timeout=30)
+        assert refused.value.code == 403
         page.screenshot(path=shots / "bucket-settings.png", full_page=True)
         page.get_by_role("link", name=f"Back to the objects of {BUCKET}").click()
         expect(page.get_by_role("heading", name=BUCKET)).to_be_visible()
@@ -358,6 +371,13 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         expect(page.locator("tbody tr").first).to_contain_text("completed", timeout=60_000)
         expect(page.locator("tbody tr").first).to_contain_text("40 / 40")
         page.screenshot(path=shots / "jobs.png", full_page=True)
+
+        # Events: the notification deliveries and the replication journal of this node.
+        page.get_by_role("link", name="Events").click()
+        expect(page.get_by_role("heading", name="Notification deliveries")).to_be_visible()
+        expect(page.get_by_role("heading", name="Replication journal")).to_be_visible()
+        expect(page.get_by_text("Nothing yet.")).to_have_count(2)
+        assert page.get_by_role("alert").count() == 0
 
         # Phone width: the bucket page still fits.
         page.set_viewport_size({"width": 390, "height": 800})
