@@ -16,7 +16,7 @@ import binascii
 import dataclasses
 import datetime
 import hashlib
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
@@ -307,13 +307,17 @@ def _verify_content_md5(spool: BodySpool, claimed: str | None) -> None:
 
 def _verify_checksums(spool: BodySpool, headers: Mapping[str, str]) -> None:
     trailers = spool.decoder.trailers if spool.decoder is not None else {}
-    claims = {
-        name: value
-        for name, value in list(headers.items()) + list(trailers.items())
-        if is_checksum_claim(name)
-    }
+    check_checksum_claims(spool, list(headers.items()) + list(trailers.items()), "header")
+
+
+def check_checksum_claims(spool: BodySpool, fields: Iterable[tuple[str, str]],
+                          noun: str) -> None:
+    """The x-amz-checksum-* claims among `fields` (request headers and trailers, or a
+    form's fields: `noun` names them in the message) against what the spool computed:
+    at most one, of an algorithm the spool knows, equal to its value (else BadDigest)."""
+    claims = {name: value for name, value in fields if is_checksum_claim(name)}
     if len(claims) > 1:
-        raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- header.")
+        raise S3Error("InvalidRequest", f"Expecting a single x-amz-checksum- {noun}.")
     for name, value in claims.items():
         algorithm = name[len(PREFIX):]
         computed = spool.checksum_b64(algorithm)

@@ -26,7 +26,8 @@ from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.checksums import CHECKSUM_ALGORITHMS
 from objstore.errors import S3Error
-from objstore.http.checksum_headers import PREFIX, is_checksum_claim
+from objstore.http.authn import check_checksum_claims
+from objstore.http.checksum_headers import is_checksum_claim
 from objstore.http.error_xml import serialize, sub_element
 from objstore.http.form_data import FormDecoder
 from objstore.http.spool import BodySpool
@@ -99,17 +100,7 @@ def form_headers(fields: Mapping[str, str]) -> dict[str, str]:
 def _check_claimed_checksums(call: S3Call, headers: Mapping[str, str]) -> None:
     spool = call.request.spool
     assert spool is not None
-    claims = {name: value for name, value in headers.items() if is_checksum_claim(name)}
-    if len(claims) > 1:
-        raise S3Error("InvalidRequest", "Expecting a single x-amz-checksum- field.")
-    for name, value in claims.items():
-        algorithm = name[len(PREFIX):]
-        computed = spool.checksum_b64(algorithm)
-        if computed is None:
-            raise S3Error("InvalidRequest", f"Unsupported checksum algorithm {algorithm}.")
-        if value.strip() != computed:
-            raise S3Error("BadDigest", f"The {algorithm.upper()} you specified did not match "
-                                       "the calculated checksum.")
+    check_checksum_claims(spool, headers.items(), "field")
 
 
 def form_of(spool: BodySpool | None) -> FormDecoder:
