@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import faulthandler
 import gc
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -176,6 +178,9 @@ from objstore.workers.lifecycle import (
 
 log = Logger()
 IO_THREADS = 8
+# A process still running this long after its listener closed writes every thread's stack
+# to stderr, once (a shutdown that hangs says where it waits).
+STOP_STACK_DUMP_SECONDS = 10.0
 
 
 @dataclass
@@ -898,12 +903,27 @@ class ListenerService(service.Service):
             yield task.deferLater(self._reactor, drain, lambda: None)
         if self._port is not None:
             yield self._port.stopListening()
+        dump_stacks_if_still_running(STOP_STACK_DUMP_SECONDS)
         waiting = self._site.wait_idle()
         waiting.addTimeout(max(drain, 5.0), self._reactor)
         try:
             yield waiting
         except defer.TimeoutError:
             log.warn("{n} requests still in flight at shutdown", n=self._site.in_flight)
+
+
+def dump_stacks_if_still_running(seconds: float) -> None:
+    """Arm faulthandler to write every thread's stack to the process's stderr if the
+    process has not exited `seconds` from now (it works while the reactor thread is
+    blocked, e.g. joining a thread pool). Never cancelled: a process that exits in time
+    takes the timer with it."""
+    stream = sys.__stderr__
+    if stream is None:
+        return
+    try:
+        faulthandler.dump_traceback_later(seconds, file=stream)
+    except (ValueError, OSError, AttributeError):  # no usable file descriptor
+        log.debug("no stderr for a stack dump at shutdown")
 
 
 def tls_options(config: Config) -> Any:
