@@ -6,10 +6,9 @@
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, Client, text } from "./api";
 import { ErrorLine } from "./buckets";
-import { Deliveries, Journal } from "./events";
+import { Deliveries, Journal, Recent } from "./events";
 import { describe } from "./paged";
 
-const RECENT = 100;
 const KINDS: [string, string][] = [["QueueConfiguration", "Queue"], ["TopicConfiguration", "Topic"],
   ["CloudFunctionConfiguration", "CloudFunction"]];
 const ARN_PREFIX = "arn:objstore:sqs:";
@@ -54,24 +53,6 @@ export function replicationRules(doc: Document): ReplicationRule[] {
   });
 }
 
-// "3 delivered, 1 failed" over the rows of a page (statuses in the order first met).
-export function tally(rows: any[]): string {
-  const counts = new Map<string, number>();
-  for (const row of rows) counts.set(row.status, (counts.get(row.status) || 0) + 1);
-  return Array.from(counts, ([status, n]) => `${n} ${status.toLowerCase()}`).join(", ");
-}
-
-function Recent(props: { client: Client; path: string; field: string; what: string }) {
-  const [summary, setSummary] = useState<string | null>(null);
-  useEffect(() => {
-    props.client.admin("GET", `${props.path}&limit=${RECENT}`).then((page) => {
-      const rows: any[] = page[props.field] || [];
-      setSummary(rows.length ? `Last ${rows.length} ${props.what}: ${tally(rows)}.` : `No ${props.what} yet.`);
-    }, (err) => setSummary(describe(err)));
-  }, [props.path]);
-  return summary === null ? null : <p>{summary}</p>;
-}
-
 function NotificationStatus(props: { client: Client; bucket: string }) {
   const { client, bucket } = props;
   const [rules, setRules] = useState<NotificationRule[] | null>(null);
@@ -91,7 +72,6 @@ function NotificationStatus(props: { client: Client; bucket: string }) {
       setNote(describe(err));
     }
   }
-  const query = `/notifications/events?bucket=${encodeURIComponent(bucket)}`;
   return (
     <section class="panel" aria-labelledby="notification-status-title">
       <h2 id="notification-status-title">Notifications</h2>
@@ -113,7 +93,7 @@ function NotificationStatus(props: { client: Client; bucket: string }) {
         </div>
       )}
       {note && <p role="status">{note}</p>}
-      <Recent client={client} path={query} field="events" what="deliveries" />
+      <Recent client={client} path="/notifications/events" query={{ bucket }} field="events" what="deliveries" />
       <Deliveries client={client} bucket={bucket} level={3} />
     </section>
   );
@@ -138,7 +118,6 @@ function ReplicationStatus(props: { client: Client; bucket: string }) {
       setNote(describe(err));
     }
   }
-  const query = `/replication/journal?bucket=${encodeURIComponent(bucket)}`;
   return (
     <section class="panel" aria-labelledby="replication-status-title">
       <h2 id="replication-status-title">Replication</h2>
@@ -164,7 +143,7 @@ function ReplicationStatus(props: { client: Client; bucket: string }) {
         </>
       )}
       {note && <p role="status">{note}</p>}
-      <Recent client={client} path={query} field="entries" what="journal entries" />
+      <Recent client={client} path="/replication/journal" query={{ bucket }} field="entries" what="journal entries" />
       <Journal client={client} bucket={bucket} level={3} setNote={setNote} />
     </section>
   );

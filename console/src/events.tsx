@@ -1,9 +1,31 @@
 // Events: this node's notification deliveries (each with its attempts and errors) and its
 // replication journal (with a retry of an entry), filtered and paged as the admin API
 // pages them. The tables are shared with a bucket's status (bucket_events.tsx).
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { Client } from "./api";
 import { Column, Filter, Paged, describe } from "./paged";
+
+const RECENT = 100;
+
+// "3 delivered, 1 failed" over the rows of a page (statuses in the order first met).
+export function tally(rows: any[]): string {
+  const counts = new Map<string, number>();
+  for (const row of rows) counts.set(row.status, (counts.get(row.status) || 0) + 1);
+  return Array.from(counts, ([status, n]) => `${n} ${status.toLowerCase()}`).join(", ");
+}
+
+// One line on the outcome of the newest RECENT rows of a view (deliveries, journal entries).
+export function Recent(props: { client: Client; path: string; query?: Record<string, string>; field: string; what: string }) {
+  const [summary, setSummary] = useState<string | null>(null);
+  const q = new URLSearchParams({ ...props.query, limit: String(RECENT) }).toString();
+  useEffect(() => {
+    props.client.admin("GET", `${props.path}?${q}`).then((page) => {
+      const rows: any[] = page[props.field] || [];
+      setSummary(rows.length ? `Last ${rows.length} ${props.what}: ${tally(rows)}.` : `No ${props.what} yet.`);
+    }, (err) => setSummary(describe(err)));
+  }, [props.path, q]);
+  return summary === null ? null : <p>{summary}</p>;
+}
 
 export const deliveryErrors = (row: any) => (row.errors || []).map((a: any) => a.error).filter(Boolean).join("; ");
 

@@ -2,7 +2,9 @@ import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Client, formatSize } from "./api";
 import { ErrorLine } from "./buckets";
+import { Recent } from "./events";
 import { Column, Filter, Paged, describe } from "./paged";
+import { Link } from "./router";
 
 function Fields(props: { value: Record<string, unknown> | null }) {
   if (!props.value) return <p>Loading…</p>;
@@ -41,6 +43,10 @@ export function OpsPage(props: { client: Client }) {
       <h2>Cluster</h2>
       <Nodes cluster={cluster} />
       <Fields value={cluster} />
+      <h2>Notifications and replication</h2>
+      <Recent client={client} path="/notifications/events" field="events" what="notification deliveries" />
+      <Recent client={client} path="/replication/journal" field="entries" what="replication journal entries" />
+      <p><Link to="/events">Every delivery and journal entry</Link>; a bucket's rules are on its settings page.</p>
       <Audit client={client} />
     </section>
   );

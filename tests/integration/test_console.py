@@ -433,6 +433,9 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         assert page.get_by_role("cell", name="PutObject", exact=True).count() == 0
         expect(page.get_by_role("img", name="Requests per sample over the last")).to_be_visible(
             timeout=60_000)
+        # this node's notification and replication outcome, in one line each
+        expect(page.get_by_text("Last 1 notification deliveries: 1 delivered.")).to_be_visible()
+        expect(page.get_by_text("No replication journal entries yet.")).to_be_visible()
         page.screenshot(path=shots / "operations.png", full_page=True)
 
         # Maintenance jobs: start one, watch it end, read its log.
