@@ -2,7 +2,7 @@
 #   /opt/objstore              virtualenv with the daemon (twistd) and the objstore command
 #   /etc/objstore/objstore.toml the configuration (mount your own over it)
 #   /var/lib/objstore          data (a volume), owned by the non-root user objstore
-# Build:  docker build -t objstore .
+# Build:  docker build -t objstore .   (or podman build; buildah bud: docs/PACKAGING.md)
 # Run:    docker run -d --name objstore -p 9000:9000 -v objstore-data:/var/lib/objstore \
 #           --stop-timeout 90 objstore
 # The first start prints the generated root credential once: docker logs objstore. To pin

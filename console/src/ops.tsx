@@ -2,8 +2,9 @@ import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Client, formatSize } from "./api";
 import { ErrorLine } from "./buckets";
-
-const describe = (err: any) => `${err.code || "Error"}: ${err.message}`;
+import { Recent } from "./events";
+import { Column, Filter, Paged, describe } from "./paged";
+import { Link } from "./router";
 
 function Fields(props: { value: Record<string, unknown> | null }) {
   if (!props.value) return <p>Loading…</p>;
@@ -42,67 +43,31 @@ export function OpsPage(props: { client: Client }) {
       <h2>Cluster</h2>
       <Nodes cluster={cluster} />
       <Fields value={cluster} />
+      <h2>Notifications and replication</h2>
+      <Recent client={client} path="/notifications/events" field="events" what="notification deliveries" />
+      <Recent client={client} path="/replication/journal" field="entries" what="replication journal entries" />
+      <p><Link to="/events">Every delivery and journal entry</Link>; a bucket's rules are on its settings page.</p>
       <Audit client={client} />
     </section>
   );
 }
 
+const AUDIT_FILTERS: Filter[] = [
+  "bucket", { name: "operation", label: "Operation", placeholder: "PutObject" }, "user",
+  { name: "since", label: "Since", placeholder: "2026-01-01T00:00:00Z" }, "until",
+  { name: "node", label: "Node", placeholder: "this node, a node id, or all" },
+];
+
+const AUDIT_COLUMNS: Column[] = [
+  ["Time", (e) => e.time], ["Node", (e) => e.node_id], ["Operation", (e) => e.operation],
+  ["User", (e) => e.username || ""], ["Bucket", (e) => e.bucket || ""], ["Key", (e) => e.key || ""],
+  ["Status", (e) => `${e.status}${e.error_code ? ` ${e.error_code}` : ""}`],
+];
+
 function Audit(props: { client: Client }) {
-  const { client } = props;
-  const [entries, setEntries] = useState<any[]>([]);
-  const [cursor, setCursor] = useState<string | null>(null);
-  const [filter, setFilter] = useState<Record<string, string>>({});
-  const [error, setError] = useState("");
-  async function load(f: Record<string, string>, after: string | null) {
-    const q = new URLSearchParams({ limit: "50" });
-    for (const [k, v] of Object.entries(f)) if (v) q.set(k, v);
-    if (after) q.set("cursor", after);
-    try {
-      const page = await client.admin("GET", `/audit?${q}`);
-      setEntries(after ? [...entries, ...page.entries] : page.entries);
-      setCursor(page.next_cursor);
-      setError("");
-    } catch (err) {
-      setError(describe(err));
-    }
-  }
-  useEffect(() => { load({}, null); }, []);
-  function apply(e: Event) {
-    e.preventDefault();
-    const data = new FormData(e.target as HTMLFormElement);
-    const f: Record<string, string> = {};
-    for (const k of ["bucket", "operation", "user", "since", "until", "node"]) f[k] = String(data.get(k) || "").trim();
-    setFilter(f);
-    load(f, null);
-  }
   return (
-    <>
-      <h2>Audit log</h2>
-      <form class="inline" onSubmit={apply} aria-label="Audit filters">
-        <label>Bucket <input name="bucket" /></label>
-        <label>Operation <input name="operation" placeholder="PutObject" /></label>
-        <label>User <input name="user" /></label>
-        <label>Since <input name="since" placeholder="2026-01-01T00:00:00Z" /></label>
-        <label>Until <input name="until" /></label>
-        <label>Node <input name="node" placeholder="this node, a node id, or all" /></label>
-        <button type="submit">Filter</button>
-      </form>
-      <ErrorLine error={error} />
-      <div class="scroll">
-        <table>
-          <thead><tr><th scope="col">Time</th><th scope="col">Node</th><th scope="col">Operation</th><th scope="col">User</th><th scope="col">Bucket</th><th scope="col">Key</th><th scope="col">Status</th></tr></thead>
-          <tbody>
-            {entries.map((e) => (
-              <tr key={e.id + e.node_id}>
-                <td>{e.time}</td><td>{e.node_id}</td><td>{e.operation}</td><td>{e.username || ""}</td><td>{e.bucket || ""}</td><td>{e.key || ""}</td>
-                <td>{e.status}{e.error_code ? ` ${e.error_code}` : ""}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-      {cursor && <button type="button" onClick={() => load(filter, cursor)}>Older entries</button>}
-    </>
+    <Paged client={props.client} title="Audit log" path="/audit" field="entries" filters={AUDIT_FILTERS}
+      columns={AUDIT_COLUMNS} more="Older entries" rowKey={(e) => `${e.id}/${e.node_id}`} />
   );
 }
 

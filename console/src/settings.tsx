@@ -1,9 +1,11 @@
 // One bucket's settings: quota and compression (admin API), and every S3 configuration
 // document (encryption, tags, lifecycle, object lock, policy, CORS, notifications,
 // replication) shown and edited as the document itself, with the server's validation
-// message on a refusal. A document this server does not offer yet says so (501).
+// message on a refusal. A document this server does not offer yet says so (501). The
+// notification and replication rules' status is bucket_events.tsx.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, Client, documentBody, formatSize } from "./api";
+import { BucketEventsStatus } from "./bucket_events";
 import { ErrorLine } from "./buckets";
 import { Link } from "./router";
 
@@ -272,6 +274,7 @@ export function BucketSettingsPage(props: { client: Client; bucket: string }) {
         <Compression client={client} bucket={bucket} />
       </div>
       <PublicLinks client={client} bucket={bucket} />
+      <BucketEventsStatus client={client} bucket={bucket} />
       <h2>Configuration documents</h2>
       {DOCUMENTS.map((doc) => <DocumentEditor key={doc.query} client={client} bucket={bucket} doc={doc} />)}
     </section>

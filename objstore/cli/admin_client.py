@@ -30,7 +30,7 @@ import json
 import ssl
 import stat
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -189,14 +189,17 @@ class AdminClient:
 
     # -- requests ----------------------------------------------------------------------
     def call(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-             body: Any = None, raw: bytes | None = None) -> Any:
-        """The decoded JSON answer (None for an empty one); AdminApiError for >= 400."""
-        reply = self.request(method, path, query=query, body=body, raw=raw)
+             body: Any = None, raw: bytes | None = None,
+             sent: Callable[[int], None] | None = None) -> Any:
+        """The decoded JSON answer (None for an empty one); AdminApiError for >= 400.
+        `sent(n)` is called per chunk of the request body on the wire."""
+        reply = self.request(method, path, query=query, body=body, raw=raw, sent=sent)
         return reply.json()
 
     def request(self, method: str, path: str, *, query: Mapping[str, Any] | None = None,
-                body: Any = None, raw: bytes | None = None) -> Reply:
-        connection, response = self._send(method, path, query, body, raw)
+                body: Any = None, raw: bytes | None = None,
+                sent: Callable[[int], None] | None = None) -> Reply:
+        connection, response = self._send(method, path, query, body, raw, sent)
         try:
             data = response.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -209,12 +212,17 @@ class AdminClient:
         return reply
 
     def download(self, method: str, path: str, body: Any, sink: BinaryIO,
-                 progress: Callable[[int], None]) -> Mapping[str, str]:
-        """Stream the answer into `sink`, calling `progress(n)` per chunk; the headers."""
-        connection, response = self._send(method, path, None, body, None)
+                 progress: Callable[[int], None], *, query: Mapping[str, Any] | None = None,
+                 size: Callable[[int | None], None] | None = None) -> Mapping[str, str]:
+        """Stream the answer into `sink`, calling `size(Content-Length or None)` once
+        before the body and `progress(n)` per chunk; the headers."""
+        connection, response = self._send(method, path, query, body, None)
         try:
             if response.status >= 400:
                 raise api_error(response.status, response.reason, response.read())
+            if size is not None:
+                length = response.getheader("content-length")
+                size(int(length) if length and length.isdigit() else None)
             while chunk := response.read(STREAM_CHUNK_BYTES):
                 sink.write(chunk)
                 progress(len(chunk))
@@ -226,16 +234,21 @@ class AdminClient:
 
     # -- plumbing ----------------------------------------------------------------------
     def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
-              raw: bytes | None) -> tuple[http.client.HTTPConnection, Any]:
+              raw: bytes | None, sent: Callable[[int], None] | None = None
+              ) -> tuple[http.client.HTTPConnection, Any]:
         data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
         target = "/admin" + path
         pairs = {k: str(v) for k, v in (query or {}).items() if v is not None}
         if pairs:
             target += "?" + urlencode(pairs, quote_via=quote)
         headers = self._signed_headers(method, target, data)
+        payload: bytes | Iterator[bytes] | None = data or None
+        if data and sent is not None:
+            headers["content-length"] = str(len(data))
+            payload = counted_chunks(data, sent)
         connection = self._connection()
         try:
-            connection.request(method, target, body=data or None, headers=headers)
+            connection.request(method, target, body=payload, headers=headers)
             return connection, connection.getresponse()
         except (OSError, http.client.HTTPException) as exc:
             connection.close()
@@ -259,6 +272,14 @@ class AdminClient:
         context = ssl.create_default_context(cafile=self.settings.ca_bundle)
         return http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout,
                                            context=context)
+
+
+def counted_chunks(data: bytes, sent: Callable[[int], None]) -> Iterator[bytes]:
+    """`data` in STREAM_CHUNK_BYTES pieces, calling `sent(n)` as each is handed over."""
+    for start in range(0, len(data), STREAM_CHUNK_BYTES):
+        chunk = data[start:start + STREAM_CHUNK_BYTES]
+        yield chunk
+        sent(len(chunk))
 
 
 def api_error(status: int, reason: str, data: bytes) -> AdminApiError:

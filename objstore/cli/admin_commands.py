@@ -14,6 +14,7 @@ Never imports Twisted.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -78,6 +79,7 @@ from objstore.cli.admin_jobs import (
 from objstore.cli.admin_spec import Arg, Command, arg
 from objstore.cli.progress import Progress
 from objstore.cli.tables import Column, human_bytes, render_record, render_table
+from objstore.json_input import parse_json
 
 # -- objects ---------------------------------------------------------------------------
 
@@ -128,7 +130,15 @@ def archive(s: Session, a: argparse.Namespace) -> Result:
 
 def export(s: Session, a: argparse.Namespace) -> Result:
     query = {"sections": a.sections, "include_secrets": "true" if a.include_secrets else None}
-    document = s.client.call("GET", "/export", query=query)
+    progress = Progress("export received", stream=s.stderr, unit="bytes")
+    received = io.BytesIO()
+    s.client.download("GET", "/export", None, received, progress.advance, query=query,
+                      size=progress.expect)
+    progress.finish()
+    try:
+        document = parse_json(received.getvalue())
+    except ValueError as exc:
+        raise CommandFailed(f"the server's export is not JSON: {exc}") from None
     if not a.output or a.output == "-":
         s.stdout.write(json.dumps(document, indent=2) + "\n")
         return Result()
@@ -172,7 +182,10 @@ def import_text(report: JsonObject) -> str:
 
 def import_document(s: Session, a: argparse.Namespace) -> Result:
     query = {"mode": a.mode, "sections": a.sections, "dry_run": "true" if a.dry_run else None}
-    report = s.client.call("POST", "/import", query=query, raw=read_input(a.file))
+    document = read_input(a.file)
+    progress = Progress("import sent", total=len(document), stream=s.stderr, unit="bytes")
+    report = s.client.call("POST", "/import", query=query, raw=document, sent=progress.advance)
+    progress.finish()
     return Result(report, import_text(report), status=1 if report.get("errors") else 0)
 
 

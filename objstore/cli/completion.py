@@ -9,7 +9,7 @@ table: subcommands, options, and the values of options with a fixed set of choic
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 COMPLETE = "__complete"
 
@@ -25,14 +25,23 @@ complete -o default -F _objstore objstore
 
 ZSH = """\
 #compdef objstore
-# zsh completion of objstore: save as _objstore in a directory of $fpath (e.g.
-# /usr/share/zsh/vendor-completions), or source <(objstore completion zsh) after compinit
+# zsh completion of objstore: save it as _objstore in a directory of $fpath (e.g.
+# /usr/share/zsh/vendor-completions) before compinit runs, or
+# `source <(objstore completion zsh)` after compinit. Without a candidate, file names.
 _objstore() {
     local -a found
-    found=(${(f)"$(objstore __complete $((CURRENT - 1)) ${words[2,-1]} 2>/dev/null)"})
-    compadd -- $found
+    found=(${(f)"$(objstore __complete $((CURRENT - 1)) "${(@)words[2,-1]}" 2>/dev/null)"})
+    if (( ${#found} )); then
+        compadd -- "${(@)found}"
+    else
+        _files
+    fi
 }
-compdef _objstore objstore
+if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
+    _objstore "$@"
+else
+    compdef _objstore objstore
+fi
 """
 
 SCRIPTS = {"bash": BASH, "zsh": ZSH}
@@ -50,12 +59,23 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
             if action.help != argparse.SUPPRESS or flag.startswith("--")}
 
 
+def _positionals(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [action for action in parser._actions if not action.option_strings
+            and not isinstance(action, argparse._SubParsersAction)]
+
+
+def _matching(choices: Iterable[object] | None, current: str) -> list[str]:
+    return sorted(str(c) for c in choices or () if str(c).startswith(current))
+
+
 def candidates(parser: argparse.ArgumentParser, typed: Sequence[str], current: str
                ) -> list[str]:
     """What may follow `typed` (the complete words after the program name) and starts with
-    `current` (the word being typed)."""
+    `current` (the word being typed): subcommands, options, and the choices of an option's
+    value or of a positional argument."""
     level = parser
     expects_value: argparse.Action | None = None
+    positionals_seen = 0
     for word in typed:
         if expects_value is not None:
             expects_value = None
@@ -69,11 +89,15 @@ def candidates(parser: argparse.ArgumentParser, typed: Sequence[str], current: s
         below = _subcommands(level)
         if word in below:
             level = below[word]
+            positionals_seen = 0
+        elif not word.startswith("-"):
+            positionals_seen += 1
     if expects_value is not None:
-        choices = expects_value.choices
-        return sorted(str(c) for c in choices if str(c).startswith(current)) \
-            if choices else []
+        return _matching(expects_value.choices, current)
     found = list(_subcommands(level))
+    positionals = _positionals(level)
+    if not found and not current.startswith("-") and positionals_seen < len(positionals):
+        found += _matching(positionals[positionals_seen].choices, current)
     if current.startswith("-") or not found:
         found += [flag for flag in _options(level) if flag.startswith("--")]
     return sorted(name for name in set(found)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import urllib3
 
+from objstore.cli.tables import human_bytes
 from tests.integration.conftest import make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
@@ -190,9 +191,16 @@ def test_export_and_import(cli: Cli, tmp_path: Path) -> None:
     target = tmp_path / "config.json"
     summary = cli.run("export", "-o", str(target), "--sections", "users,grants")
     assert "exported to" in summary.stdout and oct(target.stat().st_mode & 0o777) == "0o600"
+    # not a terminal: one plain progress line at the end, on standard error, with the
+    # total (the answer's Content-Length), the rate and the ETA
+    size = human_bytes(len(json.dumps(json.loads(target.read_text())).encode()))
+    assert f"export received [{'#' * 30}] {size}/{size} (100%, " in summary.stderr
+    assert summary.stderr.count("\n") == 1 and summary.stderr.endswith("/s, done)\n")
     document = json.loads(target.read_text())
     assert document["sections"] == ["users", "grants"]
     assert user in [u["username"] for u in document["users"]]
+    users_only = str(tmp_path / "users.json")
+    assert cli.json("export", "-o", users_only, "--sections", "users")["counts"]["users"] >= 2
     stdout_copy = json.loads(cli.run("export", "--sections", "credentials").stdout)
     assert {c["secret_access_key"] for c in stdout_copy["credentials"]} == {"****"}
     secret = json.loads(cli.run("export", "--sections", "credentials",
@@ -201,8 +209,11 @@ def test_export_and_import(cli: Cli, tmp_path: Path) -> None:
 
     preview = cli.run("import", str(target), "--mode", "dry_run")
     assert "SECTION" in preview.stdout and "dry run: nothing was changed" in preview.stdout
-    report = cli.json("import", str(target), "--mode", "overwrite")
+    imported = cli.run("import", str(target), "--mode", "overwrite", "--json")
+    report = json.loads(imported.stdout)  # --json: standard output is the report alone
     assert user in report["skipped"]["users"] and report["errors"] == []
+    total = human_bytes(target.stat().st_size)
+    assert f"import sent [{'#' * 30}] {total}/{total} (100%, " in imported.stderr
     document["users"].append({"username": unique("new"), "user_id": "not-a-uuid"})
     target.write_text(json.dumps(document))
     failed = cli.run("import", "-", status=1, stdin=target.read_bytes())

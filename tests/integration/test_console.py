@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import http.server
+import json
 import os
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from objstore.cli.admin_client import AdminClient, ConnectionSettings
 from tests.integration.conftest import make_client, running_daemon
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
@@ -64,6 +68,55 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if published:
         for shot in directory.glob("*.png"):
             shutil.copy(shot, Path(published) / shot.name)
+
+
+class Receiver:
+    """A real HTTP server on a free port that answers 200 to every POST and keeps the JSON
+    bodies (the webhook the bucket's notification rule names)."""
+
+    def __init__(self) -> None:
+        events: list[dict[str, Any]] = []
+        self.events = events
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 -- the standard library's name
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                try:
+                    events.append(json.loads(body))
+                except ValueError:
+                    events.append({})
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+SOURCE = "console-source"
+REPLICA = "console-replica"
+
+
+def replication_rule(endpoint: str) -> str:
+    return ("<ReplicationConfiguration><Role></Role><Rule><ID>to-replica</ID>"
+            "<Priority>1</Priority><Status>Enabled</Status><Filter><Prefix></Prefix></Filter>"
+            "<DeleteMarkerReplication><Status>Enabled</Status></DeleteMarkerReplication>"
+            "<ExistingObjectReplication><Status>Enabled</Status></ExistingObjectReplication>"
+            f"<Destination><Bucket>arn:aws:s3:::{REPLICA}</Bucket><Endpoint>{endpoint}"
+            "</Endpoint><CredentialRef>self</CredentialRef></Destination></Rule>"
+            "</ReplicationConfiguration>")
 
 
 def _poll(check: Any, what: str, timeout: float = 30.0) -> Any:
@@ -255,6 +308,30 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"{endpoint}/{BUCKET}/note.txt", timeout=30)
         assert refused.value.code == 403
+        # Notification status: the rule as a table, the outcome of the bucket's deliveries
+        # (to a real HTTP receiver), and a test event to the rule's target.
+        admin = AdminClient(ConnectionSettings(endpoint, ROOT_ACCESS_KEY, ROOT_SECRET_KEY))
+        with Receiver() as hook:
+            s3.put_bucket_notification_configuration(Bucket=BUCKET, NotificationConfiguration={
+                "QueueConfigurations": [{"Id": "uploads", "QueueArn": hook.url,
+                                         "Events": ["s3:ObjectCreated:*"], "Filter": {"Key": {
+                                             "FilterRules": [{"Name": "prefix",
+                                                              "Value": "incoming/"}]}}}]})
+            s3.put_object(Bucket=BUCKET, Key="incoming/a.txt", Body=b"a")
+            _poll(lambda: [e for e in admin.call("GET", "/notifications/events",
+                                                 query={"bucket": BUCKET})["events"]
+                           if e["status"] == "delivered"], "the delivery")
+            page.reload()
+            rules = page.get_by_role("table", name="Notification rules")
+            expect(rules).to_contain_text("uploads")
+            expect(rules).to_contain_text("s3:ObjectCreated:*")
+            expect(rules).to_contain_text("prefix incoming/")
+            expect(page.get_by_text("Last 1 deliveries: 1 delivered.")).to_be_visible()
+            deliveries = page.get_by_role("region", name="Notification deliveries")
+            expect(deliveries.get_by_role("cell", name="incoming/a.txt")).to_be_visible()
+            page.get_by_role("button", name=f"Send a test event to {hook.url}").click()
+            expect(page.get_by_text(f"A test event reached {hook.url}")).to_be_visible()
+            assert [event for event in hook.events if event.get("Event") == "s3:TestEvent"]
         page.screenshot(path=shots / "bucket-settings.png", full_page=True)
         page.get_by_role("link", name=f"Back to the objects of {BUCKET}").click()
         expect(page.get_by_role("heading", name=BUCKET)).to_be_visible()
@@ -356,6 +433,9 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         assert page.get_by_role("cell", name="PutObject", exact=True).count() == 0
         expect(page.get_by_role("img", name="Requests per sample over the last")).to_be_visible(
             timeout=60_000)
+        # this node's notification and replication outcome, in one line each
+        expect(page.get_by_text("Last 1 notification deliveries: 1 delivered.")).to_be_visible()
+        expect(page.get_by_text("No replication journal entries yet.")).to_be_visible()
         page.screenshot(path=shots / "operations.png", full_page=True)
 
         # Maintenance jobs: start one, watch it end, read its log.
@@ -372,12 +452,49 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
         expect(page.locator("tbody tr").first).to_contain_text("40 / 40")
         page.screenshot(path=shots / "jobs.png", full_page=True)
 
+        # Replication status: a rule written in the console's document editor, the objects
+        # written before it replicated on request, the journal's outcome.
+        for name in (SOURCE, REPLICA):
+            s3.create_bucket(Bucket=name)
+            s3.put_bucket_versioning(Bucket=name,
+                                     VersioningConfiguration={"Status": "Enabled"})
+        s3.put_object(Bucket=SOURCE, Key="before.txt", Body=b"written before the rule")
+        admin.call("POST", "/replication/credentials/self", body={
+            "access_key_id": ROOT_ACCESS_KEY, "secret_access_key": ROOT_SECRET_KEY})
+        page.goto(f"{endpoint}/console/b/{SOURCE}/settings")
+        expect(page.get_by_text("No replication rules: nothing is copied")).to_be_visible()
+        page.get_by_text("Replication: not set").click()
+        page.get_by_label("Replication document (an example to start from)").fill(
+            replication_rule(endpoint))
+        page.get_by_role("button", name="Save replication").click()
+        expect(page.get_by_text("Replication saved")).to_be_visible()
+        page.reload()
+        rules = page.get_by_role("table", name="Replication rules")
+        expect(rules).to_contain_text(f"{REPLICA} at {endpoint}")
+        expect(rules).to_contain_text("to-replica (priority 1)")
+        page.get_by_role("button", name="Replicate existing objects").click()
+        expect(page.get_by_text("1 existing object versions journaled")).to_be_visible()
+        _poll(lambda: s3.list_objects_v2(Bucket=REPLICA).get("KeyCount") == 1, "the replica")
+        _poll(lambda: [e for e in admin.call("GET", "/replication/journal",
+                                             query={"bucket": SOURCE})["entries"]
+                       if e["status"] == "COMPLETED"], "the journal entry to complete")
+        page.reload()
+        expect(page.get_by_text("Last 1 journal entries: 1 completed.")).to_be_visible()
+        journal = page.get_by_role("region", name="Replication journal")
+        expect(journal.get_by_role("cell", name="COMPLETED")).to_be_visible()
+        page.screenshot(path=shots / "bucket-replication.png", full_page=True)
+
         # Events: the notification deliveries and the replication journal of this node.
         page.get_by_role("link", name="Events").click()
         expect(page.get_by_role("heading", name="Notification deliveries")).to_be_visible()
         expect(page.get_by_role("heading", name="Replication journal")).to_be_visible()
-        expect(page.get_by_text("Nothing yet.")).to_have_count(2)
+        events = page.get_by_role("region", name="Notification deliveries")
+        expect(events.get_by_role("cell", name="incoming/a.txt")).to_be_visible()
+        page.get_by_role("region", name="Replication journal").get_by_label("Bucket").fill(SOURCE)
+        page.get_by_role("button", name="Filter replication journal").click()
+        expect(page.get_by_role("cell", name="before.txt")).to_be_visible()
         assert page.get_by_role("alert").count() == 0
+        page.screenshot(path=shots / "events.png", full_page=True)
 
         # Phone width: the bucket page still fits.
         page.set_viewport_size({"width": 390, "height": 800})

@@ -117,6 +117,10 @@ def test_layout(package: Package) -> None:
     assert (root / "lib/systemd/system/objstore.service").is_file()
     assert (root / "usr/share/man/man1/objstore.1.gz").is_file()
     assert (root / "usr/share/man/man8/objstore.8.gz").is_file()
+    bash = (root / "usr/share/bash-completion/completions/objstore").read_text()
+    assert "complete -o default -F _objstore objstore" in bash
+    zsh = (root / "usr/share/zsh/vendor-completions/_objstore").read_text()
+    assert zsh.startswith("#compdef objstore\n")
     assert os.readlink(root / "usr/bin/objstore") == "/opt/objstore/bin/objstore"
     # The plugin cache is made on the target by postinst, never shipped stale.
     assert not (package.site_packages() / "twisted/plugins/dropin.cache").exists()
@@ -215,6 +219,7 @@ def test_installed_daemon_serves_s3(package: Package, tmp_path: Path) -> None:
             process.wait(30)
     text = log.read_text(errors="replace")
     assert "Traceback" not in text, text[-4000:]
+    assert "deprecat" not in text.lower(), text[-4000:]  # no setuptools/pkg_resources banner
     assert "draining for 1.0s" in text and "Server Shut Down." in text, text[-4000:]
 
 

@@ -1,7 +1,7 @@
-"""The Dockerfile's structure, checked without a container engine (none runs on the CI
-machine, so the image is never built here): the layout matches the Debian package, the
-daemon runs as a non-root user, port 9000 is exposed and the health check asks
-/admin/health. Fast: no build, no daemon."""
+"""The Dockerfile's structure, checked without a container engine: the layout matches the
+Debian package, the daemon runs as a non-root user, port 9000 is exposed and the health
+check asks /admin/health. Fast: no build, no daemon (test_container.py builds and runs the
+image where buildah is installed)."""
 
 from __future__ import annotations
 

@@ -79,8 +79,10 @@ class Script:
         self.calls: list[tuple[str, str, Any, Any]] = []
 
     def call(self, client: AdminClient, method: str, path: str, *, query: Any = None,
-             body: Any = None, raw: Any = None) -> Any:
+             body: Any = None, raw: Any = None, sent: Any = None) -> Any:
         self.calls.append((method, path, query, body if raw is None else raw))
+        if sent is not None and raw:
+            sent(len(raw))  # the body on the wire, for the progress
         answer = self.answers.get((method, path))
         if isinstance(answer, Exception):
             raise answer

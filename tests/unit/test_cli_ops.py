@@ -58,6 +58,9 @@ def test_completion_candidates() -> None:
     assert candidates(parser, ["jobs", "start"], "--mo") == ["--mode"]
     assert candidates(parser, ["jobs", "start", "--mode"], "") == ["live", "maintenance"]
     assert candidates(parser, ["--endpoint"], "") == []  # a free value
+    assert candidates(parser, ["completion"], "z") == ["zsh"]  # a positional's choices
+    assert candidates(parser, ["completion", "zsh"], "") == ["--help"]  # options only
+    assert candidates(parser, ["import"], "ex") == []  # a file name: the shell's to complete
     assert candidates(parser, ["--endpoint", "http://x", "buckets"], "qu") == ["quota"]
     assert "__complete" not in top
 

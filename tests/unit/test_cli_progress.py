@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from objstore.cli.progress import Progress
+from objstore.cli.progress import Progress, eta
 
 
 class Terminal(io.StringIO):
@@ -49,3 +49,36 @@ def test_a_log_with_a_total_shows_the_fraction() -> None:
     progress.advance(1)
     progress.finish()
     assert "[#######                       ] 1/4 (25%" in log.getvalue()
+
+
+def test_a_log_with_a_total_shows_the_eta() -> None:
+    log = io.StringIO()
+    progress = Progress("import sent", total=4, stream=log)
+    progress.advance(1)
+    progress.finish()
+    assert log.getvalue().count("\n") == 1  # a quick one: only the line at the end
+    assert "(25%, " in log.getvalue() and "/s, ETA " in log.getvalue()
+    ended = io.StringIO()
+    progress = Progress("import sent", total=4, stream=ended)
+    progress.advance(4)
+    progress.finish()
+    assert ended.getvalue().startswith("import sent [") and ended.getvalue().endswith(", done)\n")
+
+
+def test_a_total_known_later_is_used_until_the_first_advance() -> None:
+    screen = Terminal()
+    progress = Progress("export received", stream=screen, interval_seconds=0, unit="bytes")
+    progress.expect(2048)
+    progress.advance(1024)
+    progress.expect(10)  # too late: the bar is drawn
+    progress.advance(1024)
+    progress.finish()
+    assert progress.total == 2048
+    assert "2.0 KiB/2.0 KiB" in screen.getvalue() and "━" in screen.getvalue()
+
+
+def test_eta_reads_as_minutes_or_hours() -> None:
+    assert eta(0, 5.0) == "done"
+    assert eta(10, 0.0) == "ETA --:--"
+    assert eta(150, 1.0) == "ETA 2:30"
+    assert eta(7322, 1.0) == "ETA 2:02:02"
