@@ -501,7 +501,8 @@ def build_node(config: Config, reactor: Any = None, *,
                         "bucket_config": bucket_config, "sync_store": sync_store,
                         "storage": storage}
               ).setServiceParent(singletons)
-    admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
+    admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta,
+                                        clustered=config.cluster.enabled))
     duties = LeaderDuties(held=role.leader)
     for work in (singletons, *observability.leader_work):
         work.setServiceParent(duties)
