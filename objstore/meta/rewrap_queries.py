@@ -66,11 +66,12 @@ def swap_wrapped_key(db: Database, record: ObjectRecord, key_id: str,
                     _o.c.version_id == record.version_id,
                     _o.c.blob_id == record.blob_id,
                     _o.c.encryption_key_id == record.encryption_key_id,
-                    _o.c.encryption_params == schema.dumps_json(record.encryption_params),
-                    _o.c.parts == _parts_json(record.parts))
+                    _o.c.encryption_params == schema.dumps_json(record.encryption_params))
     values: dict[str, Any] = {"encryption_key_id": key_id,
                               "encryption_params": schema.dumps_json(params)}
     if parts is not None:
+        # The parts' wraps as read: any change of the row since took a fresh seq.
+        where = sa.and_(where, _o.c.seq == record.seq)
         values["parts"] = _parts_json(parts)
     with write_transaction(db.engine) as conn:
         stamp = _restamp(db, conn, where)

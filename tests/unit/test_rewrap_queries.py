@@ -78,6 +78,9 @@ def test_a_composites_parts_keys_swap_with_the_row(meta_store: SyncMetaStore) ->
                     encryption_params={"format": "f", "keys": "per-part"})
     store.put_object(composite)
     (read,) = store.encrypted_versions(None, 10)
+    store.update_object(replace(read, tags={"t": "1"}))  # a change meanwhile: a new seq
+    assert store.swap_wrapped_key(read, "local:b", read.encryption_params, parts) is None
+    (read,) = store.encrypted_versions(None, 10)
     fresh = tuple(replace(p, encryption_params={"format": "f", "wrapped_key": p.etag})
                   for p in parts)
     stored = store.swap_wrapped_key(read, "local:b", read.encryption_params, fresh)
