@@ -6,7 +6,13 @@ takes them at its next anti-entropy pass and fetches the new stored bytes from t
 (ciphertext: it never sees the plaintext of the new form). Afterwards every node serves
 every version byte-identical as SSE-S3 with its tags, both nodes hold the same stored
 bytes, and no file in either node's data or temp directory holds the plaintext marker.
-A client overwrite made after the job on node-b wins on both nodes."""
+A client overwrite made after the job on node-b wins on both nodes.
+
+Then key rotation across the cluster: a new master key version is added to the shared
+file (both nodes restarted on it), a `rotate-key` job re-wraps on the leader the data
+keys of SSE-S3 versions and a multipart object's part keys written through node-b; the
+re-wrapped rows reach node-b, and after the old version is removed from the file and both
+nodes restart, both still read every object."""
 
 from __future__ import annotations
 
@@ -14,12 +20,14 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
 from objstore.crypto.master_key import load_or_create
 from tests.cluster.harness import Node, all_trusted, start_cluster, wait_for
+from tests.integration.daemon import objstore_cli
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -36,10 +44,15 @@ def _body(size: int) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-          ) -> Iterator[dict[str, Node]]:
-    key_file = tmp_path_factory.mktemp("shared-key") / "master.key"
-    load_or_create(str(key_file))
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("shared-key") / "master.key"
+    load_or_create(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def nodes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+          key_file: Path) -> Iterator[dict[str, Node]]:
     encryption = f'[encryption]\nenabled = true\nmaster_key_file = "{key_file}"\n'
     overrides = {name: {"anti_entropy_interval_seconds": "0.5"} for name in NAMES}
     with start_cluster(request, tmp_path_factory, NAMES, cluster_overrides=overrides,
@@ -128,3 +141,78 @@ def test_an_encrypt_job_reaches_every_node(nodes: dict[str, Node]) -> None:
                                                       b"newer", None))
     latest = a.s3.list_object_versions(Bucket=BUCKET, Prefix="k3")["Versions"]
     assert [v["VersionId"] for v in latest if v["IsLatest"]] == [after["VersionId"]]
+
+
+def _restart(nodes: dict[str, Node], between: Any = None) -> None:
+    """Stop every node, run `between()`, start them all again, trusting each other."""
+    for node in nodes.values():
+        node.daemon.terminate()
+    for node in nodes.values():
+        node.daemon.stop()
+    if between is not None:
+        between()
+    for node in nodes.values():
+        node.daemon.launch()
+    for node in nodes.values():
+        node.daemon.wait_ready(60)
+    for name, node in nodes.items():
+        wait_for(f"node {name} trusts its peer", lambda node=node: all_trusted(node, 1),
+                 deadline=30)
+
+
+def _key_ids(node: Node) -> set[str]:
+    found = set()
+    for path in (node.daemon.data_dir / "blobs").glob("*/*/*.meta.json"):
+        document = json.loads(path.read_text())
+        if document.get("kind") == "object" and document.get("encryption_key_id"):
+            found.add(document["encryption_key_id"])
+    return found
+
+
+def test_rotate_key_reaches_every_node(nodes: dict[str, Node], key_file: Path) -> None:
+    a, b = nodes["a"], nodes["b"]
+    bucket = "rotated"
+    b.s3.create_bucket(Bucket=bucket)
+    written: dict[str, bytes] = {"single": os.urandom(P + 3)}
+    b.s3.put_object(Bucket=bucket, Key="single", Body=written["single"],
+                    ServerSideEncryption="AES256")
+    parts = [os.urandom(5 * 1024 * 1024), os.urandom(100)]
+    upload = b.s3.create_multipart_upload(Bucket=bucket, Key="multi",
+                                          ServerSideEncryption="AES256")["UploadId"]
+    etags = [b.s3.upload_part(Bucket=bucket, Key="multi", UploadId=upload, PartNumber=n,
+                              Body=body)["ETag"] for n, body in enumerate(parts, 1)]
+    b.s3.complete_multipart_upload(Bucket=bucket, Key="multi", UploadId=upload,
+                                   MultipartUpload={"Parts": [
+                                       {"PartNumber": n, "ETag": e}
+                                       for n, e in enumerate(etags, 1)]})
+    written["multi"] = b"".join(parts)
+
+    def reads_all(node: Node) -> bool:
+        try:
+            return all(node.s3.get_object(Bucket=bucket, Key=key)["Body"].read() == body
+                       for key, body in written.items())
+        except ClientError:
+            return False
+    wait_for("node-a reads both", lambda: reads_all(a))
+    (old_id,) = _key_ids(a)
+
+    def rotate() -> None:
+        rotated = objstore_cli(a.daemon, "key", "rotate")
+        assert rotated.returncode == 0, rotated.stderr
+    _restart(nodes, rotate)
+    created = b.admin.post(JOBS, {"type": "rotate-key"})
+    assert created.status == 201, created.body
+
+    def completed() -> bool:
+        reply = a.admin.get(f"{JOBS}/{created.json['id']}")
+        return reply.status == 200 and reply.json["job"]["status"] == "completed"
+    wait_for("the rotate-key job completes on the leader", completed, deadline=40)
+    for node in (a, b):
+        wait_for(f"{node.node_id}'s rows re-wrapped", lambda node=node: len(
+            _key_ids(node)) == 1 and _key_ids(node) != {old_id})
+
+    def drop_the_old_version() -> None:  # only the new version is left
+        key_file.write_text(key_file.read_text().splitlines()[-1] + "\n")
+    _restart(nodes, drop_the_old_version)
+    for node in (a, b):
+        assert reads_all(node), node.node_id
