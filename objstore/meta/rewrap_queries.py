@@ -131,13 +131,17 @@ def swap_part_key(db: Database, part: PartRecord, params: dict[str, Any]
                   ) -> PartRecord | None:
     """An open upload's `part` with its data key wrapped anew (`params`), when its row still
     holds `part`'s blob and wrapped key; None when it was replaced or went meanwhile. Parts
-    are control-plane rows: neither seq nor stamp."""
+    are control-plane rows ordered by their last_modified: it moves 1 µs on (the least
+    step the order sees; ListParts shows milliseconds), so the peers' control-plane merge
+    takes the new wrap."""
     where = sa.and_(_p.c.upload_id == part.upload_id, _p.c.part_number == part.part_number,
                     _p.c.blob_id == part.blob_id,
                     _p.c.encryption_params == schema.dumps_json(part.encryption_params))
     with write_transaction(db.engine) as conn:
         row = conn.execute(
-            sa.update(_p).where(where).values(encryption_params=schema.dumps_json(params))
+            sa.update(_p).where(where)
+            .values(encryption_params=schema.dumps_json(params),
+                    last_modified=stamp_write(part.last_modified, part.last_modified))
             .returning(_p)
         ).mappings().first()
     return None if row is None else schema.part_record(row)

@@ -110,6 +110,7 @@ def test_open_uploads_parts_walk_and_swap(meta_store: SyncMetaStore) -> None:  #
     fresh = {"format": "f", "wrapped_key": "w2", "key_id": "local:b"}
     stored = store.swap_part_key(part, fresh)
     assert stored is not None and stored.encryption_params == fresh
+    assert 0 < stored.last_modified - part.last_modified < 1e-3  # newer for the merge
     assert store.swap_part_key(part, fresh) is None  # no longer the wrap read
     assert store.list_parts("u1")[0].encryption_params == fresh
 
