@@ -192,8 +192,8 @@ JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
     JobType("migrate-db", migrate_db_params, "copy the metadata database to the other "
             "backend and switch to it", modes=(MAINTENANCE,),
             not_in_cluster="it copies and switches the database of the node that runs it "
-            "only, while the other nodes keep writing theirs and replicating to it; "
-            "migrate each node on its own, out of the cluster (objstore(8), migrate-db)"),
+            "only, while its peers keep replicating to the database it leaves; moving the "
+            "nodes of a cluster to another backend is not supported yet"),
 )}
 
 
