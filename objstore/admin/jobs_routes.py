@@ -8,7 +8,8 @@
   DELETE /maintenance/jobs/{id}         -> 200 job (cancelled)
 
 Errors: 400 for an unknown type or mode, malformed params or limit; 404 for an unknown job;
-409 when a job is active (creation) or the move is not allowed from the job's status; 501
+409 when a job is active (creation), the move is not allowed from the job's status, or the
+type does not run on a node of a cluster (`migrate-db`: job_rules.cluster_refusal); 501
 for a known type this build can not run yet. The rules are `engine/job_rules.py`'s, the
 records `meta/job_queries.py`'s; the worker that runs jobs is `workers/jobs.py`.
 
@@ -84,9 +85,11 @@ class JobRoutes:
     app = ShieldedKlein()  # a move completes even when the client leaves
     install_json_errors(app)
 
-    def __init__(self, *, gate: AdminGate, jobs: JobRecords) -> None:
+    def __init__(self, *, gate: AdminGate, jobs: JobRecords, clustered: bool = False
+                 ) -> None:
         self._gate = gate
         self._jobs = jobs
+        self._clustered = clustered  # [cluster] enabled
 
     def resource(self) -> object:
         return self.app.resource()
@@ -100,6 +103,9 @@ class JobRoutes:
         if not runnable(wanted.job_type):
             raise AdminError("NotImplemented", f"The job type {wanted.job_type} is not "
                              "available yet on this server (its parameters are valid).")
+        refused = rules.cluster_refusal(wanted.job_type, self._clustered)
+        if refused is not None:
+            raise AdminError("Conflict", refused)
         job = JobRecord(id=str(uuid.uuid4()), job_type=wanted.job_type, status=rules.PENDING,
                         mode=wanted.mode, params=wanted.params)
         try:

@@ -83,20 +83,30 @@ def progress_line(job: Mapping[str, Any]) -> str:
     return f"{head}: {done} ({rate:.1f}/s)"
 
 
+def lines_every(interval_seconds: float) -> int:
+    """Every how many polls a progress line is written off a terminal (about every 5
+    seconds); 0: only at changes of status (an interval of 0 or less polls back to back)."""
+    if interval_seconds <= 0:
+        return 0
+    return max(1, int(5 / interval_seconds))
+
+
 def watch_job(s: Session, job_id: str, *, stream: TextIO | None = None,
               sleep: Callable[[float], None] = time.sleep,
               interval_seconds: float = POLL_SECONDS) -> JsonObject:
-    """Poll the job until it ends, drawing its progress; the last job document."""
+    """Poll the job until it ends, drawing its progress; the last job document. Off a
+    terminal a line is written at every change of status and about every 5 seconds
+    between (at every change only when the interval is 0)."""
     out = stream or s.stderr
     if out.isatty():
         return _watch_with_bar(s, job_id, out, sleep, interval_seconds)
-    every = max(1, int(5 / interval_seconds))
+    every = lines_every(interval_seconds)
     polls = 0
     last_status = None
     while True:
         job = s.client.call("GET", f"/maintenance/jobs/{segment(job_id)}")["job"]
         ended = job["status"] in TERMINAL
-        if ended or polls % every == 0 or job["status"] != last_status:
+        if ended or (every and polls % every == 0) or job["status"] != last_status:
             out.write(progress_line(job) + "\n")
         out.flush()
         if ended:

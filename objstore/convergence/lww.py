@@ -14,6 +14,10 @@ The order, strongest first:
    never erases a retention or a legal hold);
 3. on a tie, strictly newer `tags_updated_at` wins, None older than any value (a tag
    change keeps the two stamps above and takes this one, so the newer tags win);
+3b. on a tie, strictly newer `stages_updated_at` wins, None older than any value (a
+   maintenance job's rewrite of the stored form, workers/stage_jobs.py and
+   key_rotation.py, keeps every stamp above and takes this one, so its row replaces the
+   old form on the peers while any client change made meanwhile still wins);
 4. for the null version only (a register many writes share), the greater `blob_id` wins
    (compared as the verbatim string; None, older than any id);
 5. beyond the spec, so that the choice is total and every node converges on the same row
@@ -65,7 +69,7 @@ NODE_LOCAL_FIELDS = frozenset({"seq", "is_latest"})
 REPLICATED_FIELDS = tuple(f.name for f in dataclasses.fields(ObjectRecord)
                           if f.name not in NODE_LOCAL_FIELDS)
 # Fields added after the first cluster protocol: left out of the digest while None.
-_ADDED_FIELDS = ("tags_updated_at",)
+_ADDED_FIELDS = ("tags_updated_at", "stages_updated_at")
 STAMP_STEP_SECONDS = 1e-6
 # A row stamped further ahead of the receiver's clock than this is reported. Well above
 # any NTP-disciplined offset plus a request timeout, well below a clock that jumped.
@@ -116,15 +120,15 @@ def content_digest(record: ObjectRecord) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _stamps(record: ObjectRecord
-            ) -> tuple[float, tuple[int, float], tuple[int, float], tuple[int, str]]:
+def _stamps(record: ObjectRecord) -> tuple[float, tuple[int, float], tuple[int, float],
+                                         tuple[int, float], tuple[int, str]]:
     if not has_finite_stamps(record):
         raise ValueError("a row with a non-finite stamp can not be ordered")
     blob = (0, "")
     if record.version_id == NULL_VERSION and record.blob_id is not None:
         blob = (1, record.blob_id)
     return (record.last_modified, _optional(record.lock_updated_at),
-            _optional(record.tags_updated_at), blob)
+            _optional(record.tags_updated_at), _optional(record.stages_updated_at), blob)
 
 
 def _optional(stamp: float | None) -> tuple[int, float]:
@@ -136,7 +140,8 @@ def has_finite_stamps(record: ObjectRecord) -> bool:
     """The apply path refuses rows failing this (NaN would make the order partial)."""
     return math.isfinite(record.last_modified) and all(
         stamp is None or math.isfinite(stamp)
-        for stamp in (record.lock_updated_at, record.tags_updated_at))
+        for stamp in (record.lock_updated_at, record.tags_updated_at,
+                      record.stages_updated_at))
 
 
 def _same_register(a: ObjectRecord, b: ObjectRecord) -> None:
@@ -223,7 +228,8 @@ def too_far_ahead(stamps: tuple[float | None, ...], now: float,
 
 def row_stamps(record: ObjectRecord) -> tuple[float | None, ...]:
     """The stamps of a row `too_far_ahead` looks at."""
-    return (record.last_modified, record.lock_updated_at, record.tags_updated_at)
+    return (record.last_modified, record.lock_updated_at, record.tags_updated_at,
+            record.stages_updated_at)
 
 
 def is_future_stamped(record: ObjectRecord, now: float,
@@ -232,7 +238,7 @@ def is_future_stamped(record: ObjectRecord, now: float,
     ahead of `now` than the tolerance."""
     return any(stamp is not None and stamp_is_future(stamp, now, tolerance_seconds)
                for stamp in (record.last_modified, record.lock_updated_at,
-                             record.tags_updated_at))
+                             record.tags_updated_at, record.stages_updated_at))
 
 
 def stamp_is_future(stamp: float, now: float,

@@ -138,7 +138,8 @@ def _first(problems: Iterable[RowProblem | None]) -> RowProblem | None:
 
 def _stamps(record: ObjectRecord) -> RowProblem | None:
     return _first(stamp_problem(name, getattr(record, name)) for name in (
-        "last_modified", "lock_updated_at", "tags_updated_at", "retain_until_date"))
+        "last_modified", "lock_updated_at", "tags_updated_at", "stages_updated_at",
+        "retain_until_date"))
 
 
 def _sizes(record: ObjectRecord) -> RowProblem | None:

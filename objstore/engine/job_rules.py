@@ -178,6 +178,8 @@ class JobType:
     summary: str = ""
     # Modes it may run in (every mode unless narrowed).
     modes: tuple[str, ...] = field(default=MODES)
+    # Why a node of a cluster refuses it (None: it runs in a cluster too).
+    not_in_cluster: str | None = None
 
 
 JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
@@ -188,8 +190,20 @@ JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
     JobType("decompress", rewrite_params("decompress"), "decompress a bucket's objects"),
     JobType("rotate-key", rotate_key_params, "re-wrap data keys with the current key"),
     JobType("migrate-db", migrate_db_params, "copy the metadata database to the other "
-            "backend and switch to it", modes=(MAINTENANCE,)),
+            "backend and switch to it", modes=(MAINTENANCE,),
+            not_in_cluster="it copies and switches the database of the node that runs it "
+            "only, while its peers keep replicating to the database it leaves; moving the "
+            "nodes of a cluster to another backend is not supported yet"),
 )}
+
+
+def cluster_refusal(job_type: str, clustered: bool) -> str | None:
+    """Why a node of a cluster (`clustered`) refuses to create a job of `job_type`; None
+    when it may."""
+    spec = JOB_TYPES.get(job_type)
+    if not clustered or spec is None or spec.not_in_cluster is None:
+        return None
+    return f"{job_type} is refused on a node of a cluster: {spec.not_in_cluster}."
 
 
 @dataclass(frozen=True)
@@ -242,6 +256,7 @@ __all__ = [
     "LOG_MESSAGE_MAX", "MAINTENANCE", "MODES", "OPERATOR_MOVES", "PAUSE", "PAUSED", "PENDING",
     "RESUME", "RUNNING", "START", "STATUSES", "TERMINAL", "JobError", "JobLogEntry",
     "JobParamsError",
-    "JobRecord", "JobRequest", "JobRequestError", "JobType", "Progress", "is_active",
+    "JobRecord", "JobRequest", "JobRequestError", "JobType", "Progress", "cluster_refusal",
+    "is_active",
     "next_status", "parse_job_request", "rate_per_second",
 ]

@@ -4,8 +4,10 @@ through its current stages and written through the new plan's as a new blob, the
 is switched to it, and the old blob goes.
 
 What a client sees does not change: the version id, ETag, size, checksums, metadata, tags,
-lock state and timestamps stay (only the blob id and the stage fields of the row change,
-and not its seq or stamp). A write racing the rewrite wins: the switch is made under the
+lock state and timestamps stay (only the blob id and the stage fields of the row change;
+the row takes a fresh seq and a new `stages_updated_at` stamp, so that on a cluster the
+peers fetch the new stored bytes through anti-entropy: meta/rewrap_queries.py). A write
+racing the rewrite wins: the switch is made under the
 engine's key lock (`KeyLocks`, which tag, retention, legal hold and version deletes take,
 so their sidecar rewrites and this one land in the order of the row updates) and only when
 the row still names the blob that was read; a version replaced (an overwrite of the null

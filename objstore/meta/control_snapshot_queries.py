@@ -212,13 +212,38 @@ def _write(conn: Connection, decided: ControlPlan) -> None:
             continue
         table = TABLES[spec.name]
         keys = [column.name for column in table.primary_key.columns]
-        upserts = list(family_plan.upserts.values())
+        upserts = list(family_plan.upserts.items())
         unique = spec.unique_column
         if unique is not None:  # rows giving a unique value up go first
-            upserts.sort(key=lambda row: row.get(unique) is not None)
-        for row in upserts:
+            upserts.sort(key=lambda item: item[1].get(unique) is not None)
+        for key, row in upserts:
             values = {c.name: row[c.name] for c in table.columns if c.name in row}
+            if unique is not None and row.get(unique) is not None \
+                    and conn.dialect.name == "postgresql":
+                if not _upsert_unless_taken(conn, table, values, keys):
+                    del family_plan.upserts[key]
+                    family_plan.conflicts += 1
+                continue
             upsert(conn, table, values, keys)
+
+
+def _upsert_unless_taken(conn: Connection, table: sa.Table, values: dict[str, Any],
+                         keys: list[str]) -> bool:
+    """Upsert a row holding a unique value (a user name, an active job), unless a row of
+    this node took that value after the merge read this node's state: under PostgreSQL's
+    READ COMMITTED a job created here meanwhile (or a user of that name) commits between
+    the read and this write, and its unique constraint failed the whole pass. The row is
+    then passed over like a conflict `plan` sees (this node keeps its own; the next pass
+    decides again). In a savepoint, so the rest of the merge stands. (SQLite takes the
+    write lock at the merge's start: nothing commits in between.)"""
+    savepoint = conn.begin_nested()
+    try:
+        upsert(conn, table, values, keys)
+    except sa.exc.IntegrityError:
+        savepoint.rollback()
+        return False
+    savepoint.commit()
+    return True
 
 
 def _outcome(decided: ControlPlan, local: Mapping[str, FamilyState],

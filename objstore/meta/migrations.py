@@ -76,6 +76,12 @@ def _add_tags_updated_at(conn: Connection) -> None:
     _add_column(conn, schema.objects.c.tags_updated_at)
 
 
+def _add_stages_updated_at(conn: Connection) -> None:
+    """Version 14: objects.stages_updated_at (when a maintenance job last rewrote how a
+    version is stored; existing rows NULL: as written)."""
+    _add_column(conn, schema.objects.c.stages_updated_at)
+
+
 def _add_column(conn: Connection, column: sa.Column[object]) -> None:
     """ALTER TABLE ... ADD COLUMN for a nullable column of the metadata, unless present."""
     table = column.table.name
@@ -130,6 +136,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(9, "maintenance job runner", _add_job_runner),
     Migration(10, "notification events", _add_notification_events),
     Migration(11, "replication journal", _add_replication_journal),
+    Migration(14, "object stages stamp", _add_stages_updated_at),
 )
 
 

@@ -71,6 +71,10 @@ class ObjectRecord:
     # When the tag set last changed (Put/DeleteObjectTagging); None: the tags the version
     # was written with, older than any change (convergence/lww.py orders by it).
     tags_updated_at: float | None = None
+    # When a maintenance job last rewrote how the version is stored (its blob through
+    # other stages, or its data key wrapped anew); None: as written. Orders that rewrite
+    # after the stamps above (convergence/lww.py), so it replicates (docs/CLUSTER.md).
+    stages_updated_at: float | None = None
     replication_status: str | None = None  # PENDING | COMPLETED | FAILED | REPLICA
     parts: tuple[PartRef, ...] = ()  # non-empty for composite (multipart) objects
     seq: int = 0  # assigned by the store inside the writing transaction

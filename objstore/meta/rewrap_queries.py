@@ -1,11 +1,16 @@
-"""The rows the stage jobs change: `rotate-key` (workers/key_rotation.py) and `encrypt`,
+"""The rows the stage jobs change: `rotate-key` (workers/key_rotation.py: object versions,
+their parts' keys, and the parts of open uploads) and `encrypt`,
 `decrypt`, `compress`, `decompress` (workers/stage_jobs.py). A walk over object versions
 with blobs of their own in (bucket, key, version_id) order from a resume cursor, filtered
 by their stages (`STAGE_FILTERS`); the swap of one version's wrapped data key; the swap of
 one version's blob for a rewritten one. Each swap is made only when the row still holds
-what the job read (a write or delete racing the job wins; the job skips that version) and
-changes neither the row's seq nor its stamp: everything a client sees stays the same.
-One transaction per call; no Twisted.
+what the job read (a write or delete racing the job wins; the job skips that version).
+Everything a client sees stays the same (last_modified, lock and tag stamps, ETag); the
+swap takes a fresh seq and stamps `stages_updated_at` (`lww.stamp_write` over the row's
+previous one, read after the seq counter's lock), so that anti-entropy carries the new
+stored form to the peers of a cluster and the last-writer-wins order prefers it there
+over the old form, never over a client's change (docs/CLUSTER.md, "Maintenance jobs
+across nodes"). One transaction per call; no Twisted.
 """
 
 from __future__ import annotations
@@ -14,10 +19,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from objstore.convergence.lww import stamp_write
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import read_transaction, write_transaction
-from objstore.meta.records import ObjectRecord
+from objstore.meta.driver import CoreRows
+from objstore.meta.object_write_queries import next_seq
+from objstore.meta.records import ObjectRecord, PartRecord, PartRef, UploadRecord
 
 _o = schema.objects
 
@@ -43,23 +51,111 @@ def encrypted_versions(db: Database, after: Cursor | None, limit: int = 100, *,
     return [schema.object_record(row) for row in rows]
 
 
+def _parts_json(parts: tuple[PartRef, ...]) -> str:
+    return schema.dumps_json([schema.part_ref_dict(part) for part in parts])
+
+
 @changes_objects
 def swap_wrapped_key(db: Database, record: ObjectRecord, key_id: str,
-                     params: dict[str, Any]) -> ObjectRecord | None:
-    """`record`'s version with its data key wrapped anew (`key_id`, `params`), when its row
-    still holds `record`'s wrapped key; None when it changed or went meanwhile."""
+                     params: dict[str, Any], parts: tuple[PartRef, ...] | None = None
+                     ) -> ObjectRecord | None:
+    """`record`'s version with its data key wrapped anew (`key_id`, `params`; a composite's
+    `parts` with theirs), when its row still holds `record`'s wrapped keys; None when it
+    changed or went meanwhile."""
     where = sa.and_(_o.c.bucket == record.bucket, _o.c.key == record.key,
                     _o.c.version_id == record.version_id,
                     _o.c.blob_id == record.blob_id,
                     _o.c.encryption_key_id == record.encryption_key_id,
                     _o.c.encryption_params == schema.dumps_json(record.encryption_params))
+    values: dict[str, Any] = {"encryption_key_id": key_id,
+                              "encryption_params": schema.dumps_json(params)}
+    if parts is not None:
+        # The parts' wraps as read: any change of the row since took a fresh seq.
+        where = sa.and_(where, _o.c.seq == record.seq)
+        values["parts"] = _parts_json(parts)
     with write_transaction(db.engine) as conn:
+        stamp = _restamp(db, conn, where)
+        if stamp is None:
+            return None
         row = conn.execute(
-            sa.update(_o).where(where)
-            .values(encryption_key_id=key_id, encryption_params=schema.dumps_json(params))
-            .returning(_o)
+            sa.update(_o).where(where).values(**values, **stamp).returning(_o)
         ).mappings().first()
     return None if row is None else schema.object_record(row)
+
+
+_u = schema.multipart_uploads
+_p = schema.multipart_parts
+PartCursor = tuple[str, int]  # upload_id, part_number
+
+
+def _keyed_parts(bucket: str | None, prefix: str) -> Any:
+    query = (sa.select(_u, *(c.label(f"part_{c.name}") for c in _p.c))
+             .select_from(_p.join(_u, _p.c.upload_id == _u.c.upload_id))
+             .where(_p.c.encryption_params.is_not(None),
+                    _p.c.encryption_params.like('%"wrapped_key"%')))
+    if bucket is not None:
+        query = query.where(_u.c.bucket == bucket)
+    if prefix:
+        query = query.where(_u.c.key >= prefix, _u.c.key < prefix + "\U0010ffff")
+    return query
+
+
+def wrapped_parts(db: Database, after: PartCursor | None, limit: int = 100, *,
+                  bucket: str | None = None, prefix: str = ""
+                  ) -> list[tuple[UploadRecord, PartRecord]]:
+    """Up to `limit` parts of open uploads holding a wrapped data key, after `after` in
+    (upload_id, part_number) order, with their uploads (of `bucket`, keys under
+    `prefix`)."""
+    query = (_keyed_parts(bucket, prefix).order_by(_p.c.upload_id, _p.c.part_number)
+             .limit(max(1, limit)))
+    if after is not None:
+        query = query.where(sa.tuple_(_p.c.upload_id, _p.c.part_number) > after)
+    with read_transaction(db.engine) as conn:
+        rows = conn.execute(query).mappings().all()
+    found = []
+    for row in rows:
+        part = {name[len("part_"):]: value for name, value in row.items()
+                if name.startswith("part_")}
+        found.append((schema.upload_record(row), schema.part_record(part)))
+    return found
+
+
+def count_wrapped_parts(db: Database, *, bucket: str | None = None, prefix: str = "") -> int:
+    """How many parts `wrapped_parts` walks."""
+    query = sa.select(sa.func.count()).select_from(_keyed_parts(bucket, prefix).subquery())
+    with read_transaction(db.engine) as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def swap_part_key(db: Database, part: PartRecord, params: dict[str, Any]
+                  ) -> PartRecord | None:
+    """An open upload's `part` with its data key wrapped anew (`params`), when its row still
+    holds `part`'s blob and wrapped key; None when it was replaced or went meanwhile. Parts
+    are control-plane rows ordered by their last_modified: it moves 1 µs on (the least
+    step the order sees; ListParts shows milliseconds), so the peers' control-plane merge
+    takes the new wrap."""
+    where = sa.and_(_p.c.upload_id == part.upload_id, _p.c.part_number == part.part_number,
+                    _p.c.blob_id == part.blob_id,
+                    _p.c.encryption_params == schema.dumps_json(part.encryption_params))
+    with write_transaction(db.engine) as conn:
+        row = conn.execute(
+            sa.update(_p).where(where)
+            .values(encryption_params=schema.dumps_json(params),
+                    last_modified=stamp_write(part.last_modified, part.last_modified))
+            .returning(_p)
+        ).mappings().first()
+    return None if row is None else schema.part_record(row)
+
+
+def _restamp(db: Database, conn: Any, where: sa.ColumnElement[bool]) -> dict[str, Any] | None:
+    """A fresh seq (taking the counter's lock, which every object write takes first, so
+    the row read next stays as read until commit) and the next `stages_updated_at` of the
+    row `where` selects; None when no row matches."""
+    seq = next_seq(CoreRows(conn))
+    found = conn.execute(sa.select(_o.c.stages_updated_at).where(where)).first()
+    if found is None:
+        return None
+    return {"seq": seq, "stages_updated_at": stamp_write(db.clock(), found[0])}
 
 
 def count_encrypted_versions(db: Database, *, bucket: str | None = None,
@@ -133,9 +229,13 @@ def swap_blob(db: Database, record: ObjectRecord, rewritten: ObjectRecord
     where = sa.and_(_o.c.bucket == record.bucket, _o.c.key == record.key,
                     _o.c.version_id == record.version_id, _o.c.blob_id == record.blob_id)
     with write_transaction(db.engine) as conn:
+        stamp = _restamp(db, conn, where)
+        if stamp is None:
+            return None
         row = conn.execute(
             sa.update(_o).where(where)
-            .values(blob_id=rewritten.blob_id, **{name: given[name] for name in STAGE_COLUMNS})
+            .values(blob_id=rewritten.blob_id, **stamp,
+                    **{name: given[name] for name in STAGE_COLUMNS})
             .returning(_o)
         ).mappings().first()
     return None if row is None else schema.object_record(row)

@@ -107,6 +107,9 @@ class SyncMetaStore(Database):
     versions_by_stages = rewrap_queries.versions_by_stages
     count_versions_by_stages = rewrap_queries.count_versions_by_stages
     swap_blob = rewrap_queries.swap_blob
+    wrapped_parts = rewrap_queries.wrapped_parts
+    count_wrapped_parts = rewrap_queries.count_wrapped_parts
+    swap_part_key = rewrap_queries.swap_part_key
     max_seq = object_queries.max_seq
     list_latest_entries = listing_queries.list_latest_entries
     list_version_entries = listing_queries.list_version_entries

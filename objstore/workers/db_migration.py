@@ -7,14 +7,15 @@ stopped and restarts the node when it completes (writes during the copy fail the
 
 Params: target (sqlite or postgres), postgres_url (postgres), force (replace a target
 that holds data). The SQLite target is the node's own `[storage] sqlite_path` (default
-`<data_dir>/meta/objstore.db`).
+`<data_dir>/meta/objstore.db`). A node of a cluster refuses it (the admin API at creation,
+with 409; this runner too, for a job created before the node joined a cluster).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from objstore.engine.job_rules import JobError, JobRecord, Progress
+from objstore.engine.job_rules import JobError, JobRecord, Progress, cluster_refusal
 from objstore.meta.database import sqlite_path_for
 from objstore.meta.db_copy import (
     TargetNotEmpty,
@@ -27,7 +28,7 @@ from objstore.meta.dialect import create_db_engine
 
 class MigrateDbRunner:
     """`services`: sync_store (the SyncMetaStore: its engine is the source), storage (the
-    [storage] settings), io (a thread pool)."""
+    [storage] settings), io (a thread pool), clustered ([cluster] enabled; absent: no)."""
 
     def __init__(self, job: JobRecord, context: Any) -> None:
         self._job = job
@@ -36,8 +37,12 @@ class MigrateDbRunner:
         self._source = services["sync_store"].engine
         self._storage = services["storage"]
         self._io = services["io"]
+        self._clustered = bool(services.get("clustered", False))
 
     async def step(self, cursor: str | None) -> Progress:
+        refused = cluster_refusal(self._job.job_type, self._clustered)
+        if refused is not None:
+            raise JobError(refused)
         params = self._job.params
         target = params["target"]
         url = params.get("postgres_url")

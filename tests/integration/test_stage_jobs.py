@@ -7,8 +7,10 @@ identical with its ETag, tags, metadata and lock state, and the sidecars say wha
 did. On SQLite, a SIGKILL mid-job and a restart resume the job from its recorded progress;
 then master key rotation: `objstore key rotate` adds a version (offline), the node restarts
 on it and still reads every object (the old version unwraps), a `rotate-key` job re-wraps
-every data key (sidecars name the new key id; the stored bytes are untouched), and after
-the old version is removed from the key file and a restart, every object still reads."""
+every data key (sidecars name the new key id; the stored bytes are untouched), the parts'
+keys of a completed multipart object and of an upload left open too, and after the old
+version is removed from the key file and a restart, every object still reads and the open
+upload completes."""
 
 from __future__ import annotations
 
@@ -187,6 +189,16 @@ def sidecar_key_ids(daemon: Daemon) -> set[str]:
     return found
 
 
+def part_key_ids(daemon: Daemon, upload_id: str) -> set[str]:
+    """The key ids the part sidecars of an open upload name."""
+    found = set()
+    for path in (daemon.data_dir / "blobs").glob("*/*/*.meta.json"):
+        document = json.loads(path.read_text())
+        if document.get("kind") == "part" and document.get("upload_id") == upload_id:
+            found.add(str((document.get("encryption_params") or {}).get("key_id")))
+    return found
+
+
 def read_all(s3: Any, written: dict[tuple[str, str], bytes]) -> None:
     for (key, version_id), body in written.items():
         got = s3.get_object(Bucket=ROTATION_BUCKET, Key=key, VersionId=version_id)
@@ -210,6 +222,23 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
                           CopySource={"Bucket": ROTATION_BUCKET, "Key": "b"})
     written[("c", copy["VersionId"])] = written[next(k for k in written if k[0] == "b")]
     s3.put_object(Bucket=ROTATION_BUCKET, Key="plain", Body=b"not encrypted")
+    # A completed multipart object (each part has its own data key) and an upload left
+    # open across the rotation (its part's key is bound to the upload).
+    part_bodies = [os.urandom(5 * 1024 * 1024), os.urandom(P + 9)]
+    upload = s3.create_multipart_upload(Bucket=ROTATION_BUCKET, Key="multi",
+                                        ServerSideEncryption="AES256")
+    etags = [s3.upload_part(Bucket=ROTATION_BUCKET, Key="multi", UploadId=upload["UploadId"],
+                            PartNumber=number, Body=body)["ETag"]
+             for number, body in enumerate(part_bodies, 1)]
+    done = s3.complete_multipart_upload(
+        Bucket=ROTATION_BUCKET, Key="multi", UploadId=upload["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
+                                   for n, e in enumerate(etags, 1)]})
+    written[("multi", done["VersionId"])] = b"".join(part_bodies)
+    open_upload = s3.create_multipart_upload(Bucket=ROTATION_BUCKET, Key="open",
+                                             ServerSideEncryption="AES256")["UploadId"]
+    open_first = s3.upload_part(Bucket=ROTATION_BUCKET, Key="open", UploadId=open_upload,
+                                PartNumber=1, Body=part_bodies[0])["ETag"]
     (first_id,) = sidecar_key_ids(daemon)  # the other tests' objects too
 
     daemon.stop()
@@ -230,11 +259,20 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
         (found := admin.ok("GET", f"{JOBS}/{created['id']}")["job"])["status"]
         in ("completed", "failed") and found))
     assert done["status"] == "completed", done
-    assert done["done"] == done["total"] >= len(written)  # and the other tests' objects
+    assert done["done"] == done["total"] >= len(written) + 1  # the open part, other tests'
     assert sidecar_key_ids(daemon) == {new_id}
+    assert part_key_ids(daemon, open_upload) == {new_id}
 
     daemon.stop()  # only the new version is left: every object must have been re-wrapped
     key_file(daemon).write_text(key_file(daemon).read_text().splitlines()[-1] + "\n")
     daemon.start()
     read_all(s3, written)
     assert s3.get_object(Bucket=ROTATION_BUCKET, Key="plain")["Body"].read() == b"not encrypted"
+    # The upload left open completes with its part wrapped before the rotation.
+    second = s3.upload_part(Bucket=ROTATION_BUCKET, Key="open", UploadId=open_upload,
+                            PartNumber=2, Body=b"tail")["ETag"]
+    completed = s3.complete_multipart_upload(
+        Bucket=ROTATION_BUCKET, Key="open", UploadId=open_upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": open_first},
+                                   {"PartNumber": 2, "ETag": second}]})
+    read_all(s3, {("open", completed["VersionId"]): part_bodies[0] + b"tail"})

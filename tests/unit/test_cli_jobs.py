@@ -13,6 +13,7 @@ from objstore.cli.admin_iam import Session
 from objstore.cli.admin_jobs import (
     duration,
     eta_seconds,
+    lines_every,
     parse_params,
     progress_line,
     watch_job,
@@ -71,6 +72,23 @@ def test_watch_polls_until_the_job_ends() -> None:
     assert lines[0].startswith("noop pending") and "4/4 (100%" in lines[-1]
     assert watched_result(last).status == 0
     assert watched_result({**last, "status": "failed", "last_error": "x"}).status == 1
+
+
+def test_watch_off_a_terminal_with_a_zero_interval_writes_changes_only() -> None:
+    # An interval of 0 divided 5 by zero before any poll.
+    states = [{"id": "j", "job_type": "noop", "status": s, "total": 9, "done": d, "rate": 1.0,
+               "last_error": None} for s, d in (("pending", 0), ("running", 2),
+                                                ("running", 3), ("running", 5),
+                                                ("completed", 9))]
+    client, out, sleeps = Scripted(states), io.StringIO(), []
+    session = Session(client, io.StringIO(), out)  # type: ignore[arg-type]
+    last = watch_job(session, "j", sleep=sleeps.append, interval_seconds=0.0)
+    assert last["status"] == "completed" and sleeps == [0.0] * 4
+    lines = out.getvalue().splitlines()
+    assert [line.split()[1].rstrip(":") for line in lines] == ["pending", "running",
+                                                               "completed"]
+    assert (lines_every(0.0), lines_every(-1.0), lines_every(1.0), lines_every(10.0)) == (
+        0, 0, 5, 1)
 
 
 class _Terminal(io.StringIO):

@@ -86,11 +86,29 @@ def test_a_row_without_the_tag_stamp_digests_as_before_the_field() -> None:
 
     plain = row(tags={"a": "1"})
     content = lww.replicated_content(plain)
-    del content["tags_updated_at"]
+    del content["tags_updated_at"], content["stages_updated_at"]
     before = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":"),
                                        default=str).encode()).hexdigest()
     assert lww.content_digest(plain) == before
     assert lww.content_digest(replace(plain, tags_updated_at=T)) != before
+    assert lww.content_digest(replace(plain, stages_updated_at=T)) != before
+
+
+def test_a_jobs_rewrite_wins_over_the_old_form_never_over_a_client_change() -> None:
+    old = row(tags={"a": "1"}, lock_at=T + 1)
+    rewritten = replace(old, blob_id="0b1e6f7c-0000-4000-8000-00000000000e",
+                        encryption_algorithm="AES256", stages_updated_at=T + 5)
+    assert lww.newer(rewritten, old) and not lww.newer(old, rewritten)
+    assert lww.merge(old, rewritten, now=T).verdict is Verdict.APPLY
+    assert lww.merge(rewritten, old, now=T).verdict is Verdict.KEEP_LOCAL
+    # A tag or lock change made on another node meanwhile (a newer stamp of a stronger
+    # rank) wins over the rewrite everywhere, whatever the stages stamp says.
+    for change in (replace(old, tags={"b": "2"}, tags_updated_at=T + 2),
+                   replace(old, legal_hold_status="ON", lock_updated_at=T + 2),
+                   replace(old, last_modified=old.last_modified + 1)):
+        assert lww.newer(change, rewritten) and not lww.newer(rewritten, change)
+    assert lww.row_stamps(rewritten)[-1] == T + 5
+    assert not lww.has_finite_stamps(replace(rewritten, stages_updated_at=float("nan")))
 
 
 @pytest.mark.parametrize("lock_at", [None, T + 3])
@@ -160,7 +178,7 @@ def test_any_replicated_field_makes_a_difference() -> None:
     local = row()
     for name in lww.REPLICATED_FIELDS:
         if name in ("bucket", "key", "version_id", "last_modified", "lock_updated_at",
-                    "tags_updated_at"):
+                    "tags_updated_at", "stages_updated_at"):
             continue
         changed = replace(local, **{name: _other_value(getattr(local, name))})
         assert lww.merge(local, changed, now=T).verdict is not Verdict.IDENTICAL, name

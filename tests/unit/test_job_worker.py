@@ -173,6 +173,19 @@ def test_a_type_without_a_runner_fails_with_a_message(store: SyncMetaStore) -> N
     worker.stopService()
 
 
+def test_a_cluster_node_fails_a_migrate_db_job_found_in_its_database(
+        store: SyncMetaStore) -> None:
+    """Created before the node joined a cluster (the API refuses it on a cluster node)."""
+    created = store.create_job(JobRecord(id=str(uuid.uuid4()), job_type="migrate-db",
+                                         status=rules.PENDING, mode="maintenance",
+                                         params={"target": "sqlite"}))
+    worker = started(store, task.Clock(), services={
+        "sync_store": store, "storage": None, "io": None, "clustered": True})
+    failed = job(store, created.id)
+    assert failed.status == "failed" and "cluster" in (failed.last_error or "")
+    worker.stopService()
+
+
 def test_no_job_no_work(store: SyncMetaStore) -> None:
     clock = task.Clock()
     worker = started(store, clock)

@@ -105,6 +105,22 @@ def test_migrate_db_runs_in_maintenance_mode_only(node: Node) -> None:
     assert call(node, "GET", BASE)[1]["jobs"] == []
 
 
+def test_a_cluster_node_refuses_migrate_db_with_409_and_why(tmp_path: Path,
+                                                           store: SyncMetaStore) -> None:
+    clustered = Node(tmp_path)
+    clustered.admin.mount(FAMILIES, JobRoutes(gate=clustered.admin.authorize,
+                                              jobs=Answered(store),  # type: ignore[arg-type]
+                                              clustered=True))
+    wanted = {"type": "migrate-db", "mode": "maintenance", "params": {"target": "sqlite"}}
+    status, error = call(clustered, "POST", BASE, wanted)
+    assert status == 409 and error["error"] == "Conflict"
+    assert "cluster" in error["message"] and "only" in error["message"]
+    assert call(clustered, "GET", BASE)[1]["jobs"] == []
+    # Bad parameters are still a 400 first; other types run in a cluster.
+    assert call(clustered, "POST", BASE, {**wanted, "params": {}})[0] == 400
+    assert call(clustered, "POST", BASE, {"type": "noop", "params": {"n": 1}})[0] == 201
+
+
 def test_list_is_newest_first_with_the_active_job(node: Node) -> None:
     ids = []
     for _ in range(3):

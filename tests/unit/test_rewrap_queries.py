@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from objstore.meta.records import PartRecord, PartRef, UploadRecord
 from objstore.meta.store import SyncMetaStore
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
@@ -45,7 +46,10 @@ def test_walk_counts_and_swaps(meta_store: SyncMetaStore) -> None:  # noqa: F811
     first = walk[0]
     rewrapped = store.swap_wrapped_key(first, "local:b", {"format": "f", "wrapped_key": "w2"})
     assert rewrapped is not None and rewrapped.encryption_key_id == "local:b"
-    assert rewrapped.seq == first.seq
+    # A fresh seq and a stages stamp (so anti-entropy carries it); the client's stamps stay.
+    assert rewrapped.seq > first.seq and rewrapped.stages_updated_at is not None
+    assert (rewrapped.last_modified, rewrapped.lock_updated_at, rewrapped.tags_updated_at) \
+        == (first.last_modified, first.lock_updated_at, first.tags_updated_at)
     assert store.swap_wrapped_key(first, "local:c", {"format": "f", "wrapped_key": "w3"}) \
         is None  # it no longer holds the wrap read
 
@@ -54,7 +58,61 @@ def test_walk_counts_and_swaps(meta_store: SyncMetaStore) -> None:  # noqa: F811
     swapped = store.swap_blob(target, replace(target, blob_id="new-blob", **SSE))
     assert swapped is not None and swapped.blob_id == "new-blob"
     assert swapped.tags == {"t": "1"} and swapped.encryption_key_id == "local:a"
+    assert swapped.stages_updated_at is not None and swapped.last_modified == target.last_modified
     assert store.swap_blob(target, replace(target, blob_id="other")) is None  # blob moved on
+    again = store.swap_blob(swapped, replace(swapped, blob_id="newer-blob"))
+    assert again is not None and again.seq > swapped.seq
+    assert again.stages_updated_at > swapped.stages_updated_at  # never equal nor older
+    changed = store.changed_since(swapped.seq - 1, 10)  # what a peer's next pull sees
+    assert [entry.record.blob_id for entry in changed.entries if entry.record is not None
+            and entry.record.key == target.key] == ["newer-blob"]
+
+
+def test_a_composites_parts_keys_swap_with_the_row(meta_store: SyncMetaStore) -> None:  # noqa: F811
+    store = meta_store
+    assert store.create_bucket(bucket_record("b1"))
+    parts = (PartRef(1, "p1", 5, "e1", encryption_params={"format": "f", "wrapped_key": "a"}),
+             PartRef(2, "p2", 3, "e2", encryption_params={"format": "f", "wrapped_key": "b"}))
+    composite = obj("m", "v1", bucket="b1", parts=parts, size=8, etag="x-2",
+                    encryption_algorithm="AES256", encryption_key_id="local:a",
+                    encryption_params={"format": "f", "keys": "per-part"})
+    store.put_object(composite)
+    (read,) = store.encrypted_versions(None, 10)
+    store.update_object(replace(read, tags={"t": "1"}))  # a change meanwhile: a new seq
+    assert store.swap_wrapped_key(read, "local:b", read.encryption_params, parts) is None
+    (read,) = store.encrypted_versions(None, 10)
+    fresh = tuple(replace(p, encryption_params={"format": "f", "wrapped_key": p.etag})
+                  for p in parts)
+    stored = store.swap_wrapped_key(read, "local:b", read.encryption_params, fresh)
+    assert stored is not None and stored.parts == fresh
+    assert stored.encryption_key_id == "local:b"
+    assert store.swap_wrapped_key(read, "local:c", read.encryption_params, parts) is None
+
+
+def test_open_uploads_parts_walk_and_swap(meta_store: SyncMetaStore) -> None:  # noqa: F811
+    store = meta_store
+    assert store.create_bucket(bucket_record("b1"))
+    for upload_id, key in (("u1", "a/x"), ("u2", "b/y")):
+        store.create_upload(UploadRecord(upload_id, "b1", key, 10.0))
+        for number in (1, 2):
+            store.put_part(PartRecord(upload_id, number, f"{upload_id}-{number}", 5, "e", 11.0,
+                                      encryption_params={"format": "f", "wrapped_key": "w",
+                                                         "key_id": "local:a"}))
+    store.create_upload(UploadRecord("u3", "b1", "a/plain", 10.0))
+    store.put_part(PartRecord("u3", 1, "u3-1", 5, "e", 11.0))
+    walked = store.wrapped_parts(None, 10)
+    assert [(u.key, p.upload_id, p.part_number) for u, p in walked] == [
+        ("a/x", "u1", 1), ("a/x", "u1", 2), ("b/y", "u2", 1), ("b/y", "u2", 2)]
+    assert [p.part_number for _, p in store.wrapped_parts(("u1", 2), 10, prefix="b/")] \
+        == [1, 2]
+    assert store.count_wrapped_parts() == 4 and store.count_wrapped_parts(prefix="a/") == 2
+    part = walked[0][1]
+    fresh = {"format": "f", "wrapped_key": "w2", "key_id": "local:b"}
+    stored = store.swap_part_key(part, fresh)
+    assert stored is not None and stored.encryption_params == fresh
+    assert 0 < stored.last_modified - part.last_modified < 1e-3  # newer for the merge
+    assert store.swap_part_key(part, fresh) is None  # no longer the wrap read
+    assert store.list_parts("u1")[0].encryption_params == fresh
 
 
 def test_a_peers_job_rows_are_checked() -> None:

@@ -58,7 +58,7 @@ def test_rows_objstore_writes_pass() -> None:
 @pytest.mark.parametrize("stamp", [1e18, YEAR_10000, 1.7e308, -1e15, -0.5, 1e12, math.nan,
                                    math.inf, -math.inf], ids=repr)
 @pytest.mark.parametrize("name", ["last_modified", "lock_updated_at", "tags_updated_at",
-                                  "retain_until_date"])
+                                  "stages_updated_at", "retain_until_date"])
 def test_stamps_and_dates_outside_1970_to_9999_are_refused(name: str, stamp: float) -> None:
     assert refused_field(row(**{name: stamp})) == name
 
@@ -177,7 +177,8 @@ def test_every_field_of_a_row_is_checked_or_left_to_the_engine() -> None:
     is_latest are the receiver's; is_delete_marker and encryption_params carry no value
     a header or SQLite could choke on (wire.py checks their types)."""
     import dataclasses
-    checked = {"last_modified", "lock_updated_at", "tags_updated_at", "retain_until_date",
+    checked = {"last_modified", "lock_updated_at", "tags_updated_at", "stages_updated_at",
+               "retain_until_date",
                "size", "parts", "storage_class", "retention_mode", "legal_hold_status",
                "checksum_type", "encryption_algorithm", "replication_status",
                "compression", "checksums", "etag", "content_type", "encryption_key_id",
