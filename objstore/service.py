@@ -911,6 +911,7 @@ class ListenerService(service.Service):
             yield waiting
         except defer.TimeoutError:
             log.warn("{n} requests still in flight at shutdown", n=self._site.in_flight)
+        self._site.close_connections()
 
 
 def dump_stacks_if_still_running(seconds: float) -> None:

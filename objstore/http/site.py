@@ -15,6 +15,7 @@ The connection itself (limits and deadlines of a request's head) is `http/channe
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
@@ -446,6 +447,10 @@ class ObjstoreSite(server.Site):
         self.header_timeout_seconds = header_timeout_seconds
         self.in_flight = 0
         self._idle_waiters: list[defer.Deferred[None]] = []
+        # Open connections, closed after the drain: a peer's or client's keep-alive
+        # connection would otherwise bring requests after the listener closed, while the
+        # node's services and pools stop under them.
+        self._channels: weakref.WeakSet[Any] = weakref.WeakSet()
         self.noisy = False
         # MD5 and SHA-256 of large bodies (blobs/digests.py). The daemon passes its own pool;
         # otherwise (tests, tools) one is made at first use.
@@ -457,7 +462,16 @@ class ObjstoreSite(server.Site):
         channel.header_timeout_seconds = self.header_timeout_seconds
         channel.server_header = self.server_header
         channel.clock = self.reactor
+        self._channels.add(channel)
         return channel
+
+    def close_connections(self) -> int:
+        """Close every open connection (after the drain, at shutdown): what is being
+        written is flushed first. Returns how many were open."""
+        channels = [c for c in self._channels if c.transport is not None]
+        for channel in channels:
+            channel.transport.loseConnection()
+        return len(channels)
 
     def log(self, request: Any) -> None:
         """Access logging belongs to the audit log, not twistd's log."""

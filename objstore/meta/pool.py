@@ -28,6 +28,7 @@ _R = TypeVar("_R")
 
 WRITE_POOL_NAME = "objstore-db-write"
 READ_POOL_NAME = "objstore-db-read"
+CLOSE_POOL_NAME = "objstore-db-close"
 
 
 class DbRunner(Protocol):
@@ -47,8 +48,9 @@ class DbRunner(Protocol):
 class DbPool(Service):
     """Writer and reader thread pools for the metadata database, as a Twisted service.
 
-    `dispose` (normally `SyncMetaStore.close`) runs on the writer pool when the pool stops,
-    so the engine's connections are closed from a DB thread, not from the reactor."""
+    `dispose` (normally `SyncMetaStore.close`) runs when both pools have stopped, on a
+    thread made for it, so the engine's connections are closed off the reactor and after
+    every query."""
 
     name = "objstore-db"
 
@@ -97,21 +99,25 @@ class DbPool(Service):
         self._reader.start()
 
     def stop(self) -> Deferred[None]:
-        """Dispose the engine on the writer pool, then stop (join) both pools. Callers drain
-        their requests first: queries still running delay the join."""
+        """Stop (join) both pools, then dispose the engine on a thread of its own. Callers
+        drain their requests first: queries still running delay the join. The join comes
+        first because a query that asked for a connection while `dispose` emptied the pool
+        waited out the pool's timeout (30 s: the shutdown that hung, docs/STATUS.md)."""
         if not self._started:
             return defer.succeed(None)
         self._started = False
+        self._stop_pools()
         if self._dispose is None:
-            self._stop_pools()
             return defer.succeed(None)
-        d: Deferred[Any] = self._writer.run(self._dispose)
+        closer = NamedPool(self._reactor, CLOSE_POOL_NAME, 1)
+        closer.start()
+        d: Deferred[Any] = closer.run(self._dispose)
 
-        def stop_pools(result: object) -> object:
-            self._stop_pools()
+        def stop_closer(result: object) -> object:
+            closer.stop()
             return result
 
-        d.addBoth(stop_pools)
+        d.addBoth(stop_closer)
         return d.addCallback(lambda _: None)
 
     def _stop_pools(self) -> None:

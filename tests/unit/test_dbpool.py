@@ -263,7 +263,10 @@ def test_real_pools_start_run_and_join(sqlite_store: SyncMetaStore) -> None:
     reactor = FakeReactor()
     disposed = threading.Event()
 
+    order: list[str] = []
+
     def dispose() -> None:
+        order.append("disposed")
         sqlite_store.close()
         disposed.set()
 
@@ -300,11 +303,25 @@ def test_real_pools_start_run_and_join(sqlite_store: SyncMetaStore) -> None:
         d = pool.run_read(sqlite_store.list_buckets)
         reactor.run_pending()
         assert [b.name for b in result_of(d)] == ["b1"]
+
+        # A read still running when the pool stops finishes before the engine is
+        # disposed (a read that met `dispose` waited out the pool timeout: 30 s).
+        reading = threading.Event()
+
+        def late_read() -> None:
+            reading.set()
+            sqlite_store.list_buckets()
+            order.append("read")
+
+        pool.read_pool.callInThread(late_read)
+        assert reading.wait(WAIT_SECONDS)
     finally:
-        stopped = pool.stop()
-        reactor.run_pending()  # delivers the dispose result; the pools then join
+        stopped = pool.stop()  # joins both pools, then disposes on a thread of its own
+    assert pool.write_pool.joined and pool.read_pool.joined
+    assert disposed.wait(WAIT_SECONDS)
+    reactor.run_pending()  # delivers the dispose result
     assert result_of(stopped) is None
-    assert disposed.is_set()
+    assert order == ["read", "disposed"]
     assert pool.write_pool.joined and pool.read_pool.joined
     assert all(not t.is_alive() for t in pool.write_pool.threads + pool.read_pool.threads)
 

@@ -281,3 +281,23 @@ def test_odd_decoded_lengths_never_break_the_head(conn: Connection, api: Api,
     assert b"<Code>InvalidArgument</Code>" in answer
     assert b"<ArgumentName>x-amz-decoded-content-length</ArgumentName>" in answer
     assert api.rendered == []
+
+
+# -- shutdown ------------------------------------------------------------------------
+
+
+def test_open_connections_are_closed_after_the_drain(tmp_path: Path) -> None:
+    """A keep-alive connection (a peer's, a client's) is closed by `close_connections`,
+    which the listener calls after the drain: requests on it would otherwise arrive while
+    the node's services and database pools stop under them."""
+    clock = Clock()
+    site = ObjstoreSite(Api(), tmp_dir=str(tmp_path), limits=ServerLimits(),
+                        server_header="objstore", reactor=clock)
+    idle, gone = StringTransport(), StringTransport()
+    site.buildProtocol(None).makeConnection(idle)
+    closed = site.buildProtocol(None)
+    closed.makeConnection(gone)
+    closed.connectionLost(Failure(ConnectionDone()))
+    closed.transport = None  # what a lost connection leaves
+    assert site.close_connections() == 1
+    assert idle.disconnecting
