@@ -74,7 +74,7 @@ def swap_wrapped_key(db: Database, record: ObjectRecord, key_id: str,
         where = sa.and_(where, _o.c.seq == record.seq)
         values["parts"] = _parts_json(parts)
     with write_transaction(db.engine) as conn:
-        stamp = _restamp(db, conn, where)
+        stamp = _restamp(conn, where, db.clock())
         if stamp is None:
             return None
         row = conn.execute(
@@ -147,7 +147,7 @@ def swap_part_key(db: Database, part: PartRecord, params: dict[str, Any]
     return None if row is None else schema.part_record(row)
 
 
-def _restamp(db: Database, conn: Any, where: sa.ColumnElement[bool]) -> dict[str, Any] | None:
+def _restamp(conn: Any, where: sa.ColumnElement[bool], now: float) -> dict[str, Any] | None:
     """A fresh seq (taking the counter's lock, which every object write takes first, so
     the row read next stays as read until commit) and the next `stages_updated_at` of the
     row `where` selects; None when no row matches."""
@@ -155,7 +155,7 @@ def _restamp(db: Database, conn: Any, where: sa.ColumnElement[bool]) -> dict[str
     found = conn.execute(sa.select(_o.c.stages_updated_at).where(where)).first()
     if found is None:
         return None
-    return {"seq": seq, "stages_updated_at": stamp_write(db.clock(), found[0])}
+    return {"seq": seq, "stages_updated_at": stamp_write(now, found[0])}
 
 
 def count_encrypted_versions(db: Database, *, bucket: str | None = None,
@@ -229,7 +229,7 @@ def swap_blob(db: Database, record: ObjectRecord, rewritten: ObjectRecord
     where = sa.and_(_o.c.bucket == record.bucket, _o.c.key == record.key,
                     _o.c.version_id == record.version_id, _o.c.blob_id == record.blob_id)
     with write_transaction(db.engine) as conn:
-        stamp = _restamp(db, conn, where)
+        stamp = _restamp(conn, where, db.clock())
         if stamp is None:
             return None
         row = conn.execute(

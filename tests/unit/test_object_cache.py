@@ -212,4 +212,4 @@ def test_every_query_that_takes_a_seq_tells_the_caches() -> None:
     assert {q.rsplit(".", 1)[1] for q in takers} == {
         "put_object", "delete_object_version", "update_object", "complete_upload",
         "insert_recovered", "apply_replicated_object", "apply_replicated_objects",
-        "apply_replicated_delete", "journal_finish"}
+        "apply_replicated_delete", "journal_finish", "swap_blob", "swap_wrapped_key"}
