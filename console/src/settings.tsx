@@ -18,6 +18,8 @@ interface Doc {
   json?: boolean;
   removable: boolean;
   sample: string;
+  // S3 answers an empty document, not 404, when nothing is configured (notifications).
+  emptyIsUnset?: boolean;
 }
 
 // The documents, in the order a bucket's owner meets them.
@@ -34,7 +36,7 @@ export const DOCUMENTS: Doc[] = [
     sample: JSON.stringify({ Version: "2012-10-17", Statement: [{ Effect: "Allow", Principal: "*", Action: ["s3:GetObject"], Resource: ["arn:aws:s3:::BUCKET/public/*"] }] }, null, 2) },
   { title: "CORS", query: "cors", removable: true,
     sample: `<CORSConfiguration ${NS}><CORSRule><AllowedOrigin>https://app.example.com</AllowedOrigin><AllowedMethod>GET</AllowedMethod><AllowedMethod>PUT</AllowedMethod><AllowedHeader>*</AllowedHeader><MaxAgeSeconds>3000</MaxAgeSeconds></CORSRule></CORSConfiguration>` },
-  { title: "Notifications", query: "notification", removable: false,
+  { title: "Notifications", query: "notification", removable: false, emptyIsUnset: true,
     sample: `<NotificationConfiguration ${NS}><QueueConfiguration><Id>uploads</Id><Queue>arn:objstore:sqs:us-east-1:hooks:webhook</Queue><Event>s3:ObjectCreated:*</Event></QueueConfiguration></NotificationConfiguration>` },
   { title: "Replication", query: "replication", removable: true,
     sample: `<ReplicationConfiguration ${NS}><Role></Role><Rule><ID>all</ID><Status>Enabled</Status><Priority>1</Priority><DeleteMarkerReplication><Status>Enabled</Status></DeleteMarkerReplication><Filter><Prefix></Prefix></Filter><Destination><Bucket>arn:aws:s3:::backup</Bucket><Endpoint>https://backup.example.com:9000</Endpoint><CredentialRef>backup</CredentialRef></Destination></Rule></ReplicationConfiguration>` },
@@ -64,6 +66,13 @@ export function pretty(text: string, json = false): string {
   return lines.join("\n");
 }
 
+// An XML document whose root element has no child elements (an empty configuration).
+export function isEmptyDocument(text: string): boolean {
+  const doc = new DOMParser().parseFromString(text, "application/xml");
+  if (doc.getElementsByTagName("parsererror").length) return false;
+  return doc.documentElement.children.length === 0;
+}
+
 function DocumentEditor(props: { client: Client; bucket: string; doc: Doc }) {
   const { client, bucket, doc } = props;
   const path = `/${encodeURIComponent(bucket)}?${doc.query}`;
@@ -74,7 +83,13 @@ function DocumentEditor(props: { client: Client; bucket: string; doc: Doc }) {
   async function load() {
     try {
       const response = await client.s3("GET", path);
-      setText(pretty(await response.text(), doc.json));
+      const body = await response.text();
+      if (doc.emptyIsUnset && isEmptyDocument(body)) {
+        setText(doc.sample.replace("BUCKET", bucket));
+        setState("unset");
+        return;
+      }
+      setText(pretty(body, doc.json));
       setState("set");
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) {

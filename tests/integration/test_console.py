@@ -463,6 +463,8 @@ def test_console_end_to_end(console_daemon: Daemon, browser: Any, shots: Path,
             "access_key_id": ROOT_ACCESS_KEY, "secret_access_key": ROOT_SECRET_KEY})
         page.goto(f"{endpoint}/console/b/{SOURCE}/settings")
         expect(page.get_by_text("No replication rules: nothing is copied")).to_be_visible()
+        # S3's empty notification document is "not set", not a configuration
+        expect(page.get_by_text("Notifications: not set")).to_be_visible()
         page.get_by_text("Replication: not set").click()
         page.get_by_label("Replication document (an example to start from)").fill(
             replication_rule(endpoint))
