@@ -5,12 +5,12 @@ one daemon with [encryption] enabled; then the raw speed of the stages on this m
 
     .venv/bin/python -m bench.stages [--runs 3] [--seconds 5] [--rounds 3] [--out FILE]
 
-The kinds take turns (plain, SSE-S3, zstd, plain, ...) within each 64 MiB run and each
-4 KiB round, and the table gives medians: on a shared machine whose load moves during the
-run, a change falls on every kind alike. The 64 MiB bodies are half compressible (log-like
-lines with random bytes between them), the same for every bucket; PUTs are header-signed
-with the payload's SHA-256 (the server computes MD5 and SHA-256), GETs presigned; 4 KiB
-PUTs are wrk at c=32 on new keys.
+The kinds take turns within each 64 MiB run and each 4 KiB round, in an order rotated by
+one each time (plain first, then SSE-S3 first, ...), and the table gives medians: on a
+shared machine whose load moves during the run, a change falls on every kind alike. The
+64 MiB bodies are half compressible (log-like lines with random bytes between them), the
+same for every bucket; PUTs are header-signed with the payload's SHA-256 (the server
+computes MD5 and SHA-256), GETs presigned; 4 KiB PUTs are wrk at c=32 on new keys.
 """
 
 from __future__ import annotations
@@ -192,16 +192,24 @@ def _prepare(target: S3Target, session: S3Session) -> None:
            json.dumps({"algorithm": "zstd", "level": 3}).encode())
 
 
+def _turns(run: int) -> list[tuple[str, str]]:
+    """The kinds in the order of run `run`: rotated by one each run, so that no kind is
+    always the first after a pause or the one after another's backlog."""
+    kinds = list(BUCKETS.items())
+    at = run % len(kinds)
+    return kinds[at:] + kinds[:at]
+
+
 def large_rows(server: Objstore, target: S3Target, body: Path, runs: int
                ) -> dict[str, tuple[float, float, float, float]]:
     """Per kind: PUT MiB/s, its server CPU cores, GET MiB/s, its server CPU cores (medians).
-    The kinds take turns within each run (plain, SSE-S3, zstd, plain, ...), so that a
-    change of the machine's load during the run falls on every kind alike."""
+    The kinds take turns within each run (`_turns`), so that a change of the machine's
+    load during the run falls on every kind alike."""
     sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
     figures: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {
         kind: ([], [], [], []) for kind in BUCKETS}
     for run in range(runs):
-        for kind, bucket in BUCKETS.items():
+        for kind, bucket in _turns(run):
             puts, put_cpu, gets, get_cpu = figures[kind]
             path = f"/{bucket}/big-{run}"
             meter = CpuMeter(server)
@@ -226,7 +234,7 @@ def small_rows(server: Objstore, target: S3Target, workdir: Path, seconds: int,
     body.write_bytes(os.urandom(SMALL))
     figures: dict[str, list[tuple[float, float, float]]] = {kind: [] for kind in BUCKETS}
     for round_ in range(rounds):
-        for kind, bucket in BUCKETS.items():
+        for kind, bucket in _turns(round_):
             paths = workdir / f"{bucket}.paths"
             count = seconds * 3000 + 32
             write_paths(paths, target.presigned_paths(
