@@ -49,6 +49,10 @@ READ_CHUNK_BYTES = 256 * 1024
 STAGED_CHUNK_BYTES = 1024 * 1024  # one pool job of a staged stream: 16 packages, 4 zstd chunks
 STAGED_DEPTH = 2  # chunks of a staged stream ready or being read, at most
 
+# What a stream hands its consumer: bytes, or the pieces of one chunk (a staged read's
+# packages, written one by one rather than joined into a copy first: `ReadAheadStream`).
+Chunk = bytes | list[bytes]
+
 
 class BlobFile:
     """One blob file open for reading; its stored bytes are its logical bytes (no stage).
@@ -162,6 +166,21 @@ class BlobReader:
                 left -= count
                 yield data
 
+    def piece_chunks(self, chunk_bytes: int = READ_CHUNK_BYTES
+                     ) -> Generator[list[bytes], None, None]:
+        """As `chunks`, each chunk as the pieces its source holds it in (a staged
+        source's packages or zstd chunks, `UnitSource.read_pieces`): not joined."""
+        for segment in self._segments:
+            offset, left = segment.offset, segment.length
+            while left > 0:
+                count = min(chunk_bytes, left)
+                source = self._source_of(segment.blob_id)
+                read_pieces = getattr(source, "read_pieces", None)
+                yield (read_pieces(offset, count) if read_pieces is not None
+                       else [source.read(offset, count)])
+                offset += count
+                left -= count
+
     def _source_of(self, blob_id: str) -> ByteSource:
         if self._blob_id == blob_id and self._source is not None:
             return self._source
@@ -198,7 +217,7 @@ class ChunkStream:
         self._runner = runner
         self._release = release
 
-    def next_chunk(self) -> defer.Deferred[bytes | None]:
+    def next_chunk(self) -> defer.Deferred[Chunk | None]:
         """The next chunk, or None after the last one."""
         return self._runner.run(next, self._chunks, None)
 
@@ -213,8 +232,10 @@ class ChunkStream:
 class ReadAheadStream:
     """A reader's chunks, read by jobs on `runner` ahead of the consumer: at most `depth`
     chunks are held (ready, or one being read), and a new read starts whenever one is
-    taken. The same contract as `ChunkStream` for its consumer (never two `next_chunk`
-    calls in flight); `close` may come while a read-ahead job runs: the reader is then
+    taken. A chunk is a list of pieces (`BlobReader.piece_chunks`: a staged source's
+    packages, never joined into one copy; the GET producer writes each). The same
+    contract as `ChunkStream` for its consumer (never two `next_chunk` calls in flight);
+    `close` may come while a read-ahead job runs: the reader is then
     closed (and `release` run) once that job is over, never under a pool thread."""
 
     def __init__(self, reader: BlobReader, runner: Runner,
@@ -224,26 +245,26 @@ class ReadAheadStream:
             raise ValueError("a read-ahead stream holds at least one chunk")
         self.length = reader.length
         self._reader = reader
-        self._chunks = reader.chunks(chunk_bytes)
+        self._chunks = reader.piece_chunks(chunk_bytes)
         self._runner = runner
         self._depth = depth
         self._release = release
-        self._ready: deque[bytes | None] = deque()  # None: the end
+        self._ready: deque[list[bytes] | None] = deque()  # None: the end
         self._reading = False
         self._ended = False  # the end (or an error) was read: nothing more to read
         self._error: Failure | None = None  # the Failure of the read that failed
-        self._waiter: defer.Deferred[bytes | None] | None = None
+        self._waiter: defer.Deferred[Chunk | None] | None = None
         self._closing = False
 
-    def next_chunk(self) -> defer.Deferred[bytes | None]:
-        """The next chunk, or None after the last one."""
+    def next_chunk(self) -> defer.Deferred[Chunk | None]:
+        """The next chunk (its pieces), or None after the last one."""
         if self._ready:
             chunk = self._ready.popleft()
             self._read_ahead()
             return defer.succeed(chunk)
         if self._error is not None:
             return defer.fail(self._error)
-        waiter: defer.Deferred[bytes | None] = defer.Deferred()
+        waiter: defer.Deferred[Chunk | None] = defer.Deferred()
         self._waiter = waiter
         self._read_ahead()  # an inline runner fires `waiter` before this returns
         return waiter
@@ -255,7 +276,7 @@ class ReadAheadStream:
         self._reading = True
         self._runner.run(next, self._chunks, None).addCallbacks(self._got, self._failed)
 
-    def _got(self, chunk: bytes | None) -> None:
+    def _got(self, chunk: list[bytes] | None) -> None:
         self._reading = False
         if self._closing:
             self._close_now()
