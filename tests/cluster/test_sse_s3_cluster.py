@@ -195,10 +195,19 @@ def test_encrypted_compressed_multipart_replicates_and_catches_up(
     c.daemon.start()
     _reads_everywhere(nodes, "while-c-was-away", later)
     _no_marker_on_disk(nodes)
-    for node in nodes.values():  # copied as stored: compressed (and encrypted) everywhere
+    stored = None
+    for node in nodes.values():  # copied as stored: compressed and encrypted everywhere
         sidecar = _sidecar(node, ZBUCKET, "while-c-was-away")
         assert sidecar.get("compression") == "zstd", (node.node_id, sidecar)
         assert sidecar.get("encryption_algorithm") == "AES256", (node.node_id, sidecar)
+        parts = [_blob_path(node, part["blob_id"]).read_bytes() for part in sidecar["parts"]]
+        assert len(parts) == 3 and sum(map(len, parts)) < len(later) // 2  # compressed
+        assert stored is None or parts == stored, node.node_id  # the same bytes
+        stored = parts
+
+
+def _blob_path(node: Node, blob_id: str) -> Path:
+    return node.daemon.data_dir / "blobs" / blob_id[0:2] / blob_id[2:4] / blob_id
 
 
 def _sidecar(node: Node, bucket: str, key: str) -> dict[str, Any]:
