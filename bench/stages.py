@@ -3,10 +3,13 @@ into a plain bucket, an SSE-S3 one (bucket default encryption) and a zstd one (l
 one daemon with [encryption] enabled; then the raw speed of the stages on this machine
 (AES-256-GCM 64 KiB packages, zstd chunks, MD5 and SHA-256 for scale). Prints one table.
 
-    .venv/bin/python -m bench.stages [--runs 3] [--seconds 5] [--out FILE]
+    .venv/bin/python -m bench.stages [--runs 3] [--seconds 5] [--rounds 3] [--out FILE]
 
-The 64 MiB bodies are half compressible (log-like lines with random bytes between them),
-the same for every bucket; PUTs are header-signed with the payload's SHA-256 (the server
+The kinds take turns within each 64 MiB run and each 4 KiB round, in an order rotated by
+one each time (plain first, then SSE-S3 first, ...), and the table gives medians: on a
+shared machine whose load moves during the run, a change falls on every kind alike. The
+64 MiB bodies are half compressible (log-like lines with random bytes between them), the
+same for every bucket; PUTs are header-signed with the payload's SHA-256 (the server
 computes MD5 and SHA-256), GETs presigned; 4 KiB PUTs are wrk at c=32 on new keys.
 """
 
@@ -189,14 +192,25 @@ def _prepare(target: S3Target, session: S3Session) -> None:
            json.dumps({"algorithm": "zstd", "level": 3}).encode())
 
 
+def _turns(run: int) -> list[tuple[str, str]]:
+    """The kinds in the order of run `run`: rotated by one each run, so that no kind is
+    always the first after a pause or the one after another's backlog."""
+    kinds = list(BUCKETS.items())
+    at = run % len(kinds)
+    return kinds[at:] + kinds[:at]
+
+
 def large_rows(server: Objstore, target: S3Target, body: Path, runs: int
                ) -> dict[str, tuple[float, float, float, float]]:
-    """Per kind: PUT MiB/s, its server CPU cores, GET MiB/s, its server CPU cores."""
+    """Per kind: PUT MiB/s, its server CPU cores, GET MiB/s, its server CPU cores (medians).
+    The kinds take turns within each run (`_turns`), so that a change of the machine's
+    load during the run falls on every kind alike."""
     sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
-    found = {}
-    for kind, bucket in BUCKETS.items():
-        puts, put_cpu, gets, get_cpu = [], [], [], []
-        for run in range(runs):
+    figures: dict[str, tuple[list[float], list[float], list[float], list[float]]] = {
+        kind: ([], [], [], []) for kind in BUCKETS}
+    for run in range(runs):
+        for kind, bucket in _turns(run):
+            puts, put_cpu, gets, get_cpu = figures[kind]
             path = f"/{bucket}/big-{run}"
             meter = CpuMeter(server)
             puts.append(curl_mib_per_second(server.base_url + path, body,
@@ -207,27 +221,31 @@ def large_rows(server: Objstore, target: S3Target, body: Path, runs: int
             meter = CpuMeter(server)
             gets.append(curl_mib_per_second(url, None, {}))
             get_cpu.append(meter.cores())
-        median = statistics.median
-        found[kind] = (median(puts), median(put_cpu), median(gets), median(get_cpu))
-    return found
+    median = statistics.median
+    return {kind: (median(puts), median(put_cpu), median(gets), median(get_cpu))
+            for kind, (puts, put_cpu, gets, get_cpu) in figures.items()}
 
 
-def small_rows(server: Objstore, target: S3Target, workdir: Path, seconds: int
-               ) -> dict[str, tuple[float, float, float]]:
-    """Per kind: 4 KiB PUT ops/s, p99 ms, server CPU cores (wrk, c=32, new keys)."""
+def small_rows(server: Objstore, target: S3Target, workdir: Path, seconds: int,
+               rounds: int = 1) -> dict[str, tuple[float, float, float]]:
+    """Per kind: 4 KiB PUT ops/s, p99 ms, server CPU cores (wrk, c=32, new keys): medians
+    of `rounds` rounds in which the kinds take turns."""
     body = workdir / "small.bin"
     body.write_bytes(os.urandom(SMALL))
-    found = {}
-    for kind, bucket in BUCKETS.items():
-        paths = workdir / f"{bucket}.paths"
-        count = seconds * 3000 + 32
-        write_paths(paths, target.presigned_paths("PUT", bucket,
-                                                  (f"small/{i:07d}" for i in range(count))))
-        meter = CpuMeter(server)
-        result = run_wrk(WrkRun(server.base_url, paths, "PUT", body, True, seconds,
-                                connections=32, threads=2))
-        found[kind] = (result.ops_per_second, result.p99_ms, meter.cores())
-    return found
+    figures: dict[str, list[tuple[float, float, float]]] = {kind: [] for kind in BUCKETS}
+    for round_ in range(rounds):
+        for kind, bucket in _turns(round_):
+            paths = workdir / f"{bucket}.paths"
+            count = seconds * 3000 + 32
+            write_paths(paths, target.presigned_paths(
+                "PUT", bucket, (f"small/{round_}/{i:07d}" for i in range(count))))
+            meter = CpuMeter(server)
+            result = run_wrk(WrkRun(server.base_url, paths, "PUT", body, True, seconds,
+                                    connections=32, threads=2))
+            figures[kind].append((result.ops_per_second, result.p99_ms, meter.cores()))
+    median = statistics.median
+    return {kind: (median(f[0] for f in rows), median(f[1] for f in rows),
+                   median(f[2] for f in rows)) for kind, rows in figures.items()}
 
 
 def table(large: dict[str, tuple[float, float, float, float]],
@@ -259,7 +277,9 @@ def table(large: dict[str, tuple[float, float, float, float]],
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=3, help="64 MiB transfers per kind")
-    parser.add_argument("--seconds", type=int, default=5, help="wrk seconds per 4 KiB row")
+    parser.add_argument("--seconds", type=int, default=5, help="wrk seconds per 4 KiB run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="4 KiB rounds (the kinds take turns; medians)")
     parser.add_argument("--out", type=Path, help="also write the table here (markdown)")
     parser.add_argument("--tmp-dir", default=None, help="parent of the run's directory")
     parser.add_argument("--local", action="store_true",
@@ -283,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             print("-- 64 MiB transfers", flush=True)
             large = large_rows(server, target, body, args.runs)
             print("-- 4 KiB PUTs", flush=True)
-            small = small_rows(server, target, workdir, args.seconds)
+            small = small_rows(server, target, workdir, args.seconds, args.rounds)
         finally:
             server.stop()
     print("-- raw stages", flush=True)

@@ -17,27 +17,41 @@ concurrent delete of the key can not remove its bytes.
 Everything here is blocking. Small reads may run on the calling (reactor) thread: a blob
 is normally in the page cache and a pool round trip costs more than a 256 KiB read.
 `ChunkStream` runs each chunk of a large range on a runner (the IO pool) instead, so the
-reactor never waits on the disk for a large response. No Twisted import except through
-the runner it is given.
+reactor never waits on the disk for a large response. `ReadAheadStream` does the same for
+a staged object (encrypted, compressed), whose chunks cost CPU to open: larger chunks (one
+pool job opens 16 packages), and up to two of them opened ahead of the consumer, so the
+pool decrypts the next megabyte while the reactor sends this one. It holds at most
+`depth` chunks (ready or being read): a consumer that stops taking chunks (a paused
+response, a slow client) stops the reading, so memory stays bounded per response. Both
+read only the range they were given (a Range GET opens only the packages it covers). From
+Twisted only Deferreds, besides the runner it is given.
 """
 
 from __future__ import annotations
 
 import bisect
 import os
+from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from objstore.blobs.segments import Segment
 from objstore.blobs.stages import ByteSource
 
 if TYPE_CHECKING:
-    from twisted.internet import defer
-
     from objstore.threads import Runner
 
 READ_CHUNK_BYTES = 256 * 1024
+STAGED_CHUNK_BYTES = 1024 * 1024  # one pool job of a staged stream: 16 packages, 4 zstd chunks
+STAGED_DEPTH = 2  # chunks of a staged stream ready or being read, at most
+
+# What a stream hands its consumer: bytes, or the pieces of one chunk (a staged read's
+# packages, written one by one rather than joined into a copy first: `ReadAheadStream`).
+Chunk = bytes | list[bytes]
 
 
 class BlobFile:
@@ -152,6 +166,21 @@ class BlobReader:
                 left -= count
                 yield data
 
+    def piece_chunks(self, chunk_bytes: int = READ_CHUNK_BYTES
+                     ) -> Generator[list[bytes], None, None]:
+        """As `chunks`, each chunk as the pieces its source holds it in (a staged
+        source's packages or zstd chunks, `UnitSource.read_pieces`): not joined."""
+        for segment in self._segments:
+            offset, left = segment.offset, segment.length
+            while left > 0:
+                count = min(chunk_bytes, left)
+                source = self._source_of(segment.blob_id)
+                read_pieces = getattr(source, "read_pieces", None)
+                yield (read_pieces(offset, count) if read_pieces is not None
+                       else [source.read(offset, count)])
+                offset += count
+                left -= count
+
     def _source_of(self, blob_id: str) -> ByteSource:
         if self._blob_id == blob_id and self._source is not None:
             return self._source
@@ -188,11 +217,97 @@ class ChunkStream:
         self._runner = runner
         self._release = release
 
-    def next_chunk(self) -> defer.Deferred[bytes | None]:
+    def next_chunk(self) -> defer.Deferred[Chunk | None]:
         """The next chunk, or None after the last one."""
         return self._runner.run(next, self._chunks, None)
 
     def close(self) -> None:
+        self._chunks.close()
+        self._reader.close()
+        release, self._release = self._release, None
+        if release is not None:
+            self._runner.run(release)
+
+
+class ReadAheadStream:
+    """A reader's chunks, read by jobs on `runner` ahead of the consumer: at most `depth`
+    chunks are held (ready, or one being read), and a new read starts whenever one is
+    taken. A chunk is a list of pieces (`BlobReader.piece_chunks`: a staged source's
+    packages, never joined into one copy; the GET producer writes each). The same
+    contract as `ChunkStream` for its consumer (never two `next_chunk` calls in flight);
+    `close` may come while a read-ahead job runs: the reader is then
+    closed (and `release` run) once that job is over, never under a pool thread."""
+
+    def __init__(self, reader: BlobReader, runner: Runner,
+                 chunk_bytes: int = STAGED_CHUNK_BYTES, depth: int = STAGED_DEPTH, *,
+                 release: Callable[[], None] | None = None) -> None:
+        if depth < 1:
+            raise ValueError("a read-ahead stream holds at least one chunk")
+        self.length = reader.length
+        self._reader = reader
+        self._chunks = reader.piece_chunks(chunk_bytes)
+        self._runner = runner
+        self._depth = depth
+        self._release = release
+        self._ready: deque[list[bytes] | None] = deque()  # None: the end
+        self._reading = False
+        self._ended = False  # the end (or an error) was read: nothing more to read
+        self._error: Failure | None = None  # the Failure of the read that failed
+        self._waiter: defer.Deferred[Chunk | None] | None = None
+        self._closing = False
+
+    def next_chunk(self) -> defer.Deferred[Chunk | None]:
+        """The next chunk (its pieces), or None after the last one."""
+        if self._ready:
+            chunk = self._ready.popleft()
+            self._read_ahead()
+            return defer.succeed(chunk)
+        if self._error is not None:
+            return defer.fail(self._error)
+        waiter: defer.Deferred[Chunk | None] = defer.Deferred()
+        self._waiter = waiter
+        self._read_ahead()  # an inline runner fires `waiter` before this returns
+        return waiter
+
+    def _read_ahead(self) -> None:
+        if (self._reading or self._ended or self._closing
+                or len(self._ready) + 1 > self._depth):
+            return
+        self._reading = True
+        self._runner.run(next, self._chunks, None).addCallbacks(self._got, self._failed)
+
+    def _got(self, chunk: list[bytes] | None) -> None:
+        self._reading = False
+        if self._closing:
+            self._close_now()
+            return
+        if chunk is None:
+            self._ended = True
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.callback(chunk)
+        else:
+            self._ready.append(chunk)
+        self._read_ahead()
+
+    def _failed(self, failure: Failure) -> None:
+        self._reading = False
+        self._ended = True
+        if self._closing:
+            self._close_now()
+            return
+        self._error = failure
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.errback(failure)
+
+    def close(self) -> None:
+        self._closing = True
+        self._ready.clear()
+        if not self._reading:
+            self._close_now()
+
+    def _close_now(self) -> None:
         self._chunks.close()
         self._reader.close()
         release, self._release = self._release, None

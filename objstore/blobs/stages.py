@@ -100,10 +100,18 @@ class UnitSource:
         self._cached = b""
 
     def read(self, offset: int, length: int) -> bytes:
+        pieces = self.read_pieces(offset, length)
+        if not pieces:
+            return b""
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def read_pieces(self, offset: int, length: int) -> list[bytes]:
+        """The bytes `read` gives, as the units' own bytes (the first and the last cut to
+        the range) instead of one joined copy: a streamed GET writes them as they are."""
         if offset < 0 or length < 0 or offset + length > self._size:
             raise OSError(f"bytes {offset}+{length} are outside the {self._size} stored")
         if length == 0:
-            return b""
+            return []
         first = offset // self._unit
         last = (offset + length - 1) // self._unit
         pieces = []
@@ -116,9 +124,12 @@ class UnitSource:
                 pieces.append(plain)
                 self._cached_seq, self._cached = seq, plain
                 seq += 1
-        plain = pieces[0] if len(pieces) == 1 else b"".join(pieces)
         skip = offset - first * self._unit
-        return plain[skip:skip + length]
+        if len(pieces) == 1:
+            return [pieces[0][skip:skip + length]]
+        pieces[0] = pieces[0][skip:]  # the whole unit (no copy) when the range starts on it
+        pieces[-1] = pieces[-1][:offset + length - last * self._unit]
+        return pieces
 
     def _open_units(self, first: int, last: int) -> Iterator[bytes]:
         """The logical bytes of units `first` to `last`, in order (one read below)."""

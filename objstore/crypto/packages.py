@@ -76,7 +76,7 @@ def seal_package(cipher: AESGCM, seq: int, plaintext: bytes, final: bool) -> byt
     return cipher.encrypt(_nonce(seq), plaintext, _aad(seq, final))
 
 
-def open_package(cipher: AESGCM, seq: int, stored: bytes, final: bool) -> bytes:
+def open_package(cipher: AESGCM, seq: int, stored: bytes | memoryview, final: bool) -> bytes:
     try:
         return cipher.decrypt(_nonce(seq), stored, _aad(seq, final))
     except InvalidTag:
@@ -139,9 +139,10 @@ class DecryptingSource(UnitSource):
 
     def _open_units(self, first: int, last: int) -> Iterator[bytes]:
         stored_end = min(self._stored_end(last), stored_size(self._size))
-        stored = self._source.read(first * PACKAGE_STORED, stored_end - first * PACKAGE_STORED)
+        stored = memoryview(self._source.read(first * PACKAGE_STORED,
+                                              stored_end - first * PACKAGE_STORED))
         at = 0
-        for seq in range(first, last + 1):
+        for seq in range(first, last + 1):  # views: no copy of the ciphertext
             take = min(PACKAGE_STORED, len(stored) - at)
             yield open_package(self._cipher, seq, stored[at:at + take], seq == self._count - 1)
             at += take

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
-from objstore.blobs.reader import BlobReader, ChunkStream
+from objstore.blobs.reader import BlobReader, ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
 from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
@@ -537,7 +537,7 @@ class ObjectService:
         return await self._io.run(reader.read_all)
 
     async def stream(self, record: ObjectRecord, start: int, length: int,
-                     customer_key: CustomerKey | None = None) -> ChunkStream:
+                     customer_key: CustomerKey | None = None) -> ChunkStream | ReadAheadStream:
         """Bytes [start, start + length) as chunks read on the IO pool, for a streamed
         response. Its blobs are held before the answer starts, so a delete that commits
         after this point no longer takes the bytes away: the first blob is opened now, on
@@ -564,7 +564,7 @@ class ObjectService:
 
     async def _open_stream(self, record: ObjectRecord, segments: list[Segment],
                            several: bool, customer_key: CustomerKey | None = None
-                           ) -> ChunkStream:
+                           ) -> ChunkStream | ReadAheadStream:
         reader = self._blobs.reader(segments, record, customer_key)
         pin: PartsPin | None = None
         try:
@@ -575,7 +575,11 @@ class ObjectService:
             if pin is not None:
                 await self._io.run(pin.release)
             raise
-        return ChunkStream(reader, self._io, release=pin.release if pin else None)
+        release = pin.release if pin else None
+        if plan_of(record).identity:
+            return ChunkStream(reader, self._io, release=release)
+        # Staged bytes cost CPU to open: larger chunks, opened ahead of the sending.
+        return ReadAheadStream(reader, self._io, release=release)
 
     def _all_present(self, blob_ids: Sequence[str]) -> bool:
         """(IO thread) Whether every one of `blob_ids` has its file here."""

@@ -18,13 +18,13 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from objstore.blobs.reader import READ_CHUNK_BYTES
+from objstore.blobs.reader import READ_CHUNK_BYTES, Chunk
 
 CHUNK_BYTES = READ_CHUNK_BYTES
 
 
 class ChunkSource(Protocol):
-    def next_chunk(self) -> defer.Deferred[bytes | None]:
+    def next_chunk(self) -> defer.Deferred[Chunk | None]:
         """The next chunk, or None after the last; never called twice at once."""
         ...
 
@@ -36,7 +36,7 @@ class BlobProducer:
     def __init__(self, request: Any, source: ChunkSource) -> None:
         self._request = request
         self._source = source
-        self._pending: bytes | None = None  # read, not yet written (paused)
+        self._pending: Chunk | None = None  # read, not yet written (paused)
         self._reading = False
         self._advancing = False
         self._paused = False
@@ -80,7 +80,11 @@ class BlobProducer:
                     if self._paused:
                         break
                     chunk, self._pending = self._pending, None
-                    self._request.write(chunk)
+                    if type(chunk) is bytes:
+                        self._request.write(chunk)
+                    else:
+                        for piece in chunk:
+                            self._request.write(piece)
                     continue
                 if self._reading or self._eof:
                     break
@@ -92,7 +96,7 @@ class BlobProducer:
                                   or (self._eof and self._pending is None)):
             self._finish()
 
-    def _read(self, chunk: bytes | None) -> None:
+    def _read(self, chunk: Chunk | None) -> None:
         self._reading = False
         if chunk is None:
             self._eof = True

@@ -294,7 +294,8 @@ class S3Api:
         if route is None or route.handler is None:
             raise line.refusal()
         refuse_unsupported_headers(
-            (name.decode("latin-1") for name, _ in request.requestHeaders.getAllRawHeaders()),
+            ((name.decode("latin-1"), values[-1].decode("latin-1"))
+             for name, values in request.requestHeaders.getAllRawHeaders()),
             line.operation)
         await authorize_request(self._services, request, line, verified.principal)
         if route.mutates and (request.header(REPLICA_HEADER) or "").upper() == "REPLICA":

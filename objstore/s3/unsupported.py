@@ -10,6 +10,11 @@ CopyObject and CreateMultipartUpload (SSE-S3; the value itself is judged by
 engine/stage_plan.py; parts follow their upload); the SSE-C headers on PutObject, GetObject,
 HeadObject, CopyObject (and its source's), CreateMultipartUpload, UploadPart and
 UploadPartCopy (and its source's). SSE-KMS key ids and contexts are still refused.
+
+`x-amz-server-side-encryption` on an operation that has no such parameter on AWS (UploadPart
+and UploadPartCopy, whose parts follow their upload's setting; GetObject and HeadObject,
+which decrypt whatever the object holds) is answered as AWS answers it: 400
+InvalidArgument "x-amz-server-side-encryption header is not supported for this operation."
 """
 
 from __future__ import annotations
@@ -44,13 +49,26 @@ HONOURED: frozenset[tuple[str, str]] = frozenset({
 })
 
 
-def refuse_unsupported_headers(names: Iterable[str], operation: str | None = None) -> None:
-    """Raise NotImplemented (501) when any header name asks for a feature not built yet
-    for `operation` (the S3 operation's name)."""
-    for name in names:
+# (header name, operation) pairs that AWS answers with InvalidArgument (the operation has
+# no such parameter): the header is a client's mistake, not a feature to be built.
+NOT_FOR_OPERATION: frozenset[tuple[str, str]] = frozenset(
+    ("x-amz-server-side-encryption", operation)
+    for operation in ("UploadPart", "UploadPartCopy", "GetObject", "HeadObject"))
+
+
+def refuse_unsupported_headers(headers: Iterable[tuple[str, str]],
+                               operation: str | None = None) -> None:
+    """Raise NotImplemented (501) when any header (name, value) asks for a feature not
+    built yet for `operation` (the S3 operation's name), InvalidArgument (400) when AWS
+    does not take it on that operation."""
+    for name, value in headers:
         lowered = name.lower()
         if (lowered, operation) in HONOURED:
             continue
+        if (lowered, operation) in NOT_FOR_OPERATION:
+            raise S3Error("InvalidArgument",
+                          f"{lowered} header is not supported for this operation.",
+                          ArgumentName=lowered, ArgumentValue=value)
         for prefix, feature in REFUSED_HEADER_PREFIXES:
             if lowered.startswith(prefix):
                 raise S3Error(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from twisted.internet import defer
 
-from objstore.blobs.reader import ChunkStream
+from objstore.blobs.reader import ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.http.producers import BlobProducer
@@ -188,4 +188,72 @@ def test_a_failed_read_cuts_the_connection(store: BlobStore) -> None:
     assert request.channel is not None and request.channel.transport.aborted
     failures: list[Any] = []
     done.addErrback(failures.append)
+    assert failures and failures[0].check(OSError)
+
+
+def test_read_ahead_streams_every_chunk_in_order(store: BlobStore) -> None:
+    data = os.urandom(300_000)
+    a, b = put(store, data[:100_000]), put(store, data[100_000:])
+    reader = store.reader([Segment(a, 0, 100_000), Segment(b, 0, 200_000)])
+    request = Request()
+    done = BlobProducer(request, ReadAheadStream(reader, InlinePool(), 64 * 1024)).start()
+    assert done.called and bytes(request.data) == data
+    assert request.producer is None
+
+
+def test_read_ahead_holds_at_most_depth_chunks_and_stops_while_paused(
+        store: BlobStore) -> None:
+    """Two chunks ahead of the sending at most; a paused response (a slow client) stops
+    the reading, so the server never buffers the object."""
+    blob_id = put(store, bytes(range(256)) * 40)  # 10240 bytes, 10 chunks of 1024
+    runner = ManualRunner()
+    request = Request(pause_after=1024)
+    stream = ReadAheadStream(store.reader([Segment(blob_id, 0, 10240)]), runner, 1024, 2)
+    done = BlobProducer(request, stream).start()
+    assert len(runner.jobs) == 1  # one read at a time
+    runner.step()  # chunk 1: sent, which pauses the request; the producer asks for chunk 2
+    assert len(request.data) == 1024 and len(runner.jobs) == 1
+    runner.step()  # chunk 2 waits in the producer (paused); chunk 3 is read ahead
+    runner.step()  # chunk 3 ready; chunk 4 read ahead
+    runner.step()  # chunks 3 and 4 ready: the stream reads no further while paused
+    assert not runner.jobs and len(request.data) == 1024
+    request.producer.resumeProducing()  # chunks 2 to 4 go out, chunk 5 is read ahead
+    assert len(request.data) == 4096 and len(runner.jobs) == 1
+    while runner.jobs:
+        runner.step()
+    assert done.called and bytes(request.data) == bytes(range(256)) * 40
+
+
+def test_closing_with_a_read_ahead_in_flight_waits_for_it(store: BlobStore) -> None:
+    blob_id = put(store, os.urandom(4096))
+    runner = ManualRunner()
+    request = Request(pause_after=1024)
+    released: list[bool] = []
+    before = _open_fds()
+    stream = ReadAheadStream(store.reader([Segment(blob_id, 0, 4096)]), runner, 1024,
+                             release=lambda: released.append(True))
+    stream._reader.open()
+    producer = BlobProducer(request, stream)
+    done = producer.start()
+    runner.step()  # chunk 1 sent (the request pauses)
+    runner.step()  # chunk 2 waits in the producer, chunk 3 is read ahead: in flight
+    assert len(runner.jobs) == 1
+    producer.stopProducing()
+    assert done.called and _open_fds() == before + 1  # the pool may be reading the blob
+    runner.step()  # the read ends: now the reader closes and the release is queued
+    assert _open_fds() == before
+    runner.step()
+    assert released == [True] and not runner.jobs
+
+
+def test_a_failed_read_ahead_reaches_the_consumer_after_the_good_chunks(
+        store: BlobStore) -> None:
+    blob_id = put(store, b"x" * 1500)
+    request = Request()
+    stream = ReadAheadStream(store.reader([Segment(blob_id, 0, 3000)]), InlinePool(), 1024)
+    done = BlobProducer(request, stream).start()
+    failures: list[Any] = []
+    done.addErrback(failures.append)
+    assert request.data == b"x" * 1024  # the first chunk went out
+    assert request.channel is not None and request.channel.transport.aborted
     assert failures and failures[0].check(OSError)

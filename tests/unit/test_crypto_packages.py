@@ -80,6 +80,27 @@ def test_ranges_across_package_boundaries_read_only_their_packages() -> None:
             assert stored_offset + stored_length <= (last + 1) * PACKAGE_STORED
 
 
+def test_pieces_are_the_packages_cut_to_the_range() -> None:
+    """`read_pieces` (what a streamed GET writes) gives the bytes `read` gives, one piece
+    per package covered, the first and last cut to the range; streamed reads in order
+    open every package once."""
+    key = os.urandom(32)
+    plaintext = os.urandom(5 * P + 100)
+    below = Bytes(encrypt(key, plaintext))
+    source = DecryptingSource(below, key, len(plaintext))
+    for offset, length in [(P - 3, 6), (2 * P - 1, P + 2), (5 * P + 99, 1), (0, 1),
+                           (3 * P, P), (17, 4 * P), (0, 5 * P + 100)]:
+        pieces = source.read_pieces(offset, length)
+        assert b"".join(pieces) == plaintext[offset:offset + length]
+        assert len(pieces) == (offset + length - 1) // P - offset // P + 1
+    assert source.read_pieces(7, 0) == []
+    streamed = DecryptingSource(Bytes(encrypt(key, plaintext)), key, len(plaintext))
+    step = 3 * P // 2  # chunks that end inside a package: the next one takes it again
+    got = [streamed.read_pieces(at, min(step, len(plaintext) - at))
+           for at in range(0, len(plaintext), step)]
+    assert b"".join(b"".join(chunk) for chunk in got) == plaintext
+
+
 def _fails(stored: bytes, key: bytes, size: int, offset: int = 0, length: int | None = None
            ) -> None:
     source = DecryptingSource(Bytes(stored), key, size)
