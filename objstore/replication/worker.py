@@ -39,6 +39,7 @@ from twisted.python.failure import Failure
 from objstore.meta.records import ObjectRecord
 from objstore.meta.replication_queries import JournalEntry
 from objstore.replication.client import Answer, S3Client, SliceProducer, Target
+from objstore.replication.credentials import InvalidCredential
 from objstore.replication.journal import DELETE, DELETE_MARKER, PUT, TAGS
 from objstore.replication.service import COMPLETED, FAILED, REPLICA
 from objstore.utc_dates import utc_moment
@@ -212,8 +213,10 @@ class ReplicationWorker:
                                         last_error=message, now=now)
 
     async def _target(self, entry: JournalEntry) -> Target:
-        known = await self._config.credentials()
-        found = known.get(entry.credential_ref)
+        try:
+            found = await self._config.credential(entry.credential_ref)
+        except InvalidCredential as error:
+            raise ReplicationError(str(error)) from None
         if found is None:
             raise ReplicationError(f"unknown replication credential {entry.credential_ref!r}")
         return Target(entry.endpoint, entry.dest_bucket, entry.region,
