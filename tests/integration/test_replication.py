@@ -492,3 +492,40 @@ def test_version_deletes_follow_when_the_rule_asks(pair: tuple[Daemon, Daemon]) 
     wait_for(lambda: drained(a), "the journal drained")
     kinds = sorted(e["kind"] for e in journal(a, bucket="versions")["entries"])
     assert kinds == ["delete", "put", "put"]
+
+
+def test_legal_hold_and_retention_set_later_follow_the_version(
+        pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    a, b = pair
+    for node in (a, b):  # object lock buckets are versioned
+        make_client(node.endpoint).create_bucket(Bucket="locks",  # type: ignore[attr-defined]
+                                                 ObjectLockEnabledForBucket=True)
+    link(a, b, "locks")
+    sa: Any = make_client(a.endpoint)
+    sb: Any = make_client(b.endpoint)
+    old = sa.put_object(Bucket="locks", Key="k", Body=b"old")["VersionId"]
+    new = sa.put_object(Bucket="locks", Key="k", Body=b"new")["VersionId"]
+    wait_for(lambda: len(sb.list_object_versions(Bucket="locks").get("Versions", [])) == 2,
+             "both versions on B")
+    sa.put_object_legal_hold(Bucket="locks", Key="k", VersionId=old,
+                             LegalHold={"Status": "ON"})
+    until = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(
+        days=2)
+    sa.put_object_retention(Bucket="locks", Key="k", VersionId=new,
+                            Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until})
+    wait_for(lambda: sb.get_object_legal_hold(Bucket="locks", Key="k", VersionId=old)[
+        "LegalHold"]["Status"] == "ON", "the hold on B")
+    retention = wait_for(lambda: sb.get_object_retention(Bucket="locks", Key="k",
+                                                         VersionId=new)["Retention"],
+                         "the retention on B")
+    assert (retention["Mode"], retention["RetainUntilDate"]) == ("GOVERNANCE", until)
+    sa.put_object_legal_hold(Bucket="locks", Key="k", VersionId=old,
+                             LegalHold={"Status": "OFF"})
+    wait_for(lambda: sb.get_object_legal_hold(Bucket="locks", Key="k", VersionId=old)[
+        "LegalHold"]["Status"] == "OFF", "the hold lifted on B")
+    wait_for(lambda: drained(a), "the journal drained")
+    kinds = sorted(e["kind"] for e in journal(a, bucket="locks")["entries"])
+    assert kinds == ["lock", "lock", "lock", "put", "put"]
+    assert sb.head_object(Bucket="locks", Key="k", VersionId=old)["ReplicationStatus"] == (
+        "REPLICA")
