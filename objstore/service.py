@@ -506,7 +506,7 @@ def build_node(config: Config, reactor: Any = None, *,
     JobWorker(store=meta, clock=reactor, node_id=node_id,
               services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
                         "bucket_config": bucket_config, "sync_store": sync_store,
-                        "storage": storage}
+                        "storage": storage, "replication": replication}
               ).setServiceParent(singletons)
     admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta))
     duties = LeaderDuties(held=role.leader)

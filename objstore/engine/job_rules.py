@@ -153,6 +153,15 @@ def rotate_key_params(params: Mapping[str, Any]) -> Params:
             "prefix": _text(params, "prefix") or ""}
 
 
+def replicate_existing_params(params: Mapping[str, Any]) -> Params:
+    """bucket (required): the bucket whose existing objects are journaled."""
+    _only(params, ("bucket",), "replicate-existing")
+    bucket = _text(params, "bucket", max_length=63)
+    if not bucket:
+        raise JobParamsError("bucket is required")
+    return {"bucket": bucket}
+
+
 DB_TARGETS = ("sqlite", "postgres")
 
 
@@ -189,6 +198,8 @@ JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
     JobType("rotate-key", rotate_key_params, "re-wrap data keys with the current key"),
     JobType("migrate-db", migrate_db_params, "copy the metadata database to the other "
             "backend and switch to it", modes=(MAINTENANCE,)),
+    JobType("replicate-existing", replicate_existing_params, "journal a bucket's existing "
+            "objects for its ExistingObjectReplication rules"),
 )}
 
 

@@ -529,3 +529,31 @@ def test_legal_hold_and_retention_set_later_follow_the_version(
     assert kinds == ["lock", "lock", "lock", "put", "put"]
     assert sb.head_object(Bucket="locks", Key="k", VersionId=old)["ReplicationStatus"] == (
         "REPLICA")
+
+
+def test_existing_objects_through_a_maintenance_job(pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    a, b = pair
+    versioned_bucket(a, b, name="olderjob")
+    sa: Any = make_client(a.endpoint)
+    for n in range(3):  # written before any rule
+        sa.put_object(Bucket="olderjob", Key=f"old{n}", Body=b"o" * n)
+    link(a, b, "olderjob", existing=True)
+    admin = AdminClient(a.endpoint)
+    refused = admin.post("/maintenance/jobs", {"type": "replicate-existing", "params": {}})
+    assert refused.status == 400
+    created = admin.ok("POST", "/maintenance/jobs", {
+        "type": "replicate-existing", "params": {"bucket": "olderjob"}}, status=201)
+    job = wait_for(lambda: (lambda found: found if found["status"] == "completed" else None)(
+        admin.ok("GET", f"/maintenance/jobs/{created['id']}")["job"]), "the job completed")
+    assert (job["done"], job["total"]) == (3, 3)
+    sb: Any = make_client(b.endpoint)
+    for n in range(3):
+        wait_for(lambda n=n: sb.head_object(Bucket="olderjob", Key=f"old{n}"), f"old{n} on B")
+    make_client(a.endpoint).create_bucket(Bucket="norule")  # type: ignore[attr-defined]
+    failed = admin.ok("POST", "/maintenance/jobs", {
+        "type": "replicate-existing", "params": {"bucket": "norule"}}, status=201)
+    ended = wait_for(lambda: (lambda found: found if found["status"] == "failed" else None)(
+        admin.ok("GET", f"/maintenance/jobs/{failed['id']}")["job"]), "the job failed")
+    assert "ReplicationConfigurationNotFoundError" in ended["last_error"] or (
+        "replication configuration" in ended["last_error"]), ended
