@@ -11,7 +11,11 @@ in the same daemon:
 - `replicated`: a replication rule sending everything to a bucket of moto.
 Rounds alternate wrk runs (4 KiB PUTs of new keys, c=32) into each bucket and into moto;
 each prints ops/s, p50/p99 and the server's CPU per request. At the end: the mean of each
-case, its ratio to `plain` and to moto. It never runs in the test suite.
+case, its ratio to `plain` and to moto. With `--write-path-only` the consumers' far ends
+stall (the webhook names a closed port, so deliveries fail and back off; moto is stopped
+with SIGSTOP during the `replicated` runs): what remains is the write path's own cost (the
+outbox entry, the consumers' reading of it, the journal and delivery rows). It never runs in
+the test suite.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import base64
 import datetime
 import hashlib
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,7 +42,7 @@ from botocore.config import Config as BotoConfig
 from bench.notify import Receiver
 from bench.report import machine_description
 from bench.s3 import S3Target
-from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Moto, Objstore
+from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Moto, Objstore, free_port
 from bench.wrk import WrkRun, run_wrk, write_paths
 from objstore.http import sigv4
 
@@ -65,7 +70,7 @@ def put_replication(endpoint: str, bucket: str, xml: str) -> None:
         raise RuntimeError(f"PutBucketReplication: {answer.status} {answer.data!r}")
 
 
-def prepare(daemon: Objstore, moto: Moto, receiver: Receiver) -> None:
+def prepare(daemon: Objstore, moto: Moto, receiver: Receiver, hook_port: int) -> None:
     from tests.integration.admin_client import AdminClient
     from tests.integration.test_replication import rule_xml
 
@@ -75,7 +80,7 @@ def prepare(daemon: Objstore, moto: Moto, receiver: Receiver) -> None:
         s3.put_bucket_versioning(Bucket=bucket,
                                  VersioningConfiguration={"Status": "Enabled"})
     s3.put_bucket_notification_configuration(Bucket="hooked", NotificationConfiguration={
-        "QueueConfigurations": [{"QueueArn": f"http://127.0.0.1:{receiver.port}/",
+        "QueueConfigurations": [{"QueueArn": f"http://127.0.0.1:{hook_port}/",
                                  "Events": ["s3:ObjectCreated:*"]}]})
     peer = client(moto.base_url)
     peer.create_bucket(Bucket="bench")
@@ -90,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--write-path-only", action="store_true")
     args = parser.parse_args()
     receiver = Receiver()
     with tempfile.TemporaryDirectory(prefix="bench-outbox-") as tmp:
@@ -99,15 +105,17 @@ def main() -> None:
         daemon.start()
         moto.start()
         try:
-            prepare(daemon, moto, receiver)
-            run(daemon, moto, workdir, args.seconds, args.rounds)
+            prepare(daemon, moto, receiver,
+                    free_port() if args.write_path_only else receiver.port)
+            run(daemon, moto, workdir, args.seconds, args.rounds, args.write_path_only)
         finally:
             daemon.stop()
             moto.stop()
             receiver.server.shutdown()
 
 
-def run(daemon: Objstore, moto: Moto, workdir: Path, seconds: int, rounds: int) -> None:
+def run(daemon: Objstore, moto: Moto, workdir: Path, seconds: int, rounds: int,
+        stall: bool) -> None:
     targets = {"objstore": S3Target(daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY),
                "moto": S3Target(moto.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)}
     body = workdir / "small.bin"
@@ -128,8 +136,15 @@ def run(daemon: Objstore, moto: Moto, workdir: Path, seconds: int, rounds: int) 
             paths = workdir / f"{case}.paths"
             write_paths(paths, target.presigned_paths("PUT", bucket, keys))
             cpu = server.cpu_seconds()
-            result = run_wrk(WrkRun(server.base_url, paths, "PUT", body, True, seconds,
-                                    connections=CONNECTIONS, threads=2))
+            paused = stall and case == "replicated" and moto.process is not None
+            if paused:
+                os.killpg(moto.process.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            try:
+                result = run_wrk(WrkRun(server.base_url, paths, "PUT", body, True, seconds,
+                                        connections=CONNECTIONS, threads=2))
+            finally:
+                if paused:
+                    os.killpg(moto.process.pid, signal.SIGCONT)  # type: ignore[union-attr]
             used = daemon.cpu_seconds() - cpu if case != "moto" else server.cpu_seconds() - cpu
             rate = result.requests / result.duration_seconds
             per_request = used / max(1, result.requests) * 1e6
