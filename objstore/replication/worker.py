@@ -17,8 +17,9 @@ backing off holds its later entries, other lanes go on. An entry:
   a two-way tag exchange), else PUT ?tagging.
 - `lock`: the version's legal hold (PUT ?legal-hold) and, when it has one, its retention
   (PUT ?retention, bypassing governance so a governance date may move), on the same
-  version id at the destination; a destination that does not know our version id (a
-  foreign S3) gets them on its current object when ours is the latest version.
+  version id at the destination; a destination keeping its own version ids (a foreign
+  S3) gets them on its current object when ours is the latest version and that object is
+  its copy (same ETag).
 - `delete`: DELETE ?versionId of the same version (destinations that keep our version ids).
 A failure retries with exponential backoff (`[replication] retry_base_seconds`, capped at
 `retry_max_seconds`, one hour by default); after `max_attempts` the entry is FAILED and so
@@ -370,21 +371,23 @@ class ReplicationWorker:
 
     async def _put_on_version(self, target: Target, record: ObjectRecord, resource: str,
                               body: bytes, extra: dict[str, str]) -> Answer:
-        """PUT ?`resource` on the version's copy: by our version id, else (a destination
-        that keeps its own ids) on its current object while ours is the latest."""
-        headers = {STATUS_HEADER: REPLICA, **extra}
-        if record.version_id and record.version_id != "null":
-            answer = await self._client.request(
-                "PUT", target, record.key,
-                query=urlencode({resource: "", "versionId": record.version_id}),
-                headers=headers, body=body)
-            if answer.status not in (400, 404) or not record.is_latest:
-                if answer.status == 404:
-                    raise ReplicationError("the version is not on the destination yet")
-                return answer
+        """PUT ?`resource` on the version's copy: by our version id, or, when the version
+        is our latest and the destination's current object is its copy under another
+        version id (a destination keeping its own ids), on that current object."""
+        query = {resource: ""}
+        named = bool(record.version_id) and record.version_id != "null"
+        if named and record.is_latest:
+            head = await self._client.request("HEAD", target, record.key)
+            if head.status == 200 and head.headers.get("x-amz-version-id") != record.version_id:
+                if head.headers.get("etag", "").strip('"') != record.etag:
+                    raise ReplicationError("the destination's current object is not this "
+                                           "version")
+                named = False
+        if named:
+            query["versionId"] = record.version_id
         return await self._client.request("PUT", target, record.key,
-                                          query=urlencode({resource: ""}), headers=headers,
-                                          body=body)
+                                          query=urlencode(query),
+                                          headers={STATUS_HEADER: REPLICA, **extra}, body=body)
 
 
 def _destination_wins(head: Answer, record: ObjectRecord) -> bool:

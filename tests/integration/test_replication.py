@@ -557,3 +557,31 @@ def test_existing_objects_through_a_maintenance_job(pair: tuple[Daemon, Daemon])
         admin.ok("GET", f"/maintenance/jobs/{failed['id']}")["job"]), "the job failed")
     assert "ReplicationConfigurationNotFoundError" in ended["last_error"] or (
         "replication configuration" in ended["last_error"]), ended
+
+
+def test_a_legal_hold_reaches_a_foreign_s3_on_its_current_object(
+        pair: tuple[Daemon, Daemon], moto_endpoint: str) -> None:
+    """moto keeps its own version ids: the hold set on our latest version lands on moto's
+    current object, its copy."""
+    once(pair)
+    a, _ = pair
+    foreign: Any = make_client(moto_endpoint, access_key="moto", secret_key="moto")
+    foreign.create_bucket(Bucket="foreign-locks", ObjectLockEnabledForBucket=True)
+    make_client(a.endpoint).create_bucket(  # type: ignore[attr-defined]
+        Bucket="locks-to-moto", ObjectLockEnabledForBucket=True)
+    AdminClient(a.endpoint).ok("POST", "/replication/credentials/moto", {
+        "access_key_id": "moto", "secret_access_key": "moto"})
+    sa: Any = make_client(a.endpoint)
+    raw_put(sa, "locks-to-moto", rule_xml(moto_endpoint, "foreign-locks", credential="moto"))
+    version = sa.put_object(Bucket="locks-to-moto", Key="held", Body=b"x")["VersionId"]
+    wait_for(lambda: foreign.head_object(Bucket="foreign-locks", Key="held"), "on moto")
+    sa.put_object_legal_hold(Bucket="locks-to-moto", Key="held", VersionId=version,
+                             LegalHold={"Status": "ON"})
+    wait_for(lambda: foreign.get_object_legal_hold(Bucket="foreign-locks", Key="held")[
+        "LegalHold"].get("Status") == "ON", "the hold on moto")
+    wait_for(lambda: drained(a), "the journal drained")
+    entries = journal(a, bucket="locks-to-moto")["entries"]
+    assert sorted((e["kind"], e["status"]) for e in entries) == [
+        ("lock", "COMPLETED"), ("put", "COMPLETED")]
+    foreign.put_object_legal_hold(Bucket="foreign-locks", Key="held",
+                                  LegalHold={"Status": "OFF"})  # moto's teardown may delete
