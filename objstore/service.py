@@ -90,6 +90,7 @@ from objstore.engine.lifecycle import LifecycleService
 from objstore.engine.multipart import MultipartService
 from objstore.engine.objects import ObjectService
 from objstore.engine.outbox import TICK_SECONDS, OutboxDelivery, env_consumers
+from objstore.engine.outbox_interest import BucketInterest
 from objstore.engine.quota import QuotaService
 from objstore.engine.region import REGION_SETTING, RegionSetting
 from objstore.engine.replicator import NO_GATE
@@ -144,6 +145,7 @@ from objstore.notify.configs import NotificationConfigService
 from objstore.notify.consumer import NotificationConsumer
 from objstore.notify.delivery import TICK_SECONDS as NOTIFY_TICK_SECONDS
 from objstore.notify.delivery import NotificationDelivery
+from objstore.notify.rules import NOTIFICATION_CONFIG_KEY
 from objstore.notify.settings import built_targets, target_settings
 from objstore.notify.targets.base import Target
 from objstore.notify.targets.webhook import KIND as WEBHOOK
@@ -162,6 +164,7 @@ from objstore.replication.client import S3Client
 from objstore.replication.existing import ExistingObjects
 from objstore.replication.journal import JournalConsumer
 from objstore.replication.metrics import ReplicationCollector
+from objstore.replication.rules import REPLICATION_CONFIG_KEY
 from objstore.replication.service import ReplicationConfigService
 from objstore.replication.worker import Backoff, ReplicationWorker, WorkerStop
 from objstore.roles import LeaderDuties
@@ -375,19 +378,23 @@ def build_node(config: Config, reactor: Any = None, *,
     # Reads that find a blob missing and uploads made through other nodes ask the peers.
     blob_repair, upload_peers = peer_seams(config, reactor, cluster, meta=meta, blobs=blobs,
                                            io_pool=io_pool)
-    # The durable outbox: no consumer is registered by default (nothing is written); the
-    # test-only file consumer when OBJSTORE_TEST_OUTBOX_FILE is set.
+    # The durable outbox: the test-only file consumer (OBJSTORE_TEST_OUTBOX_FILE) takes
+    # every bucket's changes; notifications and replication only those of buckets holding
+    # their configuration document (other buckets' writes leave no entry).
     outbox = OutboxDelivery(meta, clock=reactor.seconds, max_backlog=config.outbox.max_backlog,
-                            consumers=env_consumers(os.environ))
+                            consumers=env_consumers(os.environ),
+                            interest=BucketInterest(meta.cached_bucket_config, counters,
+                                                    clock=clock))
     bucket_config = BucketConfigService(meta, control, io_pool, clock=clock, locks=key_locks,
                                         changes=changes)
     notifications = notification_parts(config, meta, bucket_config, node_id, reactor.seconds)
-    outbox.register(notifications.consumer)
+    outbox.register(notifications.consumer, documents=(NOTIFICATION_CONFIG_KEY,))
     # Bucket replication (replication/): the rules, the status new versions are born with,
     # and the journal's outbox consumer (the worker runs below, in the leading process).
-    replication = ReplicationConfigService(meta, bucket_config)
+    replication = ReplicationConfigService(meta, bucket_config, keeper=blobs.stages.master_key)
     if config.replication.enabled:
-        outbox.register(JournalConsumer(meta, replication, clock=clock))
+        outbox.register(JournalConsumer(meta, replication, clock=clock),
+                        documents=(REPLICATION_CONFIG_KEY,))
     services = S3Services(
         buckets=BucketService(meta, control, io_pool, region=region.current, clock=clock,
                               changes=changes, restamp_on_repeat=config.cluster.enabled),
@@ -504,7 +511,8 @@ def build_node(config: Config, reactor: Any = None, *,
     JobWorker(store=meta, clock=reactor, node_id=node_id,
               services={"meta": meta, "blobs": blobs, "io": io_pool, "locks": key_locks,
                         "bucket_config": bucket_config, "sync_store": sync_store,
-                        "storage": storage, "clustered": config.cluster.enabled}
+                        "storage": storage, "clustered": config.cluster.enabled,
+                        "replication": replication}
               ).setServiceParent(singletons)
     admin.mount(JOB_FAMILIES, JobRoutes(gate=admin.authorize, jobs=meta,
                                         clustered=config.cluster.enabled))

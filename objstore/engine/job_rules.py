@@ -153,6 +153,15 @@ def rotate_key_params(params: Mapping[str, Any]) -> Params:
             "prefix": _text(params, "prefix") or ""}
 
 
+def replicate_existing_params(params: Mapping[str, Any]) -> Params:
+    """bucket (required): the bucket whose existing objects are journaled."""
+    _only(params, ("bucket",), "replicate-existing")
+    bucket = _text(params, "bucket", max_length=63)
+    if not bucket:
+        raise JobParamsError("bucket is required")
+    return {"bucket": bucket}
+
+
 DB_TARGETS = ("sqlite", "postgres")
 
 
@@ -194,6 +203,8 @@ JOB_TYPES: Mapping[str, JobType] = {t.name: t for t in (
             not_in_cluster="it copies and switches the database of the node that runs it "
             "only, while its peers keep replicating to the database it leaves; moving the "
             "nodes of a cluster to another backend is not supported yet"),
+    JobType("replicate-existing", replicate_existing_params, "journal a bucket's existing "
+            "objects for its ExistingObjectReplication rules"),
 )}
 
 

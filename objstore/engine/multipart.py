@@ -404,7 +404,8 @@ class MultipartService:
                 try:
                     result = await self._meta.complete_upload(
                         upload.upload_id, record, precondition, usage_check,
-                        **note_for(self._outbox, caller, ChangeKind.OBJECT_WRITTEN))
+                        **await note_for(self._outbox, caller, ChangeKind.OBJECT_WRITTEN,
+                                         record.bucket))
                 except PartsChanged:
                     continue
                 await self._files.restamp(record, result.record)

@@ -338,8 +338,9 @@ class ObjectService:
             if self._replication is not None:
                 record = replace(record, replication_status=await self._replication.status(
                     caller, record))
-            note = note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
-                            if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN)
+            note = await note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
+                                  if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN,
+                                  record.bucket)
             result = await self._meta.put_object(record, precondition, usage_rule=QUOTA_RULE,
                                                  **note)
         except BaseException as error:
@@ -646,7 +647,8 @@ class ObjectService:
             try:
                 result = await self._meta.delete_object_version(
                     bucket_name, key, version_id, record.seq,
-                    **note_for(self._outbox, caller, ChangeKind.VERSION_DELETED))
+                    **await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
+                                     bucket_name))
             except BaseException as error:
                 await self._reinstate_if_kept(record)
                 if isinstance(error, RowChanged):

@@ -4,7 +4,10 @@ consumer (meta/outbox_queries.py writes the entry in the change's own transactio
 
 `OutboxDelivery` owns both ends. The engine's object writes ask it for the note of their
 entry (`note`): None while no consumer is registered (nothing is written: the hot path
-stays as it was) and for a change of origin `peer` (an applied row is never sent on);
+stays as it was), for a change of origin `peer` (an applied row is never sent on) and for
+a bucket no consumer is interested in (`engine/outbox_interest.py`: a bucket without a
+notification or replication document; the note then only asks the write's transaction
+to look again if a configuration changed meanwhile);
 for a client's write past the bound (`[outbox] max_backlog` undelivered entries) it raises
 503 SlowDown, which clients retry after Retry-After: the write is refused before anything
 changes rather than an event dropped (SlowDown and not ServiceUnavailable: the node is up,
@@ -31,6 +34,7 @@ from twisted.internet import threads
 from twisted.logger import Logger
 
 from objstore.engine.changes import Caller, ChangeKind, Origin
+from objstore.engine.outbox_interest import BucketInterest
 from objstore.errors import S3Error
 from objstore.meta.async_store import MetaStore
 from objstore.meta.outbox_queries import OutboxEntry, OutboxNote
@@ -70,8 +74,13 @@ def backoff(failures: int, base: float = RETRY_BASE_SECONDS,
 
 class OutboxDelivery:
     def __init__(self, meta: MetaStore, *, clock: Callable[[], float], max_backlog: int,
-                 consumers: Sequence[Consumer] = (), page_size: int = PAGE_SIZE) -> None:
+                 consumers: Sequence[Consumer] = (), page_size: int = PAGE_SIZE,
+                 interest: BucketInterest | None = None) -> None:
+        """`consumers` given here get every bucket's changes; `interest` (None: every
+        bucket is of interest) judges buckets for those `register`ed with documents."""
         self._meta = meta
+        self._interest = interest
+        self._every_bucket = bool(consumers) or interest is None
         self._clock = clock
         self._max_backlog = max_backlog
         self._consumers = list(consumers)
@@ -80,23 +89,37 @@ class OutboxDelivery:
         self.backlog = 0
         self.delivered = 0
 
-    def register(self, consumer: Consumer) -> None:
+    def register(self, consumer: Consumer, documents: Sequence[str] | None = None) -> None:
+        """Add `consumer`; `documents`: the bucket configuration documents without which
+        a bucket's changes do not concern it (None: every bucket's do)."""
         self._consumers.append(consumer)
         self._states[consumer.name] = _State()
+        if documents is None or self._interest is None:
+            self._every_bucket = True
+        else:
+            self._interest.watch(documents)
 
     @property
     def active(self) -> bool:
         return bool(self._consumers)
 
-    def note(self, caller: Caller, kind: ChangeKind) -> OutboxNote | None:
-        """The note of a change's outbox entry, None when it needs none; raises SlowDown
-        for a client's write while the backlog is past the bound."""
+    async def note(self, caller: Caller, kind: ChangeKind, bucket: str) -> OutboxNote | None:
+        """The note of a change's outbox entry in `bucket`, None when it needs none;
+        raises SlowDown for a client's write while the backlog is past the bound."""
         if not self._consumers or caller.origin is Origin.PEER:
             return None
-        if caller.from_client and self.backlog >= self._max_backlog:
+        documents: tuple[str, ...] = ()
+        stale = None
+        if not self._every_bucket:
+            assert self._interest is not None
+            judgement = await self._interest.judge(bucket)
+            if not judgement.interested:
+                documents, stale = self._interest.documents, judgement.stale
+        if stale is None and caller.from_client and self.backlog >= self._max_backlog:
             raise S3Error("SlowDown", "The event outbox is full; retry later.")
         return OutboxNote(kind.value, caller.operation, caller.principal.user_id,
-                          caller.source_address, caller.request_id)
+                          caller.source_address, caller.request_id, stale=stale,
+                          documents=documents)
 
     async def refresh(self) -> None:
         """Count the backlog (every worker: the bound its writes check)."""
@@ -171,12 +194,12 @@ class OutboxKeyword(TypedDict, total=False):
     outbox: OutboxNote
 
 
-def note_for(outbox: OutboxDelivery | None, caller: Caller, kind: ChangeKind
-             ) -> OutboxKeyword:
-    """The keyword (`outbox=`) of a write query that leaves the change's entry; empty
-    when it leaves none (no outbox, no consumer, a peer's change): that write runs exactly
-    as it did before the outbox existed."""
-    note = None if outbox is None else outbox.note(caller, kind)
+async def note_for(outbox: OutboxDelivery | None, caller: Caller, kind: ChangeKind,
+                   bucket: str) -> OutboxKeyword:
+    """The keyword (`outbox=`) of a write query in `bucket` that leaves the change's
+    entry; empty when it leaves none (no outbox, no consumer, a peer's change): that
+    write runs exactly as it did before the outbox existed."""
+    note = None if outbox is None else await outbox.note(caller, kind, bucket)
     return OutboxKeyword() if note is None else OutboxKeyword(outbox=note)
 
 

@@ -157,7 +157,7 @@ class VersionService:
             for _ in range(CHANGE_ATTEMPTS):
                 record = await find_version(self._meta, bucket.name, key, version_id)
                 changed = await decide(record, self._clock())
-                note = note_for(self._outbox, caller, kind)
+                note = await note_for(self._outbox, caller, kind, bucket.name)
                 stored = await self._store(record, changed, note)
                 if stored is not None:
                     return stored

@@ -13,11 +13,17 @@ first in its transaction under the counter row's lock (`next_seq`), so entries a
 commit-ordered on both backends exactly as the manifest is: a page reads the counter
 first, then entries up to it, and nothing at or below that counter can commit later.
 
+A note may be conditional (`stale` set: the engine judged the bucket of no consumer's
+interest from its cache, engine/outbox_interest.py): the transaction then leaves the entry
+only when `stale()` says a bucket configuration changed on the node since that judgement
+AND the bucket holds one of the note's `documents` now.
+
 A transaction that fails leaves no entry (it is the same transaction). No Twisted here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +38,7 @@ from objstore.meta.records import ObjectRecord
 _x = schema.outbox
 _cur = schema.outbox_cursors
 _counter = schema.seq_counter
+_configs = schema.bucket_config
 MAX_OUTBOX_PAGE = 1000
 
 INSERT_ENTRY = sa.insert(_x).values({c.name: sa.bindparam(f"p_{c.name}") for c in _x.c})
@@ -48,6 +55,26 @@ class OutboxNote:
     principal: str = ""
     source_address: str = ""
     request_id: str = ""
+    # Set for a bucket judged of no interest: see the module docstring.
+    stale: Callable[[], bool] | None = None
+    documents: tuple[str, ...] = ()
+
+
+# Compiled once per dialect (meta/driver.py), so a fixed number of keys, padded.
+_DOCUMENT_SLOTS = 4
+HAS_DOCUMENT = (sa.select(_configs.c.bucket)
+                .where(_configs.c.bucket == sa.bindparam("p_bucket"),
+                       _configs.c.key.in_([sa.bindparam(f"p_key{i}")
+                                           for i in range(_DOCUMENT_SLOTS)])))
+
+
+def _holds_document(rows: RowSource, bucket: str, documents: tuple[str, ...]) -> bool:
+    if not documents:
+        return False
+    keys = (list(documents) + [documents[0]] * _DOCUMENT_SLOTS)[:_DOCUMENT_SLOTS]
+    assert len(documents) <= _DOCUMENT_SLOTS
+    return rows.first(HAS_DOCUMENT, {"p_bucket": bucket,
+                                     **{f"p_key{i}": k for i, k in enumerate(keys)}}) is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +105,11 @@ class OutboxPage:
 def record(rows: RowSource, seq: int, stored: ObjectRecord, note: OutboxNote,
            now: float) -> None:
     """Leave the entry of the change `stored` (the row written, or the row a deletion
-    removed) under `seq`, in the caller's transaction."""
+    removed) under `seq`, in the caller's transaction (a conditional note: only if the
+    bucket turned out to hold one of its documents)."""
+    if note.stale is not None and (
+            not note.stale() or not _holds_document(rows, stored.bucket, note.documents)):
+        return
     values: dict[str, Any] = {
         "seq": seq, "kind": note.kind, "operation": note.operation,
         "bucket": stored.bucket, "key": stored.key, "version_id": stored.version_id,

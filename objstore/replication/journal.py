@@ -6,10 +6,10 @@ Fed only by the node that served the client write (the outbox has no entry for a
 row: cluster rule 11) and never for a replica (a version born REPLICA was written by a
 replication source: it journals nothing, so two-way setups do not loop). Kinds: a new
 version (PutObject, CopyObject, CompleteMultipartUpload) `put`; a delete marker `delete_marker`
-(rules with DeleteMarkerReplication); a tag change `tags`; a version removed for good
-`delete` (rules with DeleteReplication). A page delivered again adds nothing
-(`journal_add` is idempotent on the outbox seq). Lock changes are carried by the next
-put of the version, not journaled on their own.
+(rules with DeleteMarkerReplication); a tag change `tags`; a legal hold or retention set
+on an existing version `lock`; a version removed for good `delete` (rules with
+DeleteReplication). A page delivered again adds nothing (`journal_add` is idempotent on
+the outbox seq).
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from objstore.replication.service import ReplicationConfigService
 
 CONSUMER_NAME = "replication"
-PUT, DELETE_MARKER, TAGS, DELETE = "put", "delete_marker", "tags", "delete"
+PUT, DELETE_MARKER, TAGS, LOCK, DELETE = "put", "delete_marker", "tags", "lock", "delete"
 _KINDS = {ChangeKind.OBJECT_WRITTEN.value: PUT,
           ChangeKind.DELETE_MARKER_WRITTEN.value: DELETE_MARKER,
           ChangeKind.TAGS_CHANGED.value: TAGS,
+          ChangeKind.LOCK_CHANGED.value: LOCK,
           ChangeKind.VERSION_DELETED.value: DELETE}
 
 
@@ -100,5 +101,5 @@ class JournalConsumer:
             self.journaled += await self._meta.journal_add(values)
             self._wake()
 
-__all__ = ["CONSUMER_NAME", "DELETE", "DELETE_MARKER", "PUT", "TAGS", "JournalConsumer",
+__all__ = ["CONSUMER_NAME", "DELETE", "DELETE_MARKER", "LOCK", "PUT", "TAGS", "JournalConsumer",
            "journal_values", "selected_rules"]

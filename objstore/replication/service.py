@@ -49,9 +49,13 @@ def is_replica(caller: Caller) -> bool:
 
 
 class ReplicationConfigService:
-    def __init__(self, meta: MetaStore, bucket_config: BucketConfigService) -> None:
+    def __init__(self, meta: MetaStore, bucket_config: BucketConfigService,
+                 keeper: creds.SecretKeeper | None = None) -> None:
+        """`keeper`: the node's master keys, which seal stored secrets (None: stored as
+        they are)."""
         self._meta = meta
         self._bucket_config = bucket_config
+        self._keeper = keeper
         self.settings: SettingsService | None = None  # set once the settings exist
 
     # -- bucket configuration -----------------------------------------------------------
@@ -97,7 +101,18 @@ class ReplicationConfigService:
 
     # -- credentials ----------------------------------------------------------------------
     async def credentials(self) -> dict[str, dict[str, str]]:
+        """The stored entries by name (secrets possibly sealed: see `credential`)."""
         return creds.load(await self._meta.get_setting(creds.CREDENTIALS_SETTING))
+
+    async def credential(self, name: str) -> dict[str, str] | None:
+        """The named credential with its secret in clear (None: unknown); raises
+        InvalidCredential when it is sealed and does not open here."""
+        entry = (await self.credentials()).get(name)
+        return None if entry is None else creds.opened(name, entry, self._keeper)
+
+    def _stored(self, known: dict[str, dict[str, str]]) -> str:
+        return json.dumps({name: creds.seal(name, entry, self._keeper)
+                           for name, entry in known.items()}, sort_keys=True)
 
     async def put_credential(self, caller: Caller, name: str, value: object) -> None:
         try:
@@ -108,8 +123,7 @@ class ReplicationConfigService:
         assert self.settings is not None
         known = await self.credentials()
         known[name] = entry
-        await self.settings.put_text(caller, creds.CREDENTIALS_SETTING,
-                                     json.dumps(known, sort_keys=True))
+        await self.settings.put_text(caller, creds.CREDENTIALS_SETTING, self._stored(known))
 
     async def delete_credential(self, caller: Caller, name: str) -> None:
         assert self.settings is not None
@@ -117,8 +131,7 @@ class ReplicationConfigService:
         if name not in known:
             raise AdminError("NotFound", f"No replication credential named {name!r}.")
         del known[name]
-        await self.settings.put_text(caller, creds.CREDENTIALS_SETTING,
-                                     json.dumps(known, sort_keys=True))
+        await self.settings.put_text(caller, creds.CREDENTIALS_SETTING, self._stored(known))
 
 
 __all__ = ["COMPLETED", "FAILED", "PENDING", "REPLICA", "REPLICA_DETAIL",

@@ -15,6 +15,11 @@ backing off holds its later entries, other lanes go on. An entry:
 - `delete_marker`: a DELETE of the key as REPLICA (the destination's marker).
 - `tags`: the destination's tags are read first; equal tags send nothing (which also ends
   a two-way tag exchange), else PUT ?tagging.
+- `lock`: the version's legal hold (PUT ?legal-hold) and, when it has one, its retention
+  (PUT ?retention, bypassing governance so a governance date may move), on the same
+  version id at the destination; a destination keeping its own version ids (a foreign
+  S3) gets them on its current object when ours is the latest version and that object is
+  its copy (same ETag).
 - `delete`: DELETE ?versionId of the same version (destinations that keep our version ids).
 A failure retries with exponential backoff (`[replication] retry_base_seconds`, capped at
 `retry_max_seconds`, one hour by default); after `max_attempts` the entry is FAILED and so
@@ -39,7 +44,8 @@ from twisted.python.failure import Failure
 from objstore.meta.records import ObjectRecord
 from objstore.meta.replication_queries import JournalEntry
 from objstore.replication.client import Answer, S3Client, SliceProducer, Target
-from objstore.replication.journal import DELETE, DELETE_MARKER, PUT, TAGS
+from objstore.replication.credentials import InvalidCredential
+from objstore.replication.journal import DELETE, DELETE_MARKER, LOCK, PUT, TAGS
 from objstore.replication.service import COMPLETED, FAILED, REPLICA
 from objstore.utc_dates import utc_moment
 
@@ -212,8 +218,10 @@ class ReplicationWorker:
                                         last_error=message, now=now)
 
     async def _target(self, entry: JournalEntry) -> Target:
-        known = await self._config.credentials()
-        found = known.get(entry.credential_ref)
+        try:
+            found = await self._config.credential(entry.credential_ref)
+        except InvalidCredential as error:
+            raise ReplicationError(str(error)) from None
         if found is None:
             raise ReplicationError(f"unknown replication credential {entry.credential_ref!r}")
         return Target(entry.endpoint, entry.dest_bucket, entry.region,
@@ -232,6 +240,8 @@ class ReplicationWorker:
             return SKIPPED  # the version is gone: a later entry says what became of it
         if entry.kind == TAGS:
             return await self._send_tags(target, record)
+        if entry.kind == LOCK:
+            return await self._send_lock(target, record)
         head = await self._client.request("HEAD", target, entry.key)
         if head.status == 200 and _destination_wins(head, record):
             return COMPLETED
@@ -340,6 +350,44 @@ class ReplicationWorker:
                                             body=document.encode())
         _expect(answer, "PutObjectTagging")
         return COMPLETED
+
+
+    async def _send_lock(self, target: Target, record: ObjectRecord) -> str:
+        hold = record.legal_hold_status or "OFF"
+        documents: list[tuple[str, str, dict[str, str], str]] = [
+            ("legal-hold", "PutObjectLegalHold", {},
+             f"<LegalHold><Status>{escape(hold)}</Status></LegalHold>")]
+        if record.retention_mode and record.retain_until_date:
+            until = utc_moment(record.retain_until_date).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            documents.append(("retention", "PutObjectRetention",
+                              {"x-amz-bypass-governance-retention": "true"},
+                              f"<Retention><Mode>{escape(record.retention_mode)}</Mode>"
+                              f"<RetainUntilDate>{until}</RetainUntilDate></Retention>"))
+        for resource, what, extra, document in documents:
+            answer = await self._put_on_version(target, record, resource, document.encode(),
+                                                extra)
+            _expect(answer, what)
+        return COMPLETED
+
+    async def _put_on_version(self, target: Target, record: ObjectRecord, resource: str,
+                              body: bytes, extra: dict[str, str]) -> Answer:
+        """PUT ?`resource` on the version's copy: by our version id, or, when the version
+        is our latest and the destination's current object is its copy under another
+        version id (a destination keeping its own ids), on that current object."""
+        query = {resource: ""}
+        named = bool(record.version_id) and record.version_id != "null"
+        if named and record.is_latest:
+            head = await self._client.request("HEAD", target, record.key)
+            if head.status == 200 and head.headers.get("x-amz-version-id") != record.version_id:
+                if head.headers.get("etag", "").strip('"') != record.etag:
+                    raise ReplicationError("the destination's current object is not this "
+                                           "version")
+                named = False
+        if named:
+            query["versionId"] = record.version_id
+        return await self._client.request("PUT", target, record.key,
+                                          query=urlencode(query),
+                                          headers={STATUS_HEADER: REPLICA, **extra}, body=body)
 
 
 def _destination_wins(head: Answer, record: ObjectRecord) -> bool:

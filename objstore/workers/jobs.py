@@ -127,6 +127,12 @@ def _migrate_db(job: JobRecord, context: JobContext) -> JobRunner:
     return MigrateDbRunner(job, context)
 
 
+def _replicate_existing(job: JobRecord, context: JobContext) -> JobRunner:
+    from objstore.workers.replicate_existing import ReplicateExistingRunner
+
+    return ReplicateExistingRunner(job, context)
+
+
 RUNNERS: Mapping[str, RunnerFactory] = {
     "noop": NoopRunner,
     "rotate-key": _rotate_key,
@@ -135,6 +141,7 @@ RUNNERS: Mapping[str, RunnerFactory] = {
     "compress": _stage_job,
     "decompress": _stage_job,
     "migrate-db": _migrate_db,
+    "replicate-existing": _replicate_existing,
 }
 
 

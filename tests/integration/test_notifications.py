@@ -484,3 +484,51 @@ def test_broker_targets_through_the_daemon(env: tuple[Daemon, Receiver]) -> None
         with conn.cursor() as cursor:
             cursor.execute(f'DROP TABLE IF EXISTS "{table}"')
         conn.close()
+
+
+def test_a_form_upload_is_object_created_post(env: tuple[Daemon, Receiver]) -> None:
+    """A browser form upload (POST Object) is s3:ObjectCreated:Post, to a webhook and to a
+    Redis list; a selection of :Post alone does not take a PUT."""
+    import redis
+    import requests
+
+    node, receiver = env
+    s3: Any = make_client(node.endpoint)
+    s3.create_bucket(Bucket="nform")
+    s3.put_bucket_notification_configuration(Bucket="nform", NotificationConfiguration={
+        "QueueConfigurations": [
+            {"Id": "hook", "QueueArn": HOOKS, "Events": ["s3:ObjectCreated:Post"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "form/"}]}}},
+            {"Id": "list", "QueueArn": "arn:objstore:sqs:us-east-1:redis:redis",
+             "Events": ["s3:ObjectCreated:*"],
+             "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "list/"}]}}}]})
+    for prefix in ("form/", "list/"):
+        s3.put_object(Bucket="nform", Key=f"{prefix}put", Body=b"by PUT")
+        presigned = s3.generate_presigned_post("nform", prefix + "${filename}",
+                                               ExpiresIn=300)
+        answer = requests.post(presigned["url"], data=presigned["fields"],
+                               files={"file": ("a.txt", b"by form")}, timeout=30)
+        assert answer.status_code == 204, answer.text
+
+    def hooked() -> list[dict[str, Any]]:
+        return [r for r in receiver.records("/hooks") if r["s3"]["bucket"]["name"] == "nform"]
+
+    record = wait_for(lambda: hooked(), "the form upload's event")[0]
+    assert record["eventName"] == "ObjectCreated:Post"
+    assert record["s3"]["object"]["key"] == "form/a.txt"
+    assert record["s3"]["object"]["size"] == len(b"by form")
+    client = redis.Redis(host="127.0.0.1", port=6379)
+    key = f"{REDIS_KEY}-{node.backend}"
+    try:
+        def listed() -> list[tuple[str, str]] | None:
+            records = [json.loads(item)["Records"][0] for item in client.lrange(key, 0, -1)]
+            found = [(r["eventName"], r["s3"]["object"]["key"]) for r in records
+                     if r["s3"]["bucket"]["name"] == "nform"]
+            return found if len(found) >= 2 else None
+
+        assert wait_for(listed, "both events in the Redis list") == [
+            ("ObjectCreated:Put", "list/put"), ("ObjectCreated:Post", "list/a.txt")]
+    finally:
+        client.delete(key)
+        client.close()
+    assert [r["eventName"] for r in hooked()] == ["ObjectCreated:Post"]

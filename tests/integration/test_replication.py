@@ -492,3 +492,96 @@ def test_version_deletes_follow_when_the_rule_asks(pair: tuple[Daemon, Daemon]) 
     wait_for(lambda: drained(a), "the journal drained")
     kinds = sorted(e["kind"] for e in journal(a, bucket="versions")["entries"])
     assert kinds == ["delete", "put", "put"]
+
+
+def test_legal_hold_and_retention_set_later_follow_the_version(
+        pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    a, b = pair
+    for node in (a, b):  # object lock buckets are versioned
+        make_client(node.endpoint).create_bucket(Bucket="locks",  # type: ignore[attr-defined]
+                                                 ObjectLockEnabledForBucket=True)
+    link(a, b, "locks")
+    sa: Any = make_client(a.endpoint)
+    sb: Any = make_client(b.endpoint)
+    old = sa.put_object(Bucket="locks", Key="k", Body=b"old")["VersionId"]
+    new = sa.put_object(Bucket="locks", Key="k", Body=b"new")["VersionId"]
+    wait_for(lambda: len(sb.list_object_versions(Bucket="locks").get("Versions", [])) == 2,
+             "both versions on B")
+    sa.put_object_legal_hold(Bucket="locks", Key="k", VersionId=old,
+                             LegalHold={"Status": "ON"})
+    until = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(
+        days=2)
+    sa.put_object_retention(Bucket="locks", Key="k", VersionId=new,
+                            Retention={"Mode": "GOVERNANCE", "RetainUntilDate": until})
+    wait_for(lambda: sb.get_object_legal_hold(Bucket="locks", Key="k", VersionId=old)[
+        "LegalHold"]["Status"] == "ON", "the hold on B")
+    retention = wait_for(lambda: sb.get_object_retention(Bucket="locks", Key="k",
+                                                         VersionId=new)["Retention"],
+                         "the retention on B")
+    assert (retention["Mode"], retention["RetainUntilDate"]) == ("GOVERNANCE", until)
+    sa.put_object_legal_hold(Bucket="locks", Key="k", VersionId=old,
+                             LegalHold={"Status": "OFF"})
+    wait_for(lambda: sb.get_object_legal_hold(Bucket="locks", Key="k", VersionId=old)[
+        "LegalHold"]["Status"] == "OFF", "the hold lifted on B")
+    wait_for(lambda: drained(a), "the journal drained")
+    kinds = sorted(e["kind"] for e in journal(a, bucket="locks")["entries"])
+    assert kinds == ["lock", "lock", "lock", "put", "put"]
+    assert sb.head_object(Bucket="locks", Key="k", VersionId=old)["ReplicationStatus"] == (
+        "REPLICA")
+
+
+def test_existing_objects_through_a_maintenance_job(pair: tuple[Daemon, Daemon]) -> None:
+    once(pair)
+    a, b = pair
+    versioned_bucket(a, b, name="olderjob")
+    sa: Any = make_client(a.endpoint)
+    for n in range(3):  # written before any rule
+        sa.put_object(Bucket="olderjob", Key=f"old{n}", Body=b"o" * n)
+    link(a, b, "olderjob", existing=True)
+    admin = AdminClient(a.endpoint)
+    refused = admin.post("/maintenance/jobs", {"type": "replicate-existing", "params": {}})
+    assert refused.status == 400
+    created = admin.ok("POST", "/maintenance/jobs", {
+        "type": "replicate-existing", "params": {"bucket": "olderjob"}}, status=201)
+    job = wait_for(lambda: (lambda found: found if found["status"] == "completed" else None)(
+        admin.ok("GET", f"/maintenance/jobs/{created['id']}")["job"]), "the job completed")
+    assert (job["done"], job["total"]) == (3, 3)
+    sb: Any = make_client(b.endpoint)
+    for n in range(3):
+        wait_for(lambda n=n: sb.head_object(Bucket="olderjob", Key=f"old{n}"), f"old{n} on B")
+    make_client(a.endpoint).create_bucket(Bucket="norule")  # type: ignore[attr-defined]
+    failed = admin.ok("POST", "/maintenance/jobs", {
+        "type": "replicate-existing", "params": {"bucket": "norule"}}, status=201)
+    ended = wait_for(lambda: (lambda found: found if found["status"] == "failed" else None)(
+        admin.ok("GET", f"/maintenance/jobs/{failed['id']}")["job"]), "the job failed")
+    assert "ReplicationConfigurationNotFoundError" in ended["last_error"] or (
+        "replication configuration" in ended["last_error"]), ended
+
+
+def test_a_legal_hold_reaches_a_foreign_s3_on_its_current_object(
+        pair: tuple[Daemon, Daemon], moto_endpoint: str) -> None:
+    """moto keeps its own version ids: the hold set on our latest version lands on moto's
+    current object, its copy."""
+    once(pair)
+    a, _ = pair
+    foreign: Any = make_client(moto_endpoint, access_key="moto", secret_key="moto")
+    foreign.create_bucket(Bucket="foreign-locks", ObjectLockEnabledForBucket=True)
+    make_client(a.endpoint).create_bucket(  # type: ignore[attr-defined]
+        Bucket="locks-to-moto", ObjectLockEnabledForBucket=True)
+    AdminClient(a.endpoint).ok("POST", "/replication/credentials/moto", {
+        "access_key_id": "moto", "secret_access_key": "moto"})
+    sa: Any = make_client(a.endpoint)
+    raw_put(sa, "locks-to-moto", rule_xml(moto_endpoint, "foreign-locks", credential="moto"))
+    version = sa.put_object(Bucket="locks-to-moto", Key="held", Body=b"x")["VersionId"]
+    wait_for(lambda: foreign.head_object(Bucket="foreign-locks", Key="held"), "on moto")
+    sa.put_object_legal_hold(Bucket="locks-to-moto", Key="held", VersionId=version,
+                             LegalHold={"Status": "ON"})
+    wait_for(lambda: foreign.get_object_legal_hold(Bucket="foreign-locks", Key="held")[
+        "LegalHold"].get("Status") == "ON", "the hold on moto")
+    wait_for(lambda: drained(a), "the journal drained")
+    entries = journal(a, bucket="locks-to-moto")["entries"]
+    assert sorted((e["kind"], e["status"]) for e in entries) == [
+        ("lock", "COMPLETED"), ("put", "COMPLETED")]
+    foreign.put_object_legal_hold(Bucket="foreign-locks", Key="held",
+                                  LegalHold={"Status": "OFF"})  # moto's teardown may delete

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from objstore.crypto.master_key import Keyring, LocalMasterKey
 from objstore.errors import S3Error
 from objstore.replication import credentials
 from objstore.replication.rules import from_json, match, parse_stored, to_json, validate
@@ -124,6 +125,27 @@ def test_credentials_are_checked_and_masked() -> None:
                 {"b": {"access_key_id": "", "secret_access_key": "S"}}, [], "nope"):
         with pytest.raises(credentials.InvalidCredential):
             credentials.parse_setting(bad if not isinstance(bad, dict) else json.dumps(bad))
+
+
+def test_a_secret_is_sealed_with_the_master_key_and_opens_with_any_version() -> None:
+    old = Keyring([LocalMasterKey(b"o" * 32)])
+    rotated = Keyring([LocalMasterKey(b"o" * 32), LocalMasterKey(b"n" * 32)])
+    plain = {"access_key_id": "AK", "secret_access_key": "the-secret"}
+    sealed = credentials.seal("b", plain, old)
+    assert "the-secret" not in json.dumps(sealed) and sealed[credentials.SEALED_BY] == old.key_id
+    text = credentials.parse_setting({"b": sealed})  # the stored form is a valid setting
+    assert credentials.load(text) == {"b": sealed}
+    assert credentials.opened("b", credentials.load(text)["b"], rotated) == plain
+    assert credentials.masked(text) == {"b": {"access_key_id": "AK",
+                                              "secret_access_key": credentials.MASK}}
+    assert credentials.seal("b", sealed, rotated) == sealed  # sealed once
+    assert credentials.seal("b", plain, None) == plain  # no master key: as it is
+    assert credentials.opened("b", plain, old) == plain  # stored before the key
+    for keeper in (None, Keyring([LocalMasterKey(b"x" * 32)])):
+        with pytest.raises(credentials.InvalidCredential):
+            credentials.opened("b", sealed, keeper)
+    with pytest.raises(credentials.InvalidCredential):  # bound to its name
+        credentials.opened("other", sealed, old)
 
 
 def test_backoff_doubles_up_to_the_cap() -> None:

@@ -1,6 +1,7 @@
 """The replication worker's pure parts, without a reactor: which destination answer makes a
 put pointless (same ETag, or a newer write of the destination's own), the tags a
-destination answers, the journal kinds a rule selects, and the body producer's slices."""
+destination answers, the journal kind of each change (lock changes too) and the rules it
+selects, and the body producer's slices."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from twisted.internet import defer
 from objstore.meta.records import ObjectRecord
 from objstore.replication.client import Answer, SliceProducer, object_url
 from objstore.replication.client import Target as ReplicationTarget
-from objstore.replication.journal import DELETE, DELETE_MARKER, PUT, selected_rules
+from objstore.replication.journal import (
+    _KINDS,
+    DELETE,
+    DELETE_MARKER,
+    LOCK,
+    PUT,
+    TAGS,
+    selected_rules,
+)
 from objstore.replication.worker import _destination_wins, _parse_tags
 from objstore.s3.replication_xml import parse_replication
 
@@ -52,6 +61,9 @@ def test_kinds_select_rules_by_their_delete_settings() -> None:
     assert [r.rule_id for r in selected_rules(config, PUT, "k", {})] == ["a"]
     assert selected_rules(config, DELETE_MARKER, "k", {}) == []
     assert selected_rules(config, DELETE, "k", {}) == []
+    assert [r.rule_id for r in selected_rules(config, LOCK, "k", {})] == ["a"]
+    assert _KINDS == {"object_written": PUT, "delete_marker_written": DELETE_MARKER,
+                      "tags_changed": TAGS, "lock_changed": LOCK, "version_deleted": DELETE}
 
 
 def test_the_producer_sends_every_slice_in_order() -> None:
