@@ -44,6 +44,11 @@ _OBJECT_ACTIONS = {
 }
 
 
+# Every action an object's ACL can grant (none of them a write: WRITE on an object means
+# nothing; writing a key is the bucket ACL's WRITE).
+OBJECT_ACL_ACTIONS = frozenset(a for actions in _OBJECT_ACTIONS.values() for a in actions)
+
+
 class AclError(ValueError):
     """An ACL that can not be built (unknown canned name, bad grantee); the S3 layer
     answers InvalidArgument or MalformedACLError."""

@@ -4,11 +4,10 @@
 (the needs are the route's declared actions): it loads the caller's compiled identity
 policies (cached per user) and the access settings of each bucket the needs name
 (`BucketAccessLoader`: policy, ACL, public access block, ownership; cached per bucket),
-and returns `decision.decide`'s answer. An object ACL would be loaded (`ObjectAclSource`)
-only when everything else refused and the bucket enables ACLs, so the common path never
-reads an object row for it; objects have no stored ACL in this version, so the S3 API
-passes no source. `check` and `allowed` answer from identity policies alone (the admin
-API, the governance bypass of the engine): no bucket has a say there.
+and returns `decision.decide`'s answer. An object ACL is loaded (`ObjectAclSource`) only
+when everything else refused, the bucket enables ACLs and the refused action is one an
+object ACL grants, so the common path never reads an object row for it. `check` and
+`allowed` answer from identity policies alone (the admin API): no bucket has a say there.
 
 Root users bypass evaluation. For everyone else identity evaluation is over the
 user's effective policies (direct grants plus the grants of every team the user belongs

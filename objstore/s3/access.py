@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl
 from objstore.errors import S3Error
 from objstore.http.ratelimit import peer_address
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.acl_rules import Acl
 from objstore.iam.decision import Need
 from objstore.iam.identity import Principal
 from objstore.s3.copy_source import parse_copy_source
@@ -177,8 +178,34 @@ async def _decide(services: S3Services, request: ObjstoreRequest, query: Mapping
                 k.startswith(EXISTING_TAG) for k in access.policy.condition_keys()):
             values.existing_tags = await _existing_tags(services, first, query)
     caller = None if principal.anonymous else principal
-    decision = await authorizer.authorize(caller, needs, values)
+
+    async def object_acl(bucket: str, key: str) -> Acl | None:
+        return await _object_acl(services, request, query, needs[0], bucket, key)
+
+    decision = await authorizer.authorize(caller, needs, values, object_acl)
     return decision.allowed
+
+
+async def _object_acl(services: S3Services, request: ObjstoreRequest,
+                      query: Mapping[str, str], first: Need, bucket: str, key: str
+                      ) -> Acl | None:
+    """The stored ACL of the version a need names (the request's `versionId` for its
+    own key, a copy source's version for the source, else the latest); None without one."""
+    version_id = None
+    if (bucket, key) == (first.bucket, first.key):
+        version_id = query.get("versionId")
+    else:
+        try:
+            source = parse_copy_source(request.header("x-amz-copy-source") or "")
+        except S3Error:
+            source = None
+        if source is not None and (source.bucket, source.key) == (bucket, key):
+            version_id = source.version_id
+    try:
+        record = await services.objects.head(bucket, key, version_id or None)
+    except S3Error:
+        return None
+    return Acl.from_json(record.acl) if record.acl else None
 
 
 async def _existing_tags(services: S3Services, need: Need, query: Mapping[str, str]

@@ -31,9 +31,10 @@ from objstore.http.checksum_headers import is_checksum_claim
 from objstore.http.error_xml import serialize, sub_element
 from objstore.http.form_data import FormDecoder
 from objstore.http.spool import BodySpool
+from objstore.s3.acl_headers import written_acl
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lifecycle import expiration_headers
-from objstore.s3.objects import check_acl_headers, object_attrs, version_header
+from objstore.s3.objects import object_attrs, version_header
 from objstore.s3.versioning_xml import parse_tagging
 from objstore.s3.xml import s3_root
 
@@ -122,9 +123,9 @@ async def post_object(call: S3Call) -> S3Response:
     fields = form_of(spool).fields
     assert spool is not None
     headers = form_headers(fields)
-    check_acl_headers(headers)
+    acl = await written_acl(call, headers)
     _check_claimed_checksums(call, headers)
-    attrs = object_attrs(call, headers)
+    attrs = object_attrs(call, headers, acl)
     record = await call.services.objects.put(call.caller, call.bucket, call.key, spool, attrs,
                                              integrity=bool(attrs.checksums))
     etag = f'"{record.etag}"'
