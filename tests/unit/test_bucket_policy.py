@@ -29,7 +29,7 @@ from objstore.iam.bucket_policy import (
     parse_bucket_policy,
 )
 from objstore.iam.conditions import ConditionError, FixedValues, all_hold, compile_conditions
-from objstore.iam.decision import AccessRequest, BucketAccess, Need, decide
+from objstore.iam.decision import AccessRequest, BucketAccess, Need, acl_may_decide, decide
 from objstore.iam.identity import Principal
 from objstore.iam.policy import compile_policy
 from objstore.iam.public_access import PublicAccessBlock
@@ -341,6 +341,43 @@ def test_acls_count_only_when_enabled_and_public_access_block() -> None:
     assert not allowed(None, restricted)
     assert allowed(ALICE, access(doc(stmt(principal={"AWS": "u-alice"})),
                                  block=PublicAccessBlock.all_on()))
+
+
+def test_object_acls_in_the_decision() -> None:
+    """An object's ACL counts only where ACLs are enabled, for the actions an object ACL
+    grants, and IgnorePublicAcls drops its public grants; `acl_may_decide` says when the
+    caller should load it (never for a write, never where ACLs are disabled)."""
+    public = canned_acl("public-read", "u-owner")
+    need = Need("s3:GetObject", OBJ, B, key="k")
+
+    def with_object_acl(bucket: BucketAccess, action: str = "s3:GetObject",
+                        principal: Principal | None = None) -> bool:
+        one = Need(action, OBJ, B, key="k")
+        return decide(AccessRequest(principal, (one,), (), {B: bucket},
+                                    {(B, "k"): public})).allowed
+
+    writer = access(ownership="ObjectWriter")
+    assert with_object_acl(writer)
+    assert with_object_acl(writer, "s3:GetObjectVersion")
+    assert not with_object_acl(writer, "s3:PutObject")
+    assert not with_object_acl(writer, "s3:DeleteObject")
+    assert not with_object_acl(access())  # BucketOwnerEnforced: ignored
+    assert not with_object_acl(access(ownership="ObjectWriter",
+                                      block=PublicAccessBlock(ignore_public_acls=True)))
+    assert with_object_acl(access(ownership="ObjectWriter",
+                                  block=PublicAccessBlock(block_public_acls=True)))
+    denied = access(doc(stmt(effect="Deny")), ownership="ObjectWriter")
+    assert not with_object_acl(denied)  # an explicit Deny wins over the ACL
+    request = AccessRequest(None, (need,), (), {B: writer})
+    assert acl_may_decide(request, need)
+    assert not acl_may_decide(request, Need("s3:PutObject", OBJ, B, key="k"))
+    assert not acl_may_decide(AccessRequest(None, (need,), (), {B: access()}), need)
+    reader = canned_acl("private", "u-owner")
+    only_alice = Acl("u-owner", (*reader.grants, Grant("u-alice", "READ")))
+    assert decide(AccessRequest(ALICE, (need,), (), {B: writer},
+                                {(B, "k"): only_alice})).allowed
+    assert not decide(AccessRequest(BOB, (need,), (), {B: writer},
+                                    {(B, "k"): only_alice})).allowed
 
 
 def test_a_stored_policy_that_no_longer_compiles_denies_everyone() -> None:
