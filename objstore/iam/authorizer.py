@@ -7,7 +7,10 @@ policies (cached per user) and the access settings of each bucket the needs name
 and returns `decision.decide`'s answer. An object ACL is loaded (`ObjectAclSource`) only
 when everything else refused, the bucket enables ACLs and the refused action is one an
 object ACL grants, so the common path never reads an object row for it. `check` and
-`allowed` answer from identity policies alone (the admin API): no bucket has a say there.
+`allowed` ask the same decision for one action on one resource outside an S3 request's
+admission: the engine's governance bypass (s3:BypassGovernanceRetention on the version,
+so a bucket policy's Allow or Deny of it counts as on AWS) and the admin API (its
+actions name no bucket: identity policies decide; its archive reads name objects).
 
 Root users bypass evaluation. For everyone else identity evaluation is over the
 user's effective policies (direct grants plus the grants of every team the user belongs
@@ -54,7 +57,6 @@ from objstore.iam.policy import (
     Statement,
     allowed_actions,
     compile_policy,
-    is_allowed,
     validate,
 )
 from objstore.meta.coherence import IAM, Counters, TtlCache
@@ -88,6 +90,14 @@ def request_action(action: str, query: Mapping[str, str] | None) -> str:
     if query is not None and "versionId" in query:
         return VERSION_VARIANTS.get(action, action)
     return action
+
+
+def need_of(action: str, resource: str) -> Need:
+    """The need of `action` on `resource`, with the bucket and key an S3 ARN names."""
+    if not resource.startswith(ARN_PREFIX):
+        return Need(action, resource)
+    bucket, _, key = resource[len(ARN_PREFIX):].partition("/")
+    return Need(action, resource, bucket, key=key)
 
 
 class ObjectAclSource(Protocol):
@@ -187,10 +197,14 @@ class Authorizer:
             raise S3Error("AccessDenied")
 
     async def allowed(self, principal: Principal, action: str, resource: str) -> bool:
+        """The decision for one action on one resource outside an S3 request's admission
+        (the governance bypass of the engine, the admin API): the bucket an S3 ARN names
+        has its say (its policy's Allow and Deny, as for any S3 request), without
+        condition values (a statement with a Condition on a request key does not match)."""
         if principal.is_root:
             return True
-        policies = await self.policies(principal.user_id)
-        return is_allowed(policies, action, evaluated_resource(action, resource))
+        caller = None if principal.anonymous else principal
+        return (await self.authorize(caller, (need_of(action, resource),))).allowed
 
     async def effective_actions(self, principal: Principal) -> list[str]:
         """`["*"]` for root users, else the union of the Allow actions (GET /admin/me)."""
