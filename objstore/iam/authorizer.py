@@ -4,9 +4,10 @@
 (the needs are the route's declared actions): it loads the caller's compiled identity
 policies (cached per user) and the access settings of each bucket the needs name
 (`BucketAccessLoader`: policy, ACL, public access block, ownership; cached per bucket),
-and returns `decision.decide`'s answer. An object ACL is loaded (`ObjectAclSource`) only
-when everything else refused, the bucket enables ACLs and the refused action is one an
-object ACL grants, so the common path never reads an object row for it. `check` and
+and returns `decision.decide`'s answer. An object's ACL is read by the caller only when
+`object_acl_wanted` says it could change a refusal (the bucket enables ACLs and the
+refused action is one an object ACL grants), then passed to a second `authorize`, so the
+common path never reads an object row for it. `check` and
 `allowed` ask the same decision for one action on one resource outside an S3 request's
 admission: the engine's governance bypass (s3:BypassGovernanceRetention on the version,
 so a bucket policy's Allow or Deny of it counts as on AWS) and the admin API (its
@@ -68,6 +69,7 @@ ARN_PREFIX = "arn:aws:s3:::"
 ROOT_ACTIONS = ["*"]
 
 
+_NO_ACLS: Mapping[tuple[str, str], Acl] = {}
 _DENY_ALL = Policy((Statement(allow=False, actions=("*",), resources=("*",)),))
 
 
@@ -98,12 +100,6 @@ def need_of(action: str, resource: str) -> Need:
         return Need(action, resource)
     bucket, _, key = resource[len(ARN_PREFIX):].partition("/")
     return Need(action, resource, bucket, key=key)
-
-
-class ObjectAclSource(Protocol):
-    """The ACL of one object (None: none stored, or no such object)."""
-
-    async def __call__(self, bucket: str, key: str) -> Acl | None: ...
 
 
 def compile_grants(grants: list[EffectiveGrant]) -> tuple[Policy, ...]:
@@ -145,9 +141,11 @@ class Authorizer:
         principal: Principal | None,
         needs: tuple[Need, ...],
         values: ConditionValues = NO_VALUES,
-        object_acl: ObjectAclSource | None = None,
+        object_acls: Mapping[tuple[str, str], Acl] | None = None,
     ) -> Decision:
-        """The decision for a caller (None: anonymous) and every need of its request."""
+        """The decision for a caller (None: anonymous) and every need of its request;
+        `object_acls`: the ACLs of objects, by (bucket, key), that the caller loaded after
+        `object_acl_wanted` asked for one."""
         if principal is not None and principal.is_root:
             return ROOT
         identity: tuple[Policy, ...] = ()
@@ -166,17 +164,25 @@ class Authorizer:
                         access = await loader.bucket_access(name)
                     if access is not None:
                         buckets[name] = access
-        request = AccessRequest(principal, needs, identity, buckets, {}, values)
-        decision = decide(request)
-        refused = decision.need
-        if decision.allowed or refused is None or object_acl is None \
-                or not acl_may_decide(request, refused):
-            return decision
-        acl = await object_acl(refused.bucket, refused.key)
-        if acl is None:
-            return decision
         return decide(AccessRequest(principal, needs, identity, buckets,
-                                    {(refused.bucket, refused.key): acl}, values))
+                                    object_acls or _NO_ACLS, values))
+
+    async def object_acl_wanted(self, decision: Decision) -> tuple[str, str] | None:
+        """(bucket, key) of the object whose ACL could still allow what `decision`
+        refused (the bucket enables ACLs, the action is one an object ACL grants); None
+        when no object ACL could. Asked only after a refusal, so an allowed request never
+        pays for object ACLs."""
+        need = decision.need
+        if decision.allowed or need is None or not need.key:
+            return None
+        access = await self.bucket_access(need.bucket)
+        return (need.bucket, need.key) if acl_may_decide(access, need) else None
+
+    def cached_bucket_access(self, bucket: str) -> tuple[bool, BucketAccess | None]:
+        """(hit, settings) from the per-bucket cache alone (the hot path: no coroutine)."""
+        if self._buckets is None:
+            return True, None
+        return self._buckets.cached(bucket)
 
     async def bucket_access(self, bucket: str) -> BucketAccess | None:
         if self._buckets is None:

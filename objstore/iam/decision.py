@@ -178,11 +178,10 @@ def _sid(sid: str) -> str:
     return f" ({sid})" if sid else ""
 
 
-def acl_may_decide(request: AccessRequest, need: Need) -> bool:
-    """An object ACL could still allow `need` (so the caller should load it and ask
-    again): the bucket enables ACLs, the need is on an object and is an action an object
-    ACL grants (reading the object or its ACL, writing its ACL)."""
-    bucket = request.buckets.get(need.bucket) if need.bucket else None
+def acl_may_decide(bucket: BucketAccess | None, need: Need) -> bool:
+    """An object ACL could still allow `need` in `bucket` (so the caller should load it
+    and ask again): the bucket enables ACLs, the need is on an object and is an action an
+    object ACL grants (reading the object or its ACL, writing its ACL)."""
     if not need.key or bucket is None or not bucket.acls_enabled:
         return False
     return not OBJECT_ACL_ACTIONS.isdisjoint(names_for(need.action))

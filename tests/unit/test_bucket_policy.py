@@ -368,10 +368,11 @@ def test_object_acls_in_the_decision() -> None:
                                   block=PublicAccessBlock(block_public_acls=True)))
     denied = access(doc(stmt(effect="Deny")), ownership="ObjectWriter")
     assert not with_object_acl(denied)  # an explicit Deny wins over the ACL
-    request = AccessRequest(None, (need,), (), {B: writer})
-    assert acl_may_decide(request, need)
-    assert not acl_may_decide(request, Need("s3:PutObject", OBJ, B, key="k"))
-    assert not acl_may_decide(AccessRequest(None, (need,), (), {B: access()}), need)
+    assert acl_may_decide(writer, need)
+    assert not acl_may_decide(writer, Need("s3:PutObject", OBJ, B, key="k"))
+    assert not acl_may_decide(writer, Need("s3:ListBucket", f"arn:aws:s3:::{B}", B))
+    assert not acl_may_decide(access(), need)
+    assert not acl_may_decide(None, need)
     reader = canned_acl("private", "u-owner")
     only_alice = Acl("u-owner", (*reader.grants, Grant("u-alice", "READ")))
     assert decide(AccessRequest(ALICE, (need,), (), {B: writer},
