@@ -30,6 +30,7 @@ from objstore.iam.decision import BucketAccess
 from objstore.iam.public_access import OWNER_ENFORCED
 from objstore.s3.acl_headers import (
     check_acl_headers,
+    check_grantees,
     requested_acl,
     stored_acl,
 )
@@ -114,6 +115,7 @@ async def store_bucket_acl(call: S3Call, access: BucketAccess, acl: Acl) -> None
     if acl.public and access.block.block_public_acls:
         raise S3Error("AccessDenied", "Access Denied: the public access block of this "
                       "bucket blocks public ACLs (BlockPublicAcls).")
+    await check_grantees(call, acl)
     await call.services.bucket_config.put_config(call.caller, call.bucket, ACL_KEY,
                                                  acl.to_json())
 
@@ -140,6 +142,7 @@ async def put_object_acl(call: S3Call) -> S3Response:
     if acl is None:
         raise S3Error("MissingSecurityHeader", "Your request was missing a required header",
                       MissingHeaderName="x-amz-acl")
+    await check_grantees(call, acl)
     stored = await call.services.versions.put_acl(
         call.caller, call.bucket, call.key, record.version_id, stored_acl(access, acl))
     return S3Response(headers=version_header(stored))

@@ -30,6 +30,7 @@ from objstore.iam.acl_rules import (
     canned_acl,
     header_grants,
     owner_only,
+    printable_grantee,
 )
 from objstore.iam.decision import BucketAccess
 from objstore.s3.call import S3Call
@@ -65,7 +66,8 @@ def requested_acl(headers: Mapping[str, str], body: bytes, owner_id: str,
     policy = parse_access_control_policy(body)
     parsed = []
     for grant in policy.grants:
-        if grant.permission not in PERMISSIONS or not grant.grantee_id:
+        if grant.permission not in PERMISSIONS or not grant.grantee_id \
+                or not printable_grantee(grant.grantee_id):
             raise S3Error("MalformedACLError")
         if grant.grantee_type.endswith("Group") and grant.grantee_id not in GROUPS:
             raise S3Error("MalformedACLError")
@@ -94,6 +96,17 @@ def stored_acl(access: BucketAccess, acl: Acl) -> str | None:
     return acl.to_json()
 
 
+async def check_grantees(call: S3Call, acl: Acl) -> None:
+    """Every user a grant names is a user of this server (InvalidArgument "Invalid id"
+    otherwise, as AWS answers an unknown canonical user id)."""
+    for grant in acl.grants:
+        if grant.group or grant.grantee == acl.owner_id:
+            continue
+        if not await call.services.objects.known_user(grant.grantee):
+            raise S3Error("InvalidArgument", "Invalid id", ArgumentName="CanonicalUser/ID",
+                          ArgumentValue=grant.grantee)
+
+
 async def written_acl(call: S3Call, headers: Mapping[str, str]) -> str | None:
     """The ACL a new version of `call.key` is born with (`ObjectRecord.acl`), from the
     request's ACL headers; None when it has none or they say the owner's alone."""
@@ -104,4 +117,7 @@ async def written_acl(call: S3Call, headers: Mapping[str, str]) -> str | None:
         check_acl_headers(headers)
         return None
     acl = requested_acl(headers, b"", call.principal.user_id, access.owner_id)
-    return None if acl is None else stored_acl(access, acl)
+    if acl is None:
+        return None
+    await check_grantees(call, acl)
+    return stored_acl(access, acl)

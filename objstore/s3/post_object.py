@@ -93,7 +93,8 @@ def form_headers(fields: Mapping[str, str]) -> dict[str, str]:
     if "acl" in fields:
         headers["x-amz-acl"] = fields["acl"]
     if fields.get("tagging"):
-        tags = parse_tagging(fields["tagging"].encode("utf-8"), MAX_OBJECT_TAGS, "Object tags")
+        tags = parse_tagging(fields["tagging"].encode("utf-8", "surrogateescape"),
+                             MAX_OBJECT_TAGS, "Object tags")
         headers["x-amz-tagging"] = urlencode(sorted(tags.items()))
     return headers
 

@@ -103,6 +103,9 @@ def test_authenticated_read_and_user_grants(daemon: Daemon, s3: Any) -> None:
     with pytest.raises(ClientError) as refused:
         other.get_object(Bucket=bucket, Key="mine")
     assert code(refused.value) == "AccessDenied"
+    with pytest.raises(ClientError) as refused:  # no such user
+        s3.put_object_acl(Bucket=bucket, Key="mine", GrantRead='id="u-nobody-at-all"')
+    assert code(refused.value) == "InvalidArgument"
 
 
 def test_copy_takes_the_requests_acl_never_the_sources(daemon: Daemon, s3: Any) -> None:
