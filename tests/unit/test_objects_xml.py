@@ -16,7 +16,6 @@ from objstore.s3.objects_xml import (
     DeleteEntry,
     DeleteEntryResult,
     PartsPage,
-    access_control_policy_document,
     copy_object_result_document,
     delete_result_document,
     object_attributes_document,
@@ -224,7 +223,7 @@ def test_composite_parts_are_paged() -> None:
 
 
 def test_access_control_policy() -> None:
-    parsed = sdk_view("GetBucketAcl", access_control_policy_document("u-1", "alice"))
+    parsed = sdk_view("GetBucketAcl", acl_document(owner_only("u-1"), "alice"))
     assert parsed == {
         "Owner": {"ID": "u-1", "DisplayName": "alice"},
         "Grants": [{"Grantee": {"ID": "u-1", "DisplayName": "alice", "Type": "CanonicalUser"},
