@@ -8,7 +8,9 @@ import pytest
 from botocore.parsers import create_parser
 
 from objstore.errors import S3Error
+from objstore.iam.acl_rules import owner_only
 from objstore.meta.records import ObjectRecord, PartRef
+from objstore.s3.acl import acl_document
 from objstore.s3.objects_xml import (
     MAX_DELETE_KEYS,
     AclGrant,
