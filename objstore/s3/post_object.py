@@ -43,8 +43,8 @@ OPERATION = "PostObject"
 
 def form_header(fields: Mapping[str, str]) -> Callable[[str], str | None]:
     """The form's fields read as the request headers they stand for (the decision's view
-    of a form: its tagging and lock fields add their actions as their headers do)."""
-    names = {"x-amz-tagging": "tagging"}
+    of a form: its tagging, lock and acl fields add their actions as their headers do)."""
+    names = {"x-amz-tagging": "tagging", "x-amz-acl": "acl"}
 
     def header(name: str) -> str | None:
         return fields.get(names.get(name, name))

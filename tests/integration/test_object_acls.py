@@ -138,6 +138,17 @@ def test_form_upload_acl_field(daemon: Daemon, s3: Any) -> None:
                            files={"file": ("a.txt", b"form")}, timeout=30)
     assert answer.status_code == 204, answer.text
     assert status(daemon, bucket, "form") == 200
+    # the acl field needs s3:PutObjectAcl, as the x-amz-acl header does
+    arns = [f"arn:aws:s3:::{bucket}/*"]
+    for actions, expected in ((["s3:PutObject"], 403),
+                              (["s3:PutObject", "s3:PutObjectAcl"], 204)):
+        signer = user_with(daemon, allow(actions, arns))
+        presigned = signer.generate_presigned_post(
+            bucket, "by-user", Fields={"acl": "public-read"},
+            Conditions=[{"acl": "public-read"}], ExpiresIn=300)
+        answer = requests.post(presigned["url"], data=presigned["fields"],
+                               files={"file": ("a.txt", b"user")}, timeout=30)
+        assert answer.status_code == expected, answer.text
 
 
 def test_public_access_block_and_enforced_ownership(daemon: Daemon, s3: Any) -> None:
