@@ -381,6 +381,56 @@ def test_object_acls_in_the_decision() -> None:
                                     {(B, "k"): only_alice})).allowed
 
 
+_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:GetObjectAcl",
+            "s3:PutObjectAcl", "s3:DeleteObject")
+_CANNED = ("private", "public-read", "public-read-write", "authenticated-read")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([None, ALICE, BOB]), st.sampled_from(_ACTIONS),
+       st.sampled_from(["BucketOwnerEnforced", "ObjectWriter", "BucketOwnerPreferred"]),
+       st.sampled_from(_CANNED), st.sampled_from(_CANNED),
+       st.tuples(st.booleans(), st.booleans()), st.booleans(), st.booleans(),
+       st.sampled_from([None, "Allow", "Deny"]))
+def test_the_decision_with_acls_keeps_awss_rules(
+        caller: Principal | None, action: str, ownership: str, bucket_canned: str,
+        object_canned: str, flags: tuple[bool, bool], identity_allows: bool,
+        grant_alice: bool, policy_effect: str | None) -> None:
+    """Whatever the ACLs, ownership and public access block: an explicit Deny in the bucket
+    policy refuses; with ACLs disabled the ACLs never allow; IgnorePublicAcls keeps public
+    grants from allowing anyone; an identity Allow never turns an allowed request denied."""
+    ignore, restrict = flags
+    block = PublicAccessBlock(ignore_public_acls=ignore, restrict_public_buckets=restrict)
+    policy = None if policy_effect is None else doc(stmt(effect=policy_effect, action=action))
+    bucket = access(policy, acl=canned_acl(bucket_canned, "u-owner"), block=block,
+                    ownership=ownership)
+    object_acl = canned_acl(object_canned, "u-owner")
+    if grant_alice:
+        object_acl = Acl("u-owner", (*object_acl.grants, Grant("u-alice", "READ")))
+    need = Need(action, OBJ, B, key="k")
+
+    def allowed_with(identity: tuple[Any, ...]) -> bool:
+        return decide(AccessRequest(caller, (need,), identity, {B: bucket},
+                                    {(B, "k"): object_acl})).allowed
+
+    everything = (compile_policy({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:*"], "Resource": ["*"]}]}),)
+    plain = allowed_with(())
+    if policy_effect == "Deny":
+        assert not plain and not allowed_with(everything)
+        return
+    if caller is not None and identity_allows:
+        assert allowed_with(everything)  # grants and the rest add up
+    if policy_effect is None:
+        by_acl = plain  # nothing but the ACLs could allow it
+        if ownership == "BucketOwnerEnforced":
+            assert not by_acl
+        if ignore and (caller is None or caller is BOB):
+            assert not by_acl  # only public grants (or none) name them
+        if caller is not None and action in ("s3:PutObject", "s3:DeleteObject") and by_acl:
+            assert bucket_canned == "public-read-write"  # writes: the bucket ACL's WRITE
+
+
 def test_a_stored_policy_that_no_longer_compiles_denies_everyone() -> None:
     broken = access('{"Version": "2012-10-17", "Statement": "nope"}')
     assert not allowed(ALICE, broken, identity=(id_allow(),))
