@@ -27,7 +27,8 @@ from objstore.engine.changes import ChangeKind
 from objstore.json_input import parse_json
 from objstore.meta.control_snapshot_queries import valid_row
 
-ROW_KINDS = frozenset({ChangeKind.TAGS_CHANGED.value, ChangeKind.LOCK_CHANGED.value})
+ROW_KINDS = frozenset({ChangeKind.TAGS_CHANGED.value, ChangeKind.LOCK_CHANGED.value,
+                       ChangeKind.ACL_CHANGED.value})
 
 
 def encode_op(op: ClusterOp) -> bytes:

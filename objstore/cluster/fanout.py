@@ -81,12 +81,14 @@ log = Logger()
 DATA_PLANE = frozenset({ChangeKind.OBJECT_WRITTEN, ChangeKind.DELETE_MARKER_WRITTEN,
                         ChangeKind.VERSION_DELETED})
 BEST_EFFORT = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
+                         ChangeKind.ACL_CHANGED,
                          ChangeKind.BUCKET_CREATED, ChangeKind.BUCKET_DELETED,
                          ChangeKind.BUCKET_CONFIGURED, ChangeKind.IAM_CHANGED,
                          ChangeKind.SETTING_CHANGED, ChangeKind.UPLOAD_CREATED,
                          ChangeKind.PART_WRITTEN, ChangeKind.UPLOAD_ABORTED,
                          ChangeKind.UPLOAD_COMPLETED})
-_ROW_OPS = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED})
+_ROW_OPS = frozenset({ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
+                      ChangeKind.ACL_CHANGED})
 _HASH_CHUNK = 1024 * 1024
 
 

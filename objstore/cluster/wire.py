@@ -132,6 +132,8 @@ _FIELD_KINDS: Mapping[str, Callable[[str, object], Any]] = {
     "parts": _parts,
     # Absent in the rows of peers older than schema 5: None (rule 14).
     "tags_updated_at": _optional_float,
+    # Absent in the rows of peers older than schema 12: None (the owner's ACL alone).
+    "acl": _optional_str,
     # Absent in the rows of peers older than schema 14: None.
     "stages_updated_at": _optional_float,
 }

@@ -69,7 +69,7 @@ NODE_LOCAL_FIELDS = frozenset({"seq", "is_latest"})
 REPLICATED_FIELDS = tuple(f.name for f in dataclasses.fields(ObjectRecord)
                           if f.name not in NODE_LOCAL_FIELDS)
 # Fields added after the first cluster protocol: left out of the digest while None.
-_ADDED_FIELDS = ("tags_updated_at", "stages_updated_at")
+_ADDED_FIELDS = ("tags_updated_at", "acl", "stages_updated_at")
 STAMP_STEP_SECONDS = 1e-6
 # A row stamped further ahead of the receiver's clock than this is reported. Well above
 # any NTP-disciplined offset plus a request timeout, well below a clock that jumped.

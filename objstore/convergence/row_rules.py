@@ -33,6 +33,7 @@ Pure: no I/O, no Twisted.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -51,6 +52,8 @@ STORAGE_CLASSES = frozenset({
 })
 RETENTION_MODES = frozenset({"GOVERNANCE", "COMPLIANCE"})
 HOLD_STATUSES = frozenset({"ON", "OFF"})
+# The permissions of an object ACL's grants (iam/acl_rules.PERMISSIONS).
+ACL_PERMISSIONS = frozenset({"READ", "WRITE", "READ_ACP", "WRITE_ACP", "FULL_CONTROL"})
 CHECKSUM_TYPES = frozenset({"FULL_OBJECT", "COMPOSITE"})
 CHECKSUM_ALGORITHMS = frozenset({"crc32", "crc32c", "crc64nvme", "sha1", "sha256"})
 ENCRYPTION_ALGORITHMS = frozenset({"AES256", "aws:kms", "aws:kms:dsse", "SSE-C"})
@@ -222,7 +225,29 @@ def _texts(record: ObjectRecord) -> RowProblem | None:
         _text_problem("owner_id", record.owner_id, header=False),
         _text_problem("owner_name", record.owner_name, header=False),
         _strings_problem("tags", record.tags, header=False),
+        _acl_problem(record.acl),
     ))
+
+
+def _acl_problem(text: str | None) -> RowProblem | None:
+    """An object ACL is `{"owner": id, "grants": [[grantee, permission, name], ...]}`
+    (`Acl.to_json`) with known permissions."""
+    if text is None:
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return _problem("acl", text, "must be a JSON document.")
+    grants = document.get("grants") if isinstance(document, dict) else None
+    if not isinstance(grants, list) or not isinstance(document.get("owner"), str):
+        return _problem("acl", text, "must name an owner and a list of grants.")
+    for grant in grants:
+        if not (isinstance(grant, list) and len(grant) == 3
+                and all(isinstance(item, str) for item in grant)
+                and grant[1] in ACL_PERMISSIONS):
+            return _problem("acl", text, "each grant must be [grantee, permission, name] "
+                            "with a known permission.")
+    return _text_problem("acl", text, header=False)
 
 
 def row_problem(record: ObjectRecord) -> RowProblem | None:

@@ -66,6 +66,7 @@ class ChangeKind(enum.Enum):
     DELETE_MARKER_WRITTEN = "delete_marker_written"
     VERSION_DELETED = "version_deleted"  # a version or marker removed for good
     TAGS_CHANGED = "tags_changed"  # of an object version
+    ACL_CHANGED = "acl_changed"  # of an object version (PutObjectAcl)
     LOCK_CHANGED = "lock_changed"  # retention or legal hold of an object version
     UPLOAD_CREATED = "upload_created"
     UPLOAD_ABORTED = "upload_aborted"

@@ -52,6 +52,7 @@ from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_miss
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.multipart_rules import (
+    ACL_EXTRA,
     COMPOSITE,
     FULL_OBJECT,
     MAX_COPY_PART_BYTES,
@@ -182,6 +183,8 @@ class MultipartService:
         extra = await self._lock_extra(bucket, attrs.lock)
         if mode.type:
             extra["checksum_type"] = mode.type
+        if attrs.acl is not None:
+            extra[ACL_EXTRA] = attrs.acl
         if not plan.identity:
             extra[STAGE_PLAN_EXTRA] = plan_document(plan)
         if plan.encryption == SSE_C:

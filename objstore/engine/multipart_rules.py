@@ -164,6 +164,9 @@ def same_parts(requested: Sequence[RequestedPart], record: ObjectRecord) -> bool
             == [(part.part_number, part.etag) for part in record.parts])
 
 
+ACL_EXTRA = "acl"  # upload.extra: the ACL the object gets on completion (Acl.to_json)
+
+
 def composite_record(
     upload: UploadRecord, parts: Sequence[PartRecord], *, version_id: str, blob_id: str,
     now: float, checksums: dict[str, str], checksum_type: str | None,
@@ -187,6 +190,7 @@ def composite_record(
         checksums=checksums,
         checksum_type=checksum_type if checksums else None,
         tags=dict(upload.tags),
+        acl=upload.extra.get(ACL_EXTRA) or None,
         parts=tuple(
             PartRef(p.part_number, p.blob_id, p.size, p.etag, dict(p.checksums),
                     dict(p.encryption_params)) for p in parts

@@ -191,6 +191,7 @@ class ObjectAttrs:
     checksums: dict[str, str] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     lock: LockRequest = LockRequest()
+    acl: str | None = None  # the version's ACL (Acl.to_json); None: the owner's alone
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,7 @@ class ObjectService:
             checksums=checksums,
             checksum_type="FULL_OBJECT" if checksums else None,
             tags=dict(attrs.tags),
+            acl=attrs.acl,
         )
 
     async def _commit(

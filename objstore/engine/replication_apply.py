@@ -487,6 +487,8 @@ def _kind_of(before: ObjectRecord | None, after: ObjectRecord) -> ChangeKind:
     if before is not None and before.blob_id == after.blob_id:
         if any(getattr(before, name) != getattr(after, name) for name in _LOCK_FIELDS):
             return ChangeKind.LOCK_CHANGED
+        if before.acl != after.acl:
+            return ChangeKind.ACL_CHANGED
         if (before.tags, before.tags_updated_at) != (after.tags, after.tags_updated_at):
             return ChangeKind.TAGS_CHANGED
     if after.is_delete_marker:

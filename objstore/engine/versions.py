@@ -1,13 +1,13 @@
 """Use cases on the versions of keys: ListObjectVersions, and changes to the mutable state
-of one existing version: retention, legal hold and tags (PutObjectRetention,
-PutObjectLegalHold, Put/DeleteObjectTagging).
+of one existing version: retention, legal hold, tags and ACL (PutObjectRetention,
+PutObjectLegalHold, Put/DeleteObjectTagging, PutObjectAcl).
 
 Each change runs under the per-key lock shared with permanent deletes: the version is read,
 the rule is decided against that state, the version's sidecar is rewritten (durable before
 the row, as for every write), then the row is updated in place with a fresh seq and a guard
 on the seq that was read, so a concurrent writer outside the lock (an overwrite of the null
 version) is noticed and the change is decided again. last_modified never changes; lock
-changes stamp lock_updated_at, tag changes tags_updated_at (never older than, nor equal
+changes stamp lock_updated_at, tag and ACL changes tags_updated_at (never older than, nor equal
 to, the stamp they replace: `lww.stamp_write`, so a node whose clock lags still orders its
 change after the one it saw). A new version's tags (PutObject, CopyObject, a completed
 upload) leave tags_updated_at None: they are the write's, ordered by its last_modified.
@@ -144,6 +144,21 @@ class VersionService:
                            tags_updated_at=stamp_write(now, record.tags_updated_at))
 
         return await self._change(caller, ChangeKind.TAGS_CHANGED, bucket, key, version_id,
+                                  decide)
+
+    async def put_acl(
+        self, caller: Caller, bucket_name: str, key: str, version_id: str | None,
+        acl: str | None,
+    ) -> ObjectRecord:
+        """Replace the ACL of a version (`Acl.to_json`; None: the owner's alone). The
+        change stamps tags_updated_at, the row's stamp for sub-resource changes."""
+        bucket = await self._bucket(bucket_name)
+
+        async def decide(record: ObjectRecord, now: float) -> ObjectRecord:
+            return replace(record, acl=acl,
+                           tags_updated_at=stamp_write(now, record.tags_updated_at))
+
+        return await self._change(caller, ChangeKind.ACL_CHANGED, bucket, key, version_id,
                                   decide)
 
     # -- the common path -----------------------------------------------------------------

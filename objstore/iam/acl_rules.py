@@ -44,6 +44,11 @@ _OBJECT_ACTIONS = {
 }
 
 
+# Every action an object's ACL can grant (none of them a write: WRITE on an object means
+# nothing; writing a key is the bucket ACL's WRITE).
+OBJECT_ACL_ACTIONS = frozenset(a for actions in _OBJECT_ACTIONS.values() for a in actions)
+
+
 class AclError(ValueError):
     """An ACL that can not be built (unknown canned name, bad grantee); the S3 layer
     answers InvalidArgument or MalformedACLError."""
@@ -126,11 +131,20 @@ def header_grants(headers: Mapping[str, str]) -> tuple[Grant, ...]:
             if not eq or not grantee:
                 raise AclError(f"Invalid grantee in {header}")
             kind = kind.strip().lower()
+            if not printable_grantee(grantee):
+                raise AclError(f"Invalid grantee in {header}")
             if kind == "id" or kind == "uri" and grantee in GROUPS:
                 grants.append(Grant(grantee, permission))
             else:
                 raise AclError(f"Invalid grantee in {header}: {kind}")
     return tuple(grants)
+
+
+def printable_grantee(grantee: str) -> bool:
+    """A grantee id an ACL document can carry: at most 256 characters, none a control
+    character (XML 1.0 can not hold most of them)."""
+    return len(grantee) <= 256 and all(" " <= c != "\x7f" and not "\ud800" <= c <= "\udfff"
+                                       for c in grantee)
 
 
 def allowed_actions(permission: str, *, bucket: bool) -> tuple[str, ...]:

@@ -4,11 +4,14 @@
 (the needs are the route's declared actions): it loads the caller's compiled identity
 policies (cached per user) and the access settings of each bucket the needs name
 (`BucketAccessLoader`: policy, ACL, public access block, ownership; cached per bucket),
-and returns `decision.decide`'s answer. An object ACL would be loaded (`ObjectAclSource`)
-only when everything else refused and the bucket enables ACLs, so the common path never
-reads an object row for it; objects have no stored ACL in this version, so the S3 API
-passes no source. `check` and `allowed` answer from identity policies alone (the admin
-API, the governance bypass of the engine): no bucket has a say there.
+and returns `decision.decide`'s answer. An object's ACL is read by the caller only when
+`object_acl_wanted` says it could change a refusal (the bucket enables ACLs and the
+refused action is one an object ACL grants), then passed to a second `authorize`, so the
+common path never reads an object row for it. `check` and
+`allowed` ask the same decision for one action on one resource outside an S3 request's
+admission: the engine's governance bypass (s3:BypassGovernanceRetention on the version,
+so a bucket policy's Allow or Deny of it counts as on AWS) and the admin API (its
+actions name no bucket: identity policies decide; its archive reads name objects).
 
 Root users bypass evaluation. For everyone else identity evaluation is over the
 user's effective policies (direct grants plus the grants of every team the user belongs
@@ -55,7 +58,6 @@ from objstore.iam.policy import (
     Statement,
     allowed_actions,
     compile_policy,
-    is_allowed,
     validate,
 )
 from objstore.meta.coherence import IAM, Counters, TtlCache
@@ -67,6 +69,7 @@ ARN_PREFIX = "arn:aws:s3:::"
 ROOT_ACTIONS = ["*"]
 
 
+_NO_ACLS: Mapping[tuple[str, str], Acl] = {}
 _DENY_ALL = Policy((Statement(allow=False, actions=("*",), resources=("*",)),))
 
 
@@ -91,10 +94,12 @@ def request_action(action: str, query: Mapping[str, str] | None) -> str:
     return action
 
 
-class ObjectAclSource(Protocol):
-    """The ACL of one object (None: none stored, or no such object)."""
-
-    async def __call__(self, bucket: str, key: str) -> Acl | None: ...
+def need_of(action: str, resource: str) -> Need:
+    """The need of `action` on `resource`, with the bucket and key an S3 ARN names."""
+    if not resource.startswith(ARN_PREFIX):
+        return Need(action, resource)
+    bucket, _, key = resource[len(ARN_PREFIX):].partition("/")
+    return Need(action, resource, bucket, key=key)
 
 
 def compile_grants(grants: list[EffectiveGrant]) -> tuple[Policy, ...]:
@@ -136,9 +141,11 @@ class Authorizer:
         principal: Principal | None,
         needs: tuple[Need, ...],
         values: ConditionValues = NO_VALUES,
-        object_acl: ObjectAclSource | None = None,
+        object_acls: Mapping[tuple[str, str], Acl] | None = None,
     ) -> Decision:
-        """The decision for a caller (None: anonymous) and every need of its request."""
+        """The decision for a caller (None: anonymous) and every need of its request;
+        `object_acls`: the ACLs of objects, by (bucket, key), that the caller loaded after
+        `object_acl_wanted` asked for one."""
         if principal is not None and principal.is_root:
             return ROOT
         identity: tuple[Policy, ...] = ()
@@ -157,17 +164,25 @@ class Authorizer:
                         access = await loader.bucket_access(name)
                     if access is not None:
                         buckets[name] = access
-        request = AccessRequest(principal, needs, identity, buckets, {}, values)
-        decision = decide(request)
-        refused = decision.need
-        if decision.allowed or refused is None or object_acl is None \
-                or not acl_may_decide(request, refused):
-            return decision
-        acl = await object_acl(refused.bucket, refused.key)
-        if acl is None:
-            return decision
         return decide(AccessRequest(principal, needs, identity, buckets,
-                                    {(refused.bucket, refused.key): acl}, values))
+                                    object_acls or _NO_ACLS, values))
+
+    async def object_acl_wanted(self, decision: Decision) -> tuple[str, str] | None:
+        """(bucket, key) of the object whose ACL could still allow what `decision`
+        refused (the bucket enables ACLs, the action is one an object ACL grants); None
+        when no object ACL could. Asked only after a refusal, so an allowed request never
+        pays for object ACLs."""
+        need = decision.need
+        if decision.allowed or need is None or not need.key:
+            return None
+        access = await self.bucket_access(need.bucket)
+        return (need.bucket, need.key) if acl_may_decide(access, need) else None
+
+    def cached_bucket_access(self, bucket: str) -> tuple[bool, BucketAccess | None]:
+        """(hit, settings) from the per-bucket cache alone (the hot path: no coroutine)."""
+        if self._buckets is None:
+            return True, None
+        return self._buckets.cached(bucket)
 
     async def bucket_access(self, bucket: str) -> BucketAccess | None:
         if self._buckets is None:
@@ -188,10 +203,14 @@ class Authorizer:
             raise S3Error("AccessDenied")
 
     async def allowed(self, principal: Principal, action: str, resource: str) -> bool:
+        """The decision for one action on one resource outside an S3 request's admission
+        (the governance bypass of the engine, the admin API): the bucket an S3 ARN names
+        has its say (its policy's Allow and Deny, as for any S3 request), without
+        condition values (a statement with a Condition on a request key does not match)."""
         if principal.is_root:
             return True
-        policies = await self.policies(principal.user_id)
-        return is_allowed(policies, action, evaluated_resource(action, resource))
+        caller = None if principal.anonymous else principal
+        return (await self.authorize(caller, (need_of(action, resource),))).allowed
 
     async def effective_actions(self, principal: Principal) -> list[str]:
         """`["*"]` for root users, else the union of the Allow actions (GET /admin/me)."""

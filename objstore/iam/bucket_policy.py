@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from objstore.iam.actions import KNOWN_ACTIONS
@@ -31,6 +32,8 @@ from objstore.iam.conditions import (
     compile_conditions,
 )
 from objstore.iam.policy import glob_match
+
+EXISTING_TAG_PREFIX = "s3:existingobjecttag/"  # condition keys are compared lower-case
 
 MAX_POLICY_BYTES = 20 * 1024  # AWS's limit for a bucket policy
 MAX_STATEMENTS = 1000
@@ -129,6 +132,12 @@ class BucketPolicy:
 
     def condition_keys(self) -> frozenset[str]:
         return frozenset(c.key for s in self.statements for c in s.conditions)
+
+    @cached_property
+    def reads_existing_tags(self) -> bool:
+        """A Condition reads s3:ExistingObjectTag/<key> (the object's tags must be read
+        before the decision)."""
+        return any(key.startswith(EXISTING_TAG_PREFIX) for key in self.condition_keys())
 
     def verdict(self, caller: Caller, names: Iterable[str], resource: str,
                 values: ConditionValues, *, public_allows: bool = True

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from objstore.iam.acl_rules import Acl, acl_allows
+from objstore.iam.acl_rules import OBJECT_ACL_ACTIONS, Acl, acl_allows
 from objstore.iam.actions import names_for
 from objstore.iam.bucket_policy import ANONYMOUS_CALLER, BucketPolicy, Caller
 from objstore.iam.conditions import NO_VALUES, ConditionValues
@@ -178,11 +178,13 @@ def _sid(sid: str) -> str:
     return f" ({sid})" if sid else ""
 
 
-def acl_may_decide(request: AccessRequest, need: Need) -> bool:
-    """An object ACL could still allow `need` (so the caller should load it and ask
-    again): the bucket enables ACLs and the need is on an object."""
-    bucket = request.buckets.get(need.bucket) if need.bucket else None
-    return bool(need.key) and bucket is not None and bucket.acls_enabled
+def acl_may_decide(bucket: BucketAccess | None, need: Need) -> bool:
+    """An object ACL could still allow `need` in `bucket` (so the caller should load it
+    and ask again): the bucket enables ACLs, the need is on an object and is an action an
+    object ACL grants (reading the object or its ACL, writing its ACL)."""
+    if not need.key or bucket is None or not bucket.acls_enabled:
+        return False
+    return not OBJECT_ACL_ACTIONS.isdisjoint(names_for(need.action))
 
 
 __all__ = ["AccessRequest", "BucketAccess", "Decision", "Need", "decide", "glob_match"]

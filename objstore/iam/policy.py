@@ -41,7 +41,13 @@ def _glob(pattern: str) -> tuple[re.Pattern[str], ...]:
 def glob_match(pattern: str, value: str) -> bool:
     """`value` matches `pattern` (`*`: any run of characters, `?`: one character). Each
     piece between stars has a fixed width (its length), so matching each middle piece at
-    its leftmost place is never wrong: linear time, no backtracking."""
+    its leftmost place is never wrong: linear time, no backtracking. The two shapes every
+    request meets (an exact name, one trailing star: `s3:*`, `arn:aws:s3:::bucket/*`) are
+    string comparisons."""
+    if pattern == value:
+        return True
+    if pattern and pattern.find("*") == len(pattern) - 1 and "?" not in pattern:
+        return value.startswith(pattern[:-1])
     pieces = _glob(pattern)
     if len(pieces) == 1:
         return pieces[0].fullmatch(value) is not None

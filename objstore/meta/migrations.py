@@ -124,6 +124,12 @@ def _add_replication_journal(conn: Connection) -> None:
     schema.replication_journal.create(conn, checkfirst=True)
 
 
+def _add_object_acl(conn: Connection) -> None:
+    """Version 12: objects.acl (a version's ACL; existing rows NULL: the owner's
+    FULL_CONTROL alone, what they had)."""
+    _add_column(conn, schema.objects.c.acl)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -136,6 +142,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(9, "maintenance job runner", _add_job_runner),
     Migration(10, "notification events", _add_notification_events),
     Migration(11, "replication journal", _add_replication_journal),
+    Migration(12, "object ACLs", _add_object_acl),
     Migration(14, "object stages stamp", _add_stages_updated_at),
 )
 

@@ -86,6 +86,7 @@ MUTABLE_OBJECT_FIELDS = (
     "legal_hold_status",
     "lock_updated_at",
     "tags_updated_at",
+    "acl",
     "replication_status",
 )
 

@@ -71,6 +71,10 @@ class ObjectRecord:
     # When the tag set last changed (Put/DeleteObjectTagging); None: the tags the version
     # was written with, older than any change (convergence/lww.py orders by it).
     tags_updated_at: float | None = None
+    # The version's ACL (`iam.acl_rules.Acl.to_json`); None: the owner's FULL_CONTROL
+    # alone (private), what every version written before object ACLs existed has. A
+    # change of it stamps tags_updated_at (the row's one stamp for sub-resource changes).
+    acl: str | None = None
     # When a maintenance job last rewrote how the version is stored (its blob through
     # other stages, or its data key wrapped anew); None: as written. Orders that rewrite
     # after the stamps above (convergence/lww.py), so it replicates (docs/CLUSTER.md).

@@ -23,6 +23,8 @@ from urllib.parse import parse_qsl
 from objstore.errors import S3Error
 from objstore.http.ratelimit import peer_address
 from objstore.http.site import ObjstoreRequest
+from objstore.iam.acl_rules import Acl
+from objstore.iam.bucket_policy import EXISTING_TAG_PREFIX
 from objstore.iam.decision import Need
 from objstore.iam.identity import Principal
 from objstore.s3.copy_source import parse_copy_source
@@ -55,7 +57,7 @@ _HEADER_KEYS = {
 }
 _QUERY_KEYS = {"s3:prefix": "prefix", "s3:delimiter": "delimiter",
                "s3:max-keys": "max-keys", "s3:versionid": "versionId"}
-EXISTING_TAG = "s3:existingobjecttag/"
+EXISTING_TAG = EXISTING_TAG_PREFIX
 REQUEST_TAG = "s3:requestobjecttag/"
 
 
@@ -172,13 +174,45 @@ async def _decide(services: S3Services, request: ObjstoreRequest, query: Mapping
     values = RequestValues(request, query, principal)
     first = needs[0]
     if first.key:
-        access = await authorizer.bucket_access(first.bucket)
-        if access is not None and access.policy is not None and any(
-                k.startswith(EXISTING_TAG) for k in access.policy.condition_keys()):
+        hit, access = authorizer.cached_bucket_access(first.bucket)
+        if not hit:
+            access = await authorizer.bucket_access(first.bucket)
+        if access is not None and access.policy is not None \
+                and access.policy.reads_existing_tags:
             values.existing_tags = await _existing_tags(services, first, query)
     caller = None if principal.anonymous else principal
     decision = await authorizer.authorize(caller, needs, values)
-    return decision.allowed
+    if decision.allowed:
+        return True
+    wanted = await authorizer.object_acl_wanted(decision)
+    if wanted is None:
+        return False
+    acl = await _object_acl(services, request, query, first, *wanted)
+    if acl is None:
+        return False
+    return (await authorizer.authorize(caller, needs, values, {wanted: acl})).allowed
+
+
+async def _object_acl(services: S3Services, request: ObjstoreRequest,
+                      query: Mapping[str, str], first: Need, bucket: str, key: str
+                      ) -> Acl | None:
+    """The stored ACL of the version a need names (the request's `versionId` for its
+    own key, a copy source's version for the source, else the latest); None without one."""
+    version_id = None
+    if (bucket, key) == (first.bucket, first.key):
+        version_id = query.get("versionId")
+    else:
+        try:
+            source = parse_copy_source(request.header("x-amz-copy-source") or "")
+        except S3Error:
+            source = None
+        if source is not None and (source.bucket, source.key) == (bucket, key):
+            version_id = source.version_id
+    try:
+        record = await services.objects.head(bucket, key, version_id or None)
+    except S3Error:
+        return None
+    return Acl.from_json(record.acl) if record.acl else None
 
 
 async def _existing_tags(services: S3Services, need: Need, query: Mapping[str, str]

@@ -11,43 +11,35 @@ AccessControlListNotSupported. With ObjectWriter or BucketOwnerPreferred a bucke
 user ids of this server, AllUsers, AuthenticatedUsers) is stored as the bucket document
 `acl` and evaluated on every request by the one decision (`iam/decision.py`); a public
 one is refused (AccessDenied) while the public access block has BlockPublicAcls.
-Objects carry no ACL of their own in this version: an object ACL beyond the owner's is
-NotImplemented on such buckets.
+On such buckets each object version carries its own ACL (`ObjectRecord.acl`, set by
+PutObjectAcl, with `versionId` on a given version, or born with the version from the ACL
+headers of its write: `s3/acl_headers.py`), which the decision reads only when nothing
+else allowed a request on the object. GetObjectAcl answers it (the owner's FULL_CONTROL
+while ACLs are disabled, whatever was stored before).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
 
 from lxml import etree
 
 from objstore.errors import S3Error
 from objstore.http.error_xml import serialize, sub_element
-from objstore.iam.acl_rules import (
-    GROUPS,
-    PERMISSIONS,
-    Acl,
-    AclError,
-    Grant,
-    canned_acl,
-    header_grants,
-    owner_only,
-)
+from objstore.iam.acl_rules import Acl, owner_only
 from objstore.iam.bucket_access import ACL_KEY, OWNERSHIP_KEY
 from objstore.iam.decision import BucketAccess
 from objstore.iam.public_access import OWNER_ENFORCED
+from objstore.s3.acl_headers import (
+    check_acl_headers,
+    check_grantees,
+    requested_acl,
+    stored_acl,
+)
 from objstore.s3.bucket_policy import checked_ownership
 from objstore.s3.call import S3Call, S3Response
-from objstore.s3.objects import (
-    check_acl_headers,
-    request_headers,
-    version_header,
-    version_id_param,
-)
+from objstore.s3.objects import request_headers, version_header, version_id_param
 from objstore.s3.objects_xml import (
     XSI_NS,
     XSI_TYPE,
-    access_control_policy_document,
     owner_only_full_control,
     parse_access_control_policy,
 )
@@ -65,33 +57,6 @@ def accept_acl(call: S3Call, owner_id: str) -> None:
         policy = parse_access_control_policy(body)
         if not owner_only_full_control(policy, owner_id):
             raise S3Error("AccessControlListNotSupported")
-
-
-def requested_acl(headers: Mapping[str, str], body: bytes, owner_id: str) -> Acl | None:
-    """The ACL a request sets (canned header, grant headers or XML body; None: none)."""
-    canned = headers.get("x-amz-acl")
-    try:
-        grants = header_grants(headers)
-        if canned is not None:
-            if grants:
-                raise S3Error("InvalidRequest", "Specifying both Canned ACLs and Header "
-                              "Grants is not allowed")
-            return canned_acl(canned, owner_id)
-    except AclError as exc:
-        raise S3Error("InvalidArgument", str(exc), ArgumentName="x-amz-acl") from None
-    if grants:
-        return Acl(owner_id, grants)
-    if not body.strip():
-        return None
-    policy = parse_access_control_policy(body)
-    parsed = []
-    for grant in policy.grants:
-        if grant.permission not in PERMISSIONS or not grant.grantee_id:
-            raise S3Error("MalformedACLError")
-        if grant.grantee_type.endswith("Group") and grant.grantee_id not in GROUPS:
-            raise S3Error("MalformedACLError")
-        parsed.append(Grant(grant.grantee_id, grant.permission))
-    return Acl(owner_id, tuple(parsed))
 
 
 async def _access(call: S3Call) -> BucketAccess:
@@ -150,28 +115,37 @@ async def store_bucket_acl(call: S3Call, access: BucketAccess, acl: Acl) -> None
     if acl.public and access.block.block_public_acls:
         raise S3Error("AccessDenied", "Access Denied: the public access block of this "
                       "bucket blocks public ACLs (BlockPublicAcls).")
+    await check_grantees(call, acl)
     await call.services.bucket_config.put_config(call.caller, call.bucket, ACL_KEY,
                                                  acl.to_json())
 
 
 async def get_object_acl(call: S3Call) -> S3Response:
     record = await call.services.objects.head(call.bucket, call.key, version_id_param(call))
-    body = access_control_policy_document(record.owner_id, record.owner_name)
-    return S3Response(headers=version_header(record), body=body, content_type=XML)
+    access = await call.services.authorizer.bucket_access(call.bucket)
+    acl = owner_only(record.owner_id)
+    if record.acl and access is not None and access.acls_enabled:
+        acl = Acl.from_json(record.acl)
+    return S3Response(headers=version_header(record),
+                      body=acl_document(acl, record.owner_name), content_type=XML)
 
 
 async def put_object_acl(call: S3Call) -> S3Response:
-    record = await call.services.objects.head(call.bucket, call.key, version_id_param(call))
+    version_id = version_id_param(call)
+    record = await call.services.objects.head(call.bucket, call.key, version_id)
     access = await _access(call)
     if not access.acls_enabled:
         accept_acl(call, record.owner_id)
         return S3Response(headers=version_header(record))
-    acl = requested_acl(request_headers(call), call.body(), record.owner_id)
-    if acl is not None and acl.grants != owner_only(record.owner_id).grants:
-        raise S3Error("NotImplemented", "Object ACLs other than the owner's FULL_CONTROL "
-                      "are not stored by this version; use a bucket policy or the bucket "
-                      "ACL.")
-    return S3Response(headers=version_header(record))
+    acl = requested_acl(request_headers(call), call.body(), record.owner_id,
+                        access.owner_id)
+    if acl is None:
+        raise S3Error("MissingSecurityHeader", "Your request was missing a required header",
+                      MissingHeaderName="x-amz-acl")
+    await check_grantees(call, acl)
+    stored = await call.services.versions.put_acl(
+        call.caller, call.bucket, call.key, record.version_id, stored_acl(access, acl))
+    return S3Response(headers=version_header(stored))
 
 
 def creation_access(call: S3Call) -> tuple[str | None, Acl | None]:

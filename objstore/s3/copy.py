@@ -26,11 +26,11 @@ from objstore.crypto.customer_key import response_headers as ssec_response_heade
 from objstore.engine.objects import ObjectAttrs, SourceChanged
 from objstore.errors import S3Error
 from objstore.meta.records import NULL_VERSION, ObjectRecord, WritePrecondition
+from objstore.s3.acl_headers import written_acl
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy_source import CopySource, parse_copy_source
 from objstore.s3.objects import (
-    check_object_acl_headers,
     encryption_headers,
     object_attrs,
     request_headers,
@@ -119,11 +119,11 @@ class CopyRequest:
 
 async def copy_object(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    await check_object_acl_headers(call, headers)
+    acl = await written_acl(call, headers)
     request = CopyRequest(
         source=parse_copy_source(headers["x-amz-copy-source"]),
         directives=parse_directives(headers),
-        requested=object_attrs(call, headers),
+        requested=object_attrs(call, headers, acl),
         precondition=write_precondition(headers),
         headers=headers,
     )

@@ -42,6 +42,7 @@ from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.checksum_headers import claimed_algorithm
 from objstore.meta.records import NULL_VERSION, ObjectRecord, PartRecord, UploadRecord
+from objstore.s3.acl_headers import written_acl
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.copy import copy_keys, source_record
@@ -58,7 +59,6 @@ from objstore.s3.multipart_xml import (
     parse_complete,
 )
 from objstore.s3.objects import (
-    check_object_acl_headers,
     encryption_headers,
     object_attrs,
     request_headers,
@@ -151,8 +151,7 @@ def part_headers(part: PartRecord) -> dict[str, str]:
 
 async def create_upload(call: S3Call) -> S3Response:
     headers = request_headers(call)
-    await check_object_acl_headers(call, headers)
-    attrs = object_attrs(call, headers)
+    attrs = object_attrs(call, headers, await written_acl(call, headers))
     mode = checksum_mode(headers.get("x-amz-checksum-algorithm"),
                          headers.get("x-amz-checksum-type"))
     settings = await call.services.bucket_config.stage_settings(call.bucket)

@@ -22,6 +22,7 @@ from objstore.http.producers import CHUNK_BYTES, BlobProducer
 from objstore.iam.decision import Need
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.s3.access import permits
+from objstore.s3.acl_headers import written_acl
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.conditions import evaluate
 from objstore.s3.lifecycle import expiration_headers
@@ -59,13 +60,6 @@ SMALL_OBJECT_BYTES = CHUNK_BYTES
 # A GET whose version vanished under it plans again; a key rewritten faster than that
 # gets 503 (clients retry it).
 READ_ATTEMPTS = 3
-# ACLs are disabled (as on AWS buckets with BucketOwnerEnforced ownership): only the
-# canned ACLs that leave the owner alone with FULL_CONTROL are accepted.
-OWNER_ONLY_CANNED_ACLS = frozenset({"private", "bucket-owner-full-control"})
-GRANT_HEADERS = (
-    "x-amz-grant-read", "x-amz-grant-write", "x-amz-grant-read-acp", "x-amz-grant-write-acp",
-    "x-amz-grant-full-control",
-)
 
 
 # -- request headers -> attributes ------------------------------------------------------
@@ -84,32 +78,10 @@ def storage_class(headers: Mapping[str, str]) -> str:
     return value
 
 
-def check_acl_headers(headers: Mapping[str, str]) -> None:
-    """Refuse (AccessControlListNotSupported) ACL headers that grant anything to anyone
-    but the owner; access is governed by grants (policies), never by ACLs."""
-    canned = headers.get("x-amz-acl")
-    if canned is not None and canned.strip() not in OWNER_ONLY_CANNED_ACLS:
-        raise S3Error("AccessControlListNotSupported")
-    if any(name in headers for name in GRANT_HEADERS):
-        raise S3Error("AccessControlListNotSupported")
-
-
-async def check_object_acl_headers(call: S3Call, headers: Mapping[str, str]) -> None:
-    """`check_acl_headers` of a write: on a bucket whose ownership enables ACLs the
-    refusal says why (objects carry no ACL of their own in this version)."""
-    try:
-        check_acl_headers(headers)
-    except S3Error:
-        access = await call.services.authorizer.bucket_access(call.bucket)
-        if access is not None and access.acls_enabled:
-            raise S3Error("NotImplemented", "Object ACLs other than the owner's FULL_CONTROL "
-                          "are not stored by this version; use a bucket policy or the "
-                          "bucket ACL.") from None
-        raise
-
-
-def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
-    """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes."""
+def object_attrs(call: S3Call, headers: Mapping[str, str], acl: str | None = None
+                 ) -> ObjectAttrs:
+    """What a PutObject (or a CopyObject with REPLACE) sets besides the bytes; `acl`: the
+    version's (`acl_headers.written_acl`)."""
     user_metadata = {
         name[len(META_PREFIX):]: stored_value(headers[name])
         for name in headers
@@ -126,6 +98,7 @@ def object_attrs(call: S3Call, headers: Mapping[str, str]) -> ObjectAttrs:
         checksums=claimed_checksums(call.request.spool, headers),
         tags=parse_tagging_header(headers.get("x-amz-tagging")),
         lock=lock_request(headers),
+        acl=acl,
     )
 
 
@@ -216,9 +189,9 @@ async def put_object(call: S3Call) -> S3Response:
     if call.header("content-length") is None and call.header("transfer-encoding") is None:
         raise S3Error("MissingContentLength")
     headers = request_headers(call)
-    await check_object_acl_headers(call, headers)
+    acl = await written_acl(call, headers)
     precondition = write_precondition(headers)
-    attrs = object_attrs(call, headers)
+    attrs = object_attrs(call, headers, acl)
     record = await call.services.objects.put(
         call.caller, call.bucket, call.key, spool, attrs, precondition,
         integrity=has_integrity_header(headers),

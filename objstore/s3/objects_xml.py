@@ -238,21 +238,6 @@ class AclPolicy:
     grants: tuple[AclGrant, ...]
 
 
-def access_control_policy_document(owner_id: str, owner_name: str) -> bytes:
-    """The only ACL this server has: the owner holds FULL_CONTROL (ACLs disabled, access is
-    governed by grants, as on an AWS bucket with BucketOwnerEnforced ownership)."""
-    root = s3_root("AccessControlPolicy")
-    _owner(root, "Owner", owner_id, owner_name)
-    grants = sub_element(root, "AccessControlList")
-    grant = sub_element(grants, "Grant")
-    grantee = etree.SubElement(grant, "Grantee", nsmap={"xsi": XSI_NS})
-    grantee.set(XSI_TYPE, "CanonicalUser")
-    sub_element(grantee, "ID", owner_id)
-    sub_element(grantee, "DisplayName", owner_name)
-    sub_element(grant, "Permission", "FULL_CONTROL")
-    return serialize(root)
-
-
 def _owner(parent: etree._Element, tag: str, owner_id: str, owner_name: str) -> None:
     owner = sub_element(parent, tag)
     sub_element(owner, "ID", owner_id)

@@ -31,9 +31,10 @@ from objstore.http.checksum_headers import is_checksum_claim
 from objstore.http.error_xml import serialize, sub_element
 from objstore.http.form_data import FormDecoder
 from objstore.http.spool import BodySpool
+from objstore.s3.acl_headers import written_acl
 from objstore.s3.call import S3Call, S3Response
 from objstore.s3.lifecycle import expiration_headers
-from objstore.s3.objects import check_acl_headers, object_attrs, version_header
+from objstore.s3.objects import object_attrs, version_header
 from objstore.s3.versioning_xml import parse_tagging
 from objstore.s3.xml import s3_root
 
@@ -42,8 +43,8 @@ OPERATION = "PostObject"
 
 def form_header(fields: Mapping[str, str]) -> Callable[[str], str | None]:
     """The form's fields read as the request headers they stand for (the decision's view
-    of a form: its tagging and lock fields add their actions as their headers do)."""
-    names = {"x-amz-tagging": "tagging"}
+    of a form: its tagging, lock and acl fields add their actions as their headers do)."""
+    names = {"x-amz-tagging": "tagging", "x-amz-acl": "acl"}
 
     def header(name: str) -> str | None:
         return fields.get(names.get(name, name))
@@ -92,7 +93,8 @@ def form_headers(fields: Mapping[str, str]) -> dict[str, str]:
     if "acl" in fields:
         headers["x-amz-acl"] = fields["acl"]
     if fields.get("tagging"):
-        tags = parse_tagging(fields["tagging"].encode("utf-8"), MAX_OBJECT_TAGS, "Object tags")
+        tags = parse_tagging(fields["tagging"].encode("utf-8", "surrogateescape"),
+                             MAX_OBJECT_TAGS, "Object tags")
         headers["x-amz-tagging"] = urlencode(sorted(tags.items()))
     return headers
 
@@ -122,9 +124,9 @@ async def post_object(call: S3Call) -> S3Response:
     fields = form_of(spool).fields
     assert spool is not None
     headers = form_headers(fields)
-    check_acl_headers(headers)
+    acl = await written_acl(call, headers)
     _check_claimed_checksums(call, headers)
-    attrs = object_attrs(call, headers)
+    attrs = object_attrs(call, headers, acl)
     record = await call.services.objects.put(call.caller, call.bucket, call.key, spool, attrs,
                                              integrity=bool(attrs.checksums))
     etag = f'"{record.etag}"'

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import urllib3
 from botocore.exceptions import ClientError
 
 from tests.cluster.clients import error_code, has_bucket, s3_as
@@ -114,6 +115,26 @@ def test_object_tags_set_on_a_are_read_on_b(nodes: dict[str, Node]) -> None:
         return sorted(got, key=lambda t: t["Key"]) == tags
 
     wait_for("the tags on b", tagged, DEADLINE)
+
+
+def test_an_object_acl_set_on_a_opens_the_object_on_b(nodes: dict[str, Node]) -> None:
+    """An object ACL travels as a row (acl_changed), the bucket's ownership and public
+    access block as control-plane documents: b serves the object to anonymous callers."""
+    bucket = fresh_bucket(nodes, "a")
+    on_a = nodes["a"].s3
+    on_a.put_bucket_ownership_controls(Bucket=bucket, OwnershipControls={
+        "Rules": [{"ObjectOwnership": "ObjectWriter"}]})
+    on_a.delete_public_access_block(Bucket=bucket)
+    on_a.put_object(Bucket=bucket, Key="shared", Body=b"open")
+    http = urllib3.PoolManager(retries=False, timeout=10.0)
+    url = f"{nodes['b'].daemon.endpoint}/{bucket}/shared"
+    wait_for("the object on b", lambda: http.request("GET", url).status == 403, DEADLINE)
+    on_a.put_object_acl(Bucket=bucket, Key="shared", ACL="public-read")
+    wait_for("the public object on b", lambda: http.request("GET", url).status == 200,
+             DEADLINE)
+    grants = nodes["b"].s3.get_object_acl(Bucket=bucket, Key="shared")["Grants"]
+    assert {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"} in \
+        [g["Grantee"] for g in grants]
 
 
 def tag_set(node: Node, bucket: str, key: str) -> dict[str, str] | None:

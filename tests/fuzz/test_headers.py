@@ -10,7 +10,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from objstore.http.client_bytes import HeaderValues
-from objstore.s3 import attributes, conditions, copy, lock_headers, multipart, objects
+from objstore.s3 import (
+    acl_headers,
+    attributes,
+    conditions,
+    copy,
+    lock_headers,
+    multipart,
+    objects,
+)
 from objstore.s3.copy_source import parse_copy_range, parse_copy_source
 from objstore.s3.ranges import parse_range
 from objstore.s3.tagging_header import parse_tagging_header
@@ -83,7 +91,7 @@ def test_conditional_headers(found: HeaderValues, etag: str, modified: float,
 def test_write_headers(found: HeaderValues) -> None:
     for parse in (lock_headers.lock_request, lock_headers.bypass_requested,
                   lock_headers.has_integrity_header, objects.storage_class,
-                  objects.check_acl_headers, objects.write_precondition,
+                  acl_headers.check_acl_headers, objects.write_precondition,
                   objects.system_headers, multipart.completion_claims, copy.parse_directives,
                   attributes.parts_page):
         outcome(parse, found)

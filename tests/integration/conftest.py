@@ -68,7 +68,7 @@ SHARED_DAEMON = frozenset({
     "test_admin_cli.py", "test_admin_escalation.py", "test_admin_iam.py", "test_auth.py",
     "test_aws_cli.py", "test_browser_uploads.py", "test_bucket_access.py", "test_clients.py",
     "test_conformance.py", "test_cors.py",
-    "test_hostile_input.py", "test_multipart.py", "test_object_lock.py",
+    "test_hostile_input.py", "test_multipart.py", "test_object_acls.py", "test_object_lock.py",
     "test_object_operations.py", "test_post_object.py", "test_quota.py",
     "test_s3_basics.py", "test_sigv2.py", "test_tagging.py", "test_versioning.py",
 })

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 from tests.integration.test_aws_cli import aws
+from tests.integration.test_object_lock import denied, lock_bucket, retained
 from tests.integration.test_object_operations import allow, user_with
 
 HTTP = urllib3.PoolManager(retries=False)
@@ -198,9 +199,7 @@ def test_ownership_controls_and_bucket_acls(daemon: Daemon, s3: Any) -> None:
     assert code(refused.value) == "InvalidBucketAclWithObjectOwnership"
     s3.put_bucket_acl(Bucket=writer, ACL="private")
     assert HTTP.request("GET", f"{daemon.endpoint}/{writer}").status == 403
-    with pytest.raises(ClientError) as refused:  # objects carry no ACL of their own yet
-        s3.put_object(Bucket=writer, Key="k", Body=b"x", ACL="public-read")
-    assert code(refused.value) == "NotImplemented"
+    s3.put_object(Bucket=writer, Key="k", Body=b"x", ACL="public-read")  # stored
     with pytest.raises(ClientError) as refused:
         s3.put_object(Bucket=bucket, Key="k", Body=b"x", ACL="public-read")
     assert code(refused.value) == "AccessControlListNotSupported"
@@ -215,6 +214,35 @@ def test_ownership_controls_and_bucket_acls(daemon: Daemon, s3: Any) -> None:
     with pytest.raises(ClientError) as blocked:
         s3.put_bucket_acl(Bucket=writer, ACL="public-read-write")
     assert code(blocked.value) == "AccessDenied"
+
+
+def test_governance_bypass_follows_the_bucket_policy(daemon: Daemon, s3: Any) -> None:
+    """s3:BypassGovernanceRetention is decided with the bucket policy, as on AWS: a Deny
+    there refuses a user whose grants allow it, an Allow there lets one without."""
+    bucket = lock_bucket(s3)
+    arns = [f"arn:aws:s3:::{bucket}/*"]
+    granted = user_with(daemon, allow(["s3:DeleteObjectVersion",
+                                       "s3:BypassGovernanceRetention"], arns))
+    plain = user_with(daemon, allow(["s3:DeleteObjectVersion"], arns))
+    granted_id = f"arn:aws:iam::000000000000:user/{granted.username}"
+    plain_id = f"arn:aws:iam::000000000000:user/{plain.username}"
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [
+            {"Effect": "Deny", "Principal": {"AWS": [granted_id]},
+             "Action": "s3:BypassGovernanceRetention", "Resource": arns},
+            {"Effect": "Allow", "Principal": {"AWS": [plain_id]},
+             "Action": "s3:BypassGovernanceRetention", "Resource": arns}]}))
+    first = retained(s3, bucket, "a", "GOVERNANCE")
+    second = retained(s3, bucket, "b", "GOVERNANCE")
+    denied(granted.delete_object, Bucket=bucket, Key="a", VersionId=first,
+           BypassGovernanceRetention=True)
+    denied(plain.delete_object, Bucket=bucket, Key="b", VersionId=second)  # no header
+    done = plain.delete_object(Bucket=bucket, Key="b", VersionId=second,
+                               BypassGovernanceRetention=True)
+    assert done["VersionId"] == second
+    s3.delete_bucket_policy(Bucket=bucket)
+    granted.delete_object(Bucket=bucket, Key="a", VersionId=first,
+                          BypassGovernanceRetention=True)
 
 
 def test_expected_bucket_owner(s3: Any, bucket: str) -> None:

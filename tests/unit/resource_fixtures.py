@@ -75,7 +75,7 @@ class FakeAuthorizer:
         return ["*"] if principal.is_root else sorted(a for a, _ in self.grants)
 
     async def authorize(self, principal: Principal | None, needs: Any, values: Any = None,
-                        object_acl: Any = None) -> Decision:
+                        object_acls: Any = None) -> Decision:
         """The decision seam: every need through `allowed` (anonymous: never)."""
         for need in needs:
             if principal is None:
@@ -87,6 +87,12 @@ class FakeAuthorizer:
 
     async def bucket_access(self, bucket: str) -> Any:
         return None
+
+    def cached_bucket_access(self, bucket: str) -> tuple[bool, Any]:
+        return True, None
+
+    async def object_acl_wanted(self, decision: Decision) -> None:
+        return None  # no bucket here enables ACLs
 
     async def check(self, principal: Principal, action: str, resource: str,
                     query: Any = None) -> None:

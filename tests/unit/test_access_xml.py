@@ -35,6 +35,11 @@ def test_acl_from_headers_and_xml() -> None:
     assert requested_acl({}, b"", "o") is None
     assert requested_acl({"x-amz-acl": "public-read"}, b"", "o").public  # type: ignore[union-attr]
     assert refused(requested_acl, {"x-amz-acl": "sideways"}, b"", "o") == "InvalidArgument"
+    # a grantee no ACL document could carry (found by tests/fuzz/test_access_documents.py)
+    assert refused(requested_acl, {"x-amz-grant-read": 'id="\x08"'}, b"", "o") \
+        == "InvalidArgument"
+    assert refused(requested_acl, {"x-amz-grant-read": f'id="{"u" * 300}"'}, b"", "o") \
+        == "InvalidArgument"
     assert refused(requested_acl, {"x-amz-acl": "private", "x-amz-grant-read": 'id="u"'},
                    b"", "o") == "InvalidRequest"
     body = (f'<AccessControlPolicy {NS}><Owner><ID>o</ID></Owner><AccessControlList>'

@@ -275,3 +275,39 @@ def test_invalidate_drops_a_revoked_credential_at_once() -> None:
     assert run(identities.resolve("KEY")) is not None  # cached
     identities.invalidate()
     assert run(identities.resolve("KEY")) is None
+
+
+def test_allowed_outside_a_request_hears_the_bucket_policy() -> None:
+    """`allowed` (the governance bypass, the admin API) is the one decision: the bucket an
+    S3 ARN names has its say; a resource without a bucket is for identity policies."""
+    from objstore.iam.bucket_access import BucketAccessLoader
+    from objstore.meta.records import BucketRecord
+
+    policies = {
+        "locked": '{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Principal":"*",'
+                  '"Action":"s3:BypassGovernanceRetention","Resource":"arn:aws:s3:::locked/*"}]}',
+        "open": '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":'
+                '{"AWS":"u-alice"},"Action":"s3:BypassGovernanceRetention",'
+                '"Resource":"arn:aws:s3:::open/*"}]}'}
+
+    class Settings:
+        def get_bucket(self, name: str) -> defer.Deferred[BucketRecord | None]:
+            return defer.succeed(BucketRecord(name, "u-owner", "us-east-1", 0.0))
+
+        def cached_bucket_config(self, bucket: str, key: str) -> defer.Deferred[str | None]:
+            return defer.succeed(policies.get(bucket) if key == "policy" else None)
+
+    everything = [grant("all", doc(statement("Allow", ["s3:*"], ["*"])))]
+    loader = BucketAccessLoader(Settings(), clock=FakeClock(), ttl_seconds=5.0,
+                                max_entries=10)
+    auth = Authorizer(FakeSource(everything), clock=FakeClock(), ttl_seconds=5.0,
+                      max_entries=10, buckets=loader)
+    bypass = "s3:BypassGovernanceRetention"
+    assert not allowed(auth, bypass, object_arn("locked", "k"))  # Deny wins over the grant
+    assert allowed(auth, bypass, object_arn("other", "k"))
+    assert allowed(auth, "s3:ListAllMyBuckets", "*")
+    plain = Authorizer(FakeSource([]), clock=FakeClock(), ttl_seconds=5.0, max_entries=10,
+                       buckets=loader)
+    assert allowed(plain, bypass, object_arn("open", "k"))  # allowed by the policy alone
+    assert not allowed(plain, bypass, object_arn("other", "k"))
+    assert allowed(auth, bypass, object_arn("locked", "k"), ROOT)

@@ -29,7 +29,7 @@ from objstore.iam.bucket_policy import (
     parse_bucket_policy,
 )
 from objstore.iam.conditions import ConditionError, FixedValues, all_hold, compile_conditions
-from objstore.iam.decision import AccessRequest, BucketAccess, Need, decide
+from objstore.iam.decision import AccessRequest, BucketAccess, Need, acl_may_decide, decide
 from objstore.iam.identity import Principal
 from objstore.iam.policy import compile_policy
 from objstore.iam.public_access import PublicAccessBlock
@@ -341,6 +341,94 @@ def test_acls_count_only_when_enabled_and_public_access_block() -> None:
     assert not allowed(None, restricted)
     assert allowed(ALICE, access(doc(stmt(principal={"AWS": "u-alice"})),
                                  block=PublicAccessBlock.all_on()))
+
+
+def test_object_acls_in_the_decision() -> None:
+    """An object's ACL counts only where ACLs are enabled, for the actions an object ACL
+    grants, and IgnorePublicAcls drops its public grants; `acl_may_decide` says when the
+    caller should load it (never for a write, never where ACLs are disabled)."""
+    public = canned_acl("public-read", "u-owner")
+    need = Need("s3:GetObject", OBJ, B, key="k")
+
+    def with_object_acl(bucket: BucketAccess, action: str = "s3:GetObject",
+                        principal: Principal | None = None) -> bool:
+        one = Need(action, OBJ, B, key="k")
+        return decide(AccessRequest(principal, (one,), (), {B: bucket},
+                                    {(B, "k"): public})).allowed
+
+    writer = access(ownership="ObjectWriter")
+    assert with_object_acl(writer)
+    assert with_object_acl(writer, "s3:GetObjectVersion")
+    assert not with_object_acl(writer, "s3:PutObject")
+    assert not with_object_acl(writer, "s3:DeleteObject")
+    assert not with_object_acl(access())  # BucketOwnerEnforced: ignored
+    assert not with_object_acl(access(ownership="ObjectWriter",
+                                      block=PublicAccessBlock(ignore_public_acls=True)))
+    assert with_object_acl(access(ownership="ObjectWriter",
+                                  block=PublicAccessBlock(block_public_acls=True)))
+    denied = access(doc(stmt(effect="Deny")), ownership="ObjectWriter")
+    assert not with_object_acl(denied)  # an explicit Deny wins over the ACL
+    assert acl_may_decide(writer, need)
+    assert not acl_may_decide(writer, Need("s3:PutObject", OBJ, B, key="k"))
+    assert not acl_may_decide(writer, Need("s3:ListBucket", f"arn:aws:s3:::{B}", B))
+    assert not acl_may_decide(access(), need)
+    assert not acl_may_decide(None, need)
+    reader = canned_acl("private", "u-owner")
+    only_alice = Acl("u-owner", (*reader.grants, Grant("u-alice", "READ")))
+    assert decide(AccessRequest(ALICE, (need,), (), {B: writer},
+                                {(B, "k"): only_alice})).allowed
+    assert not decide(AccessRequest(BOB, (need,), (), {B: writer},
+                                    {(B, "k"): only_alice})).allowed
+
+
+_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:GetObjectAcl",
+            "s3:PutObjectAcl", "s3:DeleteObject")
+_CANNED = ("private", "public-read", "public-read-write", "authenticated-read")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([None, ALICE, BOB]), st.sampled_from(_ACTIONS),
+       st.sampled_from(["BucketOwnerEnforced", "ObjectWriter", "BucketOwnerPreferred"]),
+       st.sampled_from(_CANNED), st.sampled_from(_CANNED),
+       st.tuples(st.booleans(), st.booleans()), st.booleans(), st.booleans(),
+       st.sampled_from([None, "Allow", "Deny"]))
+def test_the_decision_with_acls_keeps_awss_rules(
+        caller: Principal | None, action: str, ownership: str, bucket_canned: str,
+        object_canned: str, flags: tuple[bool, bool], identity_allows: bool,
+        grant_alice: bool, policy_effect: str | None) -> None:
+    """Whatever the ACLs, ownership and public access block: an explicit Deny in the bucket
+    policy refuses; with ACLs disabled the ACLs never allow; IgnorePublicAcls keeps public
+    grants from allowing anyone; an identity Allow never turns an allowed request denied."""
+    ignore, restrict = flags
+    block = PublicAccessBlock(ignore_public_acls=ignore, restrict_public_buckets=restrict)
+    policy = None if policy_effect is None else doc(stmt(effect=policy_effect, action=action))
+    bucket = access(policy, acl=canned_acl(bucket_canned, "u-owner"), block=block,
+                    ownership=ownership)
+    object_acl = canned_acl(object_canned, "u-owner")
+    if grant_alice:
+        object_acl = Acl("u-owner", (*object_acl.grants, Grant("u-alice", "READ")))
+    need = Need(action, OBJ, B, key="k")
+
+    def allowed_with(identity: tuple[Any, ...]) -> bool:
+        return decide(AccessRequest(caller, (need,), identity, {B: bucket},
+                                    {(B, "k"): object_acl})).allowed
+
+    everything = (compile_policy({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": ["s3:*"], "Resource": ["*"]}]}),)
+    plain = allowed_with(())
+    if policy_effect == "Deny":
+        assert not plain and not allowed_with(everything)
+        return
+    if caller is not None and identity_allows:
+        assert allowed_with(everything)  # grants and the rest add up
+    if policy_effect is None:
+        by_acl = plain  # nothing but the ACLs could allow it
+        if ownership == "BucketOwnerEnforced":
+            assert not by_acl
+        if ignore and (caller is None or caller is BOB):
+            assert not by_acl  # only public grants (or none) name them
+        if caller is not None and action in ("s3:PutObject", "s3:DeleteObject") and by_acl:
+            assert bucket_canned == "public-read-write"  # writes: the bucket ACL's WRITE
 
 
 def test_a_stored_policy_that_no_longer_compiles_denies_everyone() -> None:

@@ -6,6 +6,7 @@ with a fake fetcher. No socket, no sleep."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +206,23 @@ def test_a_tag_op_applies_the_row_and_the_newest_tags(a: Node, b: Node) -> None:
         kind=ChangeKind.LOCK_CHANGED.value, bucket="bk", key="k2", version_id=V1,
         record=other))) is True
     assert b.store.get_object("bk", "k2", V1) is not None
+
+
+def test_an_acl_op_applies_the_newer_acl(a: Node, b: Node) -> None:
+    b.store.create_bucket(BucketRecord("bk", "u", "us-east-1", 1.0))
+    b.store.put_object(ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0))
+    acl = '{"owner":"u","grants":[["u","FULL_CONTROL",""],["u2","READ",""]]}'
+    sent = ObjectRecord("bk", "k", V1, BLOB, 0, "e", 10.0, acl=acl, tags_updated_at=12.0)
+    assert run(a.client_to(b).send_op(b.base, ClusterOp(
+        kind=ChangeKind.ACL_CHANGED.value, bucket="bk", key="k", version_id=V1,
+        record=sent))) is True
+    assert b.store.get_object("bk", "k", V1).acl == acl  # type: ignore[union-attr]
+    answer = run(a.client_to(b).send_op(b.base, ClusterOp(
+        kind=ChangeKind.ACL_CHANGED.value, bucket="bk", key="k", version_id=V1,
+        record=replace(sent, acl='{"owner":"u","grants":[["u","SIDEWAYS",""]]}',
+                       tags_updated_at=13.0))))
+    assert isinstance(answer, SendFailure) and answer.status == 400  # not a stored ACL
+    assert b.store.get_object("bk", "k", V1).acl == acl  # type: ignore[union-attr]
 
 
 def test_a_tag_op_for_an_unknown_bucket_is_refused(a: Node, b: Node) -> None:

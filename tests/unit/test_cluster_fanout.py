@@ -261,14 +261,16 @@ def test_a_single_node_cluster_needs_no_peer() -> None:
 
 
 @pytest.mark.parametrize("kind", [ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
-                                  ChangeKind.BUCKET_CREATED, ChangeKind.IAM_CHANGED,
+                                  ChangeKind.ACL_CHANGED, ChangeKind.BUCKET_CREATED,
+                                  ChangeKind.IAM_CHANGED,
                                   ChangeKind.SETTING_CHANGED])
 def test_control_plane_changes_are_fire_and_forget(kind: ChangeKind) -> None:
     clock = Clock()
     sender = FakeSender()
     sink = fanout(sender, membership("a", "b"), clock=clock)
     assert sink.committed(written(kind=kind)) is None  # the client never waits
-    carries_row = kind in (ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED)
+    carries_row = kind in (ChangeKind.TAGS_CHANGED, ChangeKind.LOCK_CHANGED,
+                           ChangeKind.ACL_CHANGED)
     assert sorted(sender.calls) == [("op", "http://a:9000", kind.value, carries_row),
                                     ("op", "http://b:9000", kind.value, carries_row)]
     assert sink.in_flight == 2

@@ -87,11 +87,13 @@ def test_a_row_without_the_tag_stamp_digests_as_before_the_field() -> None:
     plain = row(tags={"a": "1"})
     content = lww.replicated_content(plain)
     del content["tags_updated_at"], content["stages_updated_at"]
+    del content["acl"]
     before = hashlib.sha256(json.dumps(content, sort_keys=True, separators=(",", ":"),
                                        default=str).encode()).hexdigest()
     assert lww.content_digest(plain) == before
     assert lww.content_digest(replace(plain, tags_updated_at=T)) != before
     assert lww.content_digest(replace(plain, stages_updated_at=T)) != before
+    assert lww.content_digest(replace(plain, acl='{"owner":"o","grants":[]}')) != before
 
 
 def test_a_jobs_rewrite_wins_over_the_old_form_never_over_a_client_change() -> None:

@@ -278,3 +278,32 @@ def test_upgrade_from_version_7_adds_part_encryption_params(
         assert old.encryption_params == {} and new.encryption_params == params
     finally:
         engine.dispose()
+
+
+def test_upgrade_from_version_11_adds_object_acls(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:  # noqa: F811
+    """Migration 12: a version written by version 11 reads back with no ACL (the owner's
+    alone); a new version keeps its ACL, and an update rewrites it (both backends)."""
+    engine = make_engine(backend, tmp_path, request)
+    try:
+        migrations.migrate(engine, migrations.MIGRATIONS[:11])
+        with engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE objects DROP COLUMN acl"))
+        store = SyncMetaStore(engine, clock=FakeClock())
+        store.create_bucket(BucketRecord("b", "u", "us-east-1", 1.0))
+        with engine.begin() as conn:  # a row written by version 11 (no such column)
+            values = schema.object_values(ObjectRecord("b", "old", "null", "blob-1", 1,
+                                                       "e", 2.0, seq=1_000))
+            del values["acl"]
+            conn.execute(sa.insert(schema.objects).values(**values))
+        assert migrations.migrate(engine) == versions_from(12)
+        acl = '{"owner":"u","grants":[["u","FULL_CONTROL",""]]}'
+        store.put_object(ObjectRecord("b", "new", "null", "blob-2", 1, "e", 3.0, acl=acl))
+        old = store.get_object("b", "old")
+        new = store.get_object("b", "new")
+        assert old is not None and old.acl is None
+        assert new is not None and new.acl == acl
+        store.update_object(dataclasses.replace(new, acl=None), new.seq)
+        assert store.get_object("b", "new").acl is None  # type: ignore[union-attr]
+    finally:
+        engine.dispose()

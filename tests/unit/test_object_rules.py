@@ -9,6 +9,7 @@ import pytest
 from objstore.engine.objects import ObjectAttrs
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
+from objstore.s3.acl_headers import check_acl_headers
 from objstore.s3.attributes import parse_object_attributes, parts_page
 from objstore.s3.copy import (
     CopyDirectives,
@@ -19,7 +20,6 @@ from objstore.s3.copy import (
 from objstore.s3.copy_source import CopySource
 from objstore.s3.delete_objects import has_integrity_header
 from objstore.s3.objects import (
-    check_acl_headers,
     part_range,
     system_headers,
     write_precondition,

@@ -8,7 +8,9 @@ import pytest
 from botocore.parsers import create_parser
 
 from objstore.errors import S3Error
+from objstore.iam.acl_rules import owner_only
 from objstore.meta.records import ObjectRecord, PartRef
+from objstore.s3.acl import acl_document
 from objstore.s3.objects_xml import (
     MAX_DELETE_KEYS,
     AclGrant,
@@ -16,7 +18,6 @@ from objstore.s3.objects_xml import (
     DeleteEntry,
     DeleteEntryResult,
     PartsPage,
-    access_control_policy_document,
     copy_object_result_document,
     delete_result_document,
     object_attributes_document,
@@ -224,7 +225,7 @@ def test_composite_parts_are_paged() -> None:
 
 
 def test_access_control_policy() -> None:
-    parsed = sdk_view("GetBucketAcl", access_control_policy_document("u-1", "alice"))
+    parsed = sdk_view("GetBucketAcl", acl_document(owner_only("u-1"), "alice"))
     assert parsed == {
         "Owner": {"ID": "u-1", "DisplayName": "alice"},
         "Grants": [{"Grantee": {"ID": "u-1", "DisplayName": "alice", "Type": "CanonicalUser"},

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from objstore.iam.policy import (
     BUILTIN_GRANTS,
@@ -128,6 +131,13 @@ def test_wildcard_patterns_match_in_linear_time() -> None:
 ])
 def test_wildcards(pattern: str, value: str, expected: bool) -> None:
     assert glob_match(pattern, value) is expected
+
+
+@given(st.text("ab?*", max_size=8), st.text("ab?*", max_size=8))
+def test_the_string_shortcuts_agree_with_fnmatch(pattern: str, value: str) -> None:
+    """glob_match's exact and trailing-star shortcuts answer as the general matcher:
+    fnmatchcase with `[` escaped is the reference (`*` any run, `?` one character)."""
+    assert glob_match(pattern, value) is fnmatch.fnmatchcase(value, pattern)
 
 
 def test_text_no_store_can_encode_is_refused() -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from objstore.convergence import row_rules
 from objstore.convergence.row_rules import blob_problem, row_problem, stamp_problem
 from objstore.engine import lock_rules
+from objstore.iam import acl_rules
 from objstore.meta.records import ObjectRecord, PartRef
 from objstore.s3 import multipart, objects
 from objstore.utc_dates import END_STAMP, LAST_STAMP
@@ -169,6 +170,15 @@ def test_the_enumerations_match_what_client_requests_may_set() -> None:
     assert row_rules.HOLD_STATUSES == lock_rules.HOLD_STATUSES
     assert frozenset(multipart.ALGORITHMS.values()) == row_rules.CHECKSUM_ALGORITHMS
     assert frozenset(objects.SYSTEM_HEADERS) == row_rules.SYSTEM_HEADERS
+    assert frozenset(acl_rules.PERMISSIONS) == row_rules.ACL_PERMISSIONS
+
+
+def test_an_object_acl_must_be_a_stored_acl() -> None:
+    good = acl_rules.canned_acl("public-read", "o").to_json()
+    assert row_rules.row_problem(row(acl=good)) is None
+    for bad in ("{", "[]", '{"owner":"o"}', '{"owner":"o","grants":[["u","SIDEWAYS",""]]}',
+                '{"owner":1,"grants":[]}', '{"owner":"o","grants":[["u","READ"]]}'):
+        assert refused_field(row(acl=bad)) == "acl"
 
 
 def test_every_field_of_a_row_is_checked_or_left_to_the_engine() -> None:
@@ -182,7 +192,7 @@ def test_every_field_of_a_row_is_checked_or_left_to_the_engine() -> None:
                "size", "parts", "storage_class", "retention_mode", "legal_hold_status",
                "checksum_type", "encryption_algorithm", "replication_status",
                "compression", "checksums", "etag", "content_type", "encryption_key_id",
-               "user_metadata", "system_headers", "owner_id", "owner_name", "tags"}
+               "user_metadata", "system_headers", "owner_id", "owner_name", "tags", "acl"}
     elsewhere = {"bucket", "key", "version_id", "blob_id", "seq", "is_latest",
                  "is_delete_marker", "encryption_params"}
     assert {f.name for f in dataclasses.fields(ObjectRecord)} == checked | elsewhere

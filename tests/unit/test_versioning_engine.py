@@ -305,6 +305,28 @@ def test_a_tag_change_stamps_tags_updated_at_never_behind_the_last(world: World)
     assert removed.lock_updated_at is None
 
 
+def test_an_acl_change_is_a_stamped_change_of_the_row(world: World) -> None:
+    """PutObjectAcl: the version's ACL replaced in the row and its sidecar, stamped as a
+    tag change is (so last-writer-wins orders it), reported as ACL_CHANGED."""
+    world.bucket("b")
+    record = world.version("b", "k")
+    assert record.acl is None
+    seen = Recording()
+    versions = VersionService(world.meta, world.blobs, InlinePool(), clock=world.clock,
+                              locks=KeyLocks(), changes=ChangeHook([seen]))
+    acl = '{"owner":"u","grants":[["u","FULL_CONTROL",""]]}'
+    changed = run(versions.put_acl(CALLER, "b", "k", record.version_id, acl))
+    assert changed.acl == acl and world.sidecar(changed).acl == acl
+    assert changed.tags_updated_at == world.clock.now
+    assert changed.last_modified == record.last_modified and changed.seq > record.seq
+    world.clock.now -= 100
+    cleared = run(versions.put_acl(CALLER, "b", "k", None, None))
+    assert cleared.acl is None
+    assert cleared.tags_updated_at is not None and changed.tags_updated_at is not None
+    assert cleared.tags_updated_at > changed.tags_updated_at
+    assert [c.kind for c in seen.changes] == [ChangeKind.ACL_CHANGED] * 2
+
+
 def test_retention_changes_follow_the_rules(world: World) -> None:
     world.bucket("l", lock=True)
     world.version("l", "k", retention_mode="GOVERNANCE", retain_until_date=FAR)
