@@ -36,6 +36,8 @@ def event_name(entry: OutboxEntry) -> str | None:
     if entry.kind == "tags_changed":
         return ("s3:ObjectTagging:Delete" if entry.operation == "DeleteObjectTagging"
                 else "s3:ObjectTagging:Put")
+    if entry.kind == "acl_changed":
+        return "s3:ObjectAcl:Put"
     return None
 
 

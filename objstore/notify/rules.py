@@ -36,6 +36,7 @@ EVENT_NAMES = (
     "s3:ObjectRemoved:DeleteMarkerCreated",
     "s3:ObjectTagging:Put",
     "s3:ObjectTagging:Delete",
+    "s3:ObjectAcl:Put",
     "s3:LifecycleExpiration:Delete",
     "s3:LifecycleExpiration:DeleteMarkerCreated",
 )

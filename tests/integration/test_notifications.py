@@ -223,7 +223,7 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
     s3.put_bucket_notification_configuration(
         Bucket="nevents", NotificationConfiguration=queue_config(
             HOOKS, ["s3:ObjectCreated:*", "s3:ObjectRemoved:*", "s3:ObjectTagging:*",
-                    "s3:LifecycleExpiration:*"], prefix="k/"))
+                    "s3:ObjectAcl:Put", "s3:LifecycleExpiration:*"], prefix="k/"))
     put = s3.put_object(Bucket="nevents", Key="k/a b+c.txt", Body=b"hello")
     request_id = put["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
     s3.put_object(Bucket="nevents", Key="other", Body=b"not matched")
@@ -238,6 +238,7 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
     s3.put_object_tagging(Bucket="nevents", Key="k/copy",
                           Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
     s3.delete_object_tagging(Bucket="nevents", Key="k/copy")
+    s3.put_object_acl(Bucket="nevents", Key="k/copy", ACL="private")
     s3.delete_object(Bucket="nevents", Key="k/copy")
     s3.delete_objects(Bucket="nevents", Delete={"Objects": [{"Key": "k/multi"}]})
     # A versioned bucket: a delete marker; a lifecycle rule expiring a version.
@@ -256,7 +257,8 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
              "Expiration": {"Days": 1}}]})
 
     wanted = {"ObjectCreated:Put", "ObjectCreated:Copy", "ObjectCreated:CompleteMultipartUpload",
-              "ObjectTagging:Put", "ObjectTagging:Delete", "ObjectRemoved:Delete",
+              "ObjectTagging:Put", "ObjectTagging:Delete", "ObjectAcl:Put",
+              "ObjectRemoved:Delete",
               "ObjectRemoved:DeleteMarkerCreated", "LifecycleExpiration:DeleteMarkerCreated"}
 
     def names() -> set[str]:

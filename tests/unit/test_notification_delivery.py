@@ -62,6 +62,7 @@ def entry(kind: str, operation: str = "PutObject", key: str = "a b/c+d",
      "s3:LifecycleExpiration:Delete"),
     ("tags_changed", "PutObjectTagging", False, "s3:ObjectTagging:Put"),
     ("tags_changed", "DeleteObjectTagging", False, "s3:ObjectTagging:Delete"),
+    ("acl_changed", "PutObjectAcl", False, "s3:ObjectAcl:Put"),
     ("lock_changed", "PutObjectRetention", False, None),
 ])
 def test_event_names(kind: str, operation: str, marker: bool, name: str | None) -> None:
