@@ -238,7 +238,9 @@ def test_every_event_kind_is_delivered_with_its_fields(env: tuple[Daemon, Receiv
     s3.put_object_tagging(Bucket="nevents", Key="k/copy",
                           Tagging={"TagSet": [{"Key": "a", "Value": "b"}]})
     s3.delete_object_tagging(Bucket="nevents", Key="k/copy")
-    s3.put_object_acl(Bucket="nevents", Key="k/copy", ACL="private")
+    s3.put_bucket_ownership_controls(Bucket="nevents", OwnershipControls={
+        "Rules": [{"ObjectOwnership": "ObjectWriter"}]})  # ACLs enabled: stored, notified
+    s3.put_object_acl(Bucket="nevents", Key="k/copy", ACL="authenticated-read")
     s3.delete_object(Bucket="nevents", Key="k/copy")
     s3.delete_objects(Bucket="nevents", Delete={"Objects": [{"Key": "k/multi"}]})
     # A versioned bucket: a delete marker; a lifecycle rule expiring a version.

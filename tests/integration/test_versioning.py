@@ -441,6 +441,26 @@ def test_delete_objects_with_version_ids_empties_a_versioned_bucket(
     s3.delete_bucket(Bucket=bucket)
 
 
+def test_delete_objects_naming_one_key_often_keeps_every_marker_in_order(
+    s3: Any, daemon: Daemon
+) -> None:
+    """Keys are deleted side by side, but entries naming the same key queue on its lock:
+    each gets its own delete marker, and the result lists them in the request's order."""
+    bucket = versioned_bucket(s3)
+    s3.put_object(Bucket=bucket, Key="same", Body=b"1")
+    names = ["same", "other-0", "same", "other-1", "same"]
+    result = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in names]})
+    assert "Errors" not in result
+    assert [d["Key"] for d in result["Deleted"]] == names
+    markers = [d["DeleteMarkerVersionId"] for d in result["Deleted"] if d["Key"] == "same"]
+    assert len(set(markers)) == 3
+    listed = [(key, version_id) for key, version_id, _, _ in all_versions(daemon, bucket)
+              if key == "same"]
+    assert len(listed) == 4  # the version and three markers
+    latest = s3.list_object_versions(Bucket=bucket, Prefix="same")["DeleteMarkers"]
+    assert [m["VersionId"] for m in latest if m["IsLatest"]] == [markers[-1]]
+
+
 def test_delete_objects_reports_bad_version_ids_per_key(s3: Any) -> None:
     bucket = versioned_bucket(s3)
     s3.put_object(Bucket=bucket, Key="k", Body=b"x")
