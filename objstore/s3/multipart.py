@@ -28,6 +28,7 @@ from objstore.crypto.customer_key import (
     require_key,
 )
 from objstore.crypto.customer_key import response_headers as ssec_response_headers
+from objstore.crypto.kms_key import response_headers as sse_headers
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
@@ -168,12 +169,10 @@ async def create_upload(call: S3Call) -> S3Response:
 
 
 def upload_encryption_headers(upload: UploadRecord) -> dict[str, str]:
-    """x-amz-server-side-encryption of an encrypted upload, as AWS shows it on
-    CreateMultipartUpload, UploadPart and UploadPartCopy."""
+    """x-amz-server-side-encryption (and an SSE-KMS key id) of an encrypted upload, as AWS
+    shows it on CreateMultipartUpload, UploadPart and UploadPartCopy."""
     plan = upload_plan(upload)
-    if plan.encryption is None or plan.encryption == SSE_C:
-        return {}
-    return {"x-amz-server-side-encryption": plan.encryption}
+    return sse_headers(plan.encryption, plan.key_id)
 
 
 async def upload_part(call: S3Call) -> S3Response:
