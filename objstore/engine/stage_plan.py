@@ -51,6 +51,8 @@ from objstore.errors import S3Error
 SSE_HEADER = "x-amz-server-side-encryption"
 STAGED_OPERATIONS = frozenset({"PutObject", "CopyObject", "CreateMultipartUpload"})
 BODY_OPERATIONS = frozenset({"PutObject"})  # whose request body is the blob (the spool)
+# The request headers the decision reads (admission passes only these).
+PLAN_HEADERS = (SSE_HEADER, KEY_ID_HEADER, CONTEXT_HEADER, BUCKET_KEY_HEADER, "content-type")
 
 
 @dataclass(frozen=True, slots=True)

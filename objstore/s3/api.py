@@ -45,7 +45,7 @@ from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import (
     BODY_OPERATIONS,
     NO_BUCKET_STAGES,
-    SSE_HEADER,
+    PLAN_HEADERS,
     decide_stage_plan,
 )
 from objstore.engine.versions import VersionService
@@ -361,7 +361,7 @@ class S3Api:
         request's headers and the bucket's settings (the configuration cache)."""
         if line.operation not in BODY_OPERATIONS:
             return IDENTITY
-        headers = {name: value for name in (SSE_HEADER, "content-type")
+        headers = {name: value for name in PLAN_HEADERS
                    if (value := request.header(name)) is not None}
         bucket = NO_BUCKET_STAGES
         if line.bucket:  # default encryption and compression

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan, plan_of
+from objstore.crypto.kms_key import response_headers
 from objstore.engine.stage_plan import BucketStageSettings, decide_stage_plan
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord
@@ -149,3 +150,11 @@ def test_bucket_compression_applies_unless_the_type_is_already_compressed() -> N
                              key_id="k1")
     assert (both.compression, both.encryption, both.key_id) == ("zstd", "AES256", "k1")
     assert decide_stage_plan("UploadPart", {}, bucket, key_id=None).identity
+
+
+def test_responses_show_the_kms_key_as_an_arn() -> None:
+    assert response_headers("aws:kms", KEY_ID) == {
+        "x-amz-server-side-encryption": "aws:kms",
+        "x-amz-server-side-encryption-aws-kms-key-id": f"arn:aws:kms:{KEY_ID}"}
+    assert response_headers(SSE_S3, KEY_ID) == SSE
+    assert response_headers("SSE-C", None) == {} and response_headers(None, None) == {}
