@@ -54,6 +54,9 @@ class MasterKey(Protocol):
     @property
     def key_id(self) -> str: ...
 
+    @property
+    def key_ids(self) -> tuple[str, ...]: ...
+
     def wrap(self, data_key: bytes, context: bytes) -> str: ...
 
     def unwrap(self, key_id: str | None, wrapped: str, context: bytes) -> bytes: ...
@@ -105,6 +108,11 @@ class BlobStages:
     @property
     def key_id(self) -> str | None:
         return None if self.master_key is None else self.master_key.key_id
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """Every version of the master key (the active one last); () without one."""
+        return () if self.master_key is None else tuple(self.master_key.key_ids)
 
     def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, *,
                customer_key: CustomerKey | None = None, **options: Any) -> BlobWriter:

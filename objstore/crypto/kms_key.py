@@ -8,7 +8,8 @@ wrapped by the active master key version, and records `aws:kms` and that version
 Accepted as `x-amz-server-side-encryption-aws-kms-key-id` (and as a bucket default's
 KMSMasterKeyID), all naming that one key:
 * nothing (AWS would use its `aws/s3` managed key);
-* the active master key id as `objstore key list` shows it (`local:<16 hex>`, `vault:...`);
+* a master key id as `objstore key list` shows it (`local:<16 hex>`, `vault:...`): the
+  active version's or an older one's (a rotated AWS KMS key keeps its id too);
 * that id in ARN form: `arn:aws:kms:<key id>` (what responses show, so a client may echo
   it back), or `arn:aws:kms:<region>:<account>:key/<key id>` (any region and account);
 * the alias `alias/objstore` (or `alias/aws/s3`, AWS's default S3 key), also as
@@ -34,6 +35,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Collection
 
 from objstore.blobs.plan import SSE_S3
 from objstore.errors import S3Error
@@ -67,17 +69,22 @@ def response_headers(algorithm: str | None, key_id: str | None) -> dict[str, str
     return headers
 
 
-def checked_kms_key(requested: str | None, key_id: str) -> None:
+def checked_kms_key(requested: str | None, key_id: str, key_ids: Collection[str] = ()
+                    ) -> None:
     """Raise KMS.NotFoundException unless `requested` names the node's key (`key_id`: its
-    active version)."""
-    if requested is None or requested in ALIASES or requested in (key_id, kms_key_arn(key_id)):
+    active version; `key_ids`: every version, older ones naming the same key, as a rotated
+    AWS KMS key keeps its id)."""
+    known = {key_id, *key_ids}
+    if requested is None or requested in ALIASES:
         return
+    name = requested.removeprefix(ARN_PREFIX)
     full = _FULL_ARN.fullmatch(requested)
     if full is not None:
         kind, name = full.groups()
-        if (kind == "key" and name == key_id) or (kind == "alias" and f"alias/{name}"
-                                                  in ALIASES):
-            return
+        if kind == "alias":
+            name = f"alias/{name}"
+    if name in known or name in ALIASES:
+        return
     raise S3Error("KMS.NotFoundException", f"Invalid keyId {requested}")
 
 

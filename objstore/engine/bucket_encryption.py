@@ -14,6 +14,7 @@ NotImplemented, as a PUT with that header is; anything else is MalformedXML. Pur
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from objstore.blobs.plan import SSE_S3
@@ -46,8 +47,10 @@ class BucketEncryption:
 
 
 def checked_default(algorithm: str, bucket_key_enabled: bool, *,
-                    key_id: str | None, kms_key_id: str | None = None) -> BucketEncryption:
-    """The configuration to store, or the S3 error that refuses it."""
+                    key_id: str | None, kms_key_id: str | None = None,
+                    key_ids: Collection[str] = ()) -> BucketEncryption:
+    """The configuration to store, or the S3 error that refuses it (`key_ids`: every
+    master key version, crypto/kms_key.py)."""
     if algorithm == SSE_KMS_DSSE:
         raise S3Error("NotImplemented", "Dual-layer server-side encryption (aws:kms:dsse) "
                       "is not available: objstore encrypts once (use aws:kms).")
@@ -61,7 +64,7 @@ def checked_default(algorithm: str, bucket_key_enabled: bool, *,
         raise S3Error("NotImplemented", "Server-side encryption is not enabled on this "
                       "server ([encryption] enabled = true).")
     if algorithm == SSE_KMS:
-        checked_kms_key(kms_key_id, key_id)
+        checked_kms_key(kms_key_id, key_id, key_ids)
     return BucketEncryption(algorithm, bucket_key_enabled, kms_key_id)
 
 

@@ -31,7 +31,7 @@ Rules, in order:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan
@@ -69,10 +69,12 @@ NO_BUCKET_STAGES = BucketStageSettings()
 
 def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
                       bucket: BucketStageSettings = NO_BUCKET_STAGES, *,
-                      key_id: str | None, customer: bool = False) -> StagePlan:
+                      key_id: str | None, customer: bool = False,
+                      key_ids: Collection[str] = ()) -> StagePlan:
     """The stages of the body of `operation`; `headers` by lower-case name; `key_id`: the
     configured master key (None: no encryption available); `customer`: the request gives
-    an SSE-C key (checked by crypto/customer_key.py). Raises S3Error."""
+    an SSE-C key (checked by crypto/customer_key.py); `key_ids`: every version of the
+    master key (each names the node's SSE-KMS key too). Raises S3Error."""
     if operation not in STAGED_OPERATIONS:
         return IDENTITY
     requested = headers.get(SSE_HEADER)
@@ -83,7 +85,7 @@ def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
     encryption = bucket.default_encryption if requested is None else requested
     if requested is not None or any(headers.get(name) is not None
                                     for name in (KEY_ID_HEADER, CONTEXT_HEADER)):
-        _check_kms_headers(requested, headers, key_id)
+        _check_kms_headers(requested, headers, key_id, key_ids)
     if customer:  # the customer's key, whatever the bucket's default
         encryption = SSE_C
     compression = bucket.compression
@@ -116,7 +118,7 @@ def already_compressed(content_type: str | None) -> bool:
 
 
 def _check_kms_headers(requested: str | None, headers: Mapping[str, str],
-                       key_id: str | None) -> None:
+                       key_id: str | None, key_ids: Collection[str]) -> None:
     """The SSE-KMS headers of a request that names its own encryption."""
     checked_bucket_key_enabled(headers.get(BUCKET_KEY_HEADER))
     if requested != SSE_KMS:
@@ -128,7 +130,7 @@ def _check_kms_headers(requested: str | None, headers: Mapping[str, str],
         return
     checked_context(headers.get(CONTEXT_HEADER))
     if key_id is not None:
-        checked_kms_key(headers.get(KEY_ID_HEADER), key_id)
+        checked_kms_key(headers.get(KEY_ID_HEADER), key_id, key_ids)
 
 
 def _sse_algorithm(value: str, key_id: str | None) -> str:

@@ -367,6 +367,7 @@ class S3Api:
         if line.bucket:  # default encryption and compression
             bucket = await self._services.bucket_config.stage_settings(line.bucket)
         return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id,
+                                 key_ids=self._services.objects.kms_key_ids,
                                  customer=customer)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:

@@ -63,7 +63,8 @@ def encryption_document(config: BucketEncryption) -> bytes:
 async def put_bucket_encryption(call: S3Call) -> S3Response:
     algorithm, key_enabled, kms_key_id = parse_encryption(call.body())
     config = checked_default(algorithm, key_enabled, kms_key_id=kms_key_id,
-                             key_id=call.services.objects.encryption_key_id)
+                             key_id=call.services.objects.encryption_key_id,
+                             key_ids=call.services.objects.kms_key_ids)
     await call.services.bucket_config.put_encryption(call.caller, call.bucket, config)
     return S3Response()
 

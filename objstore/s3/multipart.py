@@ -159,7 +159,8 @@ async def create_upload(call: S3Call) -> S3Response:
     ssec_key = customer_key(headers)
     plan = decide_stage_plan("CreateMultipartUpload", headers, settings,
                              key_id=call.services.objects.encryption_key_id,
-                             customer=ssec_key is not None)
+                             customer=ssec_key is not None,
+                             key_ids=call.services.objects.kms_key_ids)
     upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
                                                   attrs, mode, plan, ssec_key)
     body = initiate_result(upload.bucket, upload.key, upload.upload_id)

@@ -267,6 +267,11 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
     assert new_id != first_id and new_id not in key_file(daemon).read_text()
     daemon.start()
     read_all(s3, written)  # the old version still unwraps
+    old_arn = s3.head_object(Bucket=ROTATION_BUCKET, Key="kms")["SSEKMSKeyId"]
+    assert old_arn == f"arn:aws:kms:{first_id}"  # until the rotate-key job re-wraps it
+    again = s3.put_object(Bucket=ROTATION_BUCKET, Key="kms-again", Body=b"k",  # same KMS key
+                          ServerSideEncryption="aws:kms", SSEKMSKeyId=old_arn)
+    assert again["SSEKMSKeyId"] == f"arn:aws:kms:{new_id}"
 
     admin = AdminClient(daemon.endpoint)
     created = admin.ok("POST", JOBS, {"type": "rotate-key"}, status=201)

@@ -76,6 +76,21 @@ def test_kms_without_encryption_configured_and_dsse_are_not_implemented() -> Non
         assert caught.value.code == "NotImplemented"
 
 
+def test_an_older_master_key_version_names_the_same_kms_key() -> None:
+    """After `objstore key rotate` an object still shows the version that wraps it until a
+    rotate-key job ran: a client may send it back."""
+    versions = ("local:1111111111111111", KEY_ID)
+    for key in ("local:1111111111111111", "arn:aws:kms:local:1111111111111111",
+                "arn:aws:kms:eu-west-1:123456789012:key/local:1111111111111111"):
+        assert decide_stage_plan("PutObject", {**KMS, KEY_HEADER: key}, key_id=KEY_ID,
+                                 key_ids=versions) == StagePlan(encryption="aws:kms",
+                                                                key_id=KEY_ID)
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", {**KMS, KEY_HEADER: "local:2222222222222222"},
+                          key_id=KEY_ID, key_ids=versions)
+    assert caught.value.code == "KMS.NotFoundException"
+
+
 @pytest.mark.parametrize("headers", [
     {KEY_HEADER: KEY_ID},  # a key id without aws:kms
     {**SSE, KEY_HEADER: KEY_ID},
