@@ -83,8 +83,7 @@ def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
                       "is incompatible with the encryption method specified",
                       ArgumentName=SSE_HEADER, ArgumentValue=requested)
     encryption = bucket.default_encryption if requested is None else requested
-    if requested is not None or any(headers.get(name) is not None
-                                    for name in (KEY_ID_HEADER, CONTEXT_HEADER)):
+    if requested is not None or KEY_ID_HEADER in headers or CONTEXT_HEADER in headers:
         _check_kms_headers(requested, headers, key_id, key_ids)
     if customer:  # the customer's key, whatever the bucket's default
         encryption = SSE_C
