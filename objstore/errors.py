@@ -57,6 +57,7 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
     "InvalidTag": (400, "The tag provided was not a valid tag."),
     "InvalidURI": (400, "Couldn't parse the specified URI."),
     "KeyTooLongError": (400, "Your key is too long."),
+    "KMS.NotFoundException": (400, "Invalid keyId."),  # an SSE-KMS key id objstore does not hold
     "MalformedACLError": (400, "The XML you provided was not well-formed or did not validate against our published schema."),  # noqa: E501
     "MalformedPOSTRequest": (400, "The body of your POST request is not well-formed multipart/form-data."),  # noqa: E501
     "MalformedPolicy": (400, "Policies must be valid JSON and the first byte must be '{'"),

@@ -23,7 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from objstore.blobs.plan import IDENTITY, SSE_S3, StagedRecord, StagePlan, plan_of
+from objstore.blobs.plan import (
+    IDENTITY,
+    MASTER_KEY_ENCRYPTIONS,
+    StagedRecord,
+    StagePlan,
+    plan_of,
+)
 from objstore.blobs.stages import BlobSource, ByteSource, WriteStage
 from objstore.blobs.writer import BlobWriter
 from objstore.blobs.zchunks import ALGORITHM as ZSTD
@@ -47,6 +53,9 @@ class MasterKey(Protocol):
 
     @property
     def key_id(self) -> str: ...
+
+    @property
+    def key_ids(self) -> tuple[str, ...]: ...
 
     def wrap(self, data_key: bytes, context: bytes) -> str: ...
 
@@ -100,6 +109,11 @@ class BlobStages:
     def key_id(self) -> str | None:
         return None if self.master_key is None else self.master_key.key_id
 
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """Every version of the master key (the active one last); () without one."""
+        return () if self.master_key is None else tuple(self.master_key.key_ids)
+
     def writer(self, tmp_dir: str, plan: StagePlan = IDENTITY, *,
                customer_key: CustomerKey | None = None, **options: Any) -> BlobWriter:
         """The writer of a body under `plan` (options: BlobWriter's): compress, then
@@ -148,7 +162,7 @@ class BlobStages:
         return BlobWriter(tmp_dir, stages=stages, sealer=seal, plan=plan, **options)
 
     def _master_for(self, plan: StagePlan) -> MasterKey:
-        if plan.encryption != SSE_S3:
+        if plan.encryption not in MASTER_KEY_ENCRYPTIONS:
             raise StagesUnavailable(f"no stage for {plan}")
         if self.master_key is None:
             raise StagesUnavailable("server-side encryption needs [encryption] enabled")
@@ -256,14 +270,15 @@ class BlobStages:
         reused: a plain blob (the kernel copies it anyway), SSE-C (no key to rewrap with
         here), a composite (its parts are separate blobs)."""
         plan = plan_of(record)
-        if plan.identity or plan.encryption not in (None, SSE_S3) or record.parts:
+        if plan.identity or plan.encryption not in (None, *MASTER_KEY_ENCRYPTIONS) \
+                or record.parts:
             return None
         if plan.encryption is None:  # compressed only: the bytes as they are
             return {"compression": plan.compression, "encryption_algorithm": None,
                     "encryption_key_id": None, "encryption_params": {}}
         master = self._master_for(plan)
         data_key = self._data_key(record, plan)
-        return {"encryption_algorithm": SSE_S3, "encryption_key_id": master.key_id,
+        return {"encryption_algorithm": plan.encryption, "encryption_key_id": master.key_id,
                 "encryption_params": {"format": FORMAT, "wrapped_key": master.wrap(
                     data_key, key_context(bucket, key, version_id))},
                 "compression": plan.compression}

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 SSE_S3 = "AES256"  # the record's encryption_algorithm for SSE-S3 (as AWS names it)
+# Encryptions whose data key the node's master key wraps: SSE-S3, and SSE-KMS mapped to
+# the same key (crypto/kms_key.py); stored, read, re-wrapped and rotated alike.
+MASTER_KEY_ENCRYPTIONS = frozenset({SSE_S3, "aws:kms"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -415,13 +415,19 @@ class ObjectService:
         """The master key new encrypted objects use (None: encryption is not enabled)."""
         return self._blobs.stages.key_id
 
+    @property
+    def kms_key_ids(self) -> tuple[str, ...]:
+        """Every master key version: each names the node's SSE-KMS key (crypto/kms_key.py)."""
+        return self._blobs.stages.key_ids
+
     def copy_plan(self, headers: Mapping[str, str],
                   bucket: BucketStageSettings = NO_BUCKET_STAGES,
                   customer: bool = False) -> StagePlan:
         """The stages of a CopyObject's destination, from its headers (lower-case names)
         and the destination bucket's settings; `customer`: an SSE-C destination."""
         return decide_stage_plan("CopyObject", headers, bucket,
-                                 key_id=self._blobs.stages.key_id, customer=customer)
+                                 key_id=self._blobs.stages.key_id, customer=customer,
+                                 key_ids=self._blobs.stages.key_ids)
 
     def _copy_blob(self, segments: list[Segment], record: ObjectRecord,
                    source: ObjectRecord, plan: StagePlan,

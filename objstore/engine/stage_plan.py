@@ -14,8 +14,12 @@ Rules, in order:
   other operation stores bytes as sent.
 * `x-amz-server-side-encryption: AES256` asks for SSE-S3: the data key is wrapped by the
   configured master key (`key_id`); without [encryption] configured it is refused with
-  NotImplemented (nothing is stored in plaintext). `aws:kms` / `aws:kms:dsse` are not
-  available yet (NotImplemented); any other value is InvalidArgument, as AWS answers.
+  NotImplemented (nothing is stored in plaintext). `aws:kms` is SSE-KMS mapped to that
+  same master key (crypto/kms_key.py: the key ids it accepts, KMS.NotFoundException for
+  others); the plan's encryption is `aws:kms`, encrypted exactly as SSE-S3.
+  `aws:kms:dsse` is NotImplemented; any other value is InvalidArgument, as AWS answers.
+* The SSE-KMS headers (key id, context) without `aws:kms` are InvalidArgument, as AWS
+  answers; the bucket-key header must be true or false (it changes nothing).
 * SSE-C (`x-amz-server-side-encryption-customer-*`, judged by crypto/customer_key.py)
   makes the plan SSE-C whatever the bucket's default (it does not need [encryption]); with
   `x-amz-server-side-encryption` too it is InvalidArgument.
@@ -27,17 +31,28 @@ Rules, in order:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan
 from objstore.crypto.customer_key import SSE_C
+from objstore.crypto.kms_key import (
+    BUCKET_KEY_HEADER,
+    CONTEXT_HEADER,
+    KEY_ID_HEADER,
+    SSE_KMS,
+    SSE_KMS_DSSE,
+    checked_bucket_key_enabled,
+    checked_context,
+    checked_kms_key,
+)
 from objstore.errors import S3Error
 
 SSE_HEADER = "x-amz-server-side-encryption"
 STAGED_OPERATIONS = frozenset({"PutObject", "CopyObject", "CreateMultipartUpload"})
 BODY_OPERATIONS = frozenset({"PutObject"})  # whose request body is the blob (the spool)
-_KMS_VALUES = ("aws:kms", "aws:kms:dsse")
+# The request headers the decision reads (admission passes only these).
+PLAN_HEADERS = (SSE_HEADER, KEY_ID_HEADER, CONTEXT_HEADER, BUCKET_KEY_HEADER, "content-type")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +69,12 @@ NO_BUCKET_STAGES = BucketStageSettings()
 
 def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
                       bucket: BucketStageSettings = NO_BUCKET_STAGES, *,
-                      key_id: str | None, customer: bool = False) -> StagePlan:
+                      key_id: str | None, customer: bool = False,
+                      key_ids: Collection[str] = ()) -> StagePlan:
     """The stages of the body of `operation`; `headers` by lower-case name; `key_id`: the
     configured master key (None: no encryption available); `customer`: the request gives
-    an SSE-C key (checked by crypto/customer_key.py). Raises S3Error."""
+    an SSE-C key (checked by crypto/customer_key.py); `key_ids`: every version of the
+    master key (each names the node's SSE-KMS key too). Raises S3Error."""
     if operation not in STAGED_OPERATIONS:
         return IDENTITY
     requested = headers.get(SSE_HEADER)
@@ -66,6 +83,8 @@ def decide_stage_plan(operation: str | None, headers: Mapping[str, str],
                       "is incompatible with the encryption method specified",
                       ArgumentName=SSE_HEADER, ArgumentValue=requested)
     encryption = bucket.default_encryption if requested is None else requested
+    if requested is not None or KEY_ID_HEADER in headers or CONTEXT_HEADER in headers:
+        _check_kms_headers(requested, headers, key_id, key_ids)
     if customer:  # the customer's key, whatever the bucket's default
         encryption = SSE_C
     compression = bucket.compression
@@ -97,16 +116,32 @@ def already_compressed(content_type: str | None) -> bool:
     return kind.startswith(ALREADY_COMPRESSED_PREFIXES) or kind in ALREADY_COMPRESSED
 
 
+def _check_kms_headers(requested: str | None, headers: Mapping[str, str],
+                       key_id: str | None, key_ids: Collection[str]) -> None:
+    """The SSE-KMS headers of a request that names its own encryption."""
+    checked_bucket_key_enabled(headers.get(BUCKET_KEY_HEADER))
+    if requested != SSE_KMS:
+        for name in (KEY_ID_HEADER, CONTEXT_HEADER):
+            if headers.get(name) is not None:  # AWS's answer to a key id with AES256
+                raise S3Error("InvalidArgument", "Server Side Encryption with AWS KMS "
+                              "managed key requires HTTP header x-amz-server-side-encryption "
+                              ": aws:kms", ArgumentName=name, ArgumentValue=headers[name])
+        return
+    checked_context(headers.get(CONTEXT_HEADER))
+    if key_id is not None:
+        checked_kms_key(headers.get(KEY_ID_HEADER), key_id, key_ids)
+
+
 def _sse_algorithm(value: str, key_id: str | None) -> str:
-    if value == SSE_S3:
+    if value in (SSE_S3, SSE_KMS):
         if key_id is None:
             raise S3Error("NotImplemented", "Server-side encryption is not enabled on this "
                           "server ([encryption] enabled = true); nothing was stored.",
                           Header=SSE_HEADER)
-        return SSE_S3
-    if value in _KMS_VALUES:
-        raise S3Error("NotImplemented", f"Server-side encryption with {value} is not "
-                      "available in this version of objstore; nothing was stored.",
-                      Header=SSE_HEADER)
+        return value
+    if value == SSE_KMS_DSSE:
+        raise S3Error("NotImplemented", "Dual-layer server-side encryption (aws:kms:dsse) "
+                      "is not available: objstore encrypts once (use aws:kms); nothing was "
+                      "stored.", Header=SSE_HEADER)
     raise S3Error("InvalidArgument", "The encryption method specified is not supported",
                   ArgumentName=SSE_HEADER, ArgumentValue=value)

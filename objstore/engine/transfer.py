@@ -20,9 +20,8 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from objstore.blobs.plan import SSE_S3
 from objstore.engine import lifecycle_rules
-from objstore.engine.bucket_encryption import ENCRYPTION_CONFIG_KEY, BucketEncryption
+from objstore.engine.bucket_encryption import ALGORITHMS, ENCRYPTION_CONFIG_KEY, BucketEncryption
 from objstore.engine.changes import Caller
 from objstore.engine.compression import COMPRESSION_CONFIG_KEY, CompressionSetting
 from objstore.engine.lifecycle import LIFECYCLE_CONFIG_KEY
@@ -299,7 +298,7 @@ def parse_encryption(value: str) -> BucketEncryption:
     except (ValueError, KeyError, TypeError) as exc:
         raise AdminError("BadRequest", f"the encryption configuration is invalid: {exc!r}"
                          ) from None
-    if config.algorithm != SSE_S3:
+    if config.algorithm not in ALGORITHMS:
         raise AdminError("BadRequest", f"the default encryption {config.algorithm!r} is "
                          "not supported")
     return config

@@ -45,7 +45,7 @@ from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import (
     BODY_OPERATIONS,
     NO_BUCKET_STAGES,
-    SSE_HEADER,
+    PLAN_HEADERS,
     decide_stage_plan,
 )
 from objstore.engine.versions import VersionService
@@ -361,12 +361,13 @@ class S3Api:
         request's headers and the bucket's settings (the configuration cache)."""
         if line.operation not in BODY_OPERATIONS:
             return IDENTITY
-        headers = {name: value for name in (SSE_HEADER, "content-type")
+        headers = {name: value for name in PLAN_HEADERS
                    if (value := request.header(name)) is not None}
         bucket = NO_BUCKET_STAGES
         if line.bucket:  # default encryption and compression
             bucket = await self._services.bucket_config.stage_settings(line.bucket)
         return decide_stage_plan(line.operation, headers, bucket, key_id=self._key_id,
+                                 key_ids=self._services.objects.kms_key_ids,
                                  customer=customer)
 
     def _render_error(self, request: ObjstoreRequest, error: S3Error) -> bytes:

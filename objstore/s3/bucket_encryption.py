@@ -2,9 +2,10 @@
 (PUT/GET/DELETE /bucket?encryption) and its XML (ServerSideEncryptionConfiguration).
 
 The body is parsed and checked (engine/bucket_encryption.py) before anything is changed:
-one Rule with ApplyServerSideEncryptionByDefault/SSEAlgorithm; `AES256` is stored, `aws:kms`
-answers NotImplemented. A GET on a bucket without one answers
-ServerSideEncryptionConfigurationNotFoundError (404) as AWS; a DELETE answers 204 either way.
+one Rule with ApplyServerSideEncryptionByDefault/SSEAlgorithm (and KMSMasterKeyID);
+`AES256` and `aws:kms` (with a key id naming the node's master key) are stored. A GET on a
+bucket without one answers ServerSideEncryptionConfigurationNotFoundError (404) as AWS; a
+DELETE answers 204 either way.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def _child(element: etree._Element, name: str) -> etree._Element | None:
     return None
 
 
-def parse_encryption(body: bytes) -> tuple[str, bool]:
-    """(SSEAlgorithm, BucketKeyEnabled) of a ServerSideEncryptionConfiguration body."""
+def parse_encryption(body: bytes) -> tuple[str, bool, str | None]:
+    """(SSEAlgorithm, BucketKeyEnabled, KMSMasterKeyID) of a
+    ServerSideEncryptionConfiguration body."""
     root = parse_document(body, ROOT)
     rules = [child for child in root
              if isinstance(child.tag, str) and etree.QName(child).localname == "Rule"]
@@ -43,7 +45,8 @@ def parse_encryption(body: bytes) -> tuple[str, bool]:
     key_enabled = (child_text(rules[0], "BucketKeyEnabled") or "false").strip().lower()
     if key_enabled not in ("true", "false"):
         raise S3Error("MalformedXML", "BucketKeyEnabled must be true or false.")
-    return algorithm.strip(), key_enabled == "true"
+    kms_key_id = None if default is None else child_text(default, "KMSMasterKeyID")
+    return algorithm.strip(), key_enabled == "true", (kms_key_id or "").strip() or None
 
 
 def encryption_document(config: BucketEncryption) -> bytes:
@@ -51,14 +54,17 @@ def encryption_document(config: BucketEncryption) -> bytes:
     rule = sub_element(root, "Rule")
     default = sub_element(rule, "ApplyServerSideEncryptionByDefault")
     sub_element(default, "SSEAlgorithm", config.algorithm)
+    if config.kms_key_id is not None:
+        sub_element(default, "KMSMasterKeyID", config.kms_key_id)
     sub_element(rule, "BucketKeyEnabled", "true" if config.bucket_key_enabled else "false")
     return serialize(root)
 
 
 async def put_bucket_encryption(call: S3Call) -> S3Response:
-    algorithm, key_enabled = parse_encryption(call.body())
-    config = checked_default(algorithm, key_enabled,
-                             key_id=call.services.objects.encryption_key_id)
+    algorithm, key_enabled, kms_key_id = parse_encryption(call.body())
+    config = checked_default(algorithm, key_enabled, kms_key_id=kms_key_id,
+                             key_id=call.services.objects.encryption_key_id,
+                             key_ids=call.services.objects.kms_key_ids)
     await call.services.bucket_config.put_encryption(call.caller, call.bucket, config)
     return S3Response()
 

@@ -28,6 +28,7 @@ from objstore.crypto.customer_key import (
     require_key,
 )
 from objstore.crypto.customer_key import response_headers as ssec_response_headers
+from objstore.crypto.kms_key import response_headers as sse_headers
 from objstore.engine.multipart import (
     COMPOSITE,
     FULL_OBJECT,
@@ -158,7 +159,8 @@ async def create_upload(call: S3Call) -> S3Response:
     ssec_key = customer_key(headers)
     plan = decide_stage_plan("CreateMultipartUpload", headers, settings,
                              key_id=call.services.objects.encryption_key_id,
-                             customer=ssec_key is not None)
+                             customer=ssec_key is not None,
+                             key_ids=call.services.objects.kms_key_ids)
     upload = await call.services.multipart.create(call.caller, call.bucket, call.key,
                                                   attrs, mode, plan, ssec_key)
     body = initiate_result(upload.bucket, upload.key, upload.upload_id)
@@ -168,12 +170,10 @@ async def create_upload(call: S3Call) -> S3Response:
 
 
 def upload_encryption_headers(upload: UploadRecord) -> dict[str, str]:
-    """x-amz-server-side-encryption of an encrypted upload, as AWS shows it on
-    CreateMultipartUpload, UploadPart and UploadPartCopy."""
+    """x-amz-server-side-encryption (and an SSE-KMS key id) of an encrypted upload, as AWS
+    shows it on CreateMultipartUpload, UploadPart and UploadPartCopy."""
     plan = upload_plan(upload)
-    if plan.encryption is None or plan.encryption == SSE_C:
-        return {}
-    return {"x-amz-server-side-encryption": plan.encryption}
+    return sse_headers(plan.encryption, plan.key_id)
 
 
 async def upload_part(call: S3Call) -> S3Response:

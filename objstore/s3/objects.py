@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from objstore.blobs.plan import SSE_S3
 from objstore.blobs.segments import part_span
 from objstore.crypto.customer_key import CustomerKey, customer_key, key_for_object
 from objstore.crypto.customer_key import response_headers as ssec_response_headers
+from objstore.crypto.kms_key import response_headers as sse_headers
 from objstore.engine.objects import ObjectAttrs, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
@@ -250,11 +250,9 @@ def object_headers(call: S3Call, record: ObjectRecord, *, ranged: bool) -> dict[
 
 
 def encryption_headers(record: ObjectRecord) -> dict[str, str]:
-    """x-amz-server-side-encryption of an encrypted object (SSE-S3), as AWS answers it on
-    PUT, GET and HEAD."""
-    if record.encryption_algorithm == SSE_S3:
-        return {"x-amz-server-side-encryption": SSE_S3}
-    return {}
+    """x-amz-server-side-encryption of an encrypted object (SSE-S3, SSE-KMS with its key
+    id: crypto/kms_key.py), as AWS answers it on PUT, GET, HEAD and copies."""
+    return sse_headers(record.encryption_algorithm, record.encryption_key_id)
 
 
 def validator_headers(record: ObjectRecord) -> dict[str, str]:

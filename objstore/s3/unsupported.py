@@ -9,7 +9,8 @@ Lifted so far, only where it works end to end: `x-amz-server-side-encryption` on
 CopyObject and CreateMultipartUpload (SSE-S3; the value itself is judged by
 engine/stage_plan.py; parts follow their upload); the SSE-C headers on PutObject, GetObject,
 HeadObject, CopyObject (and its source's), CreateMultipartUpload, UploadPart and
-UploadPartCopy (and its source's). SSE-KMS key ids and contexts are still refused.
+UploadPartCopy (and its source's); the SSE-KMS key id, context and bucket-key headers on
+PutObject, CopyObject and CreateMultipartUpload (crypto/kms_key.py).
 
 `x-amz-server-side-encryption` on an operation that has no such parameter on AWS (UploadPart
 and UploadPartCopy, whose parts follow their upload's setting; GetObject and HeadObject,
@@ -42,6 +43,9 @@ HONOURED: frozenset[tuple[str, str]] = frozenset({
     ("x-amz-server-side-encryption", "PutObject"),
     ("x-amz-server-side-encryption", "CopyObject"),
     ("x-amz-server-side-encryption", "CreateMultipartUpload"),
+    *((f"x-amz-server-side-encryption-{name}", operation)
+      for name in ("aws-kms-key-id", "context", "bucket-key-enabled")
+      for operation in ("PutObject", "CopyObject", "CreateMultipartUpload")),
     *((f"x-amz-server-side-encryption-customer-{name}", operation)
       for name in _CUSTOMER_HEADERS for operation in _CUSTOMER_OPERATIONS),
     *((f"x-amz-copy-source-server-side-encryption-customer-{name}", operation)

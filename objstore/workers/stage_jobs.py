@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from objstore.blobs.plan import SSE_S3, StagePlan
+from objstore.blobs.plan import MASTER_KEY_ENCRYPTIONS, SSE_S3, StagePlan
 from objstore.crypto.packages import FORMAT
 from objstore.engine.job_rules import JobError, JobRecord, Progress
 from objstore.engine.stage_plan import BucketStageSettings, already_compressed
@@ -39,7 +39,8 @@ WALKS = {"encrypt": "plain", "decrypt": "encrypted", "compress": "uncompressed",
 
 def _sse_s3_rewritable(record: ObjectRecord) -> bool:
     params = record.encryption_params or {}
-    return (record.encryption_algorithm == SSE_S3 and params.get("format") == FORMAT
+    return (record.encryption_algorithm in MASTER_KEY_ENCRYPTIONS
+            and params.get("format") == FORMAT
             and set(params) == {"format", "wrapped_key"})
 
 
@@ -51,7 +52,7 @@ def target_plan(job_type: str, record: ObjectRecord, bucket: BucketStageSettings
     encrypted = record.encryption_algorithm is not None
     if encrypted and not _sse_s3_rewritable(record):
         return None
-    encryption = SSE_S3 if encrypted else None
+    encryption = record.encryption_algorithm if encrypted else None  # SSE-S3 or aws:kms
     compression = record.compression
     level = bucket.compression_level if bucket.compression == compression else None
     if job_type == "encrypt":

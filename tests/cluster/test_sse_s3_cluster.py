@@ -93,6 +93,33 @@ def test_replicated_repaired_and_never_plaintext(nodes: dict[str, Node]) -> None
             assert found == [], node.node_id
 
 
+def _kms_of(node: Node, key: str, body: bytes) -> str | None:
+    """The SSE-KMS key id `node` answers for `key` once it reads back as `body`."""
+    try:
+        got = node.s3.get_object(Bucket=BUCKET, Key=key)
+    except ClientError:
+        return None
+    if got["Body"].read() != body or got.get("ServerSideEncryption") != "aws:kms":
+        return None
+    return str(got["SSEKMSKeyId"])
+
+
+def test_an_sse_kms_object_replicates_as_stored_bytes(nodes: dict[str, Node]) -> None:
+    """aws:kms (the shared master key's) written on b: every node reads it and shows the
+    same key id; the peers hold the very bytes b stored (ciphertext)."""
+    a, b, c = nodes["a"], nodes["b"], nodes["c"]
+    body = _body(2 * P + 300)
+    put = b.s3.put_object(Bucket=BUCKET, Key="kms", Body=body, ServerSideEncryption="aws:kms",
+                          SSEKMSKeyId="alias/objstore")
+    assert put["ServerSideEncryption"] == "aws:kms"
+    for node in (a, c):
+        wait_for(f"kms readable on {node.node_id}",
+                 lambda node=node: _kms_of(node, "kms", body) == put["SSEKMSKeyId"])
+    stored = _blob_of(b, "kms").read_bytes()
+    assert MARKER not in stored
+    assert _blob_of(a, "kms").read_bytes() == stored == _blob_of(c, "kms").read_bytes()
+
+
 def _default_encryption(node: Node, bucket: str) -> str | None:
     try:
         config = node.s3.get_bucket_encryption(Bucket=bucket)

@@ -1,10 +1,10 @@
 """The encryption x compression x write-path matrix on one daemon per backend ([encryption]
-enabled, SSE-C allowed over plain HTTP): {plain, SSE-S3, bucket default} x {compressed,
-not} x {single PUT, multipart, CopyObject, UploadPartCopy}, each read back byte-identical
-whole and by ranges across 64 KiB package (and part) boundaries, with the headers AWS
-shows; then no plaintext of an encrypted object anywhere on disk, and a flipped byte in a
-stored part an error, never wrong bytes. Bodies are just over the package size; only the
-multipart writes need a 5 MiB part."""
+enabled, SSE-C allowed over plain HTTP): {plain, SSE-S3, SSE-C, SSE-KMS (the master key's),
+bucket default} x {compressed, not} x {single PUT, multipart, CopyObject, UploadPartCopy},
+each read back byte-identical whole and by ranges across 64 KiB package (and part)
+boundaries, with the headers AWS shows; then no plaintext of an encrypted object anywhere on
+disk, and a flipped byte in a stored part an error, never wrong bytes. Bodies are just over
+the package size; only the multipart writes need a 5 MiB part."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ P = 64 * 1024
 MIB5 = 5 * 1024 * 1024
 SECRET = b"MATRIX-SECRET-MARKER-9f8e7d6c5b4a"
 PLAIN = b"matrix-plain-marker-0a1b2c3d4e5f"
-MODES = ("plain", "sse-s3", "sse-c", "default")
+MODES = ("plain", "sse-s3", "sse-c", "sse-kms", "default")
+KMS = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/objstore"}
 CUSTOMER_KEY = bytes(range(32))
 SSEC = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": CUSTOMER_KEY}
 OTHER_SSEC = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": bytes(range(1, 33))}
@@ -98,6 +99,8 @@ def _sse(mode: str) -> dict[str, Any]:
     """The write arguments of `mode`."""
     if mode == "sse-c":
         return dict(SSEC)
+    if mode == "sse-kms":
+        return dict(KMS)
     return {"ServerSideEncryption": "AES256"} if mode == "sse-s3" else {}
 
 
@@ -110,6 +113,9 @@ def _shows(answer: dict[str, Any], mode: str) -> bool:
     if mode == "sse-c":
         return (answer.get("SSECustomerAlgorithm") == "AES256"
                 and "SSECustomerKeyMD5" in answer and "ServerSideEncryption" not in answer)
+    if mode == "sse-kms":
+        return (answer.get("ServerSideEncryption") == "aws:kms"
+                and answer.get("SSEKMSKeyId", "").startswith("arn:aws:kms:local:"))
     return (answer.get("ServerSideEncryption") == "AES256") == (mode != "plain")
 
 
@@ -252,7 +258,7 @@ def test_compressed_writes_are_stored_smaller(daemon: Daemon, s3: Any,
                                               sources: dict[str, bytes], write: str) -> None:
     """Every write path into a compressed bucket compresses (then encrypts): parts and
     copy destinations too; an already-compressed Content-Type is stored as sent."""
-    for mode in ("plain", "sse-s3"):
+    for mode in ("plain", "sse-s3", "sse-kms"):
         key = f"case-{mode}-{write}"
         data = s3.get_object(Bucket=_bucket(mode, True), Key=key, **_read_args(mode))["Body"]
         stored = _stored_bytes(daemon, _bucket(mode, True), key)

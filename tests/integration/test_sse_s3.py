@@ -127,7 +127,7 @@ def test_copy_of_an_encrypted_object_reads_back(s3: Any, stored: dict[str, bytes
     assert "ServerSideEncryption" not in got  # no header, no bucket default: stored plain
 
 
-@pytest.mark.parametrize(("value", "status"), [("aws:kms", 501), ("AES-256", 400)])
+@pytest.mark.parametrize(("value", "status"), [("aws:kms:dsse", 501), ("AES-256", 400)])
 def test_other_algorithms_refused(s3: Any, value: str, status: int) -> None:
     with pytest.raises(ClientError) as caught:
         s3.put_object(Bucket=BUCKET, Key="refused", Body=b"x", ServerSideEncryption=value)
@@ -317,7 +317,7 @@ def _sse_default(algorithm: str) -> dict[str, Any]:
     return {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": algorithm}}]}
 
 
-@pytest.mark.parametrize(("algorithm", "code"), [("aws:kms", "NotImplemented"),
+@pytest.mark.parametrize(("algorithm", "code"), [("aws:kms:dsse", "NotImplemented"),
                                                  ("DES", "MalformedXML")])
 def test_bucket_encryption_refuses_what_it_can_not_apply(s3: Any, algorithm: str,
                                                          code: str) -> None:
@@ -380,6 +380,225 @@ def test_a_put_into_a_default_encrypted_bucket_is_encrypted(daemon: Daemon, s3: 
     assert "ServerSideEncryption" not in plain
     assert "ServerSideEncryption" not in s3.head_object(Bucket=DEFAULT_BUCKET,
                                                         Key="after-delete")
+
+
+# -- SSE-KMS, mapped to the node's master key (crypto/kms_key.py) -------------------------
+
+KMS_MARKER = b"SSE-KMS-PLAINTEXT-MARKER-9e107d9d"
+KMS_BUCKET = "sse-kms"
+KMS_DEFAULT_BUCKET = "sse-kms-default"
+
+
+def _kms_body(size: int) -> bytes:
+    chunk = KMS_MARKER + os.urandom(4096 - len(KMS_MARKER))
+    return (chunk * (size // len(chunk) + 1))[:size]
+
+
+@pytest.fixture(scope="module")
+def key_id(daemon: Daemon) -> str:
+    listed = objstore_cli(daemon, "key", "list")
+    assert listed.returncode == 0, listed.stderr
+    (active,) = [line.split()[0] for line in listed.stdout.splitlines() if "(active)" in line]
+    assert active.startswith("local:")
+    return active
+
+
+def _shows_kms(answer: dict[str, Any], key_id: str) -> bool:
+    return (answer["ServerSideEncryption"] == "aws:kms"
+            and answer["SSEKMSKeyId"] == f"arn:aws:kms:{key_id}")
+
+
+def test_kms_put_get_head_copy_with_every_accepted_key_id(daemon: Daemon, s3: Any,
+                                                          key_id: str) -> None:
+    """aws:kms with no key id, the master key's id, its ARN forms and the alias: encrypted
+    as SSE-S3, recorded as aws:kms, and every answer shows the key's ARN."""
+    s3.create_bucket(Bucket=KMS_BUCKET)
+    data = _kms_body(2 * P + 21)
+    given = [None, key_id, f"arn:aws:kms:{key_id}",
+             f"arn:aws:kms:us-east-1:000000000000:key/{key_id}", "alias/objstore"]
+    for number, requested in enumerate(given):
+        extra = {} if requested is None else {"SSEKMSKeyId": requested}
+        key = f"kms-{number}"
+        put = s3.put_object(Bucket=KMS_BUCKET, Key=key, Body=data,
+                            ServerSideEncryption="aws:kms", **extra)
+        assert _shows_kms(put, key_id), (requested, put)
+        assert put["ETag"] == f'"{hashlib.md5(data).hexdigest()}"'
+        head = s3.head_object(Bucket=KMS_BUCKET, Key=key)
+        assert _shows_kms(head, key_id) and head["ContentLength"] == len(data)
+        got = s3.get_object(Bucket=KMS_BUCKET, Key=key, Range=f"bytes={P - 2}-{P + 2}")
+        assert got["Body"].read() == data[P - 2:P + 3] and _shows_kms(got, key_id)
+        assert KMS_MARKER not in _stored_blob(daemon, key)
+    sidecars = [json.loads(p.read_text()) for p in daemon.data_dir.rglob("*.meta.json")]
+    kms = [c for c in sidecars if c.get("bucket") == KMS_BUCKET and c.get("kind") == "object"]
+    assert {(c["encryption_algorithm"], c["encryption_key_id"]) for c in kms} == {
+        ("aws:kms", key_id)}
+    # CopyObject: SSE-S3 to SSE-KMS (the data key wrapped anew) and SSE-KMS to a plain copy.
+    copied = s3.copy_object(Bucket=KMS_BUCKET, Key="kms-copy", ServerSideEncryption="aws:kms",
+                            SSEKMSKeyId="alias/objstore",
+                            CopySource={"Bucket": KMS_BUCKET, "Key": "kms-0"})
+    assert _shows_kms(copied, key_id)
+    got = s3.get_object(Bucket=KMS_BUCKET, Key="kms-copy")
+    assert got["Body"].read() == data and _shows_kms(got, key_id)
+    as_sse_s3 = s3.copy_object(Bucket=KMS_BUCKET, Key="kms-to-s3", ServerSideEncryption="AES256",
+                               CopySource={"Bucket": KMS_BUCKET, "Key": "kms-1"})
+    assert as_sse_s3["ServerSideEncryption"] == "AES256" and "SSEKMSKeyId" not in as_sse_s3
+    assert s3.get_object(Bucket=KMS_BUCKET, Key="kms-to-s3")["Body"].read() == data
+
+
+@pytest.mark.parametrize("requested", ["alias/nope", "local:0000000000000000",
+                                       "arn:aws:kms:us-east-1:111122223333:key/"
+                                       "1234abcd-12ab-34cd-56ef-1234567890ab"])
+def test_kms_unknown_key_id_is_refused_as_aws_does(s3: Any, stored: dict[str, bytes],
+                                                   key_id: str, requested: str) -> None:
+    """400 KMS.NotFoundException, nothing stored: PUT, copy, multipart, bucket default."""
+    attempts = [
+        lambda: s3.put_object(Bucket=BUCKET, Key="kms-refused", Body=b"x",
+                              ServerSideEncryption="aws:kms", SSEKMSKeyId=requested),
+        lambda: s3.copy_object(Bucket=BUCKET, Key="kms-refused", ServerSideEncryption="aws:kms",
+                               SSEKMSKeyId=requested,
+                               CopySource={"Bucket": BUCKET, "Key": "small"}),
+        lambda: s3.create_multipart_upload(Bucket=BUCKET, Key="kms-refused",
+                                           ServerSideEncryption="aws:kms",
+                                           SSEKMSKeyId=requested),
+        lambda: s3.put_bucket_encryption(Bucket=BUCKET, ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {
+                "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": requested}}]}),
+    ]
+    for number, attempt in enumerate(attempts):
+        with pytest.raises(ClientError) as caught:
+            attempt()
+            pytest.fail(f"attempt {number} was not refused")
+        error = caught.value.response
+        assert error["ResponseMetadata"]["HTTPStatusCode"] == 400, number
+        assert error["Error"]["Code"] == "KMS.NotFoundException"
+        assert error["Error"]["Message"] == f"Invalid keyId {requested}"
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=BUCKET, Key="kms-refused")
+    assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    # A key id with AES256 is the client's mistake (AWS: InvalidArgument).
+    with pytest.raises(ClientError) as caught:
+        s3.put_object(Bucket=BUCKET, Key="kms-refused", Body=b"x", ServerSideEncryption="AES256",
+                      SSEKMSKeyId=key_id)
+    assert caught.value.response["Error"]["Code"] == "InvalidArgument"
+
+
+def test_kms_multipart_upload(daemon: Daemon, s3: Any, key_id: str) -> None:
+    """CreateMultipartUpload with aws:kms: create, UploadPart, UploadPartCopy and the
+    completion show aws:kms and the key; the object reads back and is stored encrypted."""
+    parts = [_kms_body(5 * 1024 * 1024 + 3), _kms_body(P + 7)]
+    made = s3.create_multipart_upload(Bucket=KMS_BUCKET, Key="kms-multi",
+                                      ServerSideEncryption="aws:kms", SSEKMSKeyId=key_id,
+                                      BucketKeyEnabled=True)
+    assert _shows_kms(made, key_id)
+    upload = made["UploadId"]
+    first = s3.upload_part(Bucket=KMS_BUCKET, Key="kms-multi", UploadId=upload, PartNumber=1,
+                           Body=parts[0])
+    assert _shows_kms(first, key_id)
+    s3.put_object(Bucket=KMS_BUCKET, Key="kms-part-source", Body=parts[1],
+                  ServerSideEncryption="aws:kms")
+    second = s3.upload_part_copy(Bucket=KMS_BUCKET, Key="kms-multi", UploadId=upload,
+                                 PartNumber=2,
+                                 CopySource={"Bucket": KMS_BUCKET, "Key": "kms-part-source"})
+    assert _shows_kms(second, key_id)
+    done = s3.complete_multipart_upload(
+        Bucket=KMS_BUCKET, Key="kms-multi", UploadId=upload, MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": first["ETag"]},
+            {"PartNumber": 2, "ETag": second["CopyPartResult"]["ETag"]}]})
+    assert _shows_kms(done, key_id)
+    whole = b"".join(parts)
+    got = s3.get_object(Bucket=KMS_BUCKET, Key="kms-multi")
+    assert got["Body"].read() == whole and _shows_kms(got, key_id)
+    ranged = s3.get_object(Bucket=KMS_BUCKET, Key="kms-multi",
+                           Range=f"bytes={len(parts[0]) - 5}-{len(parts[0]) + 5}")
+    assert ranged["Body"].read() == whole[len(parts[0]) - 5:len(parts[0]) + 6]
+
+
+def test_kms_with_the_aws_cli(daemon: Daemon, s3: Any, key_id: str, tmp_path: Path) -> None:
+    """`aws s3 cp --sse aws:kms [--sse-kms-key-id ...]`, single and multipart (above the
+    CLI's 8 MiB threshold), and back."""
+    small, large = _kms_body(3 * P + 5), _kms_body(9 * 1024 * 1024 + 1)
+    (tmp_path / "small.bin").write_bytes(small)
+    (tmp_path / "large.bin").write_bytes(large)
+    for name, extra in (("small.bin", ["--sse-kms-key-id", key_id]),
+                        ("large.bin", ["--sse-kms-key-id", "alias/objstore"]),
+                        ("default-key.bin", [])):
+        source = tmp_path / ("small.bin" if name == "default-key.bin" else name)
+        up = _aws(daemon, tmp_path, "s3", "cp", "--sse", "aws:kms", *extra, str(source),
+                  f"s3://{KMS_BUCKET}/cli/{name}")
+        assert up.returncode == 0, up.stderr
+        assert _shows_kms(s3.head_object(Bucket=KMS_BUCKET, Key=f"cli/{name}"), key_id)
+        down = _aws(daemon, tmp_path, "s3", "cp", f"s3://{KMS_BUCKET}/cli/{name}",
+                    str(tmp_path / f"down-{name}"))
+        assert down.returncode == 0, down.stderr
+        assert (tmp_path / f"down-{name}").read_bytes() == source.read_bytes()
+    refused = _aws(daemon, tmp_path, "s3", "cp", "--sse", "aws:kms", "--sse-kms-key-id",
+                   "alias/unknown", str(tmp_path / "small.bin"), f"s3://{KMS_BUCKET}/cli/no")
+    assert refused.returncode != 0 and "KMS.NotFoundException" in refused.stderr
+
+
+def test_kms_bucket_default(daemon: Daemon, s3: Any, stored: dict[str, bytes], key_id: str,
+                            tmp_path: Path) -> None:
+    """PutBucketEncryption with aws:kms and a KMSMasterKeyID (boto3 and the CLI): stored,
+    answered back with BucketKeyEnabled, applied to PUT, `aws s3 cp`, CopyObject and
+    multipart uploads; a request's own AES256 wins."""
+    s3.create_bucket(Bucket=KMS_DEFAULT_BUCKET)
+    config = {"Rules": [{"ApplyServerSideEncryptionByDefault": {
+        "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "alias/objstore"},
+        "BucketKeyEnabled": True}]}
+    put = _aws(daemon, tmp_path, "s3api", "put-bucket-encryption", "--bucket",
+               KMS_DEFAULT_BUCKET, "--server-side-encryption-configuration", json.dumps(config))
+    assert put.returncode == 0, put.stderr
+    rule = s3.get_bucket_encryption(Bucket=KMS_DEFAULT_BUCKET)[
+        "ServerSideEncryptionConfiguration"]["Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": "alias/objstore"}
+    assert rule["BucketKeyEnabled"] is True
+    data = _kms_body(P + 33)
+    assert _shows_kms(s3.put_object(Bucket=KMS_DEFAULT_BUCKET, Key="kms-by-default",
+                                    Body=data), key_id)
+    got = s3.get_object(Bucket=KMS_DEFAULT_BUCKET, Key="kms-by-default")
+    assert got["Body"].read() == data and _shows_kms(got, key_id)
+    assert KMS_MARKER not in _stored_blob(daemon, "kms-by-default")
+    (tmp_path / "up.bin").write_bytes(data)
+    up = _aws(daemon, tmp_path, "s3", "cp", str(tmp_path / "up.bin"),
+              f"s3://{KMS_DEFAULT_BUCKET}/kms-cli-default.bin")
+    assert up.returncode == 0, up.stderr
+    assert _shows_kms(s3.head_object(Bucket=KMS_DEFAULT_BUCKET, Key="kms-cli-default.bin"),
+                      key_id)
+    copied = s3.copy_object(Bucket=KMS_DEFAULT_BUCKET, Key="kms-copied-in",
+                            CopySource={"Bucket": BUCKET, "Key": "small"})
+    assert _shows_kms(copied, key_id)
+    made = s3.create_multipart_upload(Bucket=KMS_DEFAULT_BUCKET, Key="kms-multi-default")
+    assert _shows_kms(made, key_id)
+    s3.abort_multipart_upload(Bucket=KMS_DEFAULT_BUCKET, Key="kms-multi-default",
+                              UploadId=made["UploadId"])
+    own = s3.put_object(Bucket=KMS_DEFAULT_BUCKET, Key="kms-own-choice", Body=b"x",
+                        ServerSideEncryption="AES256")
+    assert own["ServerSideEncryption"] == "AES256" and "SSEKMSKeyId" not in own
+    # The master key's own id (and no key id) can be the default too; a KMSMasterKeyID with
+    # AES256 is refused as AWS refuses it.
+    s3.put_bucket_encryption(Bucket=KMS_DEFAULT_BUCKET, ServerSideEncryptionConfiguration={
+        "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms",
+                                                          "KMSMasterKeyID": key_id}}]})
+    s3.put_bucket_encryption(Bucket=KMS_DEFAULT_BUCKET,
+                             ServerSideEncryptionConfiguration=_sse_default("aws:kms"))
+    assert "KMSMasterKeyID" not in s3.get_bucket_encryption(Bucket=KMS_DEFAULT_BUCKET)[
+        "ServerSideEncryptionConfiguration"]["Rules"][0]["ApplyServerSideEncryptionByDefault"]
+    with pytest.raises(ClientError) as caught:
+        s3.put_bucket_encryption(Bucket=KMS_DEFAULT_BUCKET, ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256",
+                                                              "KMSMasterKeyID": key_id}}]})
+    assert caught.value.response["Error"]["Code"] == "InvalidArgument"
+
+
+def test_no_kms_plaintext_on_disk(daemon: Daemon, s3: Any) -> None:
+    """After every SSE-KMS test above (every body holds the marker, every one encrypted):
+    the marker is nowhere under the data directory or the daemon's TMPDIR."""
+    assert s3.list_objects_v2(Bucket=KMS_BUCKET)["KeyCount"] >= 8
+    for root in (daemon.data_dir, daemon.temp_dir):
+        found = [path for path in Path(root).rglob("*")
+                 if path.is_file() and KMS_MARKER in path.read_bytes()]
+        assert found == []
 
 
 def test_recover_keeps_the_default_and_the_encrypted_objects(daemon: Daemon, s3: Any) -> None:

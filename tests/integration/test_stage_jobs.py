@@ -5,12 +5,12 @@ while the job runs win and are kept), then compressed (after its compression set
 turned on), decompressed and decrypted; after each job every version reads back byte-
 identical with its ETag, tags, metadata and lock state, and the sidecars say what the job
 did. On SQLite, a SIGKILL mid-job and a restart resume the job from its recorded progress;
-then master key rotation: `objstore key rotate` adds a version (offline), the node restarts
-on it and still reads every object (the old version unwraps), a `rotate-key` job re-wraps
-every data key (sidecars name the new key id; the stored bytes are untouched), the parts'
-keys of a completed multipart object and of an upload left open too, and after the old
-version is removed from the key file and a restart, every object still reads and the open
-upload completes."""
+then master key rotation (SSE-S3 and SSE-KMS objects): `objstore key rotate` adds a version
+(offline), the node restarts on it and still reads every object (the old version unwraps),
+a `rotate-key` job re-wraps every data key (sidecars name the new key id; the stored bytes
+are untouched), the parts' keys of a completed multipart object and of an upload left open
+too, and after the old version is removed from the key file and a restart, every object
+still reads and the open upload completes."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from tests.integration.test_maintenance_jobs import JOBS, poll
 
 BUCKET = "restaged"
 ROTATION_BUCKET = "rotation"
+KMS_KEYS = ("kms", "kms-multi")  # SSE-KMS objects (the master key's): rotated alike
 P = 64 * 1024
 
 
@@ -171,7 +172,8 @@ def test_a_killed_job_resumes_where_it_stopped(daemon: Daemon) -> None:
     assert done["done"] == done["total"] == 40
     for key, body in bodies.items():
         got = s3.get_object(Bucket="resumed", Key=key)
-        assert got["Body"].read() == body and got["ServerSideEncryption"] == "AES256"
+        assert got["Body"].read() == body
+        assert got["ServerSideEncryption"] == ("aws:kms" if key in KMS_KEYS else "AES256")
 
 
 def key_file(daemon: Daemon) -> Path:
@@ -202,7 +204,8 @@ def part_key_ids(daemon: Daemon, upload_id: str) -> set[str]:
 def read_all(s3: Any, written: dict[tuple[str, str], bytes]) -> None:
     for (key, version_id), body in written.items():
         got = s3.get_object(Bucket=ROTATION_BUCKET, Key=key, VersionId=version_id)
-        assert got["Body"].read() == body and got["ServerSideEncryption"] == "AES256"
+        assert got["Body"].read() == body
+        assert got["ServerSideEncryption"] == ("aws:kms" if key in KMS_KEYS else "AES256")
         ranged = s3.get_object(Bucket=ROTATION_BUCKET, Key=key, VersionId=version_id,
                                Range=f"bytes={P - 3}-{P + 3}")
         assert ranged["Body"].read() == body[P - 3:P + 4]
@@ -222,6 +225,18 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
                           CopySource={"Bucket": ROTATION_BUCKET, "Key": "b"})
     written[("c", copy["VersionId"])] = written[next(k for k in written if k[0] == "b")]
     s3.put_object(Bucket=ROTATION_BUCKET, Key="plain", Body=b"not encrypted")
+    kms_body = os.urandom(P + 5)
+    kms = s3.put_object(Bucket=ROTATION_BUCKET, Key="kms", Body=kms_body,
+                        ServerSideEncryption="aws:kms", SSEKMSKeyId="alias/objstore")
+    written[("kms", kms["VersionId"])] = kms_body
+    kms_upload = s3.create_multipart_upload(Bucket=ROTATION_BUCKET, Key="kms-multi",
+                                            ServerSideEncryption="aws:kms")["UploadId"]
+    kms_part = s3.upload_part(Bucket=ROTATION_BUCKET, Key="kms-multi", UploadId=kms_upload,
+                              PartNumber=1, Body=kms_body)["ETag"]
+    kms_multi = s3.complete_multipart_upload(
+        Bucket=ROTATION_BUCKET, Key="kms-multi", UploadId=kms_upload,
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": kms_part}]})
+    written[("kms-multi", kms_multi["VersionId"])] = kms_body
     # A completed multipart object (each part has its own data key) and an upload left
     # open across the rotation (its part's key is bound to the upload).
     part_bodies = [os.urandom(5 * 1024 * 1024), os.urandom(P + 9)]
@@ -252,6 +267,11 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
     assert new_id != first_id and new_id not in key_file(daemon).read_text()
     daemon.start()
     read_all(s3, written)  # the old version still unwraps
+    old_arn = s3.head_object(Bucket=ROTATION_BUCKET, Key="kms")["SSEKMSKeyId"]
+    assert old_arn == f"arn:aws:kms:{first_id}"  # until the rotate-key job re-wraps it
+    again = s3.put_object(Bucket=ROTATION_BUCKET, Key="kms-again", Body=b"k",  # same KMS key
+                          ServerSideEncryption="aws:kms", SSEKMSKeyId=old_arn)
+    assert again["SSEKMSKeyId"] == f"arn:aws:kms:{new_id}"
 
     admin = AdminClient(daemon.endpoint)
     created = admin.ok("POST", JOBS, {"type": "rotate-key"}, status=201)
@@ -262,6 +282,10 @@ def test_rotation_keeps_every_object_readable(daemon: Daemon) -> None:
     assert done["done"] == done["total"] >= len(written) + 1  # the open part, other tests'
     assert sidecar_key_ids(daemon) == {new_id}
     assert part_key_ids(daemon, open_upload) == {new_id}
+
+    for key in KMS_KEYS:  # SSE-KMS shows the version that wraps it now
+        assert s3.head_object(Bucket=ROTATION_BUCKET, Key=key)["SSEKMSKeyId"] == \
+            f"arn:aws:kms:{new_id}"
 
     daemon.stop()  # only the new version is left: every object must have been re-wrapped
     key_file(daemon).write_text(key_file(daemon).read_text().splitlines()[-1] + "\n")

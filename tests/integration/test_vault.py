@@ -88,6 +88,9 @@ def test_objects_sealed_through_vault_read_back_across_a_restart(daemon: Daemon,
     s3.create_bucket(Bucket=BUCKET)
     body = os.urandom(70_000)
     s3.put_object(Bucket=BUCKET, Key="k", Body=body, ServerSideEncryption="AES256")
+    kms = s3.put_object(Bucket=BUCKET, Key="kms", Body=body, ServerSideEncryption="aws:kms",
+                        SSEKMSKeyId="alias/objstore")  # SSE-KMS: the Vault-sealed master key
+    assert kms["SSEKMSKeyId"].startswith("arn:aws:kms:vault:")
     key_file = daemon.data_dir / "control" / "keys" / "master.key"
     (line,) = key_file.read_text().splitlines()
     assert line.startswith("objstore-vault-key-v1 vault:v1:")
@@ -103,6 +106,8 @@ def test_objects_sealed_through_vault_read_back_across_a_restart(daemon: Daemon,
     daemon.start()
     got = s3.get_object(Bucket=BUCKET, Key="k")
     assert got["Body"].read() == body and got["ServerSideEncryption"] == "AES256"
+    got = s3.get_object(Bucket=BUCKET, Key="kms")
+    assert got["Body"].read() == body and got["SSEKMSKeyId"] == kms["SSEKMSKeyId"]
     s3.put_object(Bucket=BUCKET, Key="k2", Body=b"x" * 10, ServerSideEncryption="AES256")
     assert s3.get_object(Bucket=BUCKET, Key="k2")["Body"].read() == b"x" * 10
     assert TOKEN not in daemon.log_path.read_text()

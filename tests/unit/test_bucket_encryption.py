@@ -22,12 +22,15 @@ def _document(algorithm: str, extra: str = "") -> bytes:
 
 
 def test_parse_and_render_round_trip() -> None:
-    assert parse_encryption(_document("AES256")) == ("AES256", False)
+    assert parse_encryption(_document("AES256")) == ("AES256", False, None)
     assert parse_encryption(_document("AES256", "<BucketKeyEnabled>true</BucketKeyEnabled>")
-                            ) == ("AES256", True)
+                            ) == ("AES256", True, None)
     rendered = encryption_document(BucketEncryption("AES256", True))
-    assert b"<SSEAlgorithm>AES256</SSEAlgorithm>" in rendered
-    assert parse_encryption(rendered) == ("AES256", True)
+    assert b"<SSEAlgorithm>AES256</SSEAlgorithm>" in rendered and b"KMSMasterKeyID" not in rendered
+    assert parse_encryption(rendered) == ("AES256", True, None)
+    kms = encryption_document(BucketEncryption("aws:kms", True, "alias/objstore"))
+    assert b"<KMSMasterKeyID>alias/objstore</KMSMasterKeyID>" in kms
+    assert parse_encryption(kms) == ("aws:kms", True, "alias/objstore")
 
 
 @pytest.mark.parametrize("body", [
@@ -43,21 +46,29 @@ def test_malformed_documents_are_refused(body: bytes) -> None:
     assert refused.value.code == "MalformedXML"
 
 
-def test_only_sse_s3_with_a_master_key_can_be_the_default() -> None:
+def test_only_a_master_key_encryption_can_be_the_default() -> None:
     assert checked_default("AES256", False, key_id=KEY_ID) == BucketEncryption("AES256", False)
-    for value, code in (("aws:kms", "NotImplemented"), ("aws:kms:dsse", "NotImplemented"),
-                        ("DES", "MalformedXML")):
+    assert checked_default("aws:kms", True, key_id=KEY_ID) == BucketEncryption("aws:kms", True)
+    assert checked_default("aws:kms", False, key_id=KEY_ID, kms_key_id=KEY_ID
+                           ) == BucketEncryption("aws:kms", False, KEY_ID)
+    for value, kms_key_id, code in (("aws:kms", "alias/nope", "KMS.NotFoundException"),
+                                    ("AES256", KEY_ID, "InvalidArgument"),
+                                    ("aws:kms:dsse", None, "NotImplemented"),
+                                    ("DES", None, "MalformedXML")):
         with pytest.raises(S3Error) as refused:
-            checked_default(value, False, key_id=KEY_ID)
+            checked_default(value, False, key_id=KEY_ID, kms_key_id=kms_key_id)
         assert refused.value.code == code
-    with pytest.raises(S3Error) as refused:
-        checked_default("AES256", False, key_id=None)
-    assert refused.value.code == "NotImplemented"
+    for value in ("AES256", "aws:kms"):
+        with pytest.raises(S3Error) as refused:
+            checked_default(value, False, key_id=None)
+        assert refused.value.code == "NotImplemented"
 
 
 def test_stored_document_round_trip() -> None:
-    config = BucketEncryption("AES256", True)
-    assert BucketEncryption.from_json(config.to_json()) == config
+    for config in (BucketEncryption("AES256", True),
+                   BucketEncryption("aws:kms", False, "alias/objstore")):
+        assert BucketEncryption.from_json(config.to_json()) == config
+    assert BucketEncryption.from_json('{"algorithm": "AES256"}') == BucketEncryption()
 
 
 def test_the_not_found_error_is_a_404() -> None:

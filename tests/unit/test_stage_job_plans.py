@@ -34,6 +34,10 @@ ZSTD = BucketStageSettings(compression="zstd", compression_level=5)
     ("decompress", replace(SSE, compression="zstd"), ZSTD,
      StagePlan(encryption=SSE_S3, key_id="local:new")),
     ("decompress", PLAIN, ZSTD, None),
+    # SSE-KMS (the master key's, crypto/kms_key.py) stays SSE-KMS through a rewrite.
+    ("compress", replace(SSE, encryption_algorithm="aws:kms"), ZSTD,
+     StagePlan("zstd", "aws:kms", "local:new", 5)),
+    ("decrypt", replace(SSE, encryption_algorithm="aws:kms"), ZSTD, StagePlan()),
 ])
 def test_target_plans(job: str, record: ObjectRecord, bucket: BucketStageSettings,
                       expected: StagePlan | None) -> None:

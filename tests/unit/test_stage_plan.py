@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from objstore.blobs.plan import IDENTITY, SSE_S3, StagePlan, plan_of
+from objstore.crypto.kms_key import response_headers
 from objstore.engine.stage_plan import BucketStageSettings, decide_stage_plan
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord
@@ -42,11 +43,76 @@ def test_sse_s3_without_encryption_configured_is_refused() -> None:
     assert caught.value.code == "NotImplemented"
 
 
-@pytest.mark.parametrize("value", ["aws:kms", "aws:kms:dsse"])
-def test_kms_is_not_available_yet(value: str) -> None:
+KMS = {"x-amz-server-side-encryption": "aws:kms"}
+KEY_HEADER = "x-amz-server-side-encryption-aws-kms-key-id"
+
+
+@pytest.mark.parametrize("key", [None, KEY_ID, f"arn:aws:kms:{KEY_ID}",
+                                 f"arn:aws:kms:eu-west-1:123456789012:key/{KEY_ID}",
+                                 "alias/objstore", "alias/aws/s3",
+                                 "arn:aws:kms:us-east-1:000000000000:alias/objstore"])
+def test_kms_is_sse_s3_under_the_master_key(key: str | None) -> None:
+    headers = KMS if key is None else {**KMS, KEY_HEADER: key}
+    for operation in ("PutObject", "CopyObject", "CreateMultipartUpload"):
+        assert decide_stage_plan(operation, headers, key_id=KEY_ID) == \
+            StagePlan(encryption="aws:kms", key_id=KEY_ID)
+
+
+@pytest.mark.parametrize("key", ["local:ffffffffffffffff", "alias/other", "arn:aws:kms:x",
+                                 f"arn:aws:kms:us-east-1:1:alias/{KEY_ID}", "",
+                                 "1234abcd-12ab-34cd-56ef-1234567890ab"])
+def test_an_unknown_kms_key_is_not_found(key: str) -> None:
     with pytest.raises(S3Error) as caught:
-        decide_stage_plan("PutObject", {"x-amz-server-side-encryption": value}, key_id=KEY_ID)
-    assert caught.value.code == "NotImplemented"
+        decide_stage_plan("PutObject", {**KMS, KEY_HEADER: key}, key_id=KEY_ID)
+    assert caught.value.code == "KMS.NotFoundException" and caught.value.status == 400
+    assert caught.value.message == f"Invalid keyId {key}"
+
+
+def test_kms_without_encryption_configured_and_dsse_are_not_implemented() -> None:
+    for headers, key_id in ((KMS, None), ({**KMS, KEY_HEADER: "alias/objstore"}, None),
+                            ({"x-amz-server-side-encryption": "aws:kms:dsse"}, KEY_ID)):
+        with pytest.raises(S3Error) as caught:
+            decide_stage_plan("PutObject", headers, key_id=key_id)
+        assert caught.value.code == "NotImplemented"
+
+
+def test_an_older_master_key_version_names_the_same_kms_key() -> None:
+    """After `objstore key rotate` an object still shows the version that wraps it until a
+    rotate-key job ran: a client may send it back."""
+    versions = ("local:1111111111111111", KEY_ID)
+    for key in ("local:1111111111111111", "arn:aws:kms:local:1111111111111111",
+                "arn:aws:kms:eu-west-1:123456789012:key/local:1111111111111111"):
+        assert decide_stage_plan("PutObject", {**KMS, KEY_HEADER: key}, key_id=KEY_ID,
+                                 key_ids=versions) == StagePlan(encryption="aws:kms",
+                                                                key_id=KEY_ID)
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", {**KMS, KEY_HEADER: "local:2222222222222222"},
+                          key_id=KEY_ID, key_ids=versions)
+    assert caught.value.code == "KMS.NotFoundException"
+
+
+@pytest.mark.parametrize("headers", [
+    {KEY_HEADER: KEY_ID},  # a key id without aws:kms
+    {**SSE, KEY_HEADER: KEY_ID},
+    {**SSE, "x-amz-server-side-encryption-context": "e30="},
+    {**KMS, "x-amz-server-side-encryption-context": "not base64!"},
+    {**KMS, "x-amz-server-side-encryption-context": "WzFd"},  # [1]: not an object
+    {**KMS, "x-amz-server-side-encryption-bucket-key-enabled": "yes"},
+])
+def test_misused_kms_headers_are_invalid(headers: dict[str, str]) -> None:
+    with pytest.raises(S3Error) as caught:
+        decide_stage_plan("PutObject", headers, key_id=KEY_ID)
+    assert caught.value.code == "InvalidArgument"
+
+
+def test_kms_context_and_bucket_key_are_accepted() -> None:
+    headers = {**KMS, "x-amz-server-side-encryption-context": "eyJhIjogImIifQ==",
+               "x-amz-server-side-encryption-bucket-key-enabled": "true"}
+    assert decide_stage_plan("PutObject", headers, key_id=KEY_ID).encryption == "aws:kms"
+    bucket = BucketStageSettings(default_encryption="aws:kms")
+    assert decide_stage_plan("PutObject", {}, bucket, key_id=KEY_ID) == \
+        StagePlan(encryption="aws:kms", key_id=KEY_ID)
+    assert decide_stage_plan("PutObject", SSE, bucket, key_id=KEY_ID).encryption == SSE_S3
 
 
 @pytest.mark.parametrize("value", ["aes256", "AES-256", "", "rot13"])
@@ -99,3 +165,11 @@ def test_bucket_compression_applies_unless_the_type_is_already_compressed() -> N
                              key_id="k1")
     assert (both.compression, both.encryption, both.key_id) == ("zstd", "AES256", "k1")
     assert decide_stage_plan("UploadPart", {}, bucket, key_id=None).identity
+
+
+def test_responses_show_the_kms_key_as_an_arn() -> None:
+    assert response_headers("aws:kms", KEY_ID) == {
+        "x-amz-server-side-encryption": "aws:kms",
+        "x-amz-server-side-encryption-aws-kms-key-id": f"arn:aws:kms:{KEY_ID}"}
+    assert response_headers(SSE_S3, KEY_ID) == SSE
+    assert response_headers("SSE-C", None) == {} and response_headers(None, None) == {}

@@ -417,7 +417,8 @@ def test_lifecycle_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, No
 
 def test_encryption_documents_are_checked_even_in_a_dry_run(nodes: tuple[Node, Node]) -> None:
     _, b = nodes
-    broken = {"buckets": [{"name": "kms", "config": {"encryption": '{"algorithm": "aws:kms"}'}},
+    dsse = '{"algorithm": "aws:kms:dsse"}'
+    broken = {"buckets": [{"name": "kms", "config": {"encryption": dsse}},
                           {"name": "junk", "config": {"encryption": "not json"}}]}
     for mode in ("dry_run", "skip"):
         report = b.import_(broken, mode)
