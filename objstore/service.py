@@ -181,8 +181,9 @@ from objstore.workers.lifecycle import (
 
 log = Logger()
 IO_THREADS = 8
-# A process still running this long after its listener closed writes every thread's stack
-# to stderr, once (a shutdown that hangs says where it waits).
+# A process still running this long after the wait for requests in flight (which follows
+# the listener's close) writes every thread's stack to stderr, once (a shutdown that hangs
+# says where it waits).
 STOP_STACK_DUMP_SECONDS = 10.0
 
 
@@ -912,9 +913,10 @@ class ListenerService(service.Service):
             yield task.deferLater(self._reactor, drain, lambda: None)
         if self._port is not None:
             yield self._port.stopListening()
-        dump_stacks_if_still_running(STOP_STACK_DUMP_SECONDS)
+        in_flight_wait = max(drain, 5.0)
+        dump_stacks_if_still_running(in_flight_wait + STOP_STACK_DUMP_SECONDS)
         waiting = self._site.wait_idle()
-        waiting.addTimeout(max(drain, 5.0), self._reactor)
+        waiting.addTimeout(in_flight_wait, self._reactor)
         try:
             yield waiting
         except defer.TimeoutError:
