@@ -133,6 +133,20 @@ def running_daemon(request: pytest.FixtureRequest, node: Daemon, *, wait: bool =
             node.remove_files()
 
 
+ENCRYPTION_CONFIG = "[encryption]\nenabled = true\n"
+
+
+@contextmanager
+def encrypted_daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                     name: str, backend: str = "sqlite") -> Iterator[Daemon]:
+    """A module's own daemon with [encryption] enabled (the local master key), started
+    and stopped as `running_daemon` does."""
+    node = Daemon(tmp_path_factory.mktemp(name), backend=backend,
+                  extra_config=ENCRYPTION_CONFIG)
+    with running_daemon(request, node) as running:
+        yield running
+
+
 def make_client(endpoint: str, access_key: str = ROOT_ACCESS_KEY,
                 secret_key: str = ROOT_SECRET_KEY, **config: object) -> object:
     return boto3.client(

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.integration.conftest import make_client, running_daemon
+from tests.integration.conftest import encrypted_daemon, make_client
 from tests.integration.daemon import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Daemon
 
 P = 64 * 1024
@@ -39,9 +39,7 @@ def _body(size: int) -> bytes:
 @pytest.fixture(scope="module")
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
-    node = Daemon(tmp_path_factory.mktemp("sse-multipart"),
-                  extra_config="[encryption]\nenabled = true\n")
-    with running_daemon(request, node) as running:
+    with encrypted_daemon(request, tmp_path_factory, "sse-multipart") as running:
         yield running
 
 

@@ -21,7 +21,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import make_client, running_daemon
+from tests.integration.conftest import encrypted_daemon, make_client
 from tests.integration.daemon import (
     ROOT_ACCESS_KEY,
     ROOT_SECRET_KEY,
@@ -45,8 +45,7 @@ def _body(size: int) -> bytes:
 @pytest.fixture(scope="module")
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
-    node = Daemon(tmp_path_factory.mktemp("sse-s3"), extra_config="[encryption]\nenabled = true\n")
-    with running_daemon(request, node) as running:
+    with encrypted_daemon(request, tmp_path_factory, "sse-s3") as running:
         yield running
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.integration.admin_client import AdminClient
-from tests.integration.conftest import make_client, running_daemon
+from tests.integration.conftest import encrypted_daemon, make_client
 from tests.integration.daemon import Daemon, objstore_cli
 from tests.integration.test_maintenance_jobs import JOBS, poll
 
@@ -39,9 +39,8 @@ P = 64 * 1024
 @pytest.fixture(scope="module", params=["sqlite"])
 def daemon(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[Daemon]:
-    node = Daemon(tmp_path_factory.mktemp(f"stage-jobs-{request.param}"),
-                  backend=request.param, extra_config="[encryption]\nenabled = true\n")
-    with running_daemon(request, node) as running:
+    with encrypted_daemon(request, tmp_path_factory, f"stage-jobs-{request.param}",
+                          request.param) as running:
         yield running
 
 
