@@ -102,6 +102,9 @@ class Server:
     # A connection that sends nothing for this long (between requests, or in the middle of
     # a body) is closed.
     idle_timeout_seconds: float = 60.0
+    # Send plain (unencrypted, uncompressed) objects with os.sendfile on plain-TCP
+    # connections (http/sendfile.py); false: always through Python reads.
+    sendfile: bool = True
     limits: ServerLimits = field(default_factory=ServerLimits)
     cache: ServerCache = field(default_factory=ServerCache)
     tls: ServerTLS | None = None
@@ -516,6 +519,7 @@ _SERVER = _Section("server", Server, (
     _F("cors_allowed_origins", _array(_origin)),
     _F("header_timeout_seconds", _num(0, above=True)),
     _F("idle_timeout_seconds", _num(0, above=True)),
+    _F("sendfile", _bool),
     _F("block_public_access", _bool),
 ), subsections=(_SERVER_LIMITS, _SERVER_CACHE, _SERVER_TLS))
 

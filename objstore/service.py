@@ -476,6 +476,7 @@ def build_node(config: Config, reactor: Any = None, *,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
                                         role)
     site.observer = observability.recorder
+    site.sendfile = config.server.sendfile
     site.space = space
     changes.add(AuditChangeSink(observability.audit))
     # The cluster-wide singletons (lifecycle, maintenance jobs) run where the worker

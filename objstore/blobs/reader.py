@@ -181,6 +181,17 @@ class BlobReader:
                 offset += count
                 left -= count
 
+    def file_spans(self) -> Generator[tuple[int, int, int], None, None]:
+        """Everything in order as (descriptor, offset, count) spans of the blob files, for
+        a kernel copy (`os.sendfile`, http/sendfile.py): one span per segment, each blob
+        opened when its span is reached. TypeError when a source is not a plain file (a
+        staged one holds stored bytes, not the object's)."""
+        for segment in self._segments:
+            fileno = getattr(self._source_of(segment.blob_id), "fileno", None)
+            if fileno is None:
+                raise TypeError("a staged blob can not be copied by the kernel")
+            yield fileno(), segment.offset, segment.length
+
     def _source_of(self, blob_id: str) -> ByteSource:
         if self._blob_id == blob_id and self._source is not None:
             return self._source
@@ -220,6 +231,12 @@ class ChunkStream:
     def next_chunk(self) -> defer.Deferred[Chunk | None]:
         """The next chunk, or None after the last one."""
         return self._runner.run(next, self._chunks, None)
+
+    def file_spans(self) -> Generator[tuple[int, int, int], None, None]:
+        """The same bytes as (descriptor, offset, count) spans, for a consumer that copies
+        them itself (`BlobReader.file_spans`), instead of `next_chunk`; the next blob is
+        opened on the calling thread (one open call). Close the stream after, as ever."""
+        return self._reader.file_spans()
 
     def close(self) -> None:
         self._chunks.close()

@@ -7,6 +7,10 @@ response. It keeps one read in flight ahead of the transport (the pool reads the
 while the reactor sends the last one) and at most one chunk waiting while the transport is
 paused. `done` fires once everything was written or the client went away; the source is
 closed only when no read is in flight, since a pool thread may be using its blob.
+
+`body_producer` picks the producer of a response: `SendfileProducer` (sendfile.py, the
+kernel copies the blob files to the socket) when the stream is of plain files, the
+connection plain TCP and the site allows it (`[server] sendfile`), else `BlobProducer`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from objstore.blobs.reader import READ_CHUNK_BYTES, Chunk
+from objstore.blobs.reader import READ_CHUNK_BYTES, Chunk, ChunkStream
+from objstore.http.sendfile import SendfileProducer, sendfile_transport
 
 CHUNK_BYTES = READ_CHUNK_BYTES
 
@@ -29,6 +34,22 @@ class ChunkSource(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class ResponseProducer(Protocol):
+    def start(self) -> defer.Deferred[None]:
+        """Register with the request and send; fires when done (or the client left)."""
+        ...
+
+
+def body_producer(request: Any, stream: ChunkSource) -> ResponseProducer:
+    """The producer that sends `stream` as `request`'s body (see the module docstring)."""
+    site = getattr(getattr(request, "channel", None), "site", None)
+    if isinstance(stream, ChunkStream) and getattr(site, "sendfile", False):
+        transport = sendfile_transport(request)
+        if transport is not None:
+            return SendfileProducer(request, stream, transport)
+    return BlobProducer(request, stream)
 
 
 @implementer(IPushProducer)
@@ -43,7 +64,8 @@ class BlobProducer:
         self._stopped = False
         self._eof = False
         self._error: Failure | None = None
-        self.done: defer.Deferred[None] = defer.Deferred()
+        self._closed = False
+        self.done: defer.Deferred[None] = defer.Deferred(self._cancelled)
 
     def start(self) -> defer.Deferred[None]:
         self._request.registerProducer(self, True)
@@ -71,7 +93,11 @@ class BlobProducer:
         """Write what is ready and keep one read in flight, until paused, stopped or at the
         end. A source that answers at once (a test's inline pool) calls back into here:
         the flag turns that into the next turn of this loop instead of a deeper stack."""
-        if self._advancing or self.done.called:
+        if self.done.called:  # cancelled: the source goes once no read is in flight
+            if not self._reading:
+                self._close_source()
+            return
+        if self._advancing:
             return
         self._advancing = True
         try:
@@ -109,8 +135,22 @@ class BlobProducer:
         self._error = failure
         self._advance()
 
+    def _cancelled(self, _done: defer.Deferred[None]) -> None:
+        """The request's handler was cancelled: Klein does that when the connection is
+        lost, and over TLS that may come without stopProducing (the TLS layer does not
+        always pass it on). Stop, and close the source once no read is in flight."""
+        self._stopped = True
+        self._unregister()
+        if not self._reading:
+            self._close_source()
+
+    def _close_source(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._source.close()
+
     def _finish(self) -> None:
-        self._source.close()
+        self._close_source()
         self._unregister()
         if self._error is not None and not self._stopped:
             # Headers are gone already: the only honest signal left is to cut the stream.

@@ -415,6 +415,7 @@ class ObjstoreSite(server.Site):
     displayTracebacks = False
     observer: RequestObserver | None = None  # the audit log and request metrics
     space: SpaceGuard | None = None  # refuses a body that does not fit on the data volume
+    sendfile = True  # plain objects sent by the kernel on plain TCP (http/sendfile.py)
 
     def __init__(
         self,

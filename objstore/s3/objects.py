@@ -18,7 +18,7 @@ from objstore.engine.objects import ObjectAttrs, VersionVanished
 from objstore.errors import S3Error
 from objstore.http.authn import claimed_checksums
 from objstore.http.client_bytes import HeaderValues
-from objstore.http.producers import CHUNK_BYTES, BlobProducer
+from objstore.http.producers import CHUNK_BYTES, body_producer
 from objstore.iam.decision import Need
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, WritePrecondition
 from objstore.s3.access import permits
@@ -363,7 +363,7 @@ async def _answer_read(call: S3Call, plan: ReadPlan) -> S3Response:
         return S3Response(status=plan.status, headers=plan.headers, body=data)
     stream = await objects.stream(plan.record, plan.start, plan.length, plan.customer_key)
     return S3Response(status=plan.status, headers=plan.headers,
-                      stream=BlobProducer(call.request, stream))
+                      stream=body_producer(call.request, stream))
 
 
 # -- DeleteObject ------------------------------------------------------------------------

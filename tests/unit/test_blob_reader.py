@@ -1,6 +1,6 @@
 """BlobReader over plain and composite segments, ChunkStream on a runner, and the GET
-producer that drains it (BlobProducer): order, read-ahead, pause, stop with a read in
-flight, a failure mid-stream."""
+producer that drains it (BlobProducer): order, read-ahead, pause, stop (or a cancelled
+handler) with a read in flight, a failure mid-stream."""
 
 from __future__ import annotations
 
@@ -178,6 +178,24 @@ def test_stopping_waits_for_the_read_in_flight_before_closing(store: BlobStore) 
     runner.step()
     assert done.called and _open_fds() == before
     assert not runner.jobs and request.data == b""
+
+
+def test_a_cancelled_response_closes_the_source_once_no_read_is_in_flight(
+        store: BlobStore) -> None:
+    """Over TLS a lost connection may reach the producer only as the handler's
+    cancellation (Klein's), never as stopProducing: the blob must still be let go."""
+    blob_id = put(store, os.urandom(4096))
+    runner = ManualRunner()
+    request = Request()
+    before = _open_fds()
+    stream = ChunkStream(store.reader([Segment(blob_id, 0, 4096)]), runner, 1024)
+    stream._reader.open()  # as ObjectService.stream does
+    done = BlobProducer(request, stream).start()
+    done.addErrback(lambda _failure: None)
+    done.cancel()
+    assert request.producer is None and _open_fds() == before + 1  # a read is in flight
+    runner.step()
+    assert _open_fds() == before and not runner.jobs
 
 
 def test_a_failed_read_cuts_the_connection(store: BlobStore) -> None:

@@ -1,0 +1,282 @@
+"""SendfileProducer over a real twisted TCP transport (a `tcp.Connection` on one end of a
+socket pair, its reactor a MemoryReactorClock the test drives): the head goes first, the body
+follows in order across a full socket and several blobs, the bytes are counted, a client
+that leaves, a short blob and a cancelled handler all release the blobs; and
+`body_producer`'s choice between it and BlobProducer."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import tcp
+from twisted.internet.protocol import Protocol
+from twisted.internet.testing import MemoryReactorClock
+
+from objstore.blobs.reader import ChunkStream, ReadAheadStream
+from objstore.blobs.segments import Segment
+from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.http.producers import BlobProducer, body_producer
+from objstore.http.sendfile import SendfileProducer, sendfile_transport
+from objstore.threads import InlinePool
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> BlobStore:
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    return blobs
+
+
+def put(store: BlobStore, data: bytes) -> str:
+    blob_id = new_blob_id()
+    store.commit_bytes(data, blob_id, {})
+    return blob_id
+
+
+def blob_fds(store: BlobStore) -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(os.path.join(store.data_dir, "blobs")):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+class Site:
+    sendfile = True
+
+
+class Channel:
+    """The HTTP channel between the transport and the request's producer: the
+    transport's producer, passing pause/resume/stop on, as twisted.web's does."""
+
+    def __init__(self) -> None:
+        self.site = Site()
+        self.transport: Any = None
+        self.producer: Any = None
+
+    def pauseProducing(self) -> None:  # noqa: N802
+        if self.producer is not None:
+            self.producer.pauseProducing()
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        if self.producer is not None:
+            self.producer.resumeProducing()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        if self.producer is not None:
+            self.producer.stopProducing()
+
+
+class Request:
+    """What the producers use of a twisted.web request: the head is written through the
+    transport on the first write, as `Request.write` does."""
+
+    def __init__(self, channel: Channel) -> None:
+        self.channel: Channel | None = channel
+        self.producer: Any = None
+        self.sentLength = 0
+        self._started = False
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
+        assert streaming and self.producer is None and self.channel is not None
+        self.producer = self.channel.producer = producer
+
+    def unregisterProducer(self) -> None:  # noqa: N802
+        assert self.channel is not None
+        self.producer = self.channel.producer = None
+
+    def write(self, data: bytes) -> None:
+        assert self.channel is not None
+        if not self._started:
+            self._started = True
+            self.channel.transport.write(HEAD)
+        self.sentLength += len(data)
+        if data:
+            self.channel.transport.write(data)
+
+
+class Connection:
+    """A server transport on one end of a socket pair (small buffers: the socket fills
+    up), the client on the other."""
+
+    def __init__(self) -> None:
+        server, self.client = socket.socketpair()
+        for sock in (server, self.client):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        self.client.setblocking(False)
+        self.reactor = MemoryReactorClock()
+        self.transport = tcp.Connection(server, Protocol(), reactor=self.reactor)
+        self.transport.connected = 1
+        self.channel = Channel()
+        self.channel.transport = self.transport
+        self.transport.registerProducer(self.channel, True)
+        self.request = Request(self.channel)
+        self.received = bytearray()
+
+    def run(self, done: Any, limit: int = 100_000) -> None:
+        """Let the transport write when it asked to, and the client read, until `done`."""
+        for _ in range(limit):
+            if done.called:
+                return
+            if self.transport in self.reactor.getWriters():
+                self.transport.doWrite()
+            self.read()
+        raise AssertionError("the response did not end")
+
+    def read(self) -> None:
+        while True:
+            try:
+                chunk = self.client.recv(1024 * 1024)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            self.received += chunk
+
+    def close(self) -> None:
+        self.client.close()
+        self.transport.socket.close()
+
+
+def aborted(connection: Connection) -> bool:
+    """Whether the transport was aborted (its connectionLost is scheduled)."""
+    return bool(connection.transport._aborting)
+
+
+@pytest.fixture
+def connection() -> Any:
+    conn = Connection()
+    yield conn
+    conn.close()
+
+
+def test_head_then_every_byte_in_order_across_blobs(store: BlobStore,
+                                                    connection: Connection) -> None:
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    a, b = put(store, data[:1_000_000]), put(store, data[1_000_000:])
+    reader = store.reader([Segment(a, 10, 999_990), Segment(b, 0, len(data) - 1_000_000)])
+    stream = ChunkStream(reader, InlinePool())
+    transport = sendfile_transport(connection.request)
+    assert transport is connection.transport
+    producer = SendfileProducer(connection.request, stream, transport)
+    done = producer.start()
+    # The head is still in the transport's buffer: no body byte may go before it.
+    assert not done.called and connection.transport.producerPaused
+    connection.read()
+    assert bytes(connection.received) == b""
+    connection.run(done)
+    assert bytes(connection.received) == HEAD + data[10:]
+    assert connection.request.sentLength == len(data) - 10
+    assert connection.request.producer is None and blob_fds(store) == 0
+    assert not connection.transport.disconnecting
+
+
+def test_pause_and_resume(store: BlobStore, connection: Connection) -> None:
+    data = os.urandom(2 * 1024 * 1024)
+    stream = ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                         InlinePool())
+    producer = SendfileProducer(connection.request, stream, connection.transport)
+    done = producer.start()
+    producer.pauseProducing()  # the channel paused the response before the head went
+    connection.read()
+    assert connection.received == b"" and not done.called
+    producer.resumeProducing()
+    connection.run(done)
+    assert bytes(connection.received) == HEAD + data
+
+
+def test_a_client_that_leaves_stops_it_quietly(store: BlobStore,
+                                               connection: Connection) -> None:
+    data = os.urandom(4 * 1024 * 1024)
+    stream = ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                         InlinePool())
+    producer = SendfileProducer(connection.request, stream, connection.transport)
+    done = producer.start()
+    connection.transport.doWrite()
+    assert not done.called and blob_fds(store) == 1
+    connection.client.close()  # the peer is gone: the next send fails with EPIPE
+    producer.resumeProducing()
+    assert done.called and aborted(connection)  # not waited for a read to see it
+    results: list[Any] = []
+    done.addBoth(results.append)
+    assert results == [None] and blob_fds(store) == 0
+    assert connection.request.producer is None
+    assert 0 < connection.request.sentLength < len(data)
+
+
+def test_stop_producing_mid_body_releases_the_blob(store: BlobStore,
+                                                   connection: Connection) -> None:
+    data = os.urandom(4 * 1024 * 1024)
+    stream = ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                         InlinePool())
+    done = SendfileProducer(connection.request, stream, connection.transport).start()
+    connection.transport.doWrite()
+    connection.channel.stopProducing()  # the transport lost its connection
+    results: list[Any] = []
+    done.addBoth(results.append)
+    assert results == [None] and blob_fds(store) == 0
+    assert connection.request.producer is None
+
+
+def test_a_short_blob_cuts_the_connection(store: BlobStore,
+                                          connection: Connection) -> None:
+    blob_id = put(store, b"x" * 1000)
+    stream = ChunkStream(store.reader([Segment(blob_id, 0, 5000)]), InlinePool())
+    done = SendfileProducer(connection.request, stream, connection.transport).start()
+    connection.run(done)
+    failures: list[Any] = []
+    done.addErrback(failures.append)
+    assert failures and failures[0].check(OSError)
+    assert aborted(connection) and blob_fds(store) == 0
+
+
+def test_a_cancelled_handler_releases_the_blob(store: BlobStore,
+                                               connection: Connection) -> None:
+    data = os.urandom(4 * 1024 * 1024)
+    stream = ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                         InlinePool())
+    done = SendfileProducer(connection.request, stream, connection.transport).start()
+    connection.transport.doWrite()
+    done.cancel()  # Klein cancels the handler when the connection goes
+    done.addErrback(lambda _failure: None)
+    assert blob_fds(store) == 0 and connection.request.producer is None
+
+
+# -- the choice ----------------------------------------------------------------------------
+
+
+def test_plain_streams_on_tcp_are_sent_with_sendfile(store: BlobStore,
+                                                     connection: Connection) -> None:
+    blob_id = put(store, b"y" * 300_000)
+
+    def stream() -> ChunkStream:
+        return ChunkStream(store.reader([Segment(blob_id, 0, 300_000)]), InlinePool())
+
+    assert isinstance(body_producer(connection.request, stream()), SendfileProducer)
+    staged = ReadAheadStream(store.reader([Segment(blob_id, 0, 300_000)]), InlinePool())
+    assert isinstance(body_producer(connection.request, staged), BlobProducer)
+    connection.channel.site.sendfile = False
+    assert isinstance(body_producer(connection.request, stream()), BlobProducer)
+    connection.channel.site.sendfile = True
+    connection.transport.disconnecting = True
+    assert isinstance(body_producer(connection.request, stream()), BlobProducer)
+
+
+def test_other_transports_keep_python_reads(store: BlobStore) -> None:
+    blob_id = put(store, b"z" * 300_000)
+    channel = Channel()
+    channel.transport = object()  # TLS, or a test's fake transport
+    request = Request(channel)
+    stream = ChunkStream(store.reader([Segment(blob_id, 0, 300_000)]), InlinePool())
+    assert sendfile_transport(request) is None
+    assert isinstance(body_producer(request, stream), BlobProducer)
