@@ -2,6 +2,7 @@
 baseline side by side, prints one table with objstore's ratio to each.
 
 Usage (from the repository root):  .venv/bin/python -m bench.run [--quick] [--out FILE]
+                                    [--only large ...]
 
 This module owns the plan of a run (what is measured, for how long) and its sequence. It
 starts a real daemon (SQLite, fsync on), moto (unless --no-moto) and nginx on loopback
@@ -46,6 +47,7 @@ SMALL_BYTES = 4096
 LARGE_BYTES = 64 * 1024**2
 MIB = 1024**2
 CURL_TIMEOUT_SECONDS = 120
+PHASES = ("small_put", "small_get", "large", "delete_many", "listing")
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,15 @@ class Bench:
                               f"{result.socket_errors} socket errors of {result.requests}")
         return Measured(result, cores)
 
-    def run(self) -> list[Row]:
+    def phases(self) -> dict[str, Any]:
+        return {"small_put": self.small_put, "small_get": self.small_get,
+                "large": self.large, "delete_many": self.delete_many,
+                "listing": self.listing}
+
+    def run(self, only: list[str] | None = None) -> list[Row]:
         rows: list[Row] = []
-        for phase in (self.small_put, self.small_get, self.large, self.delete_many,
-                      self.listing):
+        phases = self.phases()
+        for phase in (phases[name] for name in (only or phases)):
             print(f"-- {phase.__name__}", flush=True)
             rows += phase()
         return rows
@@ -272,7 +279,8 @@ class Bench:
         sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
         self.session.create_bucket("bench-large")
         rates: dict[str, list[float]] = {"ours_put": [], "ours_get": [], "put": [], "get": [],
-                                         "peer_put": [], "peer_get": []}
+                                         "peer_put": [], "peer_get": [], "ours_unsigned": [],
+                                         "peer_unsigned": []}
         if self.peer_session is not None:
             self.peer_session.create_bucket("bench-large")
         cpu: dict[str, list[float]] = {name: [] for name in rates}
@@ -283,10 +291,16 @@ class Bench:
             rates[name].append(curl_mib_per_second(url, upload, headers))
             cpu[name].append(meter.cores())
 
+        data = body.read_bytes()
+        md5_rates: list[float] = []
         for run in range(self.plan.large_runs):
+            md5_rates.append(md5_mib_per_second(data))
             path = f"/bench-large/big-{run}"
             transfer("ours_put", self.objstore, self.objstore.base_url + path, body,
                      self.s3.signed_headers("PUT", path, sha256))
+            unsigned = f"/bench-large/unsigned-{run}"
+            transfer("ours_unsigned", self.objstore, self.objstore.base_url + unsigned, body,
+                     self.s3.signed_headers("PUT", unsigned))
             transfer("ours_get", self.objstore, self.objstore.base_url + self.s3.presigned_path(
                 "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
                 None, {})
@@ -295,6 +309,8 @@ class Bench:
             if self.moto is not None and self.peer is not None:
                 transfer("peer_put", self.moto, self.moto.base_url + path, body,
                          self.peer.signed_headers("PUT", path, sha256))
+                transfer("peer_unsigned", self.moto, self.moto.base_url + unsigned, body,
+                         self.peer.signed_headers("PUT", unsigned))
                 transfer("peer_get", self.moto, self.moto.base_url + self.peer.presigned_path(
                     "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
                     None, {})
@@ -307,10 +323,18 @@ class Bench:
         def median(name: str) -> float | None:
             return statistics.median(rates[name]) if rates[name] else None
 
+        md5 = statistics.median(md5_rates)
+        unsigned = median("ours_unsigned")
         return [
             Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
                 median("ours_put"), median("put"), note("ours_put", "put"),
                 peer=median("peer_put")),
+            Row("64 MiB PUT, UNSIGNED-PAYLOAD (objstore: MD5 only)", "MiB/s",
+                unsigned, median("put"), note("ours_unsigned", "put")
+                + (f"; {unsigned / md5:.2f}x the MD5 bound" if unsigned else ""),
+                peer=median("peer_unsigned")),
+            Row("MD5 of 64 MiB, hashlib alone (the UNSIGNED-PAYLOAD PUT's bound)", "MiB/s",
+                md5, None, f"median of {len(md5_rates)}, each the best of 3, 1 MiB updates"),
             Row("64 MiB GET", "MiB/s", median("ours_get"), median("get"),
                 note("ours_get", "get"), peer=median("peer_get")),
         ]
@@ -386,6 +410,21 @@ def latency_rows(workload: str, ours: Measured, theirs: Measured, connections: i
     ]
 
 
+def md5_mib_per_second(data: bytes, rounds: int = 3) -> float:
+    """hashlib MD5 over `data` in 1 MiB blocks on this machine, in MiB/s (best of `rounds`):
+    what an UNSIGNED-PAYLOAD PUT, which needs only the ETag's MD5, is bound by."""
+    best = math.inf
+    view = memoryview(data)
+    for _ in range(rounds):
+        started = time.perf_counter()
+        digest = hashlib.md5()
+        for offset in range(0, len(view), MIB):
+            digest.update(view[offset:offset + MIB])
+        digest.digest()
+        best = min(best, time.perf_counter() - started)
+    return len(data) / best / MIB
+
+
 def curl_mib_per_second(url: str, upload: Path | None, headers: dict[str, str]) -> float:
     """One transfer with curl (PUT of `upload`, else GET to /dev/null) in MiB/s."""
     command = ["curl", "-sS", "--max-time", str(CURL_TIMEOUT_SECONDS), "-o", "/dev/null",
@@ -421,6 +460,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tmp-dir", type=Path, default=None,
                         help="parent of the run's temporary directory (use a real disk)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--only", action="append", choices=PHASES, default=None,
+                        help="run only this phase (repeatable; default: all)")
     parser.add_argument("--no-moto", action="store_true",
                         help="leave out the moto peer (needs the `bench` extra otherwise)")
     return parser.parse_args(argv)
@@ -446,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
                 stack.callback(server.stop)
                 server.start()
             bench = Bench(plan, workdir, objstore, nginx, args.threads, moto)
-            rows = bench.run()
+            rows = bench.run(args.only)
     except KeyboardInterrupt:
         print("interrupted: every server and wrk process started has been stopped",
               file=sys.stderr)
