@@ -13,11 +13,12 @@ copy:
   `FileDigest` jobs on `hash_runner` reading the file behind the writer (digests.py), so a
   fast upload does not take the reactor thread; `digests_ready()` fires once they have
   caught up. Bodies kept in memory are hashed inline: a pool round trip costs more.
-* Given a `sync_runner` (the IO pool, when `[storage] fsync` is on), `flush_early()`
-  starts an `fdatasync` of a complete spilled body on its own duplicate of the descriptor
-  while the digests are still catching up: the blob store's own fsync at commit (which
-  durability still rests on) then finds nothing left to write. For a 64 MiB body that moved
-  25-33 ms of fsync out of the time after the last byte.
+* Given a `sync_runner` (the IO pool, when `[storage] fsync` is on), the disk starts
+  writing a spilled (unstaged) body's file while it still arrives (writebehind.py), and
+  `flush_early()` starts an `fdatasync` of a complete spilled body on its own duplicate of
+  the descriptor while the digests are still catching up: the blob store's own fsync at
+  commit (which durability still rests on) then finds nothing left to write. For a 64 MiB
+  body that moved 25-33 ms of fsync out of the time after the last byte.
 * `detach()` hands the bytes over (a `HeldBody`) on the reactor thread; the blob store
   commits them on the IO pool. After that, closing the writer (twisted.web closes a
   request's content when the request ends, even while a shielded write is committing)
@@ -62,6 +63,7 @@ from objstore.blobs.digests import FileDigest, first_error
 from objstore.blobs.files import unlink_quietly, write_all
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.stages import WriteStage, apply_write_stages, finish_write_stages
+from objstore.blobs.writebehind import WriteBehind
 from objstore.checksums import Checksummer
 
 if TYPE_CHECKING:
@@ -176,6 +178,7 @@ class BlobWriter:
         self._release_after = False
         self._drained: list[defer.Deferred[None]] = []
         self._offloaded: list[FileDigest] = []  # MD5 then SHA-256, once spilled
+        self._write_behind: WriteBehind | None = None  # once spilled, unstaged, fsync on
         self.checksummers = {alg: Checksummer(alg) for alg in checksum_algorithms}
         self._max_length = max_length
         self._memory_limit = memory_limit
@@ -311,6 +314,8 @@ class BlobWriter:
             write_all(self._fd, data)
             for digest in self._offloaded:
                 digest.advance(self.length)
+            if self._write_behind is not None:
+                self._write_behind.advance(self._fd, self.length)
 
     def _spill(self) -> None:
         assert self._buffer is not None
@@ -320,6 +325,9 @@ class BlobWriter:
         self.path = path
         write_all(self._fd, self._buffer.getbuffer())
         self._buffer = None
+        if self._sync_runner is not None and not self._stages and WriteBehind.available():
+            # The file's bytes are the body's (no stage): its length is `length`.
+            self._write_behind = WriteBehind(self._sync_runner)
         if self._hash_runner is not None:
             # Everything so far is hashed; the rest is hashed from the file, off-thread.
             hashers = [self._md5] + ([self._sha256] if self._sha256 is not None else [])
