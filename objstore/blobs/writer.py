@@ -129,6 +129,10 @@ class UploadedBody(Protocol):
         ...
 
 
+class BodyReleased(Exception):
+    """`detach` after `close`: the bytes are gone (the client left mid-request)."""
+
+
 def _flush_and_close(fd: int) -> None:
     """(pool thread) fdatasync a duplicate descriptor of a spool file, then close it."""
     try:
@@ -464,7 +468,10 @@ class BlobWriter:
             raise self.error
         if self._buffer is not None:
             return HeldBytes(self._buffer.getvalue())
-        assert self._fd is not None and self.path is not None
+        if self._fd is None or self.path is None:
+            # close() ran first: the request's connection was lost (twisted.web closes a
+            # request's content then) while its work still ran, shielded.
+            raise BodyReleased("the body was released before it was handed over")
         held = SpoolFile(self._fd, self.path)
         self._fd = None
         self.path = None

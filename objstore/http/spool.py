@@ -25,7 +25,7 @@ from twisted.internet import defer
 
 from objstore.blobs.factory import BlobStages
 from objstore.blobs.plan import IDENTITY, StagePlan
-from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, HeldBody
+from objstore.blobs.writer import MEMORY_LIMIT_BYTES, BlobWriter, BodyReleased, HeldBody
 from objstore.crypto.customer_key import CustomerKey
 from objstore.errors import S3Error, s3_error_of
 from objstore.http.form_data import FormDecoder
@@ -192,7 +192,14 @@ class BodySpool:
         return self.writer.early_flush
 
     def detach(self) -> HeldBody:
-        return self.writer.detach()
+        """The body for the blob store; a 400 IncompleteBody (which nobody hears: the
+        client is gone, and the shield drops S3 errors) once the connection's loss has
+        released it."""
+        try:
+            return self.writer.detach()
+        except BodyReleased:
+            raise S3Error("IncompleteBody",
+                          "The connection closed before the body was stored.") from None
 
     def stage_fields(self, bucket: str, key: str, version_id: str,
                      part: str | None = None) -> dict[str, Any] | None:

@@ -171,3 +171,22 @@ def test_no_early_flush_without_a_file_a_runner_or_a_valid_body(tmp_path: Path) 
     assert small.early_flush is None and too_large.early_flush is None
     for spool in (small, unsynced, too_large):
         spool.close()
+
+
+@pytest.mark.parametrize("size", [4096, 3 * 1024 * 1024])
+def test_a_body_released_by_a_lost_connection_is_an_s3_error_not_an_assertion(
+        tmp_path: Path, size: int) -> None:
+    """twisted.web closes a request's content when its connection is lost, while the
+    shielded request work still runs: handing the body over then is a quiet S3 error
+    (the shield drops those), not an AssertionError logged as a traceback."""
+    from objstore.errors import S3Error
+
+    spool = BodySpool(str(tmp_path), want_sha256=False, memory_limit=1024 * 1024,
+                      hash_runner=InlinePool())
+    _feed(spool, _body(size))
+    spool.finish_decoding()
+    spool.close()
+    with pytest.raises(S3Error) as raised:
+        spool.detach()
+    assert raised.value.code == "IncompleteBody"
+    assert os.listdir(tmp_path) == []  # the spool file went with the connection
