@@ -220,9 +220,10 @@ class BlobStore:
         fds: list[int] = []
         try:
             try:
+                began = self._begin()
                 fds.append(self._write_temp(written, data))
                 fds.append(self._write_temp(written, self._sidecar_bytes(sidecar)))
-                self._sync(_fdatasync_all(fds))
+                self._sync(_fdatasync_all(fds), began)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -270,9 +271,10 @@ class BlobStore:
     def _write_atomically(self, path: str, data: bytes) -> None:
         written: list[str] = []
         try:
+            began = self._begin()
             fd = self._write_temp(written, data)
             try:
-                self._sync(_fdatasync_all([fd]))
+                self._sync(_fdatasync_all([fd]), began)
             finally:
                 os.close(fd)
             os.rename(written[0], path)
@@ -282,11 +284,16 @@ class BlobStore:
             raise
         self._fsync_dir(os.path.dirname(path))
 
-    def _sync(self, alone: Callable[[], None]) -> None:
+    def _begin(self) -> int | None:
+        """Before writing data that `_sync` makes durable (barrier.py `begin`)."""
+        return self.barrier.begin() if self.barrier is not None else None
+
+    def _sync(self, alone: Callable[[], None], began: int | None = None) -> None:
         """Make what this thread wrote so far durable: `alone()` (its own syncs) or a
-        shared barrier of the writes in flight (barrier.py). Nothing with fsync off."""
+        shared barrier of the writes in flight (barrier.py). Nothing with fsync off.
+        `began`: `_begin()`'s ticket, taken before the data was written."""
         if self.barrier is not None:
-            self.barrier.sync(alone)
+            self.barrier.sync(alone, began)
 
     def _fsync_dir(self, path: str) -> None:
         self._sync(_fsync_dir_of(path))

@@ -143,6 +143,48 @@ def test_without_syncfs_every_write_of_a_round_runs_its_own_syncs(tmp_path: Path
     assert sorted(ran) == [0, 1, 2]
 
 
+def test_a_write_that_began_before_a_failed_syncfs_is_never_answered_durable(
+        tmp_path: Path) -> None:
+    """syncfs reports a lost page once, to whichever round runs next: a write that had
+    begun by then fails even when its own round's sync succeeds."""
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    early = barrier.begin()  # its data written; its sync comes later
+    hold, started = threading.Event(), threading.Event()
+
+    def held() -> None:
+        started.set()
+        hold.wait(DEADLINE_SECONDS)
+
+    holder = threading.Thread(target=barrier.sync, args=(held,))
+    holder.start()
+    assert started.wait(DEADLINE_SECONDS)
+    volume.error = OSError(errno.EIO, "lost a page")
+    errors: list[BaseException] = []
+
+    def others() -> None:
+        try:
+            barrier.sync(lambda: None)
+        except OSError as error:
+            errors.append(error)
+
+    failing = [threading.Thread(target=others) for _ in range(2)]
+    for thread in failing:
+        thread.start()
+    _until(lambda: _waiting(barrier) == 2)
+    hold.set()
+    for thread in [holder, *failing]:
+        thread.join(DEADLINE_SECONDS)
+    assert len(errors) == 2
+    volume.error = None
+    with pytest.raises(OSError) as raised:
+        barrier.sync(lambda: None, early)  # alone and fine, but it began before the error
+    assert raised.value.errno == errno.EIO
+    later = barrier.begin()
+    barrier.sync(lambda: None, later)  # began after the error was reported: fine
+    barrier.close()
+
+
 @pytest.mark.skipif(SYNCFS is None, reason="no syncfs(2) here")
 def test_the_real_syncfs_runs(tmp_path: Path) -> None:
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
@@ -165,11 +207,11 @@ class WatchingBarrier(SyncBarrier):
         self.fail_at: int | None = None
         self._watched = watched
 
-    def sync(self, alone: Callable[[], None]) -> None:
+    def sync(self, alone: Callable[[], None], began: int | None = None) -> None:
         self.seen.append(self._watched())
         if self.fail_at == len(self.seen):
             raise OSError(errno.EIO, "injected")
-        super().sync(alone)
+        super().sync(alone, began)
 
 
 def _watching_store(tmp_path: Path, blob_id: str) -> tuple[BlobStore, WatchingBarrier]:
