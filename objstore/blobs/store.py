@@ -14,7 +14,13 @@ the users' objects and metadata, which only the daemon reads (objstore.private_f
 
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
-metadata row. A permanent delete goes the other way: the sidecar is withdrawn durably
+metadata row. A body kept in memory (`commit_bytes`) writes its blob and its sidecar to
+temp names first and makes both durable with one barrier, then renames both and makes the
+directory durable with a second one. Every sync goes through the store's `SyncBarrier`
+(barrier.py): a write alone on the pool runs its own fdatasync/fsync calls, as before; the
+writes in flight together share one `syncfs` of the data volume per barrier.
+
+A permanent delete goes the other way: the sidecar is withdrawn durably
 (`withdraw_sidecar`) before the row goes, so that bytes a crash leaves behind are an orphan
 and never a version `recover` would bring back (recover reads only `blobs/`). Withdrawing
 moves the sidecar into `deleting/` rather than unlinking it, because the delete may still
@@ -59,6 +65,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from objstore.blobs.barrier import SyncBarrier
 from objstore.blobs.factory import BlobStages, StagedObject
 from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
 from objstore.blobs.plan import plan_of
@@ -126,6 +133,8 @@ class BlobStore:
         self.upload_root = os.path.join(self.data_dir, "uploads")
         self.withdrawn_root = os.path.join(self.data_dir, "deleting")
         self._fsync = fsync
+        # Every fsync of the store goes through this (barrier.py); None with fsync off.
+        self.barrier = SyncBarrier(self.data_dir) if fsync else None
         self._known_dirs: set[str] = set()
         # Temporary names: unique per store object and process without a random draw
         # (each `uuid4` is a getrandom system call, which on a busy writer also means
@@ -199,11 +208,33 @@ class BlobStore:
         self._finish_commit(blob_id, sidecar)
 
     def commit_bytes(self, data: bytes, blob_id: str, sidecar: dict[str, Any]) -> None:
-        """Same as commit_file for a body that was kept in memory."""
+        """Same as commit_file for a body that was kept in memory: the blob and its
+        sidecar are written to temp names, made durable together (one barrier), renamed
+        (blob first: a crash between the renames leaves an orphan blob, never a sidecar
+        without its bytes), then the directory is made durable (a second barrier)."""
         path = self.blob_path(blob_id)
-        self._ensure_dir(os.path.dirname(path))
-        self._write_atomically(path, data, sync_dir=False)
-        self._finish_commit(blob_id, sidecar)
+        directory = os.path.dirname(path)
+        self._ensure_dir(directory)
+        renamed: list[str] = []
+        written: list[str] = []
+        fds: list[int] = []
+        try:
+            try:
+                began = self._begin()
+                fds.append(self._write_temp(written, data))
+                fds.append(self._write_temp(written, self._sidecar_bytes(sidecar)))
+                self._sync(_fdatasync_all(fds), began)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            for tmp, final in zip(written, (path, path + SIDECAR_SUFFIX), strict=True):
+                os.rename(tmp, final)
+                renamed.insert(0, final)  # removed sidecar first on failure
+            self._sync(_fsync_dir_of(directory))
+        except BaseException:
+            for name in renamed + written:
+                unlink_quietly(name)
+            raise
 
     def _finish_commit(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """The sidecar lives in the blob's directory, so the one directory fsync after its
@@ -218,29 +249,54 @@ class BlobStore:
         """Write (or replace) the sidecar of a blob atomically and durably."""
         path = self.sidecar_path(blob_id)
         self._ensure_dir(os.path.dirname(path))
-        body = json.dumps({"format": SIDECAR_FORMAT, **sidecar}, sort_keys=True).encode()
-        self._write_atomically(path, body)
+        self._write_atomically(path, self._sidecar_bytes(sidecar))
 
-    def _write_atomically(self, path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    @staticmethod
+    def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
+        return json.dumps({"format": SIDECAR_FORMAT, **sidecar}, sort_keys=True).encode()
+
+    def _write_temp(self, written: list[str], data: bytes) -> int:
+        """Write `data` to a new temporary file (its name appended to `written` as soon as
+        it exists, for the caller to remove on failure); returns its open descriptor."""
         tmp = os.path.join(self.tmp_dir, self._tmp_name(".tmp"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        written.append(tmp)
         try:
+            write_all(fd, data)  # ENOSPC on a full disk: the temporary file goes
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _write_atomically(self, path: str, data: bytes) -> None:
+        written: list[str] = []
+        try:
+            began = self._begin()
+            fd = self._write_temp(written, data)
             try:
-                write_all(fd, data)  # ENOSPC on a full disk: the temporary file goes
-                if self._fsync:
-                    os.fdatasync(fd)
+                self._sync(_fdatasync_all([fd]), began)
             finally:
                 os.close(fd)
-            os.rename(tmp, path)
+            os.rename(written[0], path)
         except BaseException:
-            unlink_quietly(tmp)
+            for tmp in written:
+                unlink_quietly(tmp)
             raise
-        if sync_dir:
-            self._fsync_dir(os.path.dirname(path))
+        self._fsync_dir(os.path.dirname(path))
+
+    def _begin(self) -> int | None:
+        """Before writing data that `_sync` makes durable (barrier.py `begin`)."""
+        return self.barrier.begin() if self.barrier is not None else None
+
+    def _sync(self, alone: Callable[[], None], began: int | None = None) -> None:
+        """Make what this thread wrote so far durable: `alone()` (its own syncs) or a
+        shared barrier of the writes in flight (barrier.py). Nothing with fsync off.
+        `began`: `_begin()`'s ticket, taken before the data was written."""
+        if self.barrier is not None:
+            self.barrier.sync(alone, began)
 
     def _fsync_dir(self, path: str) -> None:
-        if self._fsync:
-            fsync_dir(path)
+        self._sync(_fsync_dir_of(path))
 
     def delete(self, blob_id: str) -> None:
         """Remove a blob and its sidecar (sidecar first, so a crash in between leaves a blob
@@ -564,6 +620,18 @@ class PartsPin:
             pass  # parts left behind are orphans that `objstore check --repair` reclaims
         finally:
             os.close(fd)
+
+
+def _fdatasync_all(fds: Sequence[int]) -> Callable[[], None]:
+    """The syncs of a write alone on the barrier: the data of its files."""
+    def sync() -> None:
+        for fd in fds:
+            os.fdatasync(fd)
+    return sync
+
+
+def _fsync_dir_of(path: str) -> Callable[[], None]:
+    return lambda: fsync_dir(path)
 
 
 def _try_flock(fd: int, operation: int) -> bool:

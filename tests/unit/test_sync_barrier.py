@@ -1,0 +1,259 @@
+"""The shared durability barrier (blobs/barrier.py) and the order in which the blob store
+syncs and renames around it (DESIGN invariant 1)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from objstore.blobs.barrier import SYNCFS, SyncBarrier
+from objstore.blobs.store import SIDECAR_SUFFIX, BlobStore, new_blob_id
+
+DEADLINE_SECONDS = 10.0
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    """Wait (bounded) for other threads to reach a state."""
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, "threads did not get there in time"
+        threading.Event().wait(0.001)
+
+
+class FakeVolume:
+    """A syncfs stand-in that records its calls and can be held while running."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+        self.release.set()
+        self.error: OSError | None = None
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        self.release.wait(DEADLINE_SECONDS)
+        if self.error is not None:
+            raise self.error
+
+
+def test_a_lone_write_runs_its_own_syncs_and_no_syncfs(tmp_path: Path) -> None:
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    own: list[str] = []
+    barrier.sync(lambda: own.append("mine"))
+    assert own == ["mine"] and volume.calls == 0
+    assert (barrier.rounds, barrier.grouped) == (1, 0)
+
+
+def _waiting(barrier: SyncBarrier) -> int:
+    pending = barrier._next
+    return 0 if pending is None else len(pending.alone)
+
+
+def test_writes_arriving_during_a_sync_share_one_syncfs_that_starts_after_them(
+        tmp_path: Path) -> None:
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    first_started, first_release = threading.Event(), threading.Event()
+
+    def first_own() -> None:
+        first_started.set()
+        first_release.wait(DEADLINE_SECONDS)
+
+    done: list[str] = []
+    first = threading.Thread(target=lambda: (barrier.sync(first_own), done.append("first")))
+    first.start()
+    assert first_started.wait(DEADLINE_SECONDS)
+    others = [threading.Thread(target=lambda n=n: (barrier.sync(lambda: None),
+                                                   done.append(f"w{n}")))
+              for n in range(4)]
+    for thread in others:
+        thread.start()
+    _until(lambda: _waiting(barrier) == 4)
+    assert done == [] and volume.calls == 0  # nobody is answered by a sync that began earlier
+    first_release.set()
+    for thread in [first, *others]:
+        thread.join(DEADLINE_SECONDS)
+    assert sorted(done) == ["first", "w0", "w1", "w2", "w3"]
+    assert volume.calls == 1  # the four waiting writes: one whole-volume sync
+    assert (barrier.rounds, barrier.grouped) == (2, 1)
+
+
+def test_a_failed_syncfs_fails_every_write_of_its_round(tmp_path: Path) -> None:
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    hold = threading.Event()
+    started = threading.Event()
+
+    def held() -> None:
+        started.set()
+        hold.wait(DEADLINE_SECONDS)
+
+    holder = threading.Thread(target=barrier.sync, args=(held,))
+    holder.start()
+    assert started.wait(DEADLINE_SECONDS)
+    volume.error = OSError(errno.EIO, "device gone")
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            barrier.sync(lambda: None)
+        except OSError as error:
+            errors.append(error)
+
+    writers = [threading.Thread(target=write) for _ in range(3)]
+    for thread in writers:
+        thread.start()
+    _until(lambda: _waiting(barrier) == 3)
+    hold.set()
+    for thread in [holder, *writers]:
+        thread.join(DEADLINE_SECONDS)
+    assert len(errors) == 3
+    assert {getattr(error, "errno", None) for error in errors} == {errno.EIO}
+    volume.error = None
+    barrier.sync(lambda: None)  # the barrier is usable again
+
+
+def test_without_syncfs_every_write_of_a_round_runs_its_own_syncs(tmp_path: Path) -> None:
+    barrier = SyncBarrier(str(tmp_path), syncfs=None)
+    hold, started = threading.Event(), threading.Event()
+    ran: list[int] = []
+
+    def held() -> None:
+        started.set()
+        hold.wait(DEADLINE_SECONDS)
+
+    holder = threading.Thread(target=barrier.sync, args=(held,))
+    holder.start()
+    assert started.wait(DEADLINE_SECONDS)
+    writers = [threading.Thread(target=barrier.sync, args=(lambda n=n: ran.append(n),))
+               for n in range(3)]
+    for thread in writers:
+        thread.start()
+    _until(lambda: _waiting(barrier) == 3)
+    hold.set()
+    for thread in [holder, *writers]:
+        thread.join(DEADLINE_SECONDS)
+    assert sorted(ran) == [0, 1, 2]
+
+
+def test_a_write_that_began_before_a_failed_syncfs_is_never_answered_durable(
+        tmp_path: Path) -> None:
+    """syncfs reports a lost page once, to whichever round runs next: a write that had
+    begun by then fails even when its own round's sync succeeds."""
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    early = barrier.begin()  # its data written; its sync comes later
+    hold, started = threading.Event(), threading.Event()
+
+    def held() -> None:
+        started.set()
+        hold.wait(DEADLINE_SECONDS)
+
+    holder = threading.Thread(target=barrier.sync, args=(held,))
+    holder.start()
+    assert started.wait(DEADLINE_SECONDS)
+    volume.error = OSError(errno.EIO, "lost a page")
+    errors: list[BaseException] = []
+
+    def others() -> None:
+        try:
+            barrier.sync(lambda: None)
+        except OSError as error:
+            errors.append(error)
+
+    failing = [threading.Thread(target=others) for _ in range(2)]
+    for thread in failing:
+        thread.start()
+    _until(lambda: _waiting(barrier) == 2)
+    hold.set()
+    for thread in [holder, *failing]:
+        thread.join(DEADLINE_SECONDS)
+    assert len(errors) == 2
+    volume.error = None
+    with pytest.raises(OSError) as raised:
+        barrier.sync(lambda: None, early)  # alone and fine, but it began before the error
+    assert raised.value.errno == errno.EIO
+    later = barrier.begin()
+    barrier.sync(lambda: None, later)  # began after the error was reported: fine
+    barrier.close()
+
+
+@pytest.mark.skipif(SYNCFS is None, reason="no syncfs(2) here")
+def test_the_real_syncfs_runs(tmp_path: Path) -> None:
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert SYNCFS is not None
+        SYNCFS(fd)
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as raised:
+        SYNCFS(-1)
+    assert raised.value.errno == errno.EBADF
+
+
+class WatchingBarrier(SyncBarrier):
+    """Records, at each sync, which of the blob's final names exist, and may fail one."""
+
+    def __init__(self, volume: str, watched: Callable[[], tuple[bool, bool]]) -> None:
+        super().__init__(volume)
+        self.seen: list[tuple[bool, bool]] = []
+        self.fail_at: int | None = None
+        self._watched = watched
+
+    def sync(self, alone: Callable[[], None], began: int | None = None) -> None:
+        self.seen.append(self._watched())
+        if self.fail_at == len(self.seen):
+            raise OSError(errno.EIO, "injected")
+        super().sync(alone, began)
+
+
+def _watching_store(tmp_path: Path, blob_id: str) -> tuple[BlobStore, WatchingBarrier]:
+    store = BlobStore(str(tmp_path / "data"))
+    store.prepare()
+    path = store.blob_path(blob_id)
+    store._ensure_dir(os.path.dirname(path))  # the fan-out directories exist already
+    barrier = WatchingBarrier(store.data_dir, lambda: (os.path.exists(path),
+                                                       os.path.exists(path + SIDECAR_SUFFIX)))
+    store.barrier = barrier
+    return store, barrier
+
+
+def test_a_small_commit_renames_only_after_its_data_is_durable(tmp_path: Path) -> None:
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    store.commit_bytes(b"hello", blob_id, {"key": "k"})
+    # first barrier: data of both temp files, nothing renamed yet; second: the directory,
+    # after both renames
+    assert barrier.seen == [(False, False), (True, True)]
+    with open(store.blob_path(blob_id), "rb") as handle:
+        assert handle.read() == b"hello"
+    assert store.read_sidecar(blob_id)["key"] == "k"
+    assert os.listdir(store.tmp_dir) == []
+
+
+@pytest.mark.parametrize("fail_at", [1, 2])
+def test_a_small_commit_that_can_not_be_made_durable_leaves_nothing(
+        tmp_path: Path, fail_at: int) -> None:
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    barrier.fail_at = fail_at
+    with pytest.raises(OSError):
+        store.commit_bytes(b"hello", blob_id, {"key": "k"})
+    assert not os.path.exists(store.blob_path(blob_id))
+    assert not os.path.exists(store.sidecar_path(blob_id))
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_sidecar_rewrite_syncs_data_before_rename_and_directory_after(
+        tmp_path: Path) -> None:
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    store.write_sidecar(blob_id, {"key": "k"})
+    assert barrier.seen == [(False, False), (False, True)]
