@@ -26,9 +26,10 @@ commit. `SyncBarrier.sync(alone)` is that group commit:
 on a round can wait for the writeback of a large upload still being received. Spooled
 bodies are flushed as they complete (writer.py `flush_early`), and a body large enough to
 be spooled never goes through the barrier (its fdatasync stays its own), which bounds how
-much a round finds. Before Linux 5.8 `syncfs` reports no writeback error at all; where it is missing
-(not Linux) every round runs each caller's `alone()` in turn, which is as durable as the
-syncs were without a barrier.
+much a round finds. Before Linux 5.8 `syncfs` reports no writeback error at all, so it is
+not used there; where it is missing or not trusted (not Linux, or Linux before 5.8) every
+round runs each caller's `alone()` in turn, which is as durable as the syncs were without
+a barrier.
 
 Blocking, thread-safe, no Twisted; runs on the IO pool or in a synchronous tool.
 """
@@ -45,9 +46,24 @@ from collections.abc import Callable
 Sync = Callable[[], None]
 
 
+def reports_writeback_errors(release: str) -> bool:
+    """True for a Linux kernel release (`uname -r`) whose syncfs(2) returns writeback
+    errors (5.8 and later); before that it returned 0 even when pages were lost, so a
+    round answered by it could answer a write that never reached the disk."""
+    parts = release.split(".")
+    try:
+        major, minor = int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return False
+    return (major, minor) >= (5, 8)
+
+
 def _libc_syncfs() -> Callable[[int], None] | None:
-    """syncfs(2) through libc (Python has no os.syncfs), or None where there is none.
-    ctypes releases the GIL around the call."""
+    """syncfs(2) through libc (Python has no os.syncfs), or None where there is none or
+    where it does not report writeback errors (Linux before 5.8: every caller then runs
+    its own syncs). ctypes releases the GIL around the call."""
+    if os.uname().sysname != "Linux" or not reports_writeback_errors(os.uname().release):
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
         function = libc.syncfs

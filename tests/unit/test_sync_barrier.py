@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from objstore.blobs.barrier import SYNCFS, SyncBarrier
+from objstore.blobs.barrier import SYNCFS, SyncBarrier, reports_writeback_errors
 from objstore.blobs.store import SIDECAR_SUFFIX, BlobStore, new_blob_id
 
 DEADLINE_SECONDS = 10.0
@@ -257,3 +257,13 @@ def test_a_sidecar_rewrite_syncs_data_before_rename_and_directory_after(
     store, barrier = _watching_store(tmp_path, blob_id)
     store.write_sidecar(blob_id, {"key": "k"})
     assert barrier.seen == [(False, False), (False, True)]
+
+
+@pytest.mark.parametrize(("release", "expected"), [
+    ("6.1.0-18-amd64", True), ("5.8.0", True), ("5.10.0-28-cloud-amd64", True),
+    ("5.7.19", False), ("4.19.0-26-amd64", False), ("3.10.0-1160.el7.x86_64", False),
+    ("garbage", False), ("", False),
+])
+def test_syncfs_is_trusted_only_where_it_reports_writeback_errors(
+        release: str, expected: bool) -> None:
+    assert reports_writeback_errors(release) is expected
