@@ -12,7 +12,7 @@ one read transaction each (a consistent snapshot). Nothing here writes; no Twist
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -58,6 +58,29 @@ def get_object(db: Database, bucket: str, key: str, version_id: str | None = Non
         row = fetch_one(db.engine, OBJECT_VERSION,
                         {"bucket": bucket, "key": key, "version_id": version_id})
     return None if row is None else schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+
+
+# Versions `get_object_versions` reads per statement (two parameters each).
+VERSIONS_PER_READ = 400
+
+
+def get_object_versions(
+    db: Database, bucket: str, versions: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], ObjectRecord]:
+    """The named (key, version_id) versions of a bucket that exist, by (key, version_id),
+    read in one read transaction (a batch delete's lookups)."""
+    found: dict[tuple[str, str], ObjectRecord] = {}
+    wanted = list(dict.fromkeys(versions))
+    with read_transaction(db.engine) as conn:
+        for start in range(0, len(wanted), VERSIONS_PER_READ):
+            chunk = wanted[start:start + VERSIONS_PER_READ]
+            rows = conn.execute(sa.select(_o).where(
+                _o.c.bucket == bucket,
+                sa.tuple_(_o.c.key, _o.c.version_id).in_(chunk))).mappings().all()
+            for row in rows:
+                record = schema.object_record(row)
+                found[(record.key, record.version_id)] = record
+    return found
 
 
 def list_latest(

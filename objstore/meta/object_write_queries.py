@@ -38,7 +38,7 @@ Every function that takes a seq is marked `changes_objects`. No Twisted here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import sqlalchemy as sa
@@ -347,6 +347,89 @@ def delete_object_version(
                         tombstone_seq, deleted_at=deleted_at)
         if outbox is not None:
             record_outbox(rows, tombstone_seq, removed, outbox, db.clock())
+    return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+
+
+@dataclass(frozen=True)
+class VersionDelete:
+    """One item of `delete_object_versions`: the version to remove, the seq it must still
+    have (None: whatever it has), and its outbox entry's note."""
+
+    key: str
+    version_id: str
+    expected_seq: int | None = None
+    outbox: OutboxNote | None = None
+
+
+# One item's outcome in `delete_object_versions`: what `delete_object_version` returns,
+# or the RowChanged it would raise (that item changed nothing).
+VersionDeleteOutcome = DeleteResult | RowChanged
+
+
+@changes_objects
+def delete_object_versions(
+    db: Database, bucket: str, items: Sequence[VersionDelete],
+) -> list[VersionDeleteOutcome]:
+    """`delete_object_version` for many versions of one bucket in ONE transaction (one
+    commit, one sync: DeleteObjects), with an outcome per item, in order. Each item is
+    checked then acted upon inside the transaction, exactly as the single delete does:
+    a version that does not exist is `DeleteResult(None)`, one whose seq differs from
+    its guard is a RowChanged outcome and changes nothing, and neither affects the other
+    items. Each removed version leaves its tombstone (its own fresh seq), the promotion
+    of the key's newest remaining version and its outbox entry, as the single delete
+    leaves them. Items naming the same version twice: the second finds nothing (or a
+    changed seq). Any other failure rolls the whole batch back and raises."""
+    outcomes: list[VersionDeleteOutcome] = []
+    if not items:
+        return outcomes
+    with write_transaction(db.engine) as conn:
+        rows = CoreRows(conn)
+        seqs = _SeqReserve(rows)
+        for item in items:
+            outcomes.append(_delete_one_version(db, rows, seqs, bucket, item))
+        if seqs.reserved is not None:  # nothing removed: nothing to commit, no seq used
+            conn.get_transaction().rollback()  # type: ignore[union-attr]
+    return outcomes
+
+
+class _SeqReserve:
+    """The seqs of a batch: the first is taken before anything else (the counter row's
+    lock first, as every object writer takes it) and handed to the first change; the
+    others are taken when needed."""
+
+    def __init__(self, rows: RowSource) -> None:
+        self._rows = rows
+        self.reserved: int | None = next_seq(rows)
+
+    def take(self) -> int:
+        if self.reserved is None:
+            return next_seq(self._rows)
+        seq, self.reserved = self.reserved, None
+        return seq
+
+
+def _delete_one_version(db: Database, rows: CoreRows, seqs: _SeqReserve, bucket: str,
+                        item: VersionDelete) -> VersionDeleteOutcome:
+    """One item of `delete_object_versions`, in its transaction: the DELETE is the check
+    (guarded by the seq), so an item that does not match has changed nothing."""
+    conn = rows.conn
+    key, version_id = item.key, item.version_id
+    where = _object_pk(bucket, key, version_id)
+    guarded = where if item.expected_seq is None else sa.and_(
+        where, _o.c.seq == item.expected_seq)
+    removed_row = conn.execute(sa.delete(_o).where(guarded).returning(_o)).mappings().first()
+    if removed_row is None:
+        if item.expected_seq is not None and _row_exists(conn, where):
+            return RowChanged(f"{bucket}/{key} version {version_id}")
+        return DeleteResult(removed=None)
+    tombstone_seq = seqs.take()
+    removed = schema.object_record(removed_row)
+    new_latest = promote_newest(rows, bucket, key) if removed.is_latest else None
+    deleted_at = lww.tombstone_stamp(db.clock(), removed.last_modified)
+    leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
+                    tombstone_seq, deleted_at=deleted_at)
+    if item.outbox is not None:
+        record_outbox(rows, tombstone_seq, removed, item.outbox, db.clock())
     return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
 
 
