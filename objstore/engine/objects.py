@@ -797,8 +797,7 @@ class ObjectService:
             note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
                                   bucket_name)
             results = await self._meta.delete_object_versions(bucket_name, [
-                VersionDelete(record.key, record.version_id, record.seq, **note)
-                for record in records])
+                VersionDelete.of(record, note.get("outbox")) for record in records])
         except BaseException as error:
             for index, record in doomed:
                 await self._reinstate_if_kept(record)

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction
-from objstore.meta.driver import fetch_one
+from objstore.meta.driver import fetch_each, fetch_one
 from objstore.meta.keyspace import prefix_upper_bound
 from objstore.meta.records import ObjectRecord
 
@@ -60,26 +60,21 @@ def get_object(db: Database, bucket: str, key: str, version_id: str | None = Non
     return None if row is None else schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
 
 
-# Versions `get_object_versions` reads per statement (two parameters each).
-VERSIONS_PER_READ = 400
-
-
 def get_object_versions(
     db: Database, bucket: str, versions: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], ObjectRecord]:
-    """The named (key, version_id) versions of a bucket that exist, by (key, version_id),
-    read in one read transaction (a batch delete's lookups)."""
-    found: dict[tuple[str, str], ObjectRecord] = {}
+    """The named (key, version_id) versions of a bucket that exist, by (key, version_id):
+    a batch delete's lookups, each the point read of `get_object` (compiled once), on
+    one connection. Each row is read as it is then (no common snapshot): the batch
+    delete guards each version by its seq."""
     wanted = list(dict.fromkeys(versions))
-    with read_transaction(db.engine) as conn:
-        for start in range(0, len(wanted), VERSIONS_PER_READ):
-            chunk = wanted[start:start + VERSIONS_PER_READ]
-            rows = conn.execute(sa.select(_o).where(
-                _o.c.bucket == bucket,
-                sa.tuple_(_o.c.key, _o.c.version_id).in_(chunk))).mappings().all()
-            for row in rows:
-                record = schema.object_record(row)
-                found[(record.key, record.version_id)] = record
+    rows = fetch_each(db.engine, OBJECT_VERSION, [
+        {"bucket": bucket, "key": key, "version_id": version_id}
+        for key, version_id in wanted])
+    found: dict[tuple[str, str], ObjectRecord] = {}
+    for pair, row in zip(wanted, rows, strict=True):
+        if row is not None:
+            found[pair] = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
     return found
 
 

@@ -49,7 +49,13 @@ from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction
-from objstore.meta.driver import CoreRows, RowSource, driver_statement, driver_transaction
+from objstore.meta.driver import (
+    CoreRows,
+    DriverTransaction,
+    RowSource,
+    driver_statement,
+    driver_transaction,
+)
 from objstore.meta.errors import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.meta.outbox_queries import OutboxNote
 from objstore.meta.outbox_queries import record as record_outbox
@@ -360,6 +366,15 @@ class VersionDelete:
     version_id: str
     expected_seq: int | None = None
     outbox: OutboxNote | None = None
+    # The row as the caller read it, whose seq is `expected_seq`: what the outcome reports
+    # as removed (with the row's is_latest, the one column a change of another version,
+    # a demotion, rewrites without a fresh seq), so the DELETE need not return the row.
+    known: ObjectRecord | None = None
+
+    @classmethod
+    def of(cls, record: ObjectRecord, outbox: OutboxNote | None = None) -> VersionDelete:
+        """The delete of `record`'s version, guarded by its seq."""
+        return cls(record.key, record.version_id, record.seq, outbox, record)
 
 
 # One item's outcome in `delete_object_versions`: what `delete_object_version` returns,
@@ -370,6 +385,8 @@ _COLUMNS = tuple(column.name for column in _o.c)
 DELETE_ROW = sa.delete(_o).where(*_SAME_VERSION).returning(*_o.c)
 DELETE_GUARDED_ROW = (sa.delete(_o).where(*_SAME_VERSION, _o.c.seq == _param("seq"))
                       .returning(*_o.c))
+DELETE_KNOWN_ROW = (sa.delete(_o).where(*_SAME_VERSION, _o.c.seq == _param("seq"))
+                    .returning(_o.c.is_latest))
 ROW_EXISTS = sa.select(_o.c.seq).where(*_SAME_VERSION)
 NEWEST_VERSION = (sa.select(_o.c.version_id).where(*_SAME_KEY)
                   .order_by(_o.c.last_modified.desc(), _o.c.seq.desc())
@@ -412,8 +429,10 @@ def delete_object_versions(
     try:
         with driver_transaction(db.engine) as tx:
             batch = _DeleteBatch(db, tx, bucket)
-            for item in items:
-                outcomes.append(batch.delete(item))
+            if len({item.key for item in items}) == len(items):
+                outcomes = batch.delete_distinct(items)
+            else:
+                outcomes = [batch.delete(item) for item in items]
             if batch.reserved is not None:
                 raise _NothingRemoved  # nothing to commit: roll back, no seq used
     except _NothingRemoved:
@@ -430,7 +449,7 @@ class _DeleteBatch:
     before anything else (the counter row's lock first, as every object writer takes
     it) and handed to the first removal; the others are taken when needed."""
 
-    def __init__(self, db: Database, rows: RowSource, bucket: str) -> None:
+    def __init__(self, db: Database, rows: DriverTransaction, bucket: str) -> None:
         self._db = db
         self._rows = rows
         self._bucket = bucket
@@ -446,28 +465,77 @@ class _DeleteBatch:
         return seq
 
     def delete(self, item: VersionDelete) -> VersionDeleteOutcome:
-        """One item: the DELETE is the check (guarded by the seq), so an item that does
-        not match has changed nothing."""
+        """One item, all of it: its row, its seq, the promotion, the tombstone."""
+        removed = self._remove_row(item)
+        if not isinstance(removed, ObjectRecord):
+            return removed
+        tombstone_seq = self._seq()
+        new_latest = self._promote_newest(item.key) if removed.is_latest else None
+        deleted_at = lww.tombstone_stamp(self._db.clock(), removed.last_modified)
+        self._rows.execute(self._tombstone, self._tombstone_values(
+            item, tombstone_seq, deleted_at))
+        if item.outbox is not None:
+            record_outbox(self._rows, tombstone_seq, removed, item.outbox, self._db.clock())
+        return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+
+    def delete_distinct(self, items: Sequence[VersionDelete]) -> list[VersionDeleteOutcome]:
+        """Items of distinct keys, which can not see each other's changes: every row
+        first, then the removals' seqs as one block, their tombstones in one statement
+        (executemany), the promotions, the outbox entries. The same outcomes and rows as
+        `delete` item by item, with the seqs in another order (in one transaction)."""
+        removals = [(item, self._remove_row(item)) for item in items]
+        done = [(item, removed) for item, removed in removals
+                if isinstance(removed, ObjectRecord)]
+        if not done:
+            return [removed for _, removed in removals if not isinstance(removed, ObjectRecord)]
+        seqs = [self._seq()]
+        if len(done) > 1:
+            last = next_seq(self._rows, len(done) - 1)
+            seqs += range(last - len(done) + 2, last + 1)
+        now = self._db.clock()
+        stamps = [lww.tombstone_stamp(now, removed.last_modified) for _, removed in done]
+        self._rows.execute_many(self._tombstone, [
+            self._tombstone_values(item, seq, stamp)
+            for (item, _), seq, stamp in zip(done, seqs, stamps, strict=True)])
+        results: dict[int, DeleteResult] = {}
+        for (item, removed), seq, stamp in zip(done, seqs, stamps, strict=True):
+            new_latest = self._promote_newest(item.key) if removed.is_latest else None
+            if item.outbox is not None:
+                record_outbox(self._rows, seq, removed, item.outbox, self._db.clock())
+            results[id(item)] = DeleteResult(removed=removed, new_latest=new_latest,
+                                              deleted_at=stamp)
+        return [results[id(item)] if isinstance(removed, ObjectRecord) else removed
+                for item, removed in removals]
+
+    def _remove_row(self, item: VersionDelete) -> ObjectRecord | VersionDeleteOutcome:
+        """The DELETE of an item's row, which is its check (guarded by the seq): the
+        removed row, else the item's outcome (it changed nothing)."""
         rows, bucket = self._rows, self._bucket
         same = {"p_bucket": bucket, "p_key": item.key, "p_version_id": item.version_id}
+        removed: ObjectRecord | None = None
         if item.expected_seq is None:
             row = rows.first(DELETE_ROW, same)
+        elif item.known is not None and item.known.seq == item.expected_seq:
+            row = rows.first(DELETE_KNOWN_ROW, {**same, "p_seq": item.expected_seq})
+            if row is not None:
+                removed = item.known
+                if removed.is_latest != bool(row[0]):
+                    removed = replace(removed, is_latest=bool(row[0]))
         else:
             row = rows.first(DELETE_GUARDED_ROW, {**same, "p_seq": item.expected_seq})
         if row is None:
             if item.expected_seq is not None and rows.first(ROW_EXISTS, same) is not None:
                 return RowChanged(f"{bucket}/{item.key} version {item.version_id}")
             return DeleteResult(removed=None)
-        tombstone_seq = self._seq()
-        removed = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
-        new_latest = self._promote_newest(item.key) if removed.is_latest else None
-        deleted_at = lww.tombstone_stamp(self._db.clock(), removed.last_modified)
-        rows.execute(self._tombstone, {
-            "p_family": TOMBSTONE_OBJECT, "p_seq": tombstone_seq, "p_deleted_at": deleted_at,
-            "p_tombstone_key": object_tombstone_key(bucket, item.key, item.version_id)})
-        if item.outbox is not None:
-            record_outbox(rows, tombstone_seq, removed, item.outbox, self._db.clock())
-        return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+        if removed is None:
+            removed = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+        return removed
+
+    def _tombstone_values(self, item: VersionDelete, seq: int,
+                          deleted_at: float) -> dict[str, Any]:
+        return {"p_family": TOMBSTONE_OBJECT, "p_seq": seq, "p_deleted_at": deleted_at,
+                "p_tombstone_key": object_tombstone_key(self._bucket, item.key,
+                                                        item.version_id)}
 
     def _promote_newest(self, key: str) -> ObjectRecord | None:
         """`promote_newest` on the driver."""

@@ -108,6 +108,30 @@ def test_a_batch_leaves_what_single_deletes_leave(store: SyncMetaStore) -> None:
             == [(e.key, e.version_id) for e in entries if e.bucket == "single"] == doomed)
 
 
+def test_items_of_distinct_keys_promote_and_report_the_row_as_it_is(
+        store: SyncMetaStore) -> None:
+    """`VersionDelete.of` a record read before a newer version demoted it (is_latest
+    changes without a new seq): the outcome reports the row as it was removed."""
+    old = store.put_object(obj("a", "v1", 10.0)).record
+    store.put_object(obj("a", "v2", 11.0))  # demotes v1, whose seq stays
+    latest = store.put_object(obj("b", "v1", 10.0)).record
+    store.put_object(obj("b", "v0", 9.0))  # the latest now (restamped after v1)
+    kept_b = store.get_object(BUCKET, "b", "v1")
+    assert kept_b is not None and not kept_b.is_latest and kept_b.seq == latest.seq
+    newest_b = store.get_object(BUCKET, "b", "v0")
+    assert newest_b is not None and newest_b.is_latest
+    first, second = store.delete_object_versions(BUCKET, [VersionDelete.of(old, NOTE),
+                                                          VersionDelete.of(newest_b, NOTE)])
+    assert isinstance(first, DeleteResult) and first.removed == replace(old, is_latest=False)
+    assert first.new_latest is None
+    assert isinstance(second, DeleteResult) and second.removed == newest_b
+    assert second.new_latest is not None and second.new_latest.version_id == "v1"
+    promoted = store.get_object(BUCKET, "b")
+    assert promoted == second.new_latest and promoted.seq > (
+        tombstone_seq(store, "b", "v0") or 0)
+    assert [e.key for e in store.outbox_read_after(0, 10).entries] == ["a", "b"]
+
+
 def test_a_batch_that_removes_nothing_uses_no_seq(store: SyncMetaStore) -> None:
     a = store.put_object(obj("a")).record
     before = store.max_seq()
@@ -146,9 +170,7 @@ def test_a_failure_rolls_the_whole_batch_back(store: SyncMetaStore,
     assert tombstone_seq(store, "a", NULL_VERSION) is None
 
 
-def test_get_object_versions_reads_the_versions_that_exist(
-        store: SyncMetaStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("objstore.meta.object_queries.VERSIONS_PER_READ", 2)
+def test_get_object_versions_reads_the_versions_that_exist(store: SyncMetaStore) -> None:
     written = [store.put_object(obj(f"k{i}", "v1")).record for i in range(5)]
     wanted = [(f"k{i}", "v1") for i in range(5)] + [("k1", "v9"), ("zz", "v1"), ("k0", "v1")]
     found = store.get_object_versions(BUCKET, wanted)
