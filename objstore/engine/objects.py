@@ -20,6 +20,7 @@ guard, so a retention or legal hold committed meanwhile is never ignored.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -716,12 +717,21 @@ class ObjectService:
         batch (taken in sorted order); the versions it removes go in ONE transaction
         (`delete_object_versions`) after ONE withdrawal of their sidecars, and their files
         are removed after the answer. A version whose row changed meanwhile goes through
-        `delete`'s own retries; delete markers are inserted one by one. Raises only what
-        fails the whole batch (no such bucket, a refused write)."""
+        `delete`'s own retries; delete markers are inserted one by one, as are the
+        requests of a key that a marker request and another request of the batch name
+        (in the request's order). Raises only what fails the whole batch (no such bucket,
+        a refused write)."""
         bucket = await self._bucket(bucket_name)
         self._gate.check_write(0)
         outcomes: list[DeleteOutcome | Exception | None] = [None] * len(requests)
-        named: dict[int, str] = {}  # request index -> the version it removes
+        marked = bucket.versioning != DISABLED  # a request without a version: a marker
+        # A key named by a marker request and by another request of the batch: its
+        # requests run one by one in the request's order (a marker and a version delete
+        # of one key do not commute).
+        counts = Counter(request.key for request in requests)
+        in_order = {request.key for request in requests
+                    if marked and request.version_id is None and counts[request.key] > 1}
+        named: dict[int, str] = {}  # request index -> the version the batch removes
         for index, request in enumerate(requests):
             if request.version_id is not None:
                 try:
@@ -729,8 +739,9 @@ class ObjectService:
                 except S3Error as error:
                     outcomes[index] = error
                     continue
-                named[index] = request.version_id
-            elif bucket.versioning == DISABLED:
+                if request.key not in in_order:
+                    named[index] = request.version_id
+            elif not marked:
                 named[index] = NULL_VERSION
         names = [(bucket_name, request.key) for index, request in enumerate(requests)
                  if outcomes[index] is None]
@@ -738,10 +749,16 @@ class ObjectService:
         async def under_locks() -> None:
             await self._delete_named(caller, bucket_name, requests, named, outcomes,
                                      bypass_governance)
-            for index, request in enumerate(requests):
-                if outcomes[index] is None:  # a marker (versioned bucket, no version id)
+            for index, request in enumerate(requests):  # markers, and keys in order
+                if outcomes[index] is not None:
+                    continue
+                if request.version_id is None:
                     outcomes[index] = await _outcome_of(self._insert_marker(
                         caller, bucket, request.key, bypass_governance))
+                else:
+                    outcomes[index] = await _outcome_of(self._delete_version(
+                        caller, bucket_name, request.key, request.version_id,
+                        bypass_governance))
 
         await self._locks.run_many(names, under_locks)
         return [outcome if outcome is not None else S3Error("InternalError")

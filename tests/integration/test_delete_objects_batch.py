@@ -79,6 +79,24 @@ def test_one_batch_answers_each_key_as_delete_object_would(s3: Any) -> None:
     assert [d["Key"] for d in bypassed["Deleted"]] == ["governed"]
 
 
+def test_a_marker_and_a_version_delete_of_one_key_run_in_the_request_order(
+        s3: Any) -> None:
+    """On a Suspended bucket a marker replaces the null version: a marker then a delete
+    of version "null" leaves no version; the other way round leaves the marker."""
+    bucket = new_bucket(s3)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    for key in ("marker-first", "version-first"):
+        s3.put_object(Bucket=bucket, Key=key, Body=b"null version")
+    result = s3.delete_objects(Bucket=bucket, Delete={"Objects": [
+        {"Key": "marker-first"}, {"Key": "marker-first", "VersionId": "null"},
+        {"Key": "version-first", "VersionId": "null"}, {"Key": "version-first"}]})
+    assert "Errors" not in result
+    versions = s3.list_object_versions(Bucket=bucket)
+    assert versions.get("Versions", []) == []
+    assert [(m["Key"], m["VersionId"]) for m in versions.get("DeleteMarkers", [])] == [
+        ("version-first", "null")]
+
+
 def _deleting_dir(daemon: Daemon) -> list[str]:
     path = daemon.data_dir / "deleting"
     return sorted(os.listdir(path)) if path.is_dir() else []
