@@ -47,7 +47,11 @@ SMALL_BYTES = 4096
 LARGE_BYTES = 64 * 1024**2
 MIB = 1024**2
 CURL_TIMEOUT_SECONDS = 120
-PHASES = ("small_put", "small_get", "large", "delete_many", "listing")
+AWS_RM_TIMEOUT_SECONDS = 3600
+# Phase name (--only) -> Bench method; the default run leaves out the optional ones.
+PHASES = {"put": "small_put", "get": "small_get", "large": "large",
+          "delete": "delete_many", "list": "listing", "rm": "rm_recursive"}
+DEFAULT_PHASES = ("put", "get", "large", "delete", "list")
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class Plan:
     # with its real duration, so this bounds work and disk use, not the measured rate.
     objstore_put_urls_per_second: int = 5000
     nginx_put_paths_per_second: int = 40000
+    rm_keys: int = 100_000  # the optional `aws s3 rm --recursive` phase (--only rm)
 
 
 FULL = Plan(duration_seconds=10, warmup_seconds=2, large_runs=3, list_keys=100_000,
@@ -136,15 +141,11 @@ class Bench:
                               f"{result.socket_errors} socket errors of {result.requests}")
         return Measured(result, cores)
 
-    def phases(self) -> dict[str, Any]:
-        return {"small_put": self.small_put, "small_get": self.small_get,
-                "large": self.large, "delete_many": self.delete_many,
-                "listing": self.listing}
-
-    def run(self, only: list[str] | None = None) -> list[Row]:
+    def run(self, only: tuple[str, ...] = ()) -> list[Row]:
+        """Every default phase in order, or only the phases named (PHASES)."""
         rows: list[Row] = []
-        phases = self.phases()
-        for phase in (phases[name] for name in (only or phases)):
+        for name in only or DEFAULT_PHASES:
+            phase = getattr(self, PHASES[name])
             print(f"-- {phase.__name__}", flush=True)
             rows += phase()
         return rows
@@ -324,14 +325,14 @@ class Bench:
             return statistics.median(rates[name]) if rates[name] else None
 
         md5 = statistics.median(md5_rates)
-        unsigned = median("ours_unsigned")
+        unsigned_rate = median("ours_unsigned")
         return [
             Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
                 median("ours_put"), median("put"), note("ours_put", "put"),
                 peer=median("peer_put")),
             Row("64 MiB PUT, UNSIGNED-PAYLOAD (objstore: MD5 only)", "MiB/s",
-                unsigned, median("put"), note("ours_unsigned", "put")
-                + (f"; {unsigned / md5:.2f}x the MD5 bound" if unsigned else ""),
+                unsigned_rate, median("put"), note("ours_unsigned", "put")
+                + (f"; {unsigned_rate / md5:.2f}x the MD5 bound" if unsigned_rate else ""),
                 peer=median("peer_unsigned")),
             Row("MD5 of 64 MiB, hashlib alone (the UNSIGNED-PAYLOAD PUT's bound)", "MiB/s",
                 md5, None, f"median of {len(md5_rates)}, each the best of 3, 1 MiB updates"),
@@ -368,6 +369,31 @@ class Bench:
         if left:
             raise RuntimeError(f"DeleteObjects left {len(left)} keys in {bucket}")
         return elapsed
+
+    # -- aws s3 rm --recursive of a big prefix (optional phase) -----------------------------
+    def rm_recursive(self) -> list[Row]:
+        """`aws s3 rm --recursive` of a prefix of `rm_keys` 0-byte keys seeded with wrk
+        (objstore only): keys removed per second. The CLI lists 1,000 keys a page and
+        sends a DeleteObjects per page, 10 requests at a time (its default)."""
+        plan, bucket = self.plan, "bench-rm"
+        self.session.create_bucket(bucket)
+        keys = (f"rm/{i:07d}" for i in range(plan.rm_keys + self.spares))
+        seeded = self._wrk(self.objstore, "objstore-seed-rm",
+                           self.s3.presigned_paths("PUT", bucket, keys), "PUT",
+                           self.empty_body, once=True, seconds=plan.seed_deadline_seconds)
+        present = sum(1 for _ in self.session.list_keys(bucket, "rm/", max_pages=10_000))
+        meter = CpuMeter(self.objstore)
+        started = time.perf_counter()
+        aws_s3_rm(self.objstore.base_url, f"s3://{bucket}/rm/")
+        seconds = time.perf_counter() - started
+        cores = meter.cores()
+        left = sum(1 for _ in self.session.list_keys(bucket, "rm/", max_pages=10_000))
+        if left:
+            self.notes.append(f"aws s3 rm --recursive left {left:,} keys")
+        return [Row(f"aws s3 rm --recursive of {present:,} keys", "keys/s",
+                    (present - left) / seconds, None,
+                    f"{seconds:.1f} s; seeded at {seeded.result.ops_per_second:,.0f}/s; "
+                    f"server CPU {cores:.2f} cores")]
 
     # -- listing a big bucket ------------------------------------------------------------------
     def listing(self) -> list[Row]:
@@ -423,6 +449,16 @@ def md5_mib_per_second(data: bytes, rounds: int = 3) -> float:
         digest.digest()
         best = min(best, time.perf_counter() - started)
     return len(data) / best / MIB
+def aws_s3_rm(endpoint: str, url: str) -> None:
+    """`aws s3 rm --recursive --quiet` of `url` against `endpoint` (the root credential)."""
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ROOT_ACCESS_KEY,
+               AWS_SECRET_ACCESS_KEY=ROOT_SECRET_KEY, AWS_DEFAULT_REGION="us-east-1",
+               AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    result = subprocess.run(["aws", "--endpoint-url", endpoint, "s3", "rm", "--recursive",
+                             "--quiet", url], env=env, capture_output=True, text=True,
+                            check=False, timeout=AWS_RM_TIMEOUT_SECONDS)
+    if result.returncode != 0:
+        raise RuntimeError(f"aws s3 rm: exit {result.returncode}: {result.stderr[-500:]}")
 
 
 def curl_mib_per_second(url: str, upload: Path | None, headers: dict[str, str]) -> float:
@@ -460,10 +496,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tmp-dir", type=Path, default=None,
                         help="parent of the run's temporary directory (use a real disk)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    parser.add_argument("--only", action="append", choices=PHASES, default=None,
-                        help="run only this phase (repeatable; default: all)")
     parser.add_argument("--no-moto", action="store_true",
                         help="leave out the moto peer (needs the `bench` extra otherwise)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated phases to run, in that order: "
+                             + ", ".join(PHASES) + " (rm is never in the default run)")
+    parser.add_argument("--rm-keys", type=int, default=None,
+                        help="keys the rm phase seeds and removes (default 100000)")
     return parser.parse_args(argv)
 
 
@@ -475,6 +514,14 @@ def main(argv: list[str] | None = None) -> int:
                                    list_pages=max(1, math.ceil(args.list_keys / 1000)))
     if args.seed_seconds is not None:
         plan = dataclasses.replace(plan, seed_deadline_seconds=args.seed_seconds)
+    if args.rm_keys is not None:
+        plan = dataclasses.replace(plan, rm_keys=args.rm_keys)
+    only = tuple(name for name in args.only.split(",") if name)
+    unknown = [name for name in only if name not in PHASES]
+    if unknown:
+        print(f"unknown phase(s) {', '.join(unknown)}: choose from {', '.join(PHASES)}",
+              file=sys.stderr)
+        return 2
     header = begin_command(REPO)  # SIGINT too: even if started ignored
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-", dir=args.tmp_dir))
     try:
@@ -487,7 +534,7 @@ def main(argv: list[str] | None = None) -> int:
                 stack.callback(server.stop)
                 server.start()
             bench = Bench(plan, workdir, objstore, nginx, args.threads, moto)
-            rows = bench.run(args.only)
+            rows = bench.run(only)
     except KeyboardInterrupt:
         print("interrupted: every server and wrk process started has been stopped",
               file=sys.stderr)

@@ -333,6 +333,25 @@ class BlobStore:
         self._fsync_dir(self.withdrawn_root)  # the sidecar is never lost...
         self._fsync_dir(os.path.dirname(path))  # ...and is out of recover's sight
 
+    def withdraw_sidecars(self, blob_ids: Sequence[str]) -> None:
+        """`withdraw_sidecar` of many blobs (a batch delete) with ONE directory sync: every
+        sidecar is moved into `deleting/`, then `deleting/` is synced once. A rename is one
+        journal transaction on the journaling file systems the data volume runs on (ext4,
+        xfs), so that sync also makes each sidecar's removal from its blob directory
+        durable; should a crash still leave a sidecar in both places, the start-up's
+        `settle_withdrawn` resolves it as any delete in doubt (put back when its row holds
+        the blob, else the version's files go)."""
+        self._ensure_dir(self.withdrawn_root)
+        moved = False
+        for blob_id in blob_ids:
+            try:
+                os.rename(self.sidecar_path(blob_id), self.withdrawn_path(blob_id))
+            except FileNotFoundError:
+                continue
+            moved = True
+        if moved:
+            self._fsync_dir(self.withdrawn_root)
+
     def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """A delete did not commit: the sidecar is written back (from the row, which is
         the truth) and the withdrawn one dropped. Dropping it needs no fsync: should it come

@@ -20,10 +20,12 @@ guard, so a retention or legal hold committed meanwhile is never ignored.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from twisted.internet.defer import Deferred, succeed
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -63,6 +65,7 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
+from objstore.meta.object_write_queries import VersionDelete
 from objstore.meta.records import (
     NULL_VERSION,
     BucketRecord,
@@ -170,6 +173,33 @@ class BlobFiles:
         except OSError:
             log.failure("could not delete the unreachable blobs of {blob_id}",
                         blob_id=blob_id)
+
+    async def withdraw_many(self, records: Sequence[ObjectRecord]) -> None:
+        """`withdraw` of many versions (a batch delete), with one directory sync."""
+        blob_ids = [record.blob_id for record in records if record.blob_id is not None]
+        if blob_ids:
+            await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
+
+    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> Deferred[None]:
+        """Remove the files of versions whose rows a commit removed (`delete_version` of
+        each), in one IO job nobody waits for: a batch delete answers first. A crash
+        before it ends leaves the withdrawn sidecars to `settle_withdrawn`."""
+        versions = [(record.blob_id, [part.blob_id for part in record.parts])
+                    for record in removed if record.blob_id is not None or record.parts]
+        if not versions:
+            return succeed(None)
+        done = self._io.run(self._delete_versions, versions)
+        done.addErrback(lambda failure: log.failure(
+            "could not delete the unreachable blobs of a batch delete", failure))
+        return done
+
+    def _delete_versions(self, versions: Sequence[tuple[str | None, Sequence[str]]]) -> None:
+        for blob_id, part_ids in versions:
+            try:
+                self._blobs.delete_version(blob_id, part_ids)
+            except OSError:
+                log.failure("could not delete the unreachable blobs of {blob_id}",
+                            blob_id=blob_id)
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -674,6 +704,152 @@ class ObjectService:
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
 
+    async def delete_many(
+        self,
+        caller: Caller,
+        bucket_name: str,
+        requests: Sequence[DeleteRequest],
+        *,
+        bypass_governance: bool = False,
+    ) -> list[DeleteOutcome | Exception]:
+        """DeleteObjects: `delete` of each request, with an outcome (or the exception that
+        `delete` would raise) per request, in order. Every key's lock is held for the
+        batch (taken in sorted order); the versions it removes go in ONE transaction
+        (`delete_object_versions`) after ONE withdrawal of their sidecars, and their files
+        are removed after the answer. A version whose row changed meanwhile goes through
+        `delete`'s own retries; delete markers are inserted one by one, as are the
+        requests of a key that a marker request and another request of the batch name
+        (in the request's order). Raises only what fails the whole batch (no such bucket,
+        a refused write)."""
+        bucket = await self._bucket(bucket_name)
+        self._gate.check_write(0)
+        outcomes: list[DeleteOutcome | Exception | None] = [None] * len(requests)
+        marked = bucket.versioning != DISABLED  # a request without a version: a marker
+        # A key named by a marker request and by another request of the batch: its
+        # requests run one by one in the request's order (a marker and a version delete
+        # of one key do not commute).
+        counts = Counter(request.key for request in requests)
+        in_order = {request.key for request in requests
+                    if marked and request.version_id is None and counts[request.key] > 1}
+        named: dict[int, str] = {}  # request index -> the version the batch removes
+        for index, request in enumerate(requests):
+            if request.version_id is not None:
+                try:
+                    check_version_id(request.version_id)
+                except S3Error as error:
+                    outcomes[index] = error
+                    continue
+                if request.key not in in_order:
+                    named[index] = request.version_id
+            elif not marked:
+                named[index] = NULL_VERSION
+        names = [(bucket_name, request.key) for index, request in enumerate(requests)
+                 if outcomes[index] is None]
+
+        async def under_locks() -> None:
+            await self._delete_named(caller, bucket_name, requests, named, outcomes,
+                                     bypass_governance)
+            for index, request in enumerate(requests):  # markers, and keys in order
+                if outcomes[index] is not None:
+                    continue
+                if request.version_id is None:
+                    outcomes[index] = await _outcome_of(self._insert_marker(
+                        caller, bucket, request.key, bypass_governance))
+                else:
+                    outcomes[index] = await _outcome_of(self._delete_version(
+                        caller, bucket_name, request.key, request.version_id,
+                        bypass_governance))
+
+        await self._locks.run_many(names, under_locks)
+        return [outcome if outcome is not None else S3Error("InternalError")
+                for outcome in outcomes]
+
+    async def _delete_named(
+        self, caller: Caller, bucket_name: str, requests: Sequence[DeleteRequest],
+        named: Mapping[int, str], outcomes: list[DeleteOutcome | Exception | None],
+        bypass_governance: bool,
+    ) -> None:
+        """The permanent deletes of a batch (under its keys' locks): one read of the
+        versions, the lock rules per version, one withdrawal, one transaction; the
+        outcome of each request in `outcomes`."""
+        if not named:
+            return
+        wanted = {(requests[index].key, version) for index, version in named.items()}
+        found = await self._meta.get_object_versions(bucket_name, sorted(wanted))
+        now = self._clock()
+        first: dict[tuple[str, str], int] = {}  # (key, version) -> its first request
+        doomed: list[tuple[int, ObjectRecord]] = []
+        for index, version_id in named.items():
+            key = requests[index].key
+            shown = None if requests[index].version_id is None else version_id
+            if (key, version_id) in first:
+                continue  # a repeat: its first request's outcome, below
+            first[(key, version_id)] = index
+            record = found.get((key, version_id))
+            if record is None:
+                outcomes[index] = DeleteOutcome(shown)
+                continue
+            try:
+                await check_deletable(self._authority, caller.principal, record, now,
+                                      bypass_governance)
+            except Exception as error:
+                outcomes[index] = error
+                continue
+            doomed.append((index, record))
+        if doomed:
+            await self._remove_versions(caller, bucket_name, requests, doomed, outcomes,
+                                        bypass_governance)
+        for index, version_id in named.items():
+            if outcomes[index] is None:
+                outcomes[index] = outcomes[first[(requests[index].key, version_id)]]
+
+    async def _remove_versions(
+        self, caller: Caller, bucket_name: str, requests: Sequence[DeleteRequest],
+        doomed: Sequence[tuple[int, ObjectRecord]],
+        outcomes: list[DeleteOutcome | Exception | None], bypass_governance: bool,
+    ) -> None:
+        records = [record for _, record in doomed]
+        try:
+            await self._files.withdraw_many(records)
+            note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
+                                  bucket_name)
+            results = await self._meta.delete_object_versions(bucket_name, [
+                VersionDelete.of(record, note.get("outbox")) for record in records])
+        except BaseException as error:
+            for index, record in doomed:
+                await self._reinstate_if_kept(record)
+                outcomes[index] = error if isinstance(error, Exception) else None
+            if not isinstance(error, Exception):
+                raise
+            return
+        removed: list[ObjectRecord] = []
+        reports: list[tuple[ObjectRecord, float | None]] = []
+        for (index, record), result in zip(doomed, results, strict=True):
+            request = requests[index]
+            shown = None if request.version_id is None else record.version_id
+            if isinstance(result, RowChanged):  # changed since it was read: as `delete`
+                await self._reinstate_if_kept(record)
+                outcomes[index] = await _outcome_of(self._delete_version(
+                    caller, bucket_name, record.key, record.version_id, bypass_governance))
+                if request.version_id is None and isinstance(outcomes[index], DeleteOutcome):
+                    outcomes[index] = DeleteOutcome(None)
+                continue
+            gone = result.removed
+            if gone is not None:
+                removed.append(gone)
+                reports.append((gone, result.deleted_at))
+            if gone is None or gone.blob_id != record.blob_id:
+                await self._reinstate_if_kept(record)
+            outcomes[index] = DeleteOutcome(shown, shown is not None and
+                                            record.is_delete_marker)
+        for gone, deleted_at in reports:
+            try:
+                await self._report(ChangeKind.VERSION_DELETED, caller, gone,
+                                   deleted_at=deleted_at)
+            except Exception as error:  # a sink's refusal: that key's answer, as `delete`
+                outcomes[_index_of(doomed, gone)] = error
+        self._files.delete_versions_later(removed)
+
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
         """After a delete that did not commit (or whose outcome is unknown): the sidecar
         comes back when the row still holds the same blob; when no row holds it any more,
@@ -734,6 +910,29 @@ class ObjectService:
         only); the caller has checked that the bucket exists."""
         return await self._meta.list_latest_entries(bucket_name, prefix, start_after, limit,
                                                     delimiter)
+
+
+@dataclass(frozen=True)
+class DeleteRequest:
+    """One key of a DeleteObjects: a version (with `version_id`), else as DeleteObject
+    without one."""
+
+    key: str
+    version_id: str | None = None
+
+
+async def _outcome_of(work: Awaitable[DeleteOutcome]) -> DeleteOutcome | Exception:
+    """What one delete of a batch did, or the exception it raised."""
+    try:
+        return await work
+    except Exception as error:
+        return error
+
+
+def _index_of(doomed: Sequence[tuple[int, ObjectRecord]], gone: ObjectRecord) -> int:
+    """The request of a batch that removed `gone`."""
+    return next(index for index, record in doomed
+                if (record.key, record.version_id) == (gone.key, gone.version_id))
 
 
 def _missing_blob(record: ObjectRecord) -> S3Error:

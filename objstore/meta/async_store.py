@@ -190,6 +190,7 @@ class MetaStore:
     _enable_object_lock = _on_writer(SyncMetaStore.enable_object_lock)
     _get_bucket = _on_reader(SyncMetaStore.get_bucket)
     _get_object = _on_reader(SyncMetaStore.get_object)
+    get_object_versions = _on_reader(SyncMetaStore.get_object_versions)
 
     # -- buckets ---------------------------------------------------------------------
     list_buckets = _on_reader(SyncMetaStore.list_buckets)
@@ -201,6 +202,7 @@ class MetaStore:
     # -- object rows -----------------------------------------------------------------
     put_object = _on_writer(SyncMetaStore.put_object)
     delete_object_version = _on_writer(SyncMetaStore.delete_object_version)
+    delete_object_versions = _on_writer(SyncMetaStore.delete_object_versions)
     update_object = _on_writer(SyncMetaStore.update_object)
     insert_recovered = _on_writer(SyncMetaStore.insert_recovered)
     apply_replicated_object = _on_writer(SyncMetaStore.apply_replicated_object)

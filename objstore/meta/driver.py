@@ -124,6 +124,33 @@ def fetch_one(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, 
     return None if row is None else tuple(row)
 
 
+def fetch_each(engine: Engine, statement: sa.ClauseElement,
+               values: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...] | None]:
+    """`fetch_one` of `statement` for each of `values`, in order, on one pooled
+    connection (a batch of point reads: each its own statement, no common snapshot)."""
+    dialect = engine.dialect
+    query = driver_statement(dialect, statement)
+    found: list[tuple[Any, ...] | None] = []
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            for each in values:
+                parameters = query.parameters(each)
+                try:
+                    cursor.execute(query.sql, parameters)
+                    row = cursor.fetchone()
+                except dialect.loaded_dbapi.Error as error:
+                    raise _driver_error(engine, raw, cursor, query.sql, parameters,
+                                        error) from error
+                found.append(None if row is None else tuple(row))
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return found
+
+
 class DriverTransaction:
     """Statements run on one DBAPI cursor; driver errors become `DBAPIError`."""
 
@@ -145,6 +172,16 @@ class DriverTransaction:
         except self._dialect.loaded_dbapi.Error as error:
             raise self._wrap(query.sql, parameters, error) from error
         return self._cursor
+
+    def execute_many(self, statement: sa.ClauseElement,
+                     values: Sequence[Mapping[str, Any]]) -> None:
+        """Run `statement` once per item of `values` (the driver's executemany)."""
+        query = driver_statement(self._dialect, statement)
+        parameters = [query.parameters(each) for each in values]
+        try:
+            self._cursor.executemany(query.sql, parameters)
+        except self._dialect.loaded_dbapi.Error as error:
+            raise self._wrap(query.sql, None, error) from error
 
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None:

@@ -12,7 +12,7 @@ one read transaction each (a consistent snapshot). Nothing here writes; no Twist
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction
-from objstore.meta.driver import fetch_one
+from objstore.meta.driver import fetch_each, fetch_one
 from objstore.meta.keyspace import prefix_upper_bound
 from objstore.meta.records import ObjectRecord
 
@@ -58,6 +58,24 @@ def get_object(db: Database, bucket: str, key: str, version_id: str | None = Non
         row = fetch_one(db.engine, OBJECT_VERSION,
                         {"bucket": bucket, "key": key, "version_id": version_id})
     return None if row is None else schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+
+
+def get_object_versions(
+    db: Database, bucket: str, versions: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], ObjectRecord]:
+    """The named (key, version_id) versions of a bucket that exist, by (key, version_id):
+    a batch delete's lookups, each the point read of `get_object` (compiled once), on
+    one connection. Each row is read as it is then (no common snapshot): the batch
+    delete guards each version by its seq."""
+    wanted = list(dict.fromkeys(versions))
+    rows = fetch_each(db.engine, OBJECT_VERSION, [
+        {"bucket": bucket, "key": key, "version_id": version_id}
+        for key, version_id in wanted])
+    found: dict[tuple[str, str], ObjectRecord] = {}
+    for pair, row in zip(wanted, rows, strict=True):
+        if row is not None:
+            found[pair] = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+    return found
 
 
 def list_latest(

@@ -38,17 +38,24 @@ Every function that takes a seq is marked `changes_objects`. No Twisted here.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction
-from objstore.meta.driver import CoreRows, RowSource, driver_transaction
+from objstore.meta.driver import (
+    CoreRows,
+    DriverTransaction,
+    RowSource,
+    driver_statement,
+    driver_transaction,
+)
 from objstore.meta.errors import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.meta.outbox_queries import OutboxNote
 from objstore.meta.outbox_queries import record as record_outbox
@@ -348,6 +355,198 @@ def delete_object_version(
         if outbox is not None:
             record_outbox(rows, tombstone_seq, removed, outbox, db.clock())
     return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+
+
+@dataclass(frozen=True)
+class VersionDelete:
+    """One item of `delete_object_versions`: the version to remove, the seq it must still
+    have (None: whatever it has), and its outbox entry's note."""
+
+    key: str
+    version_id: str
+    expected_seq: int | None = None
+    outbox: OutboxNote | None = None
+    # The row as the caller read it, whose seq is `expected_seq`: what the outcome reports
+    # as removed (with the row's is_latest, the one column a change of another version,
+    # a demotion, rewrites without a fresh seq), so the DELETE need not return the row.
+    known: ObjectRecord | None = None
+
+    @classmethod
+    def of(cls, record: ObjectRecord, outbox: OutboxNote | None = None) -> VersionDelete:
+        """The delete of `record`'s version, guarded by its seq."""
+        return cls(record.key, record.version_id, record.seq, outbox, record)
+
+
+# One item's outcome in `delete_object_versions`: what `delete_object_version` returns,
+# or the RowChanged it would raise (that item changed nothing).
+VersionDeleteOutcome = DeleteResult | RowChanged
+
+_COLUMNS = tuple(column.name for column in _o.c)
+DELETE_ROW = sa.delete(_o).where(*_SAME_VERSION).returning(*_o.c)
+DELETE_GUARDED_ROW = (sa.delete(_o).where(*_SAME_VERSION, _o.c.seq == _param("seq"))
+                      .returning(*_o.c))
+DELETE_KNOWN_ROW = (sa.delete(_o).where(*_SAME_VERSION, _o.c.seq == _param("seq"))
+                    .returning(_o.c.is_latest))
+ROW_EXISTS = sa.select(_o.c.seq).where(*_SAME_VERSION)
+NEWEST_VERSION = (sa.select(_o.c.version_id).where(*_SAME_KEY)
+                  .order_by(_o.c.last_modified.desc(), _o.c.seq.desc())
+                  .limit(sa.literal_column("1")))
+PROMOTE = (sa.update(_o).where(*_SAME_VERSION).values(is_latest=sa.true(), seq=_param("new_seq"))
+           .returning(*_o.c))
+
+
+def _leave_tombstone_statement(dialect: str) -> Any:
+    insert = (postgresql.insert if dialect == "postgresql" else sqlite.insert)(_t).values(
+        family=_param("family"), key=_param("tombstone_key"),
+        deleted_at=_param("deleted_at"), seq=_param("seq"))
+    return insert.on_conflict_do_update(
+        index_elements=["family", "key"],
+        set_={"deleted_at": insert.excluded.deleted_at, "seq": insert.excluded.seq})
+
+
+# `tombstones.leave_tombstone`'s upsert, one statement per dialect (compiled once).
+LEAVE_TOMBSTONE = {name: _leave_tombstone_statement(name) for name in ("sqlite", "postgresql")}
+
+
+@changes_objects
+def delete_object_versions(
+    db: Database, bucket: str, items: Sequence[VersionDelete],
+) -> list[VersionDeleteOutcome]:
+    """`delete_object_version` for many versions of one bucket in ONE transaction (one
+    commit, one sync: DeleteObjects), with an outcome per item, in order. Each item is
+    checked then acted upon inside the transaction, exactly as the single delete does:
+    a version that does not exist is `DeleteResult(None)`, one whose seq differs from
+    its guard is a RowChanged outcome and changes nothing, and neither affects the other
+    items. Each removed version leaves its tombstone (its own fresh seq, taken before the
+    promotion of the key's newest remaining version, with its own), and its outbox entry,
+    as the single delete leaves them; so a later item naming a version that an earlier
+    one promoted finds its seq changed. Items naming the same version twice: the second
+    finds nothing. Any other failure rolls the whole batch back and raises. Runs on the
+    driver with statements compiled once (1,000 items a batch)."""
+    outcomes: list[VersionDeleteOutcome] = []
+    if not items:
+        return outcomes
+    try:
+        with driver_transaction(db.engine) as tx:
+            batch = _DeleteBatch(db, tx, bucket)
+            if len({item.key for item in items}) == len(items):
+                outcomes = batch.delete_distinct(items)
+            else:
+                outcomes = [batch.delete(item) for item in items]
+            if batch.reserved is not None:
+                raise _NothingRemoved  # nothing to commit: roll back, no seq used
+    except _NothingRemoved:
+        pass
+    return outcomes
+
+
+class _NothingRemoved(Exception):
+    """A batch that removed no row rolls back (the seq it took is not used)."""
+
+
+class _DeleteBatch:
+    """The items of `delete_object_versions` in its transaction. The first seq is taken
+    before anything else (the counter row's lock first, as every object writer takes
+    it) and handed to the first removal; the others are taken when needed."""
+
+    def __init__(self, db: Database, rows: DriverTransaction, bucket: str) -> None:
+        self._db = db
+        self._rows = rows
+        self._bucket = bucket
+        dialect = db.engine.dialect
+        self._newest_defaults = driver_statement(dialect, NEWEST_VERSION).defaults
+        self._tombstone = LEAVE_TOMBSTONE[dialect.name]
+        self.reserved: int | None = next_seq(rows)
+
+    def _seq(self) -> int:
+        if self.reserved is None:
+            return next_seq(self._rows)
+        seq, self.reserved = self.reserved, None
+        return seq
+
+    def delete(self, item: VersionDelete) -> VersionDeleteOutcome:
+        """One item, all of it: its row, its seq, the promotion, the tombstone."""
+        removed = self._remove_row(item)
+        if not isinstance(removed, ObjectRecord):
+            return removed
+        tombstone_seq = self._seq()
+        new_latest = self._promote_newest(item.key) if removed.is_latest else None
+        deleted_at = lww.tombstone_stamp(self._db.clock(), removed.last_modified)
+        self._rows.execute(self._tombstone, self._tombstone_values(
+            item, tombstone_seq, deleted_at))
+        if item.outbox is not None:
+            record_outbox(self._rows, tombstone_seq, removed, item.outbox, self._db.clock())
+        return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+
+    def delete_distinct(self, items: Sequence[VersionDelete]) -> list[VersionDeleteOutcome]:
+        """Items of distinct keys, which can not see each other's changes: every row
+        first, then the removals' seqs as one block, their tombstones in one statement
+        (executemany), the promotions, the outbox entries. The same outcomes and rows as
+        `delete` item by item, with the seqs in another order (in one transaction)."""
+        removals = [(item, self._remove_row(item)) for item in items]
+        done = [(item, removed) for item, removed in removals
+                if isinstance(removed, ObjectRecord)]
+        if not done:
+            return [removed for _, removed in removals if not isinstance(removed, ObjectRecord)]
+        seqs = [self._seq()]
+        if len(done) > 1:
+            last = next_seq(self._rows, len(done) - 1)
+            seqs += range(last - len(done) + 2, last + 1)
+        now = self._db.clock()
+        stamps = [lww.tombstone_stamp(now, removed.last_modified) for _, removed in done]
+        self._rows.execute_many(self._tombstone, [
+            self._tombstone_values(item, seq, stamp)
+            for (item, _), seq, stamp in zip(done, seqs, stamps, strict=True)])
+        results: dict[int, DeleteResult] = {}
+        for (item, removed), seq, stamp in zip(done, seqs, stamps, strict=True):
+            new_latest = self._promote_newest(item.key) if removed.is_latest else None
+            if item.outbox is not None:
+                record_outbox(self._rows, seq, removed, item.outbox, self._db.clock())
+            results[id(item)] = DeleteResult(removed=removed, new_latest=new_latest,
+                                              deleted_at=stamp)
+        return [results[id(item)] if isinstance(removed, ObjectRecord) else removed
+                for item, removed in removals]
+
+    def _remove_row(self, item: VersionDelete) -> ObjectRecord | VersionDeleteOutcome:
+        """The DELETE of an item's row, which is its check (guarded by the seq): the
+        removed row, else the item's outcome (it changed nothing)."""
+        rows, bucket = self._rows, self._bucket
+        same = {"p_bucket": bucket, "p_key": item.key, "p_version_id": item.version_id}
+        removed: ObjectRecord | None = None
+        if item.expected_seq is None:
+            row = rows.first(DELETE_ROW, same)
+        elif item.known is not None and item.known.seq == item.expected_seq:
+            row = rows.first(DELETE_KNOWN_ROW, {**same, "p_seq": item.expected_seq})
+            if row is not None:
+                removed = item.known
+                if removed.is_latest != bool(row[0]):
+                    removed = replace(removed, is_latest=bool(row[0]))
+        else:
+            row = rows.first(DELETE_GUARDED_ROW, {**same, "p_seq": item.expected_seq})
+        if row is None:
+            if item.expected_seq is not None and rows.first(ROW_EXISTS, same) is not None:
+                return RowChanged(f"{bucket}/{item.key} version {item.version_id}")
+            return DeleteResult(removed=None)
+        if removed is None:
+            removed = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+        return removed
+
+    def _tombstone_values(self, item: VersionDelete, seq: int,
+                          deleted_at: float) -> dict[str, Any]:
+        return {"p_family": TOMBSTONE_OBJECT, "p_seq": seq, "p_deleted_at": deleted_at,
+                "p_tombstone_key": object_tombstone_key(self._bucket, item.key,
+                                                        item.version_id)}
+
+    def _promote_newest(self, key: str) -> ObjectRecord | None:
+        """`promote_newest` on the driver."""
+        same_key = {"p_bucket": self._bucket, "p_key": key}
+        newest = self._rows.first(NEWEST_VERSION, {**self._newest_defaults, **same_key})
+        if newest is None:
+            return None
+        row = self._rows.first(PROMOTE, {**same_key, "p_version_id": newest[0],
+                                         "p_new_seq": self._seq()})
+        assert row is not None
+        return schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
 
 
 def promote_newest(rows: CoreRows, bucket: str, key: str) -> ObjectRecord | None:

@@ -523,7 +523,7 @@ def dumps_json(value: Any) -> str:
 
 
 def loads_dict(text: str | None) -> dict[str, Any]:
-    if not text:
+    if not text or text == "{}":  # most rows' (no JSON parse for them)
         return {}
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
@@ -580,7 +580,7 @@ def part_ref_dict(part: PartRef) -> dict[str, Any]:
 
 
 def part_refs(text: str | None) -> tuple[PartRef, ...]:
-    if not text:
+    if not text or text == "[]":  # a plain object's
         return ()
     return tuple(
         PartRef(

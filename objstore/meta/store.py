@@ -94,6 +94,7 @@ class SyncMetaStore(Database):
     list_bucket_config = bucket_queries.list_bucket_config
     # object rows: reads, listings, writes
     get_object = object_queries.get_object
+    get_object_versions = object_queries.get_object_versions
     list_latest = object_queries.list_latest
     list_versions = object_queries.list_versions
     bucket_usage = object_queries.bucket_usage
@@ -115,6 +116,7 @@ class SyncMetaStore(Database):
     list_version_entries = listing_queries.list_version_entries
     put_object = object_write_queries.put_object
     delete_object_version = object_write_queries.delete_object_version
+    delete_object_versions = object_write_queries.delete_object_versions
     update_object = object_write_queries.update_object
     insert_recovered = object_write_queries.insert_recovered
     # object rows and deletes replicated from cluster peers
