@@ -86,9 +86,10 @@ SYNCFS = _libc_syncfs()
 class _Round:
     """The callers that one sync covers."""
 
-    __slots__ = ("alone", "began", "done", "error", "whole")
+    __slots__ = ("alone", "began", "done", "error", "wants_whole", "whole")
 
     def __init__(self) -> None:
+        self.wants_whole = False  # a caller's own syncs are many (`sync(..., whole=True)`)
         self.alone: list[Sync] = []
         self.began: list[int] = []  # each caller's `begin()` ticket
         self.whole = False  # synced by one syncfs (else by each caller's own syncs)
@@ -131,11 +132,13 @@ class SyncBarrier:
         if fd is not None:
             os.close(fd)
 
-    def sync(self, alone: Sync, began: int | None = None) -> None:
+    def sync(self, alone: Sync, began: int | None = None, *, whole: bool = False) -> None:
         """Return once what the caller wrote before this call is durable: by `alone()`
         (the caller's own syncs) or by a whole-volume sync that started after the call.
         `began`: the caller's `begin()` ticket, taken before it wrote data (none: the
-        call only needs metadata it changed, which a failed journal never drops quietly)."""
+        call only needs metadata it changed, which a failed journal never drops quietly).
+        `whole`: `alone()` is many syncs (say, one per directory of a batch): the round
+        runs one `syncfs` even when the caller is alone in it, where `syncfs` is trusted."""
         with self._cond:
             if began is None:
                 began = self._issued + 1
@@ -144,6 +147,7 @@ class SyncBarrier:
                 joined = self._next = _Round()
             joined.alone.append(alone)
             joined.began.append(began)
+            joined.wants_whole = joined.wants_whole or whole
             while not joined.done:
                 if self._running:
                     self._cond.wait()
@@ -184,7 +188,7 @@ class SyncBarrier:
         """Runs outside the lock: callers arriving meanwhile gather in the next round.
         The round's list is final here (it is no longer `_next`)."""
         self.rounds += 1
-        if len(joined.alone) == 1 or self._syncfs is None:
+        if (len(joined.alone) == 1 and not joined.wants_whole) or self._syncfs is None:
             for own in joined.alone:
                 own()
             return

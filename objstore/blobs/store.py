@@ -288,12 +288,14 @@ class BlobStore:
         """Before writing data that `_sync` makes durable (barrier.py `begin`)."""
         return self.barrier.begin() if self.barrier is not None else None
 
-    def _sync(self, alone: Callable[[], None], began: int | None = None) -> None:
+    def _sync(self, alone: Callable[[], None], began: int | None = None, *,
+              whole: bool = False) -> None:
         """Make what this thread wrote so far durable: `alone()` (its own syncs) or a
         shared barrier of the writes in flight (barrier.py). Nothing with fsync off.
-        `began`: `_begin()`'s ticket, taken before the data was written."""
+        `began`: `_begin()`'s ticket, taken before the data was written; `whole`: `alone()`
+        is many syncs, one `syncfs` is preferred (barrier.py `sync`)."""
         if self.barrier is not None:
-            self.barrier.sync(alone, began)
+            self.barrier.sync(alone, began, whole=whole)
 
     def _fsync_dir(self, path: str) -> None:
         self._sync(_fsync_dir_of(path))
@@ -334,23 +336,31 @@ class BlobStore:
         self._fsync_dir(os.path.dirname(path))  # ...and is out of recover's sight
 
     def withdraw_sidecars(self, blob_ids: Sequence[str]) -> None:
-        """`withdraw_sidecar` of many blobs (a batch delete) with ONE directory sync: every
-        sidecar is moved into `deleting/`, then `deleting/` is synced once. A rename is one
-        journal transaction on the journaling file systems the data volume runs on (ext4,
-        xfs), so that sync also makes each sidecar's removal from its blob directory
-        durable; should a crash still leave a sidecar in both places, the start-up's
-        `settle_withdrawn` resolves it as any delete in doubt (put back when its row holds
-        the blob, else the version's files go)."""
+        """`withdraw_sidecar` of many blobs (a batch delete) with ONE sync: every sidecar
+        is moved into `deleting/`, then one `syncfs` of the data volume makes all the
+        renames durable (barrier.py; where it is not trusted, `deleting/` and each blob
+        directory are synced in turn, as `withdraw_sidecar` does). Should a crash still
+        leave a sidecar in both places, the start-up's `settle_withdrawn` resolves it as
+        any delete in doubt (put back when its row holds the blob, else the version's
+        files go)."""
         self._ensure_dir(self.withdrawn_root)
-        moved = False
+        directories: set[str] = set()
         for blob_id in blob_ids:
+            path = self.sidecar_path(blob_id)
             try:
-                os.rename(self.sidecar_path(blob_id), self.withdrawn_path(blob_id))
+                os.rename(path, self.withdrawn_path(blob_id))
             except FileNotFoundError:
                 continue
-            moved = True
-        if moved:
-            self._fsync_dir(self.withdrawn_root)
+            directories.add(os.path.dirname(path))
+        if not directories:
+            return
+        ordered = [self.withdrawn_root, *sorted(directories)]
+
+        def each_directory() -> None:
+            for directory in ordered:
+                fsync_dir(directory)
+
+        self._sync(each_directory, whole=True)
 
     def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """A delete did not commit: the sidecar is written back (from the row, which is

@@ -175,7 +175,8 @@ class BlobFiles:
                         blob_id=blob_id)
 
     async def withdraw_many(self, records: Sequence[ObjectRecord]) -> None:
-        """`withdraw` of many versions (a batch delete), with one directory sync."""
+        """`withdraw` of many versions (a batch delete), with one sync of the data volume
+        (blobs/store.py `withdraw_sidecars`)."""
         blob_ids = [record.blob_id for record in records if record.blob_id is not None]
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)

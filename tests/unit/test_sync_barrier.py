@@ -207,11 +207,12 @@ class WatchingBarrier(SyncBarrier):
         self.fail_at: int | None = None
         self._watched = watched
 
-    def sync(self, alone: Callable[[], None], began: int | None = None) -> None:
+    def sync(self, alone: Callable[[], None], began: int | None = None, *,
+             whole: bool = False) -> None:
         self.seen.append(self._watched())
         if self.fail_at == len(self.seen):
             raise OSError(errno.EIO, "injected")
-        super().sync(alone, began)
+        super().sync(alone, began, whole=whole)
 
 
 def _watching_store(tmp_path: Path, blob_id: str) -> tuple[BlobStore, WatchingBarrier]:
@@ -267,3 +268,42 @@ def test_a_sidecar_rewrite_syncs_data_before_rename_and_directory_after(
 def test_syncfs_is_trusted_only_where_it_reports_writeback_errors(
         release: str, expected: bool) -> None:
     assert reports_writeback_errors(release) is expected
+
+
+def test_a_lone_caller_asking_for_a_whole_sync_gets_one_syncfs(tmp_path: Path) -> None:
+    volume = FakeVolume()
+    barrier = SyncBarrier(str(tmp_path), syncfs=volume)
+    own: list[str] = []
+    barrier.sync(lambda: own.append("many"), whole=True)
+    assert own == [] and volume.calls == 1
+    untrusted = SyncBarrier(str(tmp_path), syncfs=None)
+    untrusted.sync(lambda: own.append("many"), whole=True)
+    assert own == ["many"]  # no syncfs to trust: the caller's own syncs
+
+
+@pytest.mark.parametrize("syncfs", [FakeVolume(), None], ids=["syncfs", "per-directory"])
+def test_a_batch_withdrawal_moves_every_sidecar_then_syncs_once(
+        tmp_path: Path, syncfs: FakeVolume | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore.blobs import store as store_module
+
+    store = BlobStore(str(tmp_path / "data"))
+    store.prepare()
+    blob_ids = [new_blob_id() for _ in range(5)]
+    for blob_id in blob_ids:
+        store.commit_bytes(b"x", blob_id, {"key": blob_id})
+    barrier = SyncBarrier(store.data_dir, syncfs=syncfs)
+    store.barrier = barrier
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "fsync_dir", synced.append)
+    store.withdraw_sidecars([*blob_ids, new_blob_id()])  # one never written: skipped
+    for blob_id in blob_ids:
+        assert not os.path.exists(store.sidecar_path(blob_id))
+        assert os.path.exists(store.withdrawn_path(blob_id))
+        assert os.path.exists(store.blob_path(blob_id))
+    assert barrier.rounds == 1
+    if syncfs is not None:
+        assert syncfs.calls == 1 and synced == []
+    else:  # deleting/ and every blob directory, each once
+        directories = {os.path.dirname(store.sidecar_path(b)) for b in blob_ids}
+        assert synced[0] == store.withdrawn_root
+        assert sorted(synced[1:]) == sorted(directories)
