@@ -45,6 +45,7 @@ threads commit their object writes one group after the other. No Twisted here.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -88,12 +89,12 @@ class Outcome(Generic[_J]):
 @dataclass
 class GroupStats:
     """Counts for tests and diagnostics: groups committed, writes they held, groups that
-    fell back to running their writes alone."""
+    fell back to running their writes alone, and the sizes of the last groups."""
 
     groups: int = 0
     grouped_writes: int = 0
     fallbacks: int = 0
-    sizes: list[int] = field(default_factory=list)
+    sizes: deque[int] = field(default_factory=lambda: deque(maxlen=64))
 
 
 def _commit(conn: Connection) -> None:
