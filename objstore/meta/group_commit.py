@@ -130,39 +130,50 @@ def run_group(
     after it could not (see the module docstring). `commit` is the group's COMMIT
     (tests make it fail)."""
     jobs = list(taken)
+    hooks: list[Callable[[], Any]] = []
     try:
-        outcomes = _in_one_transaction(engine, jobs, more, call, limits, clock, commit)
+        outcomes = _in_one_transaction(engine, jobs, more, call, limits, clock, commit, hooks)
     except Exception:  # noqa: BLE001 - whatever broke the group, the writes run alone
         if stats is not None:
             stats.fallbacks += 1
+        try:
+            _run_hooks(hooks)
+        except Exception:  # noqa: BLE001, S110 - the writes run alone, and call them again
+            pass
         return [outcome_of(job, call) for job in jobs]
     if stats is not None:
         stats.groups += 1
         stats.grouped_writes += len(outcomes)
         stats.sizes.append(len(outcomes))
+    try:
+        _run_hooks(hooks)
+    except Exception as error:  # noqa: BLE001
+        # Committed, but a write's after-transaction step failed: as a write alone would
+        # have, each write reports that failure (never a rerun: they are committed).
+        return [Outcome(o.job, False, error) for o in outcomes]
     return outcomes
+
+
+def _run_hooks(hooks: list[Callable[[], Any]]) -> None:
+    for hook in hooks:
+        hook()
 
 
 def _in_one_transaction(
     engine: Engine, jobs: list[_J], more: Callable[[], _J | None],
     call: Callable[[_J], Any], limits: GroupLimits, clock: Callable[[], float],
-    commit: Callable[[Connection], None],
+    commit: Callable[[Connection], None], hooks: list[Callable[[], Any]],
 ) -> list[Outcome[_J]]:
-    group: write_group.WriteGroup | None = None
-    try:
-        with group_transaction(engine) as conn:
-            group = write_group.WriteGroup(engine, conn)
-            write_group.enter(group)
-            try:
-                outcomes = _run_writes(group, jobs, more, call, limits, clock)
-            finally:
-                write_group.enter(None)
-            commit(conn)  # raises: leaving the block rolls the group back
-            return outcomes
-    finally:
-        if group is not None:
-            for hook in group.hooks:
-                hook()
+    with group_transaction(engine) as conn:
+        group = write_group.WriteGroup(engine, conn)
+        group.hooks = hooks
+        write_group.enter(group)
+        try:
+            outcomes = _run_writes(group, jobs, more, call, limits, clock)
+        finally:
+            write_group.enter(None)
+        commit(conn)  # raises: leaving the block rolls the group back
+        return outcomes
 
 
 def _run_writes(

@@ -370,3 +370,24 @@ def test_core_and_driver_writes_share_the_group_connection(store: SyncMetaStore)
     assert [o.ok for o in results] == [True, True, False, True]
     assert store.get_setting("core") == "1" and store.get_setting("gone") is None
     assert visible(store, "a") and visible(store, "b")
+
+
+def test_a_failing_bump_after_the_commit_never_reruns_the_writes(store: SyncMetaStore) -> None:
+    calls: list[str] = []
+
+    def bump() -> None:
+        raise RuntimeError("counter file gone")
+
+    store.objects_changed = bump
+
+    def counted(key: str) -> Callable[[SyncMetaStore], Any]:
+        def job(s: SyncMetaStore) -> Any:
+            calls.append(key)
+            return s.put_object(record(key))
+        return job
+
+    stats = GroupStats()
+    results = run(store, [counted("a"), counted("b")], stats=stats)
+    assert calls == ["a", "b"] and stats.groups == 1 and stats.fallbacks == 0
+    assert all(not o.ok and isinstance(o.value, RuntimeError) for o in results)
+    assert visible(store, "a") and visible(store, "b")
