@@ -121,6 +121,9 @@ class Storage:
     sqlite_path: str | None = None  # after loading: always set, default <data_dir>/meta/objstore.db
     fsync: bool = True  # False loses the durability guarantee; throwaway test runs only
     db_pool_size: int = 4
+    # Concurrent object-row writes (and audit batches) share one transaction and one
+    # COMMIT (meta/group_commit.py); False: one transaction each.
+    group_commit: bool = True
     # Writes are refused (507 InsufficientStorage) while less than this stays free on the
     # data volume; deletes never are.
     min_free_bytes: int = 1024 * 1024 * 1024
@@ -548,6 +551,7 @@ _STORAGE = _Section("storage", Storage, (
     _F("sqlite_path", _path(must_exist=False)),
     _F("fsync", _bool),
     _F("db_pool_size", _int(1)),
+    _F("group_commit", _bool),
     _F("min_free_bytes", _int(0)),
     _F("db_reserve_bytes", _int(0)),
 ), finish=_finish_storage)

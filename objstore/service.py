@@ -325,7 +325,8 @@ def build_node(config: Config, reactor: Any = None, *,
     config = with_key_ids(config, blobs.stages)
     counters = node_counters(role)
     db_pool = DbPool.for_backend(
-        reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close
+        reactor, storage.metadata_backend, storage.db_pool_size, dispose=sync_store.close,
+        group_commit=storage.group_commit,
     )
     clock = reactor.seconds
     bucket_cache = BucketCache(size=config.server.cache.size,

@@ -21,6 +21,7 @@ from twisted.internet.defer import Deferred, succeed
 
 from objstore.meta.bucket_cache import BucketCache, BucketConfigCache
 from objstore.meta.coherence import TtlCache
+from objstore.meta.group_commit import GROUPED_QUERIES
 from objstore.meta.object_cache import ObjectCache
 from objstore.meta.pool import DbRunner
 from objstore.meta.records import BucketRecord, ObjectRecord
@@ -66,10 +67,15 @@ def _on_reader(query: _Query[_P, _R]) -> _Method[_P, _R]:
 
 def _on_writer(query: _Query[_P, _R]) -> _Method[_P, _R]:
     """`query` (a `SyncMetaStore` method) as a MetaStore method that runs it on the writer
-    pool."""
+    pool; the queries of `GROUPED_QUERIES` as writes that may share their transaction
+    with other queued ones (group commit, meta/group_commit.py)."""
     name = query.__name__
+    grouped = name in GROUPED_QUERIES
 
     def method(self: MetaStore, /, *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
+        if grouped:
+            return self._pool.run_grouped_write(self._store.engine,
+                                                self._attempts(name, *args, **kwargs))
         return self._pool.run_write(self._attempts(name, *args, **kwargs))
 
     method.__name__, method.__doc__ = query.__name__, query.__doc__

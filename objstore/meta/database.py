@@ -24,6 +24,7 @@ from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from sqlalchemy.engine import Engine
 
+from objstore.meta import write_group
 from objstore.meta.dialect import connection_count, create_db_engine
 
 _P = ParamSpec("_P")
@@ -64,7 +65,9 @@ def changes_objects(
         try:
             return fn(db, *args, **kwargs)
         finally:
-            db.objects_changed()
+            # Inside a write group the transaction is over at the group's COMMIT.
+            if not write_group.after_group(db.objects_changed):
+                db.objects_changed()
 
     return changing
 

@@ -40,6 +40,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.pool import QueuePool
 
+from objstore.meta import write_group
+from objstore.meta.retry import driver_error
 from objstore.private_files import create_private_file, make_private_dir
 
 BACKENDS = ("sqlite", "postgres")
@@ -199,10 +201,42 @@ def _postgres_engine(url: str, pool_size: int) -> Engine:
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A transaction that will write: committed on normal exit, rolled back on an exception.
     On SQLite it starts with BEGIN IMMEDIATE (the write lock is taken at once), inside the
-    engine's write gate."""
+    engine's write gate. Inside a write group (meta/write_group.py, group commit) it is a
+    SAVEPOINT on the group's connection instead: released on normal exit, rolled back to
+    on an exception; the group commits."""
+    group = write_group.current(engine)
+    if group is not None:
+        try:
+            with group.conn.begin_nested():
+                yield group.conn
+        except BaseException as error:
+            if driver_error(error) is not None:
+                write_group.mark_broken(error)
+            raise
+        return
     with engine.connect() as conn:
         conn.execution_options(**{_WRITE_OPTION: True})
         with write_gate(engine), conn.begin():
+            yield conn
+
+
+def abandon_write(conn: Connection) -> None:
+    """Roll back, inside `write_transaction`, what it has written so far: its own
+    transaction, or its SAVEPOINT inside a write group (never the group's)."""
+    transaction = conn.get_nested_transaction() or conn.get_transaction()
+    assert transaction is not None, "abandon_write outside a write transaction"
+    transaction.rollback()
+
+
+@contextmanager
+def group_transaction(engine: Engine) -> Iterator[Connection]:
+    """The outer transaction of a write group (meta/group_commit.py): begun as
+    `write_transaction` begins one (BEGIN IMMEDIATE on SQLite, inside the write gate), but
+    committed by the caller (`conn.commit()`); left uncommitted, it is rolled back."""
+    with engine.connect() as conn:
+        conn.execution_options(**{_WRITE_OPTION: True})
+        with write_gate(engine):
+            conn.begin()
             yield conn
 
 

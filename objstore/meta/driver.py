@@ -38,7 +38,9 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.sql.compiler import SQLCompiler
 
+from objstore.meta import write_group
 from objstore.meta.dialect import write_gate
+from objstore.meta.retry import driver_error
 
 
 @dataclass(frozen=True)
@@ -198,6 +200,10 @@ class DriverTransaction:
         except self._dialect.loaded_dbapi.Error as error:
             raise self._wrap(sql, None, error) from error
 
+    def run_sql(self, sql: str) -> None:
+        """Run a statement without parameters (transaction control)."""
+        self._driver_call(sql, lambda: self._cursor.execute(sql))
+
     def begin(self) -> None:
         if self._dialect.name == "sqlite":
             self._driver_call("BEGIN IMMEDIATE",
@@ -214,7 +220,14 @@ class DriverTransaction:
 @contextmanager
 def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
     """One write transaction on a pooled DBAPI connection, inside the engine's write gate
-    (`dialect.write_gate`): committed on normal exit, rolled back on an exception."""
+    (`dialect.write_gate`): committed on normal exit, rolled back on an exception. Inside
+    a write group (meta/write_group.py) a SAVEPOINT on the group's DBAPI connection
+    instead (`_group_savepoint`)."""
+    group = write_group.current(engine)
+    if group is not None:
+        with _group_savepoint(engine, group) as transaction:
+            yield transaction
+        return
     raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
@@ -235,6 +248,34 @@ def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
             cursor.close()
     finally:
         raw.close()  # back to the pool (which rolls back anything left open)
+
+
+@contextmanager
+def _group_savepoint(engine: Engine, group: write_group.WriteGroup
+                     ) -> Iterator[DriverTransaction]:
+    """A SAVEPOINT on the DBAPI connection of the group's SQLAlchemy connection (one
+    connection, one transaction for both kinds of statement): released on normal exit,
+    rolled back to on an exception. A driver error marks the group broken."""
+    raw = group.conn.connection
+    cursor = raw.cursor()
+    try:
+        transaction = DriverTransaction(engine, raw, cursor)
+        name = group.savepoint_name()
+        try:
+            transaction.run_sql(f"SAVEPOINT {name}")
+            try:
+                yield transaction
+            except BaseException:
+                transaction.run_sql(f"ROLLBACK TO SAVEPOINT {name}")
+                transaction.run_sql(f"RELEASE SAVEPOINT {name}")
+                raise
+            transaction.run_sql(f"RELEASE SAVEPOINT {name}")
+        except BaseException as error:
+            if driver_error(error) is not None:
+                write_group.mark_broken(error)
+            raise
+    finally:
+        cursor.close()
 
 
 class CoreRows:

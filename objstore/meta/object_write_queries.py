@@ -48,7 +48,7 @@ from sqlalchemy.engine import Connection
 from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.database import Database, changes_objects
-from objstore.meta.dialect import write_transaction
+from objstore.meta.dialect import abandon_write, write_transaction
 from objstore.meta.driver import (
     CoreRows,
     DriverTransaction,
@@ -345,7 +345,7 @@ def delete_object_version(
         if removed_row is None:
             if expected_seq is not None and _row_exists(conn, where):
                 raise RowChanged(f"{bucket}/{key} version {version_id}")  # rolls back
-            conn.get_transaction().rollback()  # type: ignore[union-attr]
+            abandon_write(conn)
             return DeleteResult(removed=None)
         removed = schema.object_record(removed_row)
         new_latest = promote_newest(rows, bucket, key) if removed.is_latest else None

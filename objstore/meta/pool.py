@@ -6,13 +6,23 @@ PostgreSQL) and a reader pool ("objstore-db-read", N threads), and hands results
 reactor as Deferreds. `SyncDbPool` runs the same calls inline, for unit tests without a
 reactor. Neither knows SQL: they run callables. The engine's connection pool must hold at
 least as many connections as both pools have threads (`dialect.connection_count`).
+
+Writes wait in `DbPool`'s own queue (first in, first out), and each writer thread takes
+them from it. A write submitted with `run_grouped_write` may share its transaction with
+the groupable writes queued behind it (group commit, meta/group_commit.py): its Deferred
+fires once the group committed. `group_commit=False` runs every write alone.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from sqlalchemy.engine import Engine
 from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
@@ -21,6 +31,7 @@ from twisted.python.failure import Failure
 from twisted.python.threadpool import ThreadPool
 
 from objstore.meta.dialect import thread_counts
+from objstore.meta.group_commit import GroupLimits, GroupStats, Outcome, outcome_of, run_group
 from objstore.threads import NamedPool
 
 _P = ParamSpec("_P")
@@ -42,7 +53,25 @@ class DbRunner(Protocol):
         self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs
     ) -> Deferred[_R]: ...
 
+    def run_grouped_write(self, engine: Engine, fn: Callable[[], _R]) -> Deferred[_R]:
+        """Run `fn` as a write that may share one transaction on `engine` with other
+        queued grouped writes (meta/group_commit.py)."""
+        ...
+
     def stats(self) -> dict[str, int]: ...
+
+
+@dataclass(eq=False)
+class _Write:
+    """A write waiting in the queue: `engine` set when it may join a group."""
+
+    fn: Callable[[], Any]
+    engine: Engine | None
+    deferred: Deferred[Any] = field(default_factory=Deferred)
+
+
+def _call(write: _Write) -> Any:
+    return write.fn()
 
 
 class DbPool(Service):
@@ -61,11 +90,18 @@ class DbPool(Service):
         write_threads: int,
         read_threads: int,
         dispose: Callable[[], Any] | None = None,
+        group_commit: bool = True,
+        group_limits: GroupLimits = GroupLimits(),
     ) -> None:
         if write_threads < 1 or read_threads < 1:
             raise ValueError("a DB pool needs at least one writer and one reader thread")
         self._reactor = reactor
         self._dispose = dispose
+        self._group_commit = group_commit
+        self._group_limits = group_limits
+        self.group_stats = GroupStats()
+        self._writes: deque[_Write] = deque()
+        self._writes_lock = threading.Lock()
         self._writer = NamedPool(reactor, WRITE_POOL_NAME, write_threads,
                                  min_threads=write_threads)
         self._reader = NamedPool(reactor, READ_POOL_NAME, read_threads,
@@ -79,9 +115,11 @@ class DbPool(Service):
         backend: str,
         db_pool_size: int,
         dispose: Callable[[], Any] | None = None,
+        group_commit: bool = True,
     ) -> DbPool:
         writers, readers = thread_counts(backend, db_pool_size)
-        return cls(reactor, write_threads=writers, read_threads=readers, dispose=dispose)
+        return cls(reactor, write_threads=writers, read_threads=readers, dispose=dispose,
+                   group_commit=group_commit)
 
     @property
     def write_pool(self) -> ThreadPool:
@@ -136,7 +174,46 @@ class DbPool(Service):
         return self._reader.run(fn, *args, **kwargs)
 
     def run_write(self, fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Deferred[_R]:
-        return self._writer.run(fn, *args, **kwargs)
+        return self._submit(_Write(functools.partial(fn, *args, **kwargs), None))
+
+    def run_grouped_write(self, engine: Engine, fn: Callable[[], _R]) -> Deferred[_R]:
+        return self._submit(_Write(fn, engine if self._group_commit else None))
+
+    def _submit(self, write: _Write) -> Deferred[Any]:
+        with self._writes_lock:
+            self._writes.append(write)
+        # One call per write; a call that finds the queue emptied (its write went into
+        # an earlier call's group) returns at once.
+        self._writer.threadpool.callInThread(self._run_writes)
+        return write.deferred
+
+    def _take(self, engine: Engine | None) -> _Write | None:
+        """The next queued write (writer thread); with `engine`, only a write that may
+        join a group on it."""
+        with self._writes_lock:
+            if not self._writes:
+                return None
+            if engine is not None and self._writes[0].engine is not engine:
+                return None
+            return self._writes.popleft()
+
+    def _run_writes(self) -> None:
+        """Writer thread: run the next queued write, alone, or with the groupable writes
+        queued behind it in one transaction (meta/group_commit.py)."""
+        first = self._take(None)
+        if first is None:
+            return
+        engine = first.engine
+        second = None if engine is None else self._take(engine)
+        if engine is None or second is None:
+            self._deliver(outcome_of(first, _call))
+            return
+        for outcome in run_group(engine, [first, second], lambda: self._take(engine), _call,
+                                 limits=self._group_limits, stats=self.group_stats):
+            self._deliver(outcome)
+
+    def _deliver(self, outcome: Outcome[_Write]) -> None:
+        self._reactor.callFromThread(_fire, outcome.job.deferred, outcome.ok, outcome.value)
 
     def stats(self) -> dict[str, int]:
         """Thread counts, busy threads and queued calls of each pool, for metrics."""
@@ -173,6 +250,10 @@ class SyncDbPool:
         self.writes += 1
         return _call_now(fn, *args, **kwargs)
 
+    def run_grouped_write(self, engine: Engine, fn: Callable[[], _R]) -> Deferred[_R]:
+        self.writes += 1
+        return _call_now(fn)
+
     def stats(self) -> dict[str, int]:
         keys = ("threads", "busy", "queued")
         return {f"{side}_{key}": 0 for side in ("write", "read") for key in keys}
@@ -184,3 +265,10 @@ def _call_now(fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Defe
     except Exception:
         return defer.fail(Failure())
     return defer.succeed(result)
+
+
+def _fire(d: Deferred[Any], ok: bool, value: Any) -> None:
+    if ok:
+        d.callback(value)
+    else:
+        d.errback(Failure(value))

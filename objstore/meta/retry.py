@@ -14,6 +14,10 @@ SQLITE_FULL, PostgreSQL disk_full) is never retried as such: it is InsufficientS
 first spend the database's reserve (`RetryPolicy.release_reserve`, blobs/space.py) and run
 once more, so that space can always be freed through the API.
 
+Inside a write group (group commit, meta/group_commit.py) nothing is retried: the driver
+error breaks the group, which is rolled back, and each of its writes runs again alone with
+these retries.
+
 The loop runs inside the DB worker thread (`MetaStore` wraps each query call in it), so a
 retried call keeps its place in the pool and the reactor never sleeps. No Twisted here.
 """
@@ -29,6 +33,7 @@ from typing import TypeVar
 from sqlalchemy import exc as sa_exc
 
 from objstore.errors import ServerCondition, storage_full
+from objstore.meta import write_group
 
 _R = TypeVar("_R")
 
@@ -127,6 +132,11 @@ def call_with_retries(
             return fn()
         except Exception as error:
             if driver_error(error) is None:
+                raise
+            if write_group.current() is not None:
+                # Inside a write group: the group is rolled back and every write of it
+                # runs again alone, with these retries (meta/group_commit.py).
+                write_group.mark_broken(error)
                 raise
             if is_disk_full(error):
                 if may_release and policy.release_reserve is not None:
