@@ -46,6 +46,20 @@ SMALL_BYTES = 4096
 LARGE_BYTES = 64 * 1024**2
 MIB = 1024**2
 CURL_TIMEOUT_SECONDS = 120
+# The phases of a run, in their order (`--only` picks some: their rows, same sequence).
+PHASES = ("small_put", "small_get", "large", "delete_many", "listing")
+
+
+def selected_phases(text: str | None) -> tuple[str, ...]:
+    """The phases `--only` names (comma-separated), in the run's order; all without it."""
+    if not text:
+        return PHASES
+    wanted = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = wanted.difference(PHASES)
+    if unknown:
+        raise ValueError(f"unknown phase(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(PHASES)}")
+    return tuple(name for name in PHASES if name in wanted)
 
 
 @dataclass(frozen=True)
@@ -114,6 +128,7 @@ class Bench:
         self.empty_body = self._file("empty.bin", b"")
         self.notes: list[str] = []
         self.spares = plan.connections  # see WrkRun.spare_paths
+        self._small_made = False
 
     def _file(self, name: str, data: bytes) -> Path:
         path = self.workdir / name
@@ -134,18 +149,17 @@ class Bench:
                               f"{result.socket_errors} socket errors of {result.requests}")
         return Measured(result, cores)
 
-    def run(self) -> list[Row]:
+    def run(self, only: tuple[str, ...] = PHASES) -> list[Row]:
         rows: list[Row] = []
-        for phase in (self.small_put, self.small_get, self.large, self.delete_many,
-                      self.listing):
-            print(f"-- {phase.__name__}", flush=True)
-            rows += phase()
+        for name in only:
+            print(f"-- {name}", flush=True)
+            rows += getattr(self, name)()
         return rows
 
     # -- 4 KiB objects at concurrency 32 ----------------------------------------------------
     def small_put(self) -> list[Row]:
         plan = self.plan
-        self.session.create_bucket("bench-small")
+        self._small_bucket()
         count = plan.duration_seconds * plan.objstore_put_urls_per_second + self.spares
         ours = self._wrk(self.objstore, "objstore-put-4k",
                          self.s3.presigned_paths("PUT", "bench-small",
@@ -153,7 +167,6 @@ class Bench:
                          "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
         peer = None
         if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            self.peer_session.create_bucket("bench-small")
             peer = self._wrk(self.moto, "moto-put-4k",
                              self.peer.presigned_paths("PUT", "bench-small",
                                                        (f"put/{i:07d}" for i in range(count))),
@@ -164,8 +177,18 @@ class Bench:
                            "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
         return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections, peer)
 
+    def _small_bucket(self) -> None:
+        """The 4 KiB phases' bucket on both S3 servers, made by the first phase that runs."""
+        if self._small_made:
+            return
+        self.session.create_bucket("bench-small")
+        if self.peer_session is not None:
+            self.peer_session.create_bucket("bench-small")
+        self._small_made = True
+
     def small_get(self) -> list[Row]:
         plan = self.plan
+        self._small_bucket()
         keys = self._seed_get_keys()
         results = []
         for server, paths in self._sides(
@@ -423,11 +446,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--no-moto", action="store_true",
                         help="leave out the moto peer (needs the `bench` extra otherwise)")
+    parser.add_argument("--only", default=None, metavar="PHASES",
+                        help=f"run only these phases (comma-separated: {', '.join(PHASES)}; "
+                             "small_get also measures HEAD and the 404)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:
+        only = selected_phases(args.only)
+    except ValueError as exc:
+        print(f"--only: {exc}", file=sys.stderr)
+        return 2
     plan = QUICK if args.quick else FULL
     if args.list_keys is not None:
         plan = dataclasses.replace(plan, list_keys=args.list_keys,
@@ -446,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                 stack.callback(server.stop)
                 server.start()
             bench = Bench(plan, workdir, objstore, nginx, args.threads, moto)
-            rows = bench.run()
+            rows = bench.run(only)
     except KeyboardInterrupt:
         print("interrupted: every server and wrk process started has been stopped",
               file=sys.stderr)
