@@ -41,8 +41,10 @@ _AMZ_DATE_DIGITS = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
 _UNRESERVED_PATH = re.compile(r"[A-Za-z0-9_.~/-]*")
 # Components that are not plain (a credential's "%2F", keys with spaces) repeat across
-# requests; their (decoded, encoded) forms are kept in a bounded table.
+# requests; their (decoded, encoded) forms are kept in a bounded table, short ones only
+# (a client can not fill memory with long, never repeated ones).
 _COMPONENT_CACHE = 4096
+CACHED_TEXT_CHARS = 256
 
 
 class SigV4Error(Exception):
@@ -140,13 +142,17 @@ def query_component(raw: str) -> tuple[bytes, str]:
     """One query name or value as sent: (its decoded bytes, its AWS encoding)."""
     if _UNRESERVED.fullmatch(raw):
         return raw.encode("ascii"), raw
+    if len(raw) <= CACHED_TEXT_CHARS:
+        return _cached_query_component(raw)
     return _query_component(raw)
 
 
-@lru_cache(maxsize=_COMPONENT_CACHE)
 def _query_component(raw: str) -> tuple[bytes, str]:
     decoded = _unquote(raw)
     return decoded, uri_encode(decoded)
+
+
+_cached_query_component = lru_cache(maxsize=_COMPONENT_CACHE)(_query_component)
 
 
 def trimall(value: bytes) -> bytes:
@@ -166,10 +172,14 @@ def as_utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-@lru_cache(maxsize=1024)  # a date is claimed by every request signed in that second
 def parse_amz_date(text: str) -> datetime | None:
     if len(text) != 16 or not text.isascii():  # strptime would read other Unicode digits
         return None
+    return _parse_amz_date(text)
+
+
+@lru_cache(maxsize=1024)  # a date is claimed by every request signed in that second
+def _parse_amz_date(text: str) -> datetime | None:
     if _AMZ_DATE_DIGITS.fullmatch(text):  # the only shape clients send; strptime is slow
         try:
             return datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]),
@@ -187,12 +197,16 @@ def aws_uri_path(raw_path: str) -> str:
     No dot-segment removal and no double encoding (those are for the other services)."""
     if raw_path and _UNRESERVED_PATH.fullmatch(raw_path):
         return raw_path
+    if len(raw_path) <= CACHED_TEXT_CHARS:
+        return _cached_aws_uri_path(raw_path)
     return _aws_uri_path(raw_path)
 
 
-@lru_cache(maxsize=_COMPONENT_CACHE)
 def _aws_uri_path(raw_path: str) -> str:
     return uri_encode(unquote_to_bytes(wire(raw_path or "/")), keep_slash=True)
+
+
+_cached_aws_uri_path = lru_cache(maxsize=_COMPONENT_CACHE)(_aws_uri_path)
 
 
 # A parsed query: per parameter ((decoded name, decoded value), (encoded name, encoded

@@ -19,6 +19,7 @@ from functools import lru_cache
 from objstore.http.client_bytes import decimal
 from objstore.http.sigv4.canonical import (
     ALGORITHM,
+    CACHED_TEXT_CHARS,
     HEX64,
     MAX_CLOCK_SKEW,
     MAX_PRESIGN_EXPIRES,
@@ -297,11 +298,19 @@ def _check_payload_hash(value: str) -> None:
         )
 
 
-# The parsers of claims that repeat from request to request (one credential scope a day,
-# the same signed headers) keep their answers; a refusal is never kept (lru_cache keeps
-# only what returns).
-@lru_cache(maxsize=1024)
 def _parse_credential(credential: str, presigned: bool) -> tuple[str, str, str, str]:
+    if len(credential) <= CACHED_TEXT_CHARS:
+        return _cached_credential(credential, presigned)
+    return _read_credential(credential, presigned)
+
+
+def _parse_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
+    if len(value) <= CACHED_TEXT_CHARS:
+        return _cached_signed_headers(value, presigned)
+    return _read_signed_headers(value, presigned)
+
+
+def _read_credential(credential: str, presigned: bool) -> tuple[str, str, str, str]:
     parts = credential.rsplit("/", 4)  # the access key is everything before the scope
     expecting = 'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request"'
     if len(parts) != 5 or not all(parts):
@@ -321,14 +330,20 @@ def _parse_credential(credential: str, presigned: bool) -> tuple[str, str, str, 
     return access_key, scope_date, region, service
 
 
-@lru_cache(maxsize=1024)
-def _parse_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
+def _read_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
     names = tuple(name.strip().lower() for name in value.split(";"))
     if not value.strip() or any(not name or any(c.isspace() for c in name) for name in names):
         raise _malformed(presigned, f"cannot parse SignedHeaders {value!r}")
     if len(set(names)) != len(names):
         raise _malformed(presigned, "SignedHeaders lists a header twice")
     return names
+
+
+# Claims that repeat from request to request (one credential scope a day, the same signed
+# headers) are read once; a refusal is never kept (lru_cache keeps only what returns), nor
+# a long claim.
+_cached_credential = lru_cache(maxsize=1024)(_read_credential)
+_cached_signed_headers = lru_cache(maxsize=1024)(_read_signed_headers)
 
 
 def _parse_signature(value: str, presigned: bool) -> str:
