@@ -54,6 +54,20 @@ PHASES = {"put": "small_put", "get": "small_get", "large": "large",
 DEFAULT_PHASES = ("put", "get", "large", "delete", "list")
 
 
+def selected_phases(text: str | None) -> tuple[str, ...]:
+    """The phases `--only` names (comma-separated; a phase's short name or its method's,
+    e.g. `get` or `small_get`), in the order given; the default phases without it."""
+    if not text:
+        return DEFAULT_PHASES
+    by_method = {method: name for name, method in PHASES.items()}
+    chosen = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in PHASES and name not in by_method]
+    if unknown:
+        raise ValueError(f"unknown phase(s) {', '.join(unknown)}; "
+                         f"choose from {', '.join(PHASES)}")
+    return tuple(dict.fromkeys(by_method.get(name, name) for name in chosen))
+
+
 @dataclass(frozen=True)
 class Plan:
     duration_seconds: int  # each timed wrk run
@@ -121,6 +135,7 @@ class Bench:
         self.empty_body = self._file("empty.bin", b"")
         self.notes: list[str] = []
         self.spares = plan.connections  # see WrkRun.spare_paths
+        self._small_made = False
 
     def _file(self, name: str, data: bytes) -> Path:
         path = self.workdir / name
@@ -153,7 +168,7 @@ class Bench:
     # -- 4 KiB objects at concurrency 32 ----------------------------------------------------
     def small_put(self) -> list[Row]:
         plan = self.plan
-        self.session.create_bucket("bench-small")
+        self._small_bucket()
         count = plan.duration_seconds * plan.objstore_put_urls_per_second + self.spares
         ours = self._wrk(self.objstore, "objstore-put-4k",
                          self.s3.presigned_paths("PUT", "bench-small",
@@ -161,7 +176,6 @@ class Bench:
                          "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
         peer = None
         if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            self.peer_session.create_bucket("bench-small")
             peer = self._wrk(self.moto, "moto-put-4k",
                              self.peer.presigned_paths("PUT", "bench-small",
                                                        (f"put/{i:07d}" for i in range(count))),
@@ -172,8 +186,18 @@ class Bench:
                            "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
         return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections, peer)
 
+    def _small_bucket(self) -> None:
+        """The 4 KiB phases' bucket on both S3 servers, made by the first phase that runs."""
+        if self._small_made:
+            return
+        self.session.create_bucket("bench-small")
+        if self.peer_session is not None:
+            self.peer_session.create_bucket("bench-small")
+        self._small_made = True
+
     def small_get(self) -> list[Row]:
         plan = self.plan
+        self._small_bucket()
         keys = self._seed_get_keys()
         results = []
         for server, paths in self._sides(
@@ -516,11 +540,10 @@ def main(argv: list[str] | None = None) -> int:
         plan = dataclasses.replace(plan, seed_deadline_seconds=args.seed_seconds)
     if args.rm_keys is not None:
         plan = dataclasses.replace(plan, rm_keys=args.rm_keys)
-    only = tuple(name for name in args.only.split(",") if name)
-    unknown = [name for name in only if name not in PHASES]
-    if unknown:
-        print(f"unknown phase(s) {', '.join(unknown)}: choose from {', '.join(PHASES)}",
-              file=sys.stderr)
+    try:
+        only = selected_phases(args.only)
+    except ValueError as exc:
+        print(f"--only: {exc}", file=sys.stderr)
         return 2
     header = begin_command(REPO)  # SIGINT too: even if started ignored
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-", dir=args.tmp_dir))

@@ -142,6 +142,20 @@ class ObjstoreChannel(http.HTTPChannel):
         self._head_timer: Any = None  # an IDelayedCall
         self._answered = False
         self._abort_call: Any = None
+        # What every request of the connection asks and the connection never changes (a
+        # system call, an interface adaptation): looked up once.
+        self._host: Any = None
+        self._secure: bool | None = None
+
+    def getHost(self) -> Any:  # noqa: N802
+        if self._host is None:
+            self._host = super().getHost()
+        return self._host
+
+    def isSecure(self) -> bool:  # noqa: N802
+        if self._secure is None:
+            self._secure = bool(super().isSecure())
+        return self._secure
 
     # -- the head of a request -----------------------------------------------------------
     def dataReceived(self, data: bytes) -> None:  # noqa: N802

@@ -15,6 +15,7 @@ The connection itself (limits and deadlines of a request's head) is `http/channe
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -273,7 +274,7 @@ class ObjstoreRequest(server.Request):
         site = self.objstore_site
         self.site = site
         self.setHeader(b"Server", site.server_header)
-        self.setHeader(b"Date", datetimeToString())
+        self.setHeader(b"Date", date_header())
         self.setHeader(b"x-amz-request-id", self.request_id)
         self.setHeader(b"x-amz-id-2", self.host_id)
         self.prepath = []
@@ -302,6 +303,19 @@ class ObjstoreRequest(server.Request):
         self.write(body)
         self.finish()
         return None
+
+
+_date_now: tuple[int, bytes] = (-1, b"")
+
+
+def date_header(now: Callable[[], float] = time.time) -> bytes:
+    """The Date header's value (twisted.web's `datetimeToString`), formatted once per
+    second rather than once per response."""
+    global _date_now
+    second = int(now())
+    if _date_now[0] != second:
+        _date_now = (second, datetimeToString(second))
+    return _date_now[1]
 
 
 class _DiscardSink:

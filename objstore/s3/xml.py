@@ -14,6 +14,7 @@ DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpect
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
 from urllib.parse import quote
 
 from lxml import etree
@@ -41,6 +42,7 @@ def iso8601(timestamp: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
+@lru_cache(maxsize=4096)  # Last-Modified of the objects read most: formatted once each
 def http_date(timestamp: float) -> str:
     moment = utc_moment(timestamp)
     return moment.strftime("%a, %d %b %Y %H:%M:%S GMT")

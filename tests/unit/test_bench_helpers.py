@@ -100,3 +100,13 @@ def test_table_with_a_peer_shows_ratios_first() -> None:
     assert lines[2] == "| 4 KiB PUT, c=32 | ops/s | 4.00 | 0.10 | 400 | 100 | 4,000 | cpu |"
     assert lines[3].startswith("| DeleteObjects of 1,000 keys | ms | 50.0 | — | 3000 | 60.00 | —")
     assert lines[4] == "| list page | ms | — | — | 7.00 | — | — |  |"
+
+
+def test_only_picks_phases_in_the_order_given() -> None:
+    from bench.run import DEFAULT_PHASES, selected_phases
+
+    assert selected_phases(None) == selected_phases("") == DEFAULT_PHASES
+    assert "rm" not in DEFAULT_PHASES  # optional: only when named
+    assert selected_phases("listing, small_get,get,rm") == ("list", "get", "rm")
+    with pytest.raises(ValueError, match="small_gets"):
+        selected_phases("small_gets")

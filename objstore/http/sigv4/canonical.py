@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from urllib.parse import quote, unquote_to_bytes
 
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -35,6 +35,16 @@ _AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 _LOWER_HEX64 = re.compile(r"[0-9a-f]{64}")
 _AMZ_DATE_DIGITS = re.compile(r"[0-9]{8}T[0-9]{6}Z")
+# Text made only of the characters AWS's URI encoding leaves alone decodes to itself and
+# encodes to itself: most query names and values, and most paths (with "/"), take no
+# decoding or encoding work at all.
+_UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]*")
+_UNRESERVED_PATH = re.compile(r"[A-Za-z0-9_.~/-]*")
+# Components that are not plain (a credential's "%2F", keys with spaces) repeat across
+# requests; their (decoded, encoded) forms are kept in a bounded table, short ones only
+# (a client can not fill memory with long, never repeated ones).
+_COMPONENT_CACHE = 4096
+CACHED_TEXT_CHARS = 256
 
 
 class SigV4Error(Exception):
@@ -64,6 +74,11 @@ class RequestView:
     raw_query: str
     headers: Mapping[str, str]
 
+    @cached_property
+    def query(self) -> QueryItems:
+        """The query parsed once (`query_items`), for every check that reads it."""
+        return query_items(self.raw_query)
+
 
 @dataclass(frozen=True)
 class SigningContext:
@@ -82,7 +97,7 @@ def wire(text: str) -> bytes:
 
 def hmac_sha256(key: bytes, message: str | bytes) -> bytes:
     data = message.encode("utf-8") if isinstance(message, str) else message
-    return hmac.new(key, data, hashlib.sha256).digest()
+    return hmac.digest(key, data, "sha256")  # one C call (hmac.new builds two objects)
 
 
 def derive_signing_key(secret_key: str, scope_date: str, region: str, service: str) -> bytes:
@@ -123,6 +138,23 @@ def _unquote(text: str) -> bytes:
     return unquote_to_bytes(wire(text).replace(b"+", b"%20"))
 
 
+def query_component(raw: str) -> tuple[bytes, str]:
+    """One query name or value as sent: (its decoded bytes, its AWS encoding)."""
+    if _UNRESERVED.fullmatch(raw):
+        return raw.encode("ascii"), raw
+    if len(raw) <= CACHED_TEXT_CHARS:
+        return _cached_query_component(raw)
+    return _query_component(raw)
+
+
+def _query_component(raw: str) -> tuple[bytes, str]:
+    decoded = _unquote(raw)
+    return decoded, uri_encode(decoded)
+
+
+_cached_query_component = lru_cache(maxsize=_COMPONENT_CACHE)(_query_component)
+
+
 def trimall(value: bytes) -> bytes:
     # Canonical header value: trimmed, runs of whitespace collapsed (AWS "Trimall"). On
     # bytes, so that only ASCII whitespace counts (not U+00A0 and friends).
@@ -143,6 +175,11 @@ def as_utc(moment: datetime) -> datetime:
 def parse_amz_date(text: str) -> datetime | None:
     if len(text) != 16 or not text.isascii():  # strptime would read other Unicode digits
         return None
+    return _parse_amz_date(text)
+
+
+@lru_cache(maxsize=1024)  # a date is claimed by every request signed in that second
+def _parse_amz_date(text: str) -> datetime | None:
     if _AMZ_DATE_DIGITS.fullmatch(text):  # the only shape clients send; strptime is slow
         try:
             return datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[9:11]),
@@ -158,28 +195,51 @@ def parse_amz_date(text: str) -> datetime | None:
 def aws_uri_path(raw_path: str) -> str:
     """The canonical URI AWS computes for S3: the decoded path encoded once, "/" kept.
     No dot-segment removal and no double encoding (those are for the other services)."""
+    if raw_path and _UNRESERVED_PATH.fullmatch(raw_path):
+        return raw_path
+    if len(raw_path) <= CACHED_TEXT_CHARS:
+        return _cached_aws_uri_path(raw_path)
+    return _aws_uri_path(raw_path)
+
+
+def _aws_uri_path(raw_path: str) -> str:
     return uri_encode(unquote_to_bytes(wire(raw_path or "/")), keep_slash=True)
 
 
-def query_pairs(raw_query: str) -> list[tuple[bytes, bytes]]:
-    pairs = []
+_cached_aws_uri_path = lru_cache(maxsize=_COMPONENT_CACHE)(_aws_uri_path)
+
+
+# A parsed query: per parameter ((decoded name, decoded value), (encoded name, encoded
+# value)), in the order sent.
+QueryItems = tuple[tuple[tuple[bytes, bytes], tuple[str, str]], ...]
+
+
+def query_items(raw_query: str) -> QueryItems:
+    """The query as sent, each name and value decoded and encoded the AWS way once."""
+    items = []
     for part in raw_query.split("&"):
         if not part:
             continue  # "a=1&&b=2": an empty item names no parameter
         key, _, value = part.partition("=")  # "?uploads" and "?uploads=" are the same
-        pairs.append((_unquote(key), _unquote(value)))
-    return pairs
+        (key_bytes, key_text), (value_bytes, value_text) = (query_component(key),
+                                                            query_component(value))
+        items.append(((key_bytes, value_bytes), (key_text, value_text)))
+    return tuple(items)
 
 
-def canonical_query_string(raw_query: str, *, exclude: str | None = None) -> str:
+def query_pairs(raw_query: str | QueryItems) -> list[tuple[bytes, bytes]]:
+    items = query_items(raw_query) if isinstance(raw_query, str) else raw_query
+    return [decoded for decoded, _ in items]
+
+
+def canonical_query_string(raw_query: str | QueryItems, *, exclude: str | None = None
+                           ) -> str:
     """Decode the query as sent, re-encode every key and value the AWS way, sort by key
-    then value. ``exclude`` drops one parameter (X-Amz-Signature of a presigned URL)."""
+    then value. ``exclude`` drops one parameter (X-Amz-Signature of a presigned URL).
+    A query already parsed (`query_items`) is not parsed again."""
+    items = query_items(raw_query) if isinstance(raw_query, str) else raw_query
     skip = exclude.encode("utf-8") if exclude is not None else None
-    encoded = sorted(
-        (uri_encode(key), uri_encode(value))
-        for key, value in query_pairs(raw_query)
-        if key != skip
-    )
+    encoded = sorted(pair for (key, _), pair in items if key != skip)
     return "&".join(f"{key}={value}" for key, value in encoded)
 
 

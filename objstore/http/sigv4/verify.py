@@ -14,10 +14,12 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 
 from objstore.http.client_bytes import decimal
 from objstore.http.sigv4.canonical import (
     ALGORITHM,
+    CACHED_TEXT_CHARS,
     HEX64,
     MAX_CLOCK_SKEW,
     MAX_PRESIGN_EXPIRES,
@@ -115,7 +117,7 @@ def _header_value_candidates(value: str) -> list[bytes]:
 
 def canonical_requests(auth: AuthRequest, req: RequestView) -> Iterator[bytes]:
     query = canonical_query_string(
-        req.raw_query, exclude="X-Amz-Signature" if auth.presigned else None
+        req.query, exclude="X-Amz-Signature" if auth.presigned else None
     )
     values = [_header_value_candidates(req.headers.get(name, "")) for name in auth.signed_headers]
     encodings = 2 if any(len(v) > 1 for v in values) else 1
@@ -154,7 +156,7 @@ def parse_auth(req: RequestView, *, payload_header_required: bool = True
     signers (the admin API's clients) do not: without the requirement, the payload hash is
     PAYLOAD_FROM_BODY.
     """
-    params = _auth_params(req.raw_query)
+    params = _auth_params(req)
     authorization = req.headers.get("authorization")
     presigned = any(name in params for name in _PRESIGN_PARAMS)
     if authorization is not None and (presigned or "Signature" in params):
@@ -172,11 +174,14 @@ def parse_auth(req: RequestView, *, payload_header_required: bool = True
     return None
 
 
-def _auth_params(raw_query: str) -> dict[str, list[str]]:
+_AUTH_PARAMS = frozenset((*_PRESIGN_PARAMS, "AWSAccessKeyId", "Signature"))
+
+
+def _auth_params(req: RequestView) -> dict[str, list[str]]:
     """Decoded values of the query parameters that carry authentication."""
-    wanted = (*_PRESIGN_PARAMS, "AWSAccessKeyId", "Signature")
+    wanted = _AUTH_PARAMS
     found: dict[str, list[str]] = {}
-    for key, value in query_pairs(raw_query):
+    for key, value in query_pairs(req.query):
         name = key.decode("utf-8", "replace")
         if name in wanted or name.lower() == "x-amz-content-sha256":
             found.setdefault(name, []).append(value.decode("utf-8", "replace"))
@@ -294,6 +299,18 @@ def _check_payload_hash(value: str) -> None:
 
 
 def _parse_credential(credential: str, presigned: bool) -> tuple[str, str, str, str]:
+    if len(credential) <= CACHED_TEXT_CHARS:
+        return _cached_credential(credential, presigned)
+    return _read_credential(credential, presigned)
+
+
+def _parse_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
+    if len(value) <= CACHED_TEXT_CHARS:
+        return _cached_signed_headers(value, presigned)
+    return _read_signed_headers(value, presigned)
+
+
+def _read_credential(credential: str, presigned: bool) -> tuple[str, str, str, str]:
     parts = credential.rsplit("/", 4)  # the access key is everything before the scope
     expecting = 'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request"'
     if len(parts) != 5 or not all(parts):
@@ -313,13 +330,20 @@ def _parse_credential(credential: str, presigned: bool) -> tuple[str, str, str, 
     return access_key, scope_date, region, service
 
 
-def _parse_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
+def _read_signed_headers(value: str, presigned: bool) -> tuple[str, ...]:
     names = tuple(name.strip().lower() for name in value.split(";"))
     if not value.strip() or any(not name or any(c.isspace() for c in name) for name in names):
         raise _malformed(presigned, f"cannot parse SignedHeaders {value!r}")
     if len(set(names)) != len(names):
         raise _malformed(presigned, "SignedHeaders lists a header twice")
     return names
+
+
+# Claims that repeat from request to request (one credential scope a day, the same signed
+# headers) are read once; a refusal is never kept (lru_cache keeps only what returns), nor
+# a long claim.
+_cached_credential = lru_cache(maxsize=1024)(_read_credential)
+_cached_signed_headers = lru_cache(maxsize=1024)(_read_signed_headers)
 
 
 def _parse_signature(value: str, presigned: bool) -> str:
