@@ -245,10 +245,38 @@ def format_listing_table(results: Sequence[Measured]) -> str:
     return "\n".join(lines)
 
 
+def _plain(label: str) -> bool:
+    return label.startswith("ListObjectsV2") and "delimiter" not in label \
+        and "versioned" not in label
+
+
+def size_verdict(results: Sequence[Measured], big: Bucket, small: Bucket) -> str | None:
+    """Issue 31: a 1000-key page of the big bucket within 1.5x of the same page of the
+    small one (each plain ListObjectsV2 page: start, middle, end, prefix), and <= 10 ms."""
+    smalls = {r.page.label: r for r in results if r.page.bucket == small}
+    pairs = [(r, smalls[r.page.label]) for r in results
+             if r.page.bucket == big and _plain(r.page.label) and r.page.label in smalls]
+    if not pairs:
+        return None
+    worst_ratio = max(pairs, key=lambda p: p[0].median / p[1].median)
+    ratio = worst_ratio[0].median / worst_ratio[1].median
+    slowest = max((p[0] for p in pairs), key=lambda r: r.median)
+    ok = ratio < 1.5 and slowest.median <= 10.0
+    return (f"issue 31 (1000-key page of {big.keys:,} keys < 1.5 x the same page of "
+            f"{small.keys:,} keys, and <= 10 ms): worst ratio {ratio:.2f} "
+            f"({worst_ratio[0].page.label}: {_ms(worst_ratio[0].median)} / "
+            f"{_ms(worst_ratio[1].median)} ms), slowest median {_ms(slowest.median)} ms: "
+            f"{'met' if ok else 'NOT met'}")
+
+
 def verdicts(results: Sequence[Measured], big: Bucket, big_versions: Bucket,
-             small_versions: Bucket) -> list[str]:
-    """The targets of issues 3, 4 and 6, judged on the medians."""
+             small_versions: Bucket, small: Bucket | None = None) -> list[str]:
+    """The targets of issues 3, 4, 6 and 31, judged on the medians."""
     lines: list[str] = []
+    if small is not None:
+        line = size_verdict(results, big, small)
+        if line is not None:
+            lines.append(line)
     by = {(r.page.bucket.name, r.page.label): r for r in results}
     plain = [r for r in results if r.page.bucket == big and "delimiter" not in r.page.label]
     if plain:
@@ -477,6 +505,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tmp-dir", type=Path, default=None,
                         help="parent of the run's temporary directory (use a real disk)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--objects-only", action="store_true",
+                        help="seed and measure only the unversioned buckets (the big one and "
+                             "10k keys): ListObjectsV2 pages and issue 31's size ratio")
     args = parser.parse_args(argv)
     if args.keys is None:
         args.keys = 20_000 if args.quick else 1_000_000
@@ -495,13 +526,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     header = begin_command(REPO)
     big, big_versions, small, small_versions = buckets_for(args.keys)
+    seeded_buckets = (big, small) if args.objects_only else (
+        big, big_versions, small, small_versions)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-listing-", dir=args.tmp_dir))
     results: list[Measured] = []
     try:
         daemon = Objstore(workdir / "objstore")
-        say(f"-- seeding {big.keys:,} keys and {big_versions.entries:,} versions "
-            f"(+ {small.keys:,} and {small_versions.entries:,}) into {workdir}")
-        seeded = seed(daemon.workdir / "data", (big, big_versions, small, small_versions), say)
+        say(f"-- seeding {', '.join(f'{b.name} ({b.entries:,})' for b in seeded_buckets)} "
+            f"into {workdir}")
+        seeded = seed(daemon.workdir / "data", seeded_buckets, say)
         say(f"   {seeded.rows:,} rows in {seeded.seconds:.0f} s "
             f"({seeded.rows / seeded.seconds:,.0f} rows/s), database "
             f"{seeded.database_bytes / 1024**2:,.0f} MiB")
@@ -513,10 +546,11 @@ def main(argv: list[str] | None = None) -> int:
             load = LoadMeter(pid)
             started = time.monotonic()
             say(f"   daemon ready; idle after {wait_idle(pid):.0f} s")
-            for bucket, pages in ((big, object_pages), (small, object_pages),
-                                  (big_versions, latest_of_versioned_pages),
-                                  (big_versions, version_pages),
-                                  (small_versions, version_pages)):
+            series = [(big, object_pages), (small, object_pages)]
+            if not args.objects_only:
+                series += [(big_versions, latest_of_versioned_pages),
+                           (big_versions, version_pages), (small_versions, version_pages)]
+            for bucket, pages in series:
                 for page in pages(bucket):
                     result = measure(client, pid, page, args.runs, args.series_seconds)
                     results.append(result)
@@ -533,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         release_workdir(workdir, args.keep)
 
     table = format_listing_table(results)
-    checks = verdicts(results, big, big_versions, small_versions)
+    checks = verdicts(results, big, big_versions, small_versions, small)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
     notes = [
         f"seeding: {seeded.rows:,} rows with insert_recovered in {seeded.seconds:.0f} s; "

@@ -23,6 +23,7 @@ from bench.listing import (
     key_name,
     latest_of_versioned_pages,
     object_pages,
+    size_verdict,
     verdicts,
     version_id,
     version_pages,
@@ -144,6 +145,25 @@ def test_table_and_verdicts() -> None:
     lines = verdicts(results, big, big_versions, small_versions)
     assert lines[0].startswith("issue 6") and lines[0].endswith(": met")
     assert "= 20.0 ms" in lines[1] and "20.5 ms" in lines[1] and lines[1].endswith("NOT met")
+
+
+def test_size_verdict_compares_the_same_page_of_both_buckets() -> None:
+    big, _, small, _ = buckets_for(1_000_000)
+    results = [
+        measured("ListObjectsV2, start", big, 9.0),
+        measured("ListObjectsV2, start", small, 8.0),
+        measured("ListObjectsV2, end (last page)", big, 9.5),
+        measured("ListObjectsV2, end (last page)", small, 5.0),
+        measured("ListObjectsV2 delimiter=/, start (CommonPrefixes)", big, 500.0),
+        measured("ListObjectsV2 delimiter=/, start (CommonPrefixes)", small, 1.0),
+    ]
+    line = size_verdict(results, big, small)
+    assert line is not None and "worst ratio 1.90 (ListObjectsV2, end" in line
+    assert "slowest median 9.5 ms" in line and line.endswith("NOT met")
+    fast = [r for r in results if "end" not in r.page.label]
+    line = size_verdict(fast, big, small)
+    assert line is not None and "ratio 1.12" in line and line.endswith(": met")
+    assert size_verdict([], big, small) is None
 
 
 def test_new_runs_go_first() -> None:
