@@ -39,6 +39,7 @@ if __package__ in (None, ""):  # `python bench/listing.py`: make `bench` and `ob
 import urllib3
 from lxml import etree
 
+from bench import servers
 from bench.report import begin_command, percentile, release_workdir, say
 from bench.s3 import S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore, cpu_seconds
@@ -347,6 +348,44 @@ def _records(bucket: Bucket, owner: str, blob_base: int) -> Iterator[ObjectRecor
             )
 
 
+# The rows `_records` makes for an unversioned bucket, made inside SQLite by one statement
+# (a recursive CTE; no Python per row): about ten times faster than insert_recovered.
+_PLAIN_ROWS = """
+WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < :count)
+INSERT INTO objects (bucket, key, version_id, blob_id, size, etag, last_modified, is_latest,
+    is_delete_marker, owner_id, owner_name, content_type, user_metadata, system_headers,
+    storage_class, checksums, checksum_type, tags, encryption_params, parts, seq)
+SELECT :bucket, printf('d%04d/o%04d', i / :per_dir, i % :per_dir), 'null',
+    printf('%032x', :blob_base + i), (i * 7919) % 100000, printf('%032x', i),
+    :t0 + i * 0.001, 1, 0, :owner, 'root', 'application/octet-stream',
+    CASE WHEN i % 4 = 0 THEN '{"origin":"bench"}' ELSE '{}' END, '{}', 'STANDARD',
+    CASE WHEN i % 2 = 0 THEN '{"crc32":"AAAAAA=="}' ELSE '{}' END,
+    CASE WHEN i % 2 = 0 THEN 'FULL_OBJECT' END, '{}', '{}', '[]', :seq0 + i
+FROM n
+"""
+
+
+def seed_plain(path: Path, bucket: Bucket, owner: str, blob_base: int) -> None:
+    """The rows of an unversioned bucket, as `_records` makes them, by one INSERT ...
+    SELECT in one transaction; the seq counter is advanced past them."""
+    import sqlite3
+
+    from objstore.meta.schema import OBJECTS_SEQ_NAME
+
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            (seq0,) = conn.execute("SELECT value FROM seq_counter WHERE name = ?",
+                                   (OBJECTS_SEQ_NAME,)).fetchone()
+            conn.execute(_PLAIN_ROWS, {
+                "count": bucket.keys, "bucket": bucket.name, "per_dir": KEYS_PER_DIR,
+                "blob_base": blob_base, "t0": T0, "owner": owner, "seq0": int(seq0) + 1})
+            conn.execute("UPDATE seq_counter SET value = value + ? WHERE name = ?",
+                         (bucket.keys, OBJECTS_SEQ_NAME))
+    finally:
+        conn.close()
+
+
 @dataclass(frozen=True)
 class Seeded:
     rows: int
@@ -377,6 +416,12 @@ def seed(data_dir: Path, buckets: Sequence[Bucket], say: Callable[[str], None]) 
                                   "Enabled" if bucket.versioned else "Disabled")
             store.create_bucket(record)
             control.write("buckets", bucket.name, dataclasses.asdict(record))
+            if not bucket.versioned:
+                seed_plain(path, bucket, owner, rows)
+                rows += bucket.keys
+                say(f"   {bucket.name}: {bucket.entries:,} rows (INSERT ... SELECT), "
+                    f"{time.monotonic() - started:.0f} s so far")
+                continue
             batch: list[ObjectRecord] = []
             for row in _records(bucket, owner, rows):
                 batch.append(row)
@@ -524,6 +569,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # A daemon opening a big database on a busy 2-core machine may take longer than the
+    # default to answer its health check.
+    servers.READY_TIMEOUT_SECONDS = max(servers.READY_TIMEOUT_SECONDS, 180.0)
     header = begin_command(REPO)
     big, big_versions, small, small_versions = buckets_for(args.keys)
     seeded_buckets = (big, small) if args.objects_only else (
@@ -531,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="objstore-bench-listing-", dir=args.tmp_dir))
     results: list[Measured] = []
     try:
-        daemon = Objstore(workdir / "objstore")
+        daemon = Objstore(workdir / "objstore", workers=1)  # its CPU is the worker's
         say(f"-- seeding {', '.join(f'{b.name} ({b.entries:,})' for b in seeded_buckets)} "
             f"into {workdir}")
         seeded = seed(daemon.workdir / "data", seeded_buckets, say)

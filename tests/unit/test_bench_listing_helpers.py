@@ -4,7 +4,9 @@ and where a run goes in RESULTS.md. The benchmark itself never runs in the test 
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
@@ -15,6 +17,7 @@ from bench.listing import (
     Bucket,
     Measured,
     Page,
+    _records,
     buckets_for,
     busy_ticks,
     format_listing_table,
@@ -23,6 +26,7 @@ from bench.listing import (
     key_name,
     latest_of_versioned_pages,
     object_pages,
+    seed_plain,
     size_verdict,
     verdicts,
     version_id,
@@ -176,3 +180,26 @@ def test_new_runs_go_first() -> None:
 def test_busy_ticks() -> None:
     stat = "cpu  100 5 50 800 40 1 2 3 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
     assert busy_ticks(stat) == (161, 1001)
+
+
+def test_plain_seeding_in_sql_makes_the_rows_insert_recovered_makes(tmp_path: Path) -> None:
+    from objstore.meta.dialect import create_db_engine
+    from objstore.meta.records import BucketRecord
+    from objstore.meta.store import SyncMetaStore
+
+    bucket = Bucket("plain", 2 * KEYS_PER_DIR + 7)
+    tables = []
+    for mode in ("sql", "records"):
+        path = tmp_path / f"{mode}.db"
+        store = SyncMetaStore(create_db_engine("sqlite", str(path), None, 1))
+        store.migrate()
+        store.create_bucket(BucketRecord(bucket.name, "o", "us-east-1", 1.0))
+        if mode == "records":
+            store.insert_recovered(list(_records(bucket, "o", 5)))
+        store.close()
+        if mode == "sql":
+            seed_plain(path, bucket, "o", 5)
+        with sqlite3.connect(path) as conn:
+            tables.append((conn.execute("SELECT * FROM objects ORDER BY key").fetchall(),
+                           conn.execute("SELECT * FROM seq_counter").fetchall()))
+    assert tables[0] == tables[1] and len(tables[0][0]) == bucket.keys
