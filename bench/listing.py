@@ -391,7 +391,7 @@ class Seeded:
     rows: int
     seconds: float
     database_bytes: int
-    storage_refresh_seconds: float  # the metrics timer's aggregate over the objects table
+    storage_refresh_seconds: float  # the metrics timer's storage figures (usage counters)
 
 
 def seed(data_dir: Path, buckets: Sequence[Bucket], say: Callable[[str], None]) -> Seeded:
@@ -622,8 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         f"SQLite database {seeded.database_bytes / 1024**2:,.0f} MiB",
         f"measuring: {measuring_seconds:.0f} s; other processes used {others:.2f} cores on "
         f"average meanwhile (of {os.cpu_count()}); load average at the end {loadavg}",
-        f"the metrics timer's storage aggregate over all rows took "
-        f"{seeded.storage_refresh_seconds:.2f} s (it runs every 60 s in the daemon)",
+        f"the metrics timer's storage figures took {seeded.storage_refresh_seconds:.3f} s "
+        "(they run every 60 s in the daemon)",
         *checks,
     ]
     say("\n" + table + "\n\n" + "\n".join(f"- {line}" for line in notes))
