@@ -3,11 +3,13 @@
 Usage (from the repository root):  .venv/bin/python -m bench.listing [--keys N] [--quick]
 
 Seeding a million keys through PUT would take hours (about 140 PUTs/s, see RESULTS.md), so
-this harness writes the rows straight into a fresh SQLite metadata database with
-`SyncMetaStore.insert_recovered` (the bulk insert `objstore recover` uses), in large
-batches, together with the root user, its credential and the bucket rows. Blob ids point
-at nothing: a listing never opens a blob. It then starts the real daemon on that data
-directory (`bench.servers.Objstore`: SQLite, fsync on, loopback only) and times signed
+this harness writes the rows straight into a fresh SQLite metadata database, together with
+the root user, its credential and the bucket rows: the unversioned buckets by one
+`INSERT ... SELECT` over a recursive CTE (`seed_plain`: rows made inside SQLite), the
+versioned ones with `SyncMetaStore.insert_recovered` (the bulk insert `objstore recover`
+uses) in large batches. Blob ids point at nothing: a listing never opens a blob. It then
+starts the real daemon on that data directory (`bench.servers.Objstore`: SQLite, fsync
+on, one worker, loopback only) and times signed
 ListObjectsV2 and ListObjectVersions requests over one keep-alive connection, one at a
 time: pages at the start, the middle and the end of each bucket, with and without a
 delimiter, on the big buckets and on 10k ones (the reference of issue 4's rule).
@@ -618,7 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = verdicts(results, big, big_versions, small_versions, small)
     loadavg = Path("/proc/loadavg").read_text().split()[:3]
     notes = [
-        f"seeding: {seeded.rows:,} rows with insert_recovered in {seeded.seconds:.0f} s; "
+        f"seeding: {seeded.rows:,} rows (INSERT ... SELECT; insert_recovered for versioned "
+        f"buckets) in {seeded.seconds:.0f} s; "
         f"SQLite database {seeded.database_bytes / 1024**2:,.0f} MiB",
         f"measuring: {measuring_seconds:.0f} s; other processes used {others:.2f} cores on "
         f"average meanwhile (of {os.cpu_count()}); load average at the end {loadavg}",
