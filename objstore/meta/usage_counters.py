@@ -11,10 +11,12 @@ Why triggers: every path that changes object rows (PUT, copy, delete, DeleteObje
 multipart completion, replication apply, recover's bulk insert, lifecycle, tombstone
 purges, migrate-db's copy, bucket deletion) keeps the counters without knowing of them,
 in the same transaction as the row, on both backends; a path added later cannot forget
-them. Row triggers fire on INSERT and DELETE, and on an UPDATE that changes `bucket`,
-`size` or `is_delete_marker` (including PostgreSQL's and SQLite's ON CONFLICT DO UPDATE).
-Not covered: SQLite's REPLACE conflict resolution (no code uses it: the store deletes and
-inserts) and TRUNCATE on PostgreSQL; `rebuild` recomputes the table from the rows.
+them. The triggers fire on INSERT and DELETE, and on an UPDATE that changes `bucket`,
+`size` or `is_delete_marker` (including ON CONFLICT DO UPDATE). SQLite's are row
+triggers; PostgreSQL counts INSERT and DELETE per statement, over its transition table
+(see _POSTGRES_TRIGGERS), and an UPDATE per row. Not covered: SQLite's REPLACE conflict
+resolution (no code uses it: the store deletes and inserts) and TRUNCATE on PostgreSQL;
+`rebuild` recomputes the table from the rows.
 
 Concurrency: on PostgreSQL the counter row of a bucket is locked by a writer until its
 commit; object writers already serialize on the seq counter row (taken first), so this
@@ -68,16 +70,41 @@ _SQLITE_TRIGGERS = (
     END""",
 )
 
+# PostgreSQL: INSERT and DELETE count per STATEMENT, over the statement's transition table
+# (one counter update per bucket per statement). Row triggers would update the same
+# counter row once per row, and each update of a row leaves a version that the next one
+# in the same transaction must step over: a bulk copy of a million rows in one transaction
+# (migrate-db) became quadratic. An UPDATE of the counted columns is rare: a row trigger.
 _POSTGRES_TRIGGERS = (
+    """CREATE OR REPLACE FUNCTION objects_usage_added() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO bucket_usage (bucket, objects, stored_bytes)
+        SELECT bucket, count(*), sum(size) FROM usage_added
+        WHERE NOT is_delete_marker GROUP BY bucket
+        ON CONFLICT (bucket) DO UPDATE SET objects = bucket_usage.objects + EXCLUDED.objects,
+            stored_bytes = bucket_usage.stored_bytes + EXCLUDED.stored_bytes;
+        RETURN NULL;
+    END $$""",
+    """CREATE OR REPLACE FUNCTION objects_usage_removed() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        UPDATE bucket_usage SET objects = bucket_usage.objects - gone.objects,
+            stored_bytes = bucket_usage.stored_bytes - gone.stored_bytes
+        FROM (SELECT bucket, count(*) AS objects, sum(size) AS stored_bytes
+              FROM usage_removed WHERE NOT is_delete_marker GROUP BY bucket) AS gone
+        WHERE bucket_usage.bucket = gone.bucket;
+        RETURN NULL;
+    END $$""",
     """CREATE OR REPLACE FUNCTION objects_usage_change() RETURNS trigger
     LANGUAGE plpgsql AS $$
     BEGIN
-        IF TG_OP <> 'INSERT' AND NOT OLD.is_delete_marker THEN
+        IF NOT OLD.is_delete_marker THEN
             UPDATE bucket_usage SET objects = objects - 1,
                 stored_bytes = stored_bytes - OLD.size
             WHERE bucket = OLD.bucket;
         END IF;
-        IF TG_OP <> 'DELETE' AND NOT NEW.is_delete_marker THEN
+        IF NOT NEW.is_delete_marker THEN
             INSERT INTO bucket_usage (bucket, objects, stored_bytes)
             VALUES (NEW.bucket, 1, NEW.size)
             ON CONFLICT (bucket) DO UPDATE SET objects = bucket_usage.objects + 1,
@@ -85,9 +112,14 @@ _POSTGRES_TRIGGERS = (
         END IF;
         RETURN NULL;
     END $$""",
-    "DROP TRIGGER IF EXISTS objects_usage ON objects",
-    """CREATE TRIGGER objects_usage AFTER INSERT OR DELETE ON objects
-    FOR EACH ROW EXECUTE FUNCTION objects_usage_change()""",
+    "DROP TRIGGER IF EXISTS objects_usage_insert ON objects",
+    """CREATE TRIGGER objects_usage_insert AFTER INSERT ON objects
+    REFERENCING NEW TABLE AS usage_added
+    FOR EACH STATEMENT EXECUTE FUNCTION objects_usage_added()""",
+    "DROP TRIGGER IF EXISTS objects_usage_delete ON objects",
+    """CREATE TRIGGER objects_usage_delete AFTER DELETE ON objects
+    REFERENCING OLD TABLE AS usage_removed
+    FOR EACH STATEMENT EXECUTE FUNCTION objects_usage_removed()""",
     "DROP TRIGGER IF EXISTS objects_usage_update ON objects",
     """CREATE TRIGGER objects_usage_update
     AFTER UPDATE OF bucket, size, is_delete_marker ON objects FOR EACH ROW

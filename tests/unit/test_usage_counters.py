@@ -191,8 +191,9 @@ def test_migration_counts_the_rows_already_there(meta_store: SyncMetaStore  # no
     # A database of version 14: no counters, no triggers.
     with meta_store.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql("DROP TRIGGER objects_usage ON objects")
-            conn.exec_driver_sql("DROP TRIGGER objects_usage_update ON objects")
+            for name in ("objects_usage_insert", "objects_usage_delete",
+                         "objects_usage_update"):
+                conn.exec_driver_sql(f"DROP TRIGGER {name} ON objects")
             conn.exec_driver_sql("DROP TRIGGER buckets_usage_delete ON buckets")
         else:
             for name in ("objects_usage_insert", "objects_usage_delete",
