@@ -14,9 +14,10 @@ S3Error("QuotaExceeded"), the transaction rolls back and the engine removes the 
 had written. A write that does not grow a dimension is never refused by it, so a bucket
 whose quota was lowered below its usage can still shrink.
 
-Cost: a bucket WITH a quota pays one aggregate over its rows per write (an index range on
-the objects' primary key); buckets without one pay nothing but the lookup of the quota
-document, which `put_object` folds into its bucket check (`QUOTA_RULE`).
+Cost: a bucket WITH a quota pays one read of its usage counters per write (one row, kept by
+triggers on the objects table: meta/usage_counters.py), whatever the bucket holds; buckets
+without one pay nothing but the lookup of the quota document, which `put_object` folds
+into its bucket check (`QUOTA_RULE`).
 """
 
 from __future__ import annotations

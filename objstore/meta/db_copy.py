@@ -1,5 +1,6 @@
 """The `migrate-db` job's copy: every table of the metadata database, from the node's
-backend to the other one (SQLite <-> PostgreSQL), row for row, and the node-local file that
+backend to the other one (SQLite <-> PostgreSQL), row for row (but the usage counters, which the
+target's triggers keep and the copy recomputes at its end), and the node-local file that
 switches the node to the copy at its next start.
 
 The target is brought to the current schema first (meta/migrations.py); a target that
@@ -30,7 +31,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from objstore.meta import schema
+from objstore.meta import schema, usage_counters
 from objstore.meta.migrations import migrate
 from objstore.private_files import OWNER_ONLY_FILE, make_private_dir
 
@@ -52,8 +53,13 @@ class WritesDuringCopy(Exception):
     pass
 
 
+# Derived tables: not copied; the target's triggers keep them while its rows are written
+# (and the copy ends by recomputing them).
+_DERIVED = frozenset({"schema_version", schema.bucket_usage.name})
+
+
 def _tables() -> list[sa.Table]:
-    return [t for t in schema.metadata.sorted_tables if t.name != "schema_version"]
+    return [t for t in schema.metadata.sorted_tables if t.name not in _DERIVED]
 
 
 def _counts(engine: Engine) -> dict[str, int]:
@@ -104,6 +110,8 @@ def copy_database(source: Engine, target: Engine, *, force: bool, job_id: str | 
                     progress(copied, max(total, copied))
             if target.dialect.name == "postgresql":
                 _advance_sequences(writing, table)
+    with target.begin() as conn:
+        usage_counters.rebuild(conn)
     if _state(source) != before:
         raise WritesDuringCopy("the source database changed during the copy (writes "
                                "arrived); run migrate-db again with the traffic stopped")

@@ -43,7 +43,7 @@ import sqlalchemy as sa
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction
-from objstore.meta.driver import CoreRows
+from objstore.meta.driver import CoreRows, driver_statement
 from objstore.meta.keyspace import group_of, prefix_upper_bound
 from objstore.meta.records import ObjectRecord
 
@@ -175,6 +175,21 @@ def _entries(rows: Sequence[Any]) -> list[ListingEntry]:
     ]
 
 
+def _driver_rows(rows: CoreRows, statement: sa.ClauseElement, values: dict[str, Any],
+                 sqlite_index: str) -> list[Any]:
+    """`rows.all` without SQLAlchemy's Row objects: the driver's own tuples, fetched from
+    its cursor (a third of the cost of reading 1000 rows). An error while fetching is the
+    driver's own, which the retry rules read as they read the hot paths' (retry.py)."""
+    query = driver_statement(rows.conn.dialect, statement, sqlite_index)
+    if query.defaults:
+        values = {**query.defaults, **values}
+    result = rows.conn.exec_driver_sql(query.sql, query.parameters(values))
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
+
+
 def _range(rows: CoreRows, statements: dict[tuple[bool, bool], sa.Select[Any]], index: str,
            bucket: str, bounds: tuple[str, bool, str | None], limit: int
            ) -> list[ListingEntry]:
@@ -183,7 +198,7 @@ def _range(rows: CoreRows, statements: dict[tuple[bool, bool], sa.Select[Any]], 
     if upper is not None:
         params["upper"] = upper
     statement = statements[(strict, upper is not None)]
-    return _entries(rows.all(statement, params, index))
+    return _entries(_driver_rows(rows, statement, params, index))
 
 
 # Where the next read of a skip scan starts: after an entry, or at a key (inclusive).
@@ -292,7 +307,7 @@ def _versions_after(rows: CoreRows, bucket: str, prefix: str, key_marker: str,
         marker = rows.conn.execute(_MARKER, {"bucket": bucket, "key": key_marker,
                                              "version_id": version_marker}).first()
         if marker is not None:
-            entries = _entries(rows.all(_OLDER_THAN_MARKER, {
+            entries = _entries(_driver_rows(rows, _OLDER_THAN_MARKER, {
                 "bucket": bucket, "key": key_marker, "limit": limit,
                 "last_modified": marker.last_modified, "seq": marker.seq,
             }, VERSIONS_INDEX))

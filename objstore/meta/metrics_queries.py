@@ -1,8 +1,8 @@
 """The metrics part of the metadata store: samples of the metrics history (insert, read,
 purge) and the per-bucket usage that the metrics endpoint exposes.
 
-Each query is a function of a `Database`, for both backends. `usage_by_bucket` is one
-grouped aggregate over the objects table, run by a timer, never per scrape. Nothing here
+Each query is a function of a `Database`, for both backends. `usage_by_bucket` reads the
+usage counters (one row per bucket), run by a timer, never per scrape. Nothing here
 imports Twisted.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from objstore.meta import schema
+from objstore.meta import schema, usage_counters
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, write_transaction
 
@@ -95,16 +95,8 @@ def purge_metrics_history(db: Database, before_ts: float) -> int:
 
 def usage_by_bucket(db: Database, limit: int) -> list[BucketUsage]:
     """Object versions and bytes of the `limit` largest buckets (by bytes, then name);
-    delete markers are not counted. Empty buckets are not listed."""
-    o = schema.objects
-    total = sa.func.coalesce(sa.func.sum(o.c.size), 0).label("stored_bytes")
-    query = (
-        sa.select(o.c.bucket, sa.func.count().label("objects"), total)
-        .where(o.c.is_delete_marker == sa.false())
-        .group_by(o.c.bucket)
-        .order_by(total.desc(), o.c.bucket)
-        .limit(max(0, limit))
-    )
+    delete markers are not counted. Empty buckets are not listed. Read from the counters
+    (meta/usage_counters.py): one row per bucket, whatever the buckets hold."""
     with read_transaction(db.engine) as conn:
-        rows = conn.execute(query).all()
-    return [BucketUsage(str(b), int(n), int(s)) for b, n, s in rows]
+        rows = usage_counters.largest(conn, limit)
+    return [BucketUsage(b, n, s) for b, n, s in rows]

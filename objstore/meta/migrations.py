@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from objstore.meta import schema
+from objstore.meta import schema, usage_counters
 from objstore.meta.dialect import write_transaction
 
 # Arbitrary constant identifying "objstore schema migration" among advisory locks.
@@ -40,6 +40,7 @@ class Migration:
 def _create_initial_schema(conn: Connection) -> None:
     schema.metadata.create_all(conn, checkfirst=True)
     _ensure_seq_counter(conn)
+    usage_counters.install(conn)
 
 
 def _ensure_seq_counter(conn: Connection) -> None:
@@ -130,6 +131,14 @@ def _add_object_acl(conn: Connection) -> None:
     _add_column(conn, schema.objects.c.acl)
 
 
+def _add_usage_counters(conn: Connection) -> None:
+    """Version 15: the bucket_usage table, the triggers on objects (and buckets) that keep
+    it, and its first contents computed from the rows (in the migration's transaction,
+    which keeps writers out, so no change falls between the count and the triggers)."""
+    usage_counters.install(conn)
+    usage_counters.rebuild(conn)
+
+
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "initial schema", _create_initial_schema),
     Migration(2, "metrics history; audit details", _add_metrics_history),
@@ -144,6 +153,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(11, "replication journal", _add_replication_journal),
     Migration(12, "object ACLs", _add_object_acl),
     Migration(14, "object stages stamp", _add_stages_updated_at),
+    Migration(15, "bucket usage counters", _add_usage_counters),
 )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from objstore.meta import schema
+from objstore.meta import schema, usage_counters
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction
 from objstore.meta.driver import fetch_each, fetch_one
@@ -147,27 +147,19 @@ def _versions_after_marker(
 
 def bucket_usage(db: Database, bucket: str) -> tuple[int, int]:
     """(object version count, total bytes) over all versions of the bucket. Delete markers
-    hold no bytes and are not counted."""
-    query = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_o.c.size), 0)).where(
-        _o.c.bucket == bucket, _o.c.is_delete_marker == sa.false()
-    )
+    hold no bytes and are not counted. One row: the counters (meta/usage_counters.py)."""
     with read_transaction(db.engine) as conn:
-        count, total = conn.execute(query).one()
-    return int(count), int(total)
+        return usage_counters.usage_of(conn, bucket)
 
 
 def storage_totals(db: Database) -> tuple[int, int, int]:
     """(bucket count, object version count, total bytes) for the whole store; delete
-    markers are not counted."""
+    markers are not counted. One row per bucket: the counters."""
     with read_transaction(db.engine) as conn:
         buckets = conn.execute(sa.select(sa.func.count()).select_from(schema.buckets))
         bucket_count = int(buckets.scalar_one())
-        count, total = conn.execute(
-            sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(_o.c.size), 0)).where(
-                _o.c.is_delete_marker == sa.false()
-            )
-        ).one()
-    return bucket_count, int(count), int(total)
+        count, total = usage_counters.totals(conn)
+    return bucket_count, count, total
 
 
 def objects_batch(

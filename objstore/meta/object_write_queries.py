@@ -46,7 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from objstore.convergence import lww
-from objstore.meta import schema
+from objstore.meta import schema, usage_counters
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import abandon_write, write_transaction
 from objstore.meta.driver import (
@@ -155,8 +155,7 @@ PUT_BUCKET_WITH_DOCUMENT = (
 )
 LATEST_STATE = sa.select(_o.c.etag, _o.c.is_delete_marker).where(
     *_SAME_KEY, schema.LATEST_PREDICATE)
-_BYTES = sa.func.coalesce(sa.func.sum(_o.c.size), sa.literal_column("0"))
-BUCKET_USAGE = sa.select(sa.func.count(), _BYTES).where(_o.c.bucket == _param("bucket"), _LIVE)
+BUCKET_USAGE = usage_counters.BUCKET_USAGE  # the counters the objects table's triggers keep
 REPLACED_SIZE = sa.select(_o.c.size).where(*_SAME_VERSION, _LIVE)
 DELETE_VERSION = sa.delete(_o).where(*_SAME_VERSION).returning(_o.c.blob_id, _o.c.parts,
                                                                 _o.c.last_modified)
@@ -211,8 +210,7 @@ def check_usage(rows: RowSource, record: ObjectRecord, check: UsageCheck) -> Non
     """Run `check` on the bucket's usage before and after storing `record` (which replaces
     any row of the same version)."""
     totals = rows.first(BUCKET_USAGE, {"p_bucket": record.bucket})
-    assert totals is not None
-    before = (int(totals[0]), int(totals[1]))
+    before = (0, 0) if totals is None else (int(totals[0]), int(totals[1]))
     replaced = rows.first(REPLACED_SIZE, {"p_bucket": record.bucket, "p_key": record.key,
                                           "p_version_id": record.version_id})
     after_count, after_bytes = before

@@ -153,6 +153,17 @@ sa.Index(
 )
 sa.Index("ix_objects_blob_id", objects.c.blob_id)
 
+# Per bucket: versions that are not delete markers, and their bytes. Kept by triggers on
+# `objects` (meta/usage_counters.py), never written by the store itself. No foreign key:
+# a trigger on `buckets` removes a deleted bucket's row.
+bucket_usage = sa.Table(
+    "bucket_usage",
+    metadata,
+    sa.Column("bucket", SortedText, primary_key=True),
+    sa.Column("objects", sa.BigInteger, nullable=False),
+    sa.Column("stored_bytes", sa.BigInteger, nullable=False),
+)
+
 multipart_uploads = sa.Table(
     "multipart_uploads",
     metadata,

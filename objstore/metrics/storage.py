@@ -1,6 +1,7 @@
 """The storage figures the metrics show (buckets, object versions, bytes, in total and for
-the largest buckets), measured by a timer and cached, so a scrape never runs an aggregate
-over the objects table.
+the largest buckets), measured by a timer and cached, so a scrape never reads the database.
+A measure reads the usage counters (meta/usage_counters.py): one row per bucket, whatever
+the buckets hold.
 
 Per-bucket series are capped at `max_buckets` (the largest by bytes): a store with a
 hundred thousand buckets must not produce a scrape of a hundred thousand series. Totals

@@ -10,8 +10,8 @@ from objstore.engine.listing import list_grouped
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.listing_xml import list_objects_document
 from objstore.s3.params import MAX_KEYS, encoding_type, max_keys
-from objstore.s3.xml import list_objects_document
 
 
 def encode_token(cursor: str) -> str:

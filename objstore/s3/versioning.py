@@ -12,13 +12,9 @@ from __future__ import annotations
 from objstore.engine.versioning import check_version_id
 from objstore.errors import S3Error
 from objstore.s3.call import S3Call, S3Response
+from objstore.s3.listing_xml import VersionsListing, list_versions_document
 from objstore.s3.params import encoding_type, max_keys
-from objstore.s3.versioning_xml import (
-    VersionsListing,
-    list_versions_document,
-    parse_versioning,
-    versioning_document,
-)
+from objstore.s3.versioning_xml import parse_versioning, versioning_document
 
 XML = "application/xml"
 

@@ -1,5 +1,5 @@
 """S3 XML of versioning, object lock and tagging: VersioningConfiguration,
-ListVersionsResult, ObjectLockConfiguration, Retention, LegalHold and Tagging.
+ObjectLockConfiguration, Retention, LegalHold and Tagging.
 
 Pure functions of plain data; no Twisted, no I/O. Parsing goes through
 `objstore.s3.xml.parse_document` (size limit, no DTDs or entities) and raises S3Error on
@@ -10,16 +10,13 @@ well-formed but invalid value). Timestamps are ISO 8601 (`2030-01-01T00:00:00.00
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from urllib.parse import quote
+from collections.abc import Iterable
 
 from lxml import etree
 
 from objstore.engine import lock_rules
 from objstore.errors import S3Error
 from objstore.http.client_bytes import signed_decimal
-from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
 from objstore.meta.records import ObjectRecord
 from objstore.s3.tagging_header import validate_tags
 from objstore.s3.xml import iso8601, parse_document, s3_root, serialize, sub_element
@@ -94,74 +91,6 @@ def versioning_document(state: str) -> bytes:
     if state in VERSIONING_STATES:
         sub_element(root, "Status", state)
     return serialize(root)
-
-
-# -- ListObjectVersions ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VersionsListing:
-    bucket: str
-    prefix: str
-    delimiter: str
-    key_marker: str
-    version_id_marker: str
-    max_keys: int
-    encoding_type: str | None
-    entries: Sequence[ObjectRecord | ListingEntry] = field(default_factory=list)
-    common_prefixes: list[str] = field(default_factory=list)
-    is_truncated: bool = False
-    next_key_marker: str = ""
-    next_version_id_marker: str | None = None
-
-
-def list_versions_document(listing: VersionsListing) -> bytes:
-    """ListVersionsResult: Version and DeleteMarker entries interleaved in listing order
-    (key ascending, newest first), then the CommonPrefixes."""
-    encode: Callable[[str], str] = (
-        (lambda s: quote(s, safe="/")) if listing.encoding_type == "url" else (lambda s: s)
-    )
-    root = s3_root("ListVersionsResult")
-    sub_element(root, "Name", listing.bucket)
-    sub_element(root, "Prefix", encode(listing.prefix))
-    sub_element(root, "KeyMarker", encode(listing.key_marker))
-    sub_element(root, "VersionIdMarker", listing.version_id_marker)
-    if listing.is_truncated:
-        sub_element(root, "NextKeyMarker", encode(listing.next_key_marker))
-        if listing.next_version_id_marker is not None:
-            sub_element(root, "NextVersionIdMarker", listing.next_version_id_marker)
-    sub_element(root, "MaxKeys", str(listing.max_keys))
-    if listing.delimiter:
-        sub_element(root, "Delimiter", encode(listing.delimiter))
-    if listing.encoding_type:
-        sub_element(root, "EncodingType", listing.encoding_type)
-    sub_element(root, "IsTruncated", "true" if listing.is_truncated else "false")
-    for record in listing.entries:
-        _version_entry(root, record, encode)
-    for prefix in listing.common_prefixes:
-        sub_element(sub_element(root, "CommonPrefixes"), "Prefix", encode(prefix))
-    return serialize(root)
-
-
-def _version_entry(root: etree._Element, record: ObjectRecord | ListingEntry,
-                   encode: Callable[[str], str]) -> None:
-    item = sub_element(root, "DeleteMarker" if record.is_delete_marker else "Version")
-    sub_element(item, "Key", encode(record.key))
-    sub_element(item, "VersionId", record.version_id)
-    sub_element(item, "IsLatest", "true" if record.is_latest else "false")
-    sub_element(item, "LastModified", iso8601(record.last_modified))
-    if not record.is_delete_marker:
-        sub_element(item, "ETag", f'"{record.etag}"')
-        sub_element(item, "Size", str(record.size))
-        sub_element(item, "StorageClass", record.storage_class)
-        algorithm = listed_checksum_algorithm(record)
-        if algorithm:
-            sub_element(item, "ChecksumAlgorithm", algorithm)
-            if record.checksum_type:
-                sub_element(item, "ChecksumType", record.checksum_type)
-    owner = sub_element(item, "Owner")
-    sub_element(owner, "ID", record.owner_id)
-    sub_element(owner, "DisplayName", record.owner_name)
 
 
 # -- object lock configuration --------------------------------------------------------

@@ -13,17 +13,17 @@ DTDs and entities (no XXE), raising S3Error("MalformedXML") on anything unexpect
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import datetime
+import functools
+import math
+from collections.abc import Iterable
 from functools import lru_cache
-from urllib.parse import quote
 
 from lxml import etree
 
 from objstore.errors import S3Error
 from objstore.http.error_xml import serialize, sub_element
-from objstore.meta.listing_queries import ListingEntry, listed_checksum_algorithm
-from objstore.meta.records import ObjectRecord
-from objstore.utc_dates import utc_moment
+from objstore.utc_dates import FIRST_STAMP, LAST_STAMP, clamped, utc_moment
 
 S3_NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 MAX_XML_BYTES = 1024 * 1024
@@ -37,9 +37,34 @@ SAFE_PARSER = etree.XMLParser(
 
 
 def iso8601(timestamp: float) -> str:
-    """S3's timestamp format in XML: 2006-02-03T16:45:09.000Z."""
-    moment = utc_moment(timestamp)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """S3's timestamp format in XML: 2006-02-03T16:45:09.000Z (milliseconds truncated).
+
+    The moment `utc_moment` gives (clamped, rounded to the microsecond half to even as
+    `datetime.fromtimestamp` rounds), put together from remembered pieces: a listing page
+    shows 1000 dates, and a `datetime` with `strftime` (or formatted integers) cost
+    microseconds each."""
+    if not FIRST_STAMP <= timestamp <= LAST_STAMP:  # NaN too
+        timestamp = clamped(timestamp)
+    frac, whole = math.modf(timestamp)
+    micros = round(frac * 1e6)
+    seconds = int(whole)
+    if micros >= 1_000_000:
+        seconds, micros = seconds + 1, micros - 1_000_000
+    day, second = divmod(seconds, 86400)
+    return (_day_text(day) + _HOUR_MINUTE[second // 60] + _SECOND[second % 60]
+            + _MILLIS[micros // 1000])
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_text(day: int) -> str:
+    """YYYY-MM-DD of the day `day` days after 1970-01-01."""
+    return datetime.date.fromordinal(_EPOCH_ORDINAL + day).isoformat()
+
+
+_HOUR_MINUTE = tuple(f"T{m // 60:02d}:{m % 60:02d}:" for m in range(1440))
+_SECOND = tuple(f"{s:02d}" for s in range(60))
+_MILLIS = tuple(f".{ms:03d}Z" for ms in range(1000))
+_EPOCH_ORDINAL = datetime.date(1970, 1, 1).toordinal()
 
 
 @lru_cache(maxsize=4096)  # Last-Modified of the objects read most: formatted once each
@@ -111,67 +136,3 @@ def parse_create_bucket(body: bytes) -> str | None:
         return None
     root = parse_document(body, "CreateBucketConfiguration")
     return child_text(root, "LocationConstraint")
-
-
-def _contents(parent: etree._Element, record: ObjectRecord | ListingEntry, fetch_owner: bool,
-              encode: Callable[[str], str]) -> None:
-    item = sub_element(parent, "Contents")
-    sub_element(item, "Key", encode(record.key))
-    sub_element(item, "LastModified", iso8601(record.last_modified))
-    sub_element(item, "ETag", f'"{record.etag}"')
-    sub_element(item, "Size", str(record.size))
-    sub_element(item, "StorageClass", record.storage_class)
-    algorithm = listed_checksum_algorithm(record)
-    if algorithm:
-        sub_element(item, "ChecksumAlgorithm", algorithm)
-        if record.checksum_type:
-            sub_element(item, "ChecksumType", record.checksum_type)
-    if fetch_owner:
-        owner = sub_element(item, "Owner")
-        sub_element(owner, "ID", record.owner_id)
-        sub_element(owner, "DisplayName", record.owner_name)
-
-
-def list_objects_document(
-    *,
-    bucket: str,
-    version: int,
-    prefix: str,
-    delimiter: str,
-    max_keys: int,
-    encoding_type: str | None,
-    contents: Iterable[ObjectRecord | ListingEntry],
-    common_prefixes: Iterable[str],
-    is_truncated: bool,
-    fields: Mapping[str, str],
-    fetch_owner: bool,
-) -> bytes:
-    """ListBucketResult for V1 (fields: Marker, NextMarker) and V2 (fields: KeyCount,
-    ContinuationToken, NextContinuationToken, StartAfter), in AWS's element order."""
-    encode: Callable[[str], str] = (
-        (lambda s: quote(s, safe="/")) if encoding_type == "url" else (lambda s: s)
-    )
-    root = s3_root("ListBucketResult")
-    sub_element(root, "Name", bucket)
-    sub_element(root, "Prefix", encode(prefix))
-    if version == 1:
-        sub_element(root, "Marker", encode(fields.get("Marker", "")))
-        if "NextMarker" in fields:
-            sub_element(root, "NextMarker", encode(fields["NextMarker"]))
-    else:
-        for name in ("ContinuationToken", "NextContinuationToken", "StartAfter"):
-            if name in fields:
-                value = fields[name]
-                sub_element(root, name, encode(value) if name == "StartAfter" else value)
-        sub_element(root, "KeyCount", fields["KeyCount"])
-    sub_element(root, "MaxKeys", str(max_keys))
-    if delimiter:
-        sub_element(root, "Delimiter", encode(delimiter))
-    if encoding_type:
-        sub_element(root, "EncodingType", encoding_type)
-    sub_element(root, "IsTruncated", "true" if is_truncated else "false")
-    for record in contents:
-        _contents(root, record, fetch_owner, encode)
-    for common in common_prefixes:
-        sub_element(sub_element(root, "CommonPrefixes"), "Prefix", encode(common))
-    return serialize(root)

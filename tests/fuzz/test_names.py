@@ -17,8 +17,8 @@ from objstore.engine.names import bucket_name_problem, key_problem
 from objstore.errors import S3Error
 from objstore.http.error_xml import error_document
 from objstore.meta.records import ObjectRecord
+from objstore.s3.listing_xml import list_objects_document
 from objstore.s3.routes import parse_request_line
-from objstore.s3.xml import list_objects_document
 from tests.fuzz.outcomes import check_code
 from tests.fuzz.strategies import any_text
 

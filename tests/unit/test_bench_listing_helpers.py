@@ -4,7 +4,9 @@ and where a run goes in RESULTS.md. The benchmark itself never runs in the test 
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
+from pathlib import Path
 from urllib.parse import parse_qsl
 
 import pytest
@@ -15,6 +17,7 @@ from bench.listing import (
     Bucket,
     Measured,
     Page,
+    _records,
     buckets_for,
     busy_ticks,
     format_listing_table,
@@ -23,6 +26,8 @@ from bench.listing import (
     key_name,
     latest_of_versioned_pages,
     object_pages,
+    seed_plain,
+    size_verdict,
     verdicts,
     version_id,
     version_pages,
@@ -146,6 +151,25 @@ def test_table_and_verdicts() -> None:
     assert "= 20.0 ms" in lines[1] and "20.5 ms" in lines[1] and lines[1].endswith("NOT met")
 
 
+def test_size_verdict_compares_the_same_page_of_both_buckets() -> None:
+    big, _, small, _ = buckets_for(1_000_000)
+    results = [
+        measured("ListObjectsV2, start", big, 9.0),
+        measured("ListObjectsV2, start", small, 8.0),
+        measured("ListObjectsV2, end (last page)", big, 9.5),
+        measured("ListObjectsV2, end (last page)", small, 5.0),
+        measured("ListObjectsV2 delimiter=/, start (CommonPrefixes)", big, 500.0),
+        measured("ListObjectsV2 delimiter=/, start (CommonPrefixes)", small, 1.0),
+    ]
+    line = size_verdict(results, big, small)
+    assert line is not None and "worst ratio 1.90 (ListObjectsV2, end" in line
+    assert "slowest median 9.5 ms" in line and line.endswith("NOT met")
+    fast = [r for r in results if "end" not in r.page.label]
+    line = size_verdict(fast, big, small)
+    assert line is not None and "ratio 1.12" in line and line.endswith(": met")
+    assert size_verdict([], big, small) is None
+
+
 def test_new_runs_go_first() -> None:
     document = "# Results\n\nintro\n\n## old run\n\ntable\n"
     assert insert_section(document, "## new run\n\nfigures\n") == (
@@ -156,3 +180,26 @@ def test_new_runs_go_first() -> None:
 def test_busy_ticks() -> None:
     stat = "cpu  100 5 50 800 40 1 2 3 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n"
     assert busy_ticks(stat) == (161, 1001)
+
+
+def test_plain_seeding_in_sql_makes_the_rows_insert_recovered_makes(tmp_path: Path) -> None:
+    from objstore.meta.dialect import create_db_engine
+    from objstore.meta.records import BucketRecord
+    from objstore.meta.store import SyncMetaStore
+
+    bucket = Bucket("plain", 2 * KEYS_PER_DIR + 7)
+    tables = []
+    for mode in ("sql", "records"):
+        path = tmp_path / f"{mode}.db"
+        store = SyncMetaStore(create_db_engine("sqlite", str(path), None, 1))
+        store.migrate()
+        store.create_bucket(BucketRecord(bucket.name, "o", "us-east-1", 1.0))
+        if mode == "records":
+            store.insert_recovered(list(_records(bucket, "o", 5)))
+        store.close()
+        if mode == "sql":
+            seed_plain(path, bucket, "o", 5)
+        with sqlite3.connect(path) as conn:
+            tables.append((conn.execute("SELECT * FROM objects ORDER BY key").fetchall(),
+                           conn.execute("SELECT * FROM seq_counter").fetchall()))
+    assert tables[0] == tables[1] and len(tables[0][0]) == bucket.keys

@@ -306,3 +306,21 @@ def test_open_uploads_skip_completed_ones_and_order_parts() -> None:
     reopened = open_uploads(uploads, parts, completed={"u2"})
     assert [(u.upload_id, [p.part_number for p in ps]) for u, ps in reopened] == [
         ("u1", [1, 2]), ("u3", [])]
+
+
+def test_recovered_usage_counters_equal_the_original(node: Node) -> None:
+    node.put("one", b"abc")
+    node.put("one", b"abcdef")  # an overwrite: one version counted
+    node.put("two", b"x" * 100, bucket="v")
+    node.put("two", b"y" * 50, bucket="v")  # versioned: both count
+    upload, parts = node.upload("big", 5 * MIB, 100)
+    node.complete(upload, parts)
+    fresh = node.recovered()
+    try:
+        for bucket in ("b", "v"):
+            assert fresh.bucket_usage(bucket) == node.store.bucket_usage(bucket)
+        assert fresh.bucket_usage("b") == (2, 6 + 5 * MIB + 100)
+        assert fresh.bucket_usage("v") == (2, 150)
+        assert fresh.storage_totals()[1:] == node.store.storage_totals()[1:]
+    finally:
+        fresh.close()

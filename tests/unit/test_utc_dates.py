@@ -17,8 +17,9 @@ from objstore.admin import views as admin_views
 from objstore.cluster import views as cluster_views
 from objstore.engine import transfer
 from objstore.meta.records import ObjectRecord
-from objstore.s3 import lifecycle, lock_headers, objects, objects_xml, versioning_xml
-from objstore.s3.xml import http_date, iso8601, list_objects_document
+from objstore.s3 import lifecycle, listing_xml, lock_headers, objects, objects_xml, versioning_xml
+from objstore.s3.listing_xml import list_objects_document
+from objstore.s3.xml import http_date, iso8601
 from objstore.utc_dates import (
     END_STAMP,
     FIRST_STAMP,
@@ -57,9 +58,9 @@ RENDERERS: list[tuple[str, Callable[[float], str]]] = [
         bucket="b", version=2, prefix="", delimiter="", max_keys=1000, encoding_type=None,
         contents=[row(s)], common_prefixes=[], is_truncated=False, fields={"KeyCount": "1"},
         fetch_owner=True).decode()),
-    ("ListObjectVersions", lambda s: versioning_xml.list_versions_document(
-        versioning_xml.VersionsListing("b", "", "", "", "", 1000, None,
-                                       entries=[row(s)])).decode()),
+    ("ListObjectVersions", lambda s: listing_xml.list_versions_document(
+        listing_xml.VersionsListing("b", "", "", "", "", 1000, None,
+                                    entries=[row(s)])).decode()),
 ]
 
 

@@ -11,6 +11,7 @@ from lxml import etree
 from objstore.engine.lock_rules import DefaultRetention, LockConfiguration, LockRequest, Retention
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord
+from objstore.s3 import listing_xml
 from objstore.s3 import versioning_xml as vx
 from objstore.s3.lock_headers import has_integrity_header, lock_request, retention_headers
 
@@ -97,13 +98,13 @@ def entry(key: str, version_id: str, *, marker: bool = False,
 
 
 def test_list_versions_document_interleaves_in_listing_order() -> None:
-    listing = vx.VersionsListing(
+    listing = listing_xml.VersionsListing(
         bucket="b", prefix="p q", delimiter="/", key_marker="", version_id_marker="",
         max_keys=3, encoding_type="url",
         entries=[entry("p q1", "m", marker=True, latest=True), entry("p q1", "v1")],
         common_prefixes=["p q/"], is_truncated=True, next_key_marker="p q/",
     )
-    root = etree.fromstring(vx.list_versions_document(listing))
+    root = etree.fromstring(listing_xml.list_versions_document(listing))
     names = [etree.QName(child).localname for child in root]
     assert names == ["Name", "Prefix", "KeyMarker", "VersionIdMarker", "NextKeyMarker",
                      "MaxKeys", "Delimiter", "EncodingType", "IsTruncated", "DeleteMarker",

@@ -14,9 +14,12 @@ from botocore.parsers import create_parser
 
 from objstore.http.error_xml import error_document
 from objstore.meta.records import ObjectRecord, UploadRecord
+from objstore.s3.listing_xml import (
+    VersionsListing,
+    list_objects_document,
+    list_versions_document,
+)
 from objstore.s3.multipart_xml import UploadsPage, initiate_result, list_uploads_result
-from objstore.s3.versioning_xml import VersionsListing, list_versions_document
-from objstore.s3.xml import list_objects_document
 
 KEYS = ["a\x01b", "c\rd\ne", "tab\tdel\x7f", "x\x1f\x0b\x0cy", "nel\x85", "\ufffe\uffff"]
 MODEL = botocore.session.get_session().get_service_model("s3")
