@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from tests.cluster.harness import Node, all_trusted, peers_of, start_cluster, wait_for
 from tests.integration.conftest import BACKENDS
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)  # 600 objects on a loaded 2-core machine
 
 NAMES = ("a", "b", "c")
 PLAIN, VERSIONED, LOCKED, BORN = "plain", "versioned", "locked", "born-while-away"
