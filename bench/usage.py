@@ -31,15 +31,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import urllib3
 
+from bench import listing
 from bench.report import begin_command, percentile, release_workdir, say
-from bench.s3 import S3Target
 from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Objstore, cpu_seconds
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,7 +45,6 @@ BIG, EMPTY = "bench-quota-big", "bench-quota-empty"
 QUOTA = json.dumps({"max_bytes": 10**15, "max_objects": 10**9}, sort_keys=True)
 T0 = 1_767_225_600.0
 BODY = b"q" * 4096
-TIMEOUT_SECONDS = 60.0
 
 # Columns of an object row the CTE fills; every NOT NULL column of `objects`.
 _INSERT = """
@@ -102,15 +99,11 @@ def seed(data_dir: Path, keys: int) -> float:
     return time.monotonic() - started
 
 
-class Client:
-    """One keep-alive connection; each PUT is signed before the clock starts."""
+class Client(listing.Client):
+    """bench.listing's keep-alive client, with PUTs of BODY signed before the clock starts."""
 
     def __init__(self, base_url: str) -> None:
-        self.target = S3Target(base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
-        parts = urlsplit(base_url)
-        self.pool = urllib3.HTTPConnectionPool(parts.hostname or "127.0.0.1", parts.port,
-                                               maxsize=1, retries=False,
-                                               timeout=TIMEOUT_SECONDS)
+        super().__init__(base_url)
         self.digest = hashlib.sha256(BODY).hexdigest()
 
     def timed_put(self, path: str) -> float:
