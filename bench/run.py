@@ -398,7 +398,8 @@ class Bench:
     def rm_recursive(self) -> list[Row]:
         """`aws s3 rm --recursive` of a prefix of `rm_keys` 0-byte keys seeded with wrk
         (objstore only): keys removed per second. The CLI lists 1,000 keys a page and
-        sends a DeleteObjects per page, 10 requests at a time (its default)."""
+        sends one DeleteObject per key, 10 requests at a time (its default): this measures
+        single-key deletes, not DeleteObjects."""
         plan, bucket = self.plan, "bench-rm"
         self.session.create_bucket(bucket)
         keys = (f"rm/{i:07d}" for i in range(plan.rm_keys + self.spares))
