@@ -28,7 +28,9 @@ the store's queries keep no state between attempts (meta/database.py).
 
 Which writes are grouped: an allow-list (`GROUPED_QUERIES`, `MetaStore` marks them): the
 one-transaction writes of object rows with their outbox entry (put_object, update_object,
-delete_object_version) and the audit log's batch insert. Each opens exactly one write
+delete_object_version), a peer's replicated row or deletion (apply_replicated_object,
+apply_replicated_delete: a 3-node quorum PUT waited ~40 ms per peer for its row's own
+commit behind the others) and the audit log's batch insert. Each opens exactly one write
 transaction on the store's engine and reads nothing outside it: a write that read through
 another connection would not see the uncommitted writes before it in its group, and one
 that commits by itself, opens a second connection or runs long (migrations, maintenance
@@ -64,6 +66,10 @@ GROUPED_QUERIES = frozenset({
     "update_object",
     "delete_object_version",
     "insert_audit_records",
+    # A peer's row or deletion applied here (engine/replication_apply.py): one write
+    # transaction that reads only through its own connection, as the ones above.
+    "apply_replicated_object",
+    "apply_replicated_delete",
 })
 
 

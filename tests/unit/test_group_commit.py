@@ -165,6 +165,37 @@ def test_a_failing_write_rolls_back_only_itself(
     assert len(set(seqs)) == 3 and store.max_seq() == max(seqs)
 
 
+def test_replicated_applies_and_deletes_commit_as_one_group(
+    store: SyncMetaStore, pool_and_reactor: tuple[DbPool, FakeReactor]
+) -> None:
+    """A peer's rows and deletions (the cluster's receive side) group like client writes:
+    a row that loses to the local one and a deletion with nothing newer to record roll
+    back only their own savepoints, the others commit together."""
+    pool, reactor = pool_and_reactor
+    meta = MetaStore(store, pool)
+    newer = store.put_object(record("newer", last_modified=50.0)).record
+    store.put_object(record("doomed", last_modified=3.0))
+    release = hold_writer(pool)
+    ds: list[Deferred[Any]] = [
+        meta.apply_replicated_object(record("r1", last_modified=5.0)),
+        meta.apply_replicated_object(record("newer", last_modified=10.0)),  # loses
+        meta.apply_replicated_delete(BUCKET, "doomed", "null", 4.0),
+        meta.apply_replicated_object(ObjectRecord("nobucket", "k", "null", "x", 1, "e",
+                                                  2.0)),
+        meta.apply_replicated_object(record("r2", last_modified=6.0)),
+    ]
+    release.set()
+    results = outcomes(ds, reactor)
+    assert list(pool.group_stats.sizes) == [5] and pool.group_stats.fallbacks == 0
+    assert results[0].applied and results[4].applied
+    assert not results[1].applied
+    assert results[2].recorded and results[2].removed is not None
+    assert isinstance(results[3], Failure) and results[3].check(RecordNotFound)
+    assert visible(store, "r1") and visible(store, "r2") and not visible(store, "doomed")
+    kept = store.get_object(BUCKET, "newer")
+    assert kept is not None and kept.seq == newer.seq and kept.last_modified == 50.0
+
+
 def test_results_are_delivered_after_the_commit(
     store: SyncMetaStore, pool_and_reactor: tuple[DbPool, FakeReactor]
 ) -> None:
