@@ -76,7 +76,7 @@ from objstore.cluster.wire import ReplicatedDelete, WireError
 from objstore.config import Cluster
 from objstore.convergence.ack import Ack
 from objstore.convergence.lww import row_survives_tombstone
-from objstore.convergence.row_rules import row_problem
+from objstore.convergence.row_rules import etag_is_md5, row_problem
 from objstore.convergence.sync_rules import (
     SKIP_AFTER_PASSES,
     PeerProgress,
@@ -669,7 +669,7 @@ class AntiEntropy(MultiService, SyncAnswers):
             if body.error is not None:
                 raise EntryFailed(f"blob {blob_id} could not be spooled: {body.error}")
             await body.digests_ready()
-            if record is not None and _plain(record) and body.md5_hex != record.etag:
+            if record is not None and etag_is_md5(record) and body.md5_hex != record.etag:
                 raise EntryFailed(f"blob {blob_id}: MD5 {body.md5_hex} is not the row's "
                                   f"ETag {record.etag}")
         except BaseException:
@@ -763,9 +763,3 @@ def _row_outcome(entry: PulledEntry, body: BlobWriter | None, answer: Ack | Exce
         return EntryFailed(f"the bytes of {record.bucket}/{record.key} were not kept")
     return None
 
-
-def _plain(record: ObjectRecord) -> bool:
-    """A row whose ETag is the MD5 of its stored bytes (no encryption, compression or
-    multipart ETag)."""
-    return (record.encryption_algorithm is None and record.compression is None
-            and not record.parts and "-" not in record.etag and len(record.etag) == 32)

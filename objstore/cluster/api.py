@@ -78,7 +78,7 @@ from objstore.cluster.wire import (
     PROTOCOL_VERSION,
     WireError,
     decode_delete,
-    decode_row,
+    decode_row_and_blob,
     encode_ack,
 )
 from objstore.config import Cluster
@@ -381,9 +381,14 @@ class ClusterApi:
 
     @cluster_route(app, "/object", methods=["POST"])
     async def object_row(self, request: ObjstoreRequest, peer: VerifiedPeer) -> bytes:
-        record = _decoded(decode_row, await self._json_bytes(request))
-        ack = await _engine(self._bucket_pulled(peer, lambda: self._receiver().apply_replicated(
-            peer_caller(request, peer, "Cluster::ApplyObject"), record)))
+        record, data = _decoded(decode_row_and_blob, await self._json_bytes(request))
+        caller = peer_caller(request, peer, "Cluster::ApplyObject")
+        if data is None:
+            work = lambda: self._receiver().apply_replicated(caller, record)  # noqa: E731
+        else:
+            work = lambda: self._receiver().apply_replicated_bytes(  # noqa: E731
+                caller, record, data)
+        ack = await _engine(self._bucket_pulled(peer, work))
         return json_body(request, 200, encode_ack(ack))
 
     @cluster_route(app, "/object/delete", methods=["POST"])

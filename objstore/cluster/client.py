@@ -259,10 +259,12 @@ class ClusterClient:
 
     # -- replicated changes ----------------------------------------------------------------
     async def send_object(self, base_url: str, record: ObjectRecord, *,
-                          deadline: float | None = None) -> Ack | SendFailure:
-        """A row to a peer (its bytes, if any, went first: `put_blob`)."""
-        return await self._acknowledged("POST", base_url, OBJECT_PATH, encode_row(record),
-                                        deadline)
+                          deadline: float | None = None, blob: bytes | None = None
+                          ) -> Ack | SendFailure:
+        """A row to a peer: with its blob's bytes (`blob`, a small blob: wire.py), or
+        after them (`put_blob`), or with none of its own."""
+        return await self._acknowledged("POST", base_url, OBJECT_PATH,
+                                        encode_row(record, blob), deadline)
 
     async def send_delete(self, base_url: str, delete: ReplicatedDelete, *,
                           deadline: float | None = None) -> Ack | SendFailure:

@@ -4,6 +4,7 @@ The fan-out speaks in acks or None (no ack) and hands blobs as `BlobPayload` (a 
 file, its size and SHA-256); the client speaks in `Ack | SendFailure` and takes bytes or a
 body producer. This module owns only that translation:
 
+- a row may carry its blob's bytes (`blob`, read by the fan-out: fanout.py);
 - a blob is read on the IO pool when it is small (`INLINE_BLOB_BYTES`) and streamed from
   its file by a `FileBodyProducer` of known length otherwise;
 - a `SendFailure` is logged at info and becomes None (False for a blob);
@@ -35,7 +36,8 @@ class Client(Protocol):
     """What this adapter needs of `ClusterClient`."""
 
     async def send_object(self, base_url: str, record: ObjectRecord, *,
-                          deadline: float | None = None) -> Ack | SendFailure: ...
+                          deadline: float | None = None, blob: bytes | None = None
+                          ) -> Ack | SendFailure: ...
 
     async def send_delete(self, base_url: str, delete: ReplicatedDelete, *,
                           deadline: float | None = None) -> Ack | SendFailure: ...
@@ -59,9 +61,10 @@ class ClientSender:
         self._io = io
 
     async def send_object(self, base_url: str, record: ObjectRecord, *,
-                          deadline: float | None = None) -> Ack | None:
-        return _ack(await self._client.send_object(base_url, record, deadline=deadline),
-                    base_url)
+                          deadline: float | None = None, blob: bytes | None = None
+                          ) -> Ack | None:
+        return _ack(await self._client.send_object(base_url, record, deadline=deadline,
+                                                   blob=blob), base_url)
 
     async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
                           deleted_at: float, *, deadline: float | None = None) -> Ack | None:

@@ -19,11 +19,19 @@ this module's: a row of a manifest page that fails it fails its entry, not the p
 body itself is read by `json_input.parse_json` (nesting, integers past 64 bits: a
 WireError).
 
+A row of POST /cluster/v1/object may carry its blob's bytes (as stored) in the additive
+field `blob_base64` (standard base64), for blobs of at most `INLINE_BLOB_BYTES`: one
+request and one sidecar write on the peer instead of the blob route's PUT followed by the
+row (fanout.py). The signature covers the body, so the bytes are as authenticated as the
+blob route's. An older node ignores the field and answers `has_blob: false`; the sender
+then sends the bytes the old way. Bad base64 is a WireError.
+
 Pure: no I/O, no Twisted.
 """
 
 from __future__ import annotations
 
+import binascii
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
@@ -37,6 +45,10 @@ from objstore.meta.records import ObjectRecord, PartRef
 
 PROTOCOL_VERSION = 1
 PROTOCOL_FIELD = "protocol"
+BLOB_FIELD = "blob_base64"
+# A blob up to this size travels inside its row (base64: a third more, well within the
+# JSON routes' 2 MiB cap); a larger one goes first through the blob route, streamed.
+INLINE_BLOB_BYTES = 256 * 1024
 
 
 class WireError(ValueError):
@@ -167,12 +179,33 @@ def row_from_document(document: object) -> ObjectRecord:
     return ObjectRecord(**values, is_latest=False)
 
 
-def encode_row(record: ObjectRecord) -> bytes:
-    return _encode(row_document(record))
+def encode_row(record: ObjectRecord, blob: bytes | None = None) -> bytes:
+    """The row's JSON body; `blob`: its blob's bytes as stored, sent with it."""
+    document = row_document(record)
+    if blob is not None:
+        document[BLOB_FIELD] = binascii.b2a_base64(blob, newline=False).decode("ascii")
+    return _encode(document)
 
 
 def decode_row(body: bytes) -> ObjectRecord:
     return row_from_document(_decode(body))
+
+
+def decode_row_and_blob(body: bytes) -> tuple[ObjectRecord, bytes | None]:
+    """The row of a POST /cluster/v1/object body and the blob bytes sent with it (None:
+    none were)."""
+    document = _decode(body)
+    record = row_from_document(document)
+    assert isinstance(document, dict)  # row_from_document refused anything else
+    encoded = document.get(BLOB_FIELD)
+    if encoded is None:
+        return record, None
+    if not isinstance(encoded, str):
+        raise WireError(f"{BLOB_FIELD} must be a string")
+    try:
+        return record, binascii.a2b_base64(encoded.encode("ascii"), strict_mode=True)
+    except (binascii.Error, UnicodeEncodeError) as error:
+        raise WireError(f"{BLOB_FIELD} is not base64: {error}") from None
 
 
 # -- deletions ------------------------------------------------------------------------------

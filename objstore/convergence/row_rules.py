@@ -23,7 +23,9 @@ The rules (each refusal names the field):
   headers are the ones objstore keeps.
 
 `blob_problem` is the rule between a row and bytes held for it: a plain row (neither
-compressed nor encrypted) has exactly `size` bytes.
+compressed nor encrypted) has exactly `size` bytes. `etag_is_md5`: a row whose ETag is
+the MD5 of its stored bytes, which bytes sent for it (anti-entropy's fetch, a row sent
+with its bytes) must then match.
 
 What the bucket, key, version id and blob ids must be is the engine's check
 (`check_replicated_record`: engine.names, UUIDs), which calls this.
@@ -253,6 +255,13 @@ def _acl_problem(text: str | None) -> RowProblem | None:
 def row_problem(record: ObjectRecord) -> RowProblem | None:
     """The first reason `record` is not a row this server could have written, or None."""
     return _first(check(record) for check in (_stamps, _sizes, _enums, _texts))
+
+
+def etag_is_md5(record: ObjectRecord) -> bool:
+    """A row whose ETag is the MD5 of its stored bytes (no encryption, compression or
+    multipart ETag)."""
+    return (record.encryption_algorithm is None and record.compression is None
+            and not record.parts and "-" not in record.etag and len(record.etag) == 32)
 
 
 def blob_problem(record: ObjectRecord, stored_bytes: int) -> RowProblem | None:

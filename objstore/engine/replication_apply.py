@@ -56,7 +56,13 @@ from objstore.convergence.lww import (
     row_survives_tombstone,
     too_far_ahead,
 )
-from objstore.convergence.row_rules import RowProblem, blob_problem, row_problem, stamp_problem
+from objstore.convergence.row_rules import (
+    RowProblem,
+    blob_problem,
+    etag_is_md5,
+    row_problem,
+    stamp_problem,
+)
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind, Origin
 from objstore.engine.objects import BlobFiles, check_key
@@ -136,6 +142,27 @@ class ReplicationApply:
         await self._admit(record, body)
         return await self._locks.run(record.bucket, record.key,
                                      lambda: self._apply(caller, record, body))
+
+    async def apply_replicated_bytes(self, caller: Caller, record: ObjectRecord,
+                                     data: bytes) -> Ack:
+        """Apply a peer's row sent with its blob's bytes (as stored) inside it (a small
+        blob: cluster/wire.py): as `apply_replicated` with them as its body, once they
+        match the row (a plain row's ETag is their MD5: BadDigest otherwise)."""
+        _require_peer(caller)
+        # Kept in memory whole (the JSON route's cap bounds them): never spooled to a file.
+        body = stored_bytes_writer(self._blobs.tmp_dir, memory_limit=max(len(data), 1))
+        try:
+            body.write(data)
+            body.end()
+            await body.digests_ready()
+            # (bytes of another length are refused by the row rules below, InvalidRequest)
+            if etag_is_md5(record) and body.length == record.size \
+                    and body.md5_hex != record.etag:
+                raise S3Error("BadDigest", f"The bytes sent have MD5 {body.md5_hex}; the "
+                              f"row's ETag is {record.etag}.")
+            return await self.apply_replicated(caller, record, body)
+        finally:
+            body.close()
 
     async def _admit(self, record: ObjectRecord, body: UploadedBody | None) -> None:
         """The checks every incoming row passes before it is applied, alone or in a batch:

@@ -10,6 +10,7 @@ and anti-entropy copies it to b: the nodes agree on what they take and what they
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import time
@@ -217,6 +218,27 @@ def test_a_row_whose_size_disagrees_with_its_blob_is_refused(nodes: dict[str, No
     wait_for("anti-entropy copies the valid row to b", copied_to_b, deadline=60)
     assert nodes["b"].s3.get_object(Bucket=BUCKET, Key="sized")["Body"].read() == DATA
     assert_listings_render(nodes)
+
+
+def test_a_row_carrying_bytes_that_are_not_its_own_is_refused(nodes: dict[str, Node]
+                                                               ) -> None:
+    """A row may carry its small blob's bytes (`blob_base64`, cluster/wire.py): bytes
+    that are not base64, not the row's length or not the MD5 of its ETag are a 400 and
+    store nothing; the row with its true bytes is applied with them in one request."""
+    record = good_row("inline", str(uuid.uuid4()))
+    encoded = base64.b64encode(DATA).decode()
+    refused(post_row(nodes["a"], record, blob_base64="not base64!"), "blob_base64")
+    refused(post_row(nodes["a"], record, blob_base64=7), "blob_base64")
+    refused(post_row(nodes["a"], record, blob_base64=base64.b64encode(b"abd").decode()),
+            "BadDigest")
+    refused(post_row(nodes["a"], record, blob_base64=base64.b64encode(b"abcd").decode()),
+            "4 bytes")
+    assert absent(nodes["a"], "inline")
+
+    answer = post_row(nodes["a"], record, blob_base64=encoded)
+    assert answer.status == 200, answer.data
+    assert json.loads(answer.data) == {"applied": True, "has_blob": True}
+    assert nodes["a"].s3.get_object(Bucket=BUCKET, Key="inline")["Body"].read() == DATA
 
 
 def test_rows_clients_write_pass_the_same_rules(nodes: dict[str, Node]) -> None:

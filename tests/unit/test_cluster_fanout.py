@@ -15,6 +15,7 @@ from objstore.cluster.client import ClusterClient, SendFailure
 from objstore.cluster.fanout import BlobPayload, ClusterOp, FanOut, StoredBlobs
 from objstore.cluster.membership import Membership, ProbeResult
 from objstore.cluster.sender import ClientSender
+from objstore.cluster.wire import INLINE_BLOB_BYTES
 from objstore.config import Cluster
 from objstore.convergence import lww
 from objstore.convergence.ack import FULL_ACK, Ack
@@ -56,16 +57,22 @@ class FakeSender:
     def __init__(self, answers: dict[str, Any] | None = None, *,
                  blob_ok: bool = True) -> None:
         self.answers = answers or {}
+        self.inline_answers: dict[str, Ack | None] = {}  # a row sent with its bytes
         self.blob_ok = blob_ok
         self.calls: list[tuple[Any, ...]] = []
         self.deadlines: list[float | None] = []
         self.ops: dict[str, Deferred[bool]] = {}
 
     async def send_object(self, base_url: str, record: ObjectRecord, *,
-                          deadline: float | None = None) -> Ack | None:
-        self.calls.append(("object", base_url, record.key))
+                          deadline: float | None = None, blob: bytes | None = None
+                          ) -> Ack | None:
+        if blob is None:
+            self.calls.append(("object", base_url, record.key))
+            self.deadlines.append(deadline)
+            return await self._answer(base_url)
+        self.calls.append(("object+blob", base_url, record.key, blob))
         self.deadlines.append(deadline)
-        return await self._answer(base_url)
+        return self.inline_answers.get(base_url, FULL_ACK)
 
     async def send_delete(self, base_url: str, bucket: str, key: str, version_id: str,
                           deleted_at: float, *, deadline: float | None = None
@@ -95,11 +102,13 @@ class FakeSender:
 
 
 class Blobs:
-    def __init__(self, missing: tuple[str, ...] = ()) -> None:
+    def __init__(self, missing: tuple[str, ...] = (), data: bytes | None = None) -> None:
         self.missing = missing
+        self.data = data  # the bytes of a blob small enough to travel in its row
 
     async def payload(self, blob_id: str) -> BlobPayload | None:
-        return None if blob_id in self.missing else BlobPayload(f"/d/{blob_id}", 3, "ab")
+        return None if blob_id in self.missing else BlobPayload(f"/d/{blob_id}", 3, "ab",
+                                                                self.data)
 
 
 def fanout(sender: FakeSender, view: Membership, config: Cluster | None = None,
@@ -298,6 +307,49 @@ def test_upload_changes_are_best_effort_notices() -> None:
         ("op", kind.value) for kind in kinds]
 
 
+def test_a_small_blob_travels_inside_its_row() -> None:
+    sender = FakeSender()
+    sink = fanout(sender, membership("a", "b"), blobs=Blobs(data=b"abc"))
+    assert outcome(sink.committed(written())) is None
+    assert sorted(sender.calls) == [("object+blob", f"http://{n}:9000", "k", b"abc")
+                                    for n in ("a", "b")]
+    assert sink.stats.acks == 2
+
+
+def test_a_peer_that_ignores_the_bytes_gets_them_the_old_way() -> None:
+    """An older node applies the row without the bytes it does not know of and says
+    has_blob: false; the blob then goes through the blob route and the row again."""
+    sender = FakeSender()
+    sender.inline_answers["http://a:9000"] = Ack(applied=True, has_blob=False)
+    sink = fanout(sender, membership("a"), cluster(size=2), blobs=Blobs(data=b"abc"))
+    assert outcome(sink.committed(written())) is None
+    assert sender.calls == [("object+blob", "http://a:9000", "k", b"abc"),
+                            ("blob", "http://a:9000", BLOB, "ab"),
+                            ("object", "http://a:9000", "k")]
+    assert len(set(sender.deadlines)) == 1  # one deadline for the whole exchange
+
+
+def test_no_answer_to_a_row_with_its_bytes_is_no_ack_and_nothing_more() -> None:
+    sender = FakeSender()
+    sender.inline_answers["http://a:9000"] = None
+    sink = fanout(sender, membership("a"), cluster(size=2), blobs=Blobs(data=b"abc"))
+    assert isinstance(outcome(sink.committed(written())), S3Error)  # quorum 2 of 2
+    assert [c[0] for c in sender.calls] == ["object+blob"]
+
+
+def test_a_composite_and_a_large_blob_keep_the_blob_route() -> None:
+    composite = ObjectRecord("b", "k", "null", BLOB, 6, "etag-2", 100.0,
+                             parts=(PartRef(1, PART, 3, "e1"), PartRef(2, BLOB, 3, "e2")))
+    sender = FakeSender()
+    sink = fanout(sender, membership("a"), cluster(size=2), blobs=Blobs(data=b"abc"))
+    assert outcome(sink.committed(written(record=composite))) is None
+    assert [c[0] for c in sender.calls] == ["blob", "blob", "object"]
+    large = FakeSender()
+    sink = fanout(large, membership("a"), cluster(size=2), blobs=Blobs(data=None))
+    assert outcome(sink.committed(written())) is None
+    assert [c[0] for c in large.calls] == ["blob", "object"]
+
+
 def test_stored_blobs_measure_and_hash_the_file(tmp_path: Any) -> None:
     class Store:
         def blob_path(self, blob_id: str) -> str:
@@ -312,8 +364,12 @@ def test_stored_blobs_measure_and_hash_the_file(tmp_path: Any) -> None:
     source = StoredBlobs(Store(), Inline())  # type: ignore[arg-type]
     found = outcome(Deferred.fromCoroutine(source.payload(BLOB)))
     assert found == BlobPayload(str(tmp_path / BLOB), 3, "ba7816bf8f01cfea414140de5dae2223"
-                                "b00361a396177a9cb410ff61f20015ad")
+                                "b00361a396177a9cb410ff61f20015ad", b"abc")
     assert outcome(Deferred.fromCoroutine(source.payload(PART))) is None
+    # Past the inline size the bytes are not kept (the blob route streams the file).
+    (tmp_path / PART).write_bytes(b"x" * (INLINE_BLOB_BYTES + 1))
+    large = outcome(Deferred.fromCoroutine(source.payload(PART)))
+    assert large.size == INLINE_BLOB_BYTES + 1 and large.data is None
 
 
 # -- one deadline per write and peer: the real client over an HTTP stand-in ----------------

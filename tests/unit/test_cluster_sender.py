@@ -29,8 +29,10 @@ class FakeClient:
         self.deadlines: list[float | None] = []
 
     async def send_object(self, base_url: str, record: ObjectRecord, *,
-                          deadline: float | None = None) -> Ack | SendFailure:
-        self.calls.append(("object", base_url, record))
+                          deadline: float | None = None, blob: bytes | None = None
+                          ) -> Ack | SendFailure:
+        self.calls.append(("object", base_url, record) if blob is None
+                          else ("object+blob", base_url, record, blob))
         self.deadlines.append(deadline)
         return self.answer
 

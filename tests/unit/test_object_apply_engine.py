@@ -254,6 +254,44 @@ def test_bytes_that_disagree_with_the_row_are_refused(node: Node) -> None:
     assert node.store.get_object("b", "k", V1) is None
 
 
+MD5_OF_DATA = "900150983cd24fb0d6963f7d28e17f72"  # MD5 of b"abc"
+
+
+def test_a_row_sent_with_its_bytes_stores_them_under_the_rows_sidecar(node: Node) -> None:
+    """The small-blob path of POST /cluster/v1/object (cluster/wire.py): one sidecar
+    write, the row's own, never the provisional one the blob route writes first."""
+    record = row(etag=MD5_OF_DATA)
+    ack = run(node.service.apply_replicated_bytes(PEER, record, DATA))
+    assert ack == Ack(applied=True, has_blob=True)
+    assert node.blobs.blob_reader(BLOB_A).read_all() == DATA
+    assert record_from_sidecar(node.blobs.read_sidecar(BLOB_A)) == replace(
+        record, is_latest=False)
+    assert node.seen.changes[-1].caller is PEER
+    again = run(node.service.apply_replicated_bytes(PEER, record, DATA))  # a retry
+    assert again == Ack(applied=True, has_blob=True)
+
+
+@pytest.mark.parametrize("sent, code", [
+    (b"abd", "BadDigest"),  # same length, not the bytes of the ETag
+    (b"abcd", "InvalidRequest"),  # not the row's size
+])
+def test_bytes_sent_in_the_row_must_be_the_rows(node: Node, sent: bytes, code: str) -> None:
+    with pytest.raises(S3Error) as refused:
+        run(node.service.apply_replicated_bytes(PEER, row(etag=MD5_OF_DATA), sent))
+    assert refused.value.code == code
+    assert node.store.get_object("b", "k", V1) is None
+    assert node.has_files(BLOB_A) == (False, False)
+    assert os.listdir(node.blobs.tmp_dir) == []
+
+
+def test_bytes_of_an_encrypted_row_are_not_held_to_the_etag(node: Node) -> None:
+    """A stored (encrypted or compressed) blob's bytes are not the client's: the ETag is
+    the client bytes' MD5, so only the row rules apply to them."""
+    record = row(etag=MD5_OF_DATA, compression="zstd", size=99)
+    assert run(node.service.apply_replicated_bytes(PEER, record, b"zzz")).has_blob
+    assert node.blobs.blob_reader(BLOB_A).read_all() == b"zzz"
+
+
 def test_only_a_peer_caller_applies(node: Node) -> None:
     client = Caller(PEER.principal)
     with pytest.raises(ValueError):
