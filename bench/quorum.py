@@ -2,6 +2,7 @@
 
 Usage (from the repository root):
     .venv/bin/python -m bench.quorum [--seconds 8] [--rounds 2] [--profile DIR]
+                                     [--sync-method auto|fsync]
 
 Four daemons on loopback (SQLite, fsync on, one worker each): a single node, and a
 three-node cluster with the tests/cluster harness's config (`consistency = "quorum"`,
@@ -64,15 +65,20 @@ def wait_healthy(daemons: list[Daemon]) -> None:
         time.sleep(0.2)
 
 
-def start_cluster(workdir: Path) -> list[Daemon]:
+def storage_keys(sync_method: str) -> str:
+    """[storage] lines of every daemon of the run (Daemon appends them to its section)."""
+    return f'sync_method = "{sync_method}"\n'
+
+
+def start_cluster(workdir: Path, sync_method: str) -> list[Daemon]:
     ports = {name: free_port() for name in NAMES}
     nodes = []
     for name in NAMES:
         peers = [f"http://127.0.0.1:{ports[other]}" for other in NAMES if other != name]
         nodes.append(Daemon(workdir / name, backend="sqlite", workers=1, port=ports[name],
-                            extra_config=cluster_section(f"node-{name}", peers,
-                                                         size=len(NAMES),
-                                                         overrides=CLUSTER_OVERRIDES)))
+                            extra_config=storage_keys(sync_method) + cluster_section(
+                                f"node-{name}", peers, size=len(NAMES),
+                                overrides=CLUSTER_OVERRIDES)))
     for node in nodes:
         node.launch()
     for node in nodes:
@@ -110,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds of both cases")
     parser.add_argument("--profile", type=Path, help="py-spy node a's last round here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--sync-method", choices=("auto", "fsync"), default="auto",
+                        help="[storage] sync_method of every daemon (default auto: the "
+                        "four daemons share one disk, so each syncfs also flushes the "
+                        "others' writes)")
     args = parser.parse_args(argv)
     # No begin_command: its SIGTERM handler would turn a signal the daemons (started in
     # this process group, as the test harness starts them) send at their shutdown into a
@@ -120,10 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     body.write_bytes(os.urandom(4096))
     nodes: list[Daemon] = []
     try:
-        single = Daemon(workdir / "single", backend="sqlite", workers=1)
+        single = Daemon(workdir / "single", backend="sqlite", workers=1,
+                        extra_config=storage_keys(args.sync_method))
         nodes.append(single)
         single.start()
-        cluster = start_cluster(workdir)
+        cluster = start_cluster(workdir, args.sync_method)
         nodes += cluster
         for node in (single, *cluster):
             S3Session(target(node)).create_bucket(BUCKET)
@@ -154,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
             if spy is not None:
                 spy.send_signal(2)
                 spy.wait(30)
-        print("\n" + format_table(rows(results, statistics.median(peer_cpu), args.rounds),
+        print("\n" + format_table(rows(results, statistics.median(peer_cpu), args.rounds,
+                                       args.sync_method),
                                   baseline_name="single node", measured_name="3-node quorum"),
               flush=True)
     finally:
@@ -169,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def rows(results: dict[str, list[tuple[WrkResult, float]]], peer_cores: float,
-         rounds: int) -> list[Row]:
+         rounds: int, sync_method: str = "auto") -> list[Row]:
     def median_round(case: str) -> tuple[WrkResult, float]:
         ordered = sorted(results[case], key=lambda run: run[0].ops_per_second)
         return ordered[len(ordered) // 2]
@@ -179,7 +191,8 @@ def rows(results: dict[str, list[tuple[WrkResult, float]]], peer_cores: float,
     return [
         Row(f"4 KiB PUT, new keys, c={CONNECTIONS} (quorum: into node a)",
             "ops/s", quorum.ops_per_second, single.ops_per_second,
-            f"median of {rounds} alternating round(s), one worker per node; CPU: node a "
+            f"median of {rounds} alternating round(s), one worker per node, sync_method "
+            f"{sync_method}; CPU: node a "
             f"{quorum_cores:.2f}, b + c {peer_cores:.2f}, single node {single_cores:.2f} "
             "cores"),
         Row("4 KiB PUT, p50", "ms", quorum.p50_ms, single.p50_ms),

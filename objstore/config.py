@@ -120,6 +120,11 @@ class Storage:
     postgres_url: str | None = None
     sqlite_path: str | None = None  # after loading: always set, default <data_dir>/meta/objstore.db
     fsync: bool = True  # False loses the durability guarantee; throwaway test runs only
+    # How concurrent writes share their syncs (blobs/barrier.py): "auto" lets the writes in
+    # flight together share one syncfs(2) of the data volume where the kernel reports
+    # writeback errors to it (Linux 5.8+); "fsync" syncs each write's own files only (a
+    # volume shared with other busy writers: syncfs would wait for their dirty data too).
+    sync_method: str = "auto"
     db_pool_size: int = 4
     # Concurrent object-row writes (and audit batches) share one transaction and one
     # COMMIT (meta/group_commit.py); False: one transaction each.
@@ -550,6 +555,7 @@ _STORAGE = _Section("storage", Storage, (
     _F("postgres_url", _postgres_url, sensitive=True),
     _F("sqlite_path", _path(must_exist=False)),
     _F("fsync", _bool),
+    _F("sync_method", _choice("auto", "fsync")),
     _F("db_pool_size", _int(1)),
     _F("group_commit", _bool),
     _F("min_free_bytes", _int(0)),

@@ -216,7 +216,8 @@ def open_storage(config: Config, *, prepare: bool) -> OpenStorage:
     sure the root credential and built-in grants exist and resolves the deletes a crash
     left in doubt (before any worker serves, so none is in flight)."""
     storage = config.storage
-    blobs = BlobStore(storage.data_dir, fsync=storage.fsync, stages=blob_stages(config))
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync,
+                      syncfs=storage.sync_method == "auto", stages=blob_stages(config))
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
     if prepare:
         blobs.prepare()

@@ -123,8 +123,10 @@ class BlobInfo:
 
 
 class BlobStore:
-    def __init__(self, data_dir: str, *, fsync: bool = True,
+    def __init__(self, data_dir: str, *, fsync: bool = True, syncfs: bool = True,
                  stages: BlobStages | None = None) -> None:
+        """`syncfs` False: never a whole-volume syncfs, each write syncs its own files
+        ([storage] sync_method = "fsync")."""
         self.data_dir = os.path.abspath(data_dir)
         # Writers and readers of staged (encrypted) blobs: blobs/factory.py.
         self.stages = stages if stages is not None else BlobStages()
@@ -134,7 +136,8 @@ class BlobStore:
         self.withdrawn_root = os.path.join(self.data_dir, "deleting")
         self._fsync = fsync
         # Every fsync of the store goes through this (barrier.py); None with fsync off.
-        self.barrier = SyncBarrier(self.data_dir) if fsync else None
+        self.barrier = (None if not fsync else SyncBarrier(self.data_dir) if syncfs
+                        else SyncBarrier(self.data_dir, syncfs=None))
         self._known_dirs: set[str] = set()
         # Temporary names: unique per store object and process without a random draw
         # (each `uuid4` is a getrandom system call, which on a busy writer also means

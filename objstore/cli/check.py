@@ -81,7 +81,8 @@ def run_check(config: Config, *, repair: bool, deep: bool, orphan_grace_seconds:
     except MasterKeyError as exc:
         sys.stderr.write(f"objstore: {exc}\n")
         return 1
-    blobs = BlobStore(storage.data_dir, fsync=storage.fsync, stages=stages)
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync,
+                      syncfs=storage.sync_method == "auto", stages=stages)
     if storage.metadata_backend == "sqlite" and not os.path.exists(str(storage.sqlite_path)):
         sys.stderr.write(f"objstore: no metadata database at {storage.sqlite_path} "
                          "(wrong data_dir, or run `objstore recover`)\n")

@@ -48,7 +48,8 @@ BATCH = 500
 
 def run_recover(config: Config, *, force: bool) -> int:
     storage = config.storage
-    blobs = BlobStore(storage.data_dir, fsync=storage.fsync)
+    blobs = BlobStore(storage.data_dir, fsync=storage.fsync,
+                      syncfs=storage.sync_method == "auto")
     control = ControlRecord(storage.data_dir, fsync=storage.fsync)
     store = open_sync_store(storage)
     try:

@@ -307,3 +307,22 @@ def test_a_batch_withdrawal_moves_every_sidecar_then_syncs_once(
         directories = {os.path.dirname(store.sidecar_path(b)) for b in blob_ids}
         assert synced[0] == store.withdrawn_root
         assert sorted(synced[1:]) == sorted(directories)
+
+
+def test_sync_method_fsync_makes_a_store_sync_only_its_own_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[storage] sync_method = "fsync" (`BlobStore(syncfs=False)`): even a batch that
+    prefers one whole-volume sync fsyncs its own directories instead."""
+    from objstore.blobs import store as store_module
+
+    store = BlobStore(str(tmp_path / "data"), syncfs=False)
+    store.prepare()
+    blob_ids = [new_blob_id() for _ in range(3)]
+    for blob_id in blob_ids:
+        store.commit_bytes(b"x", blob_id, {"key": blob_id})
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "fsync_dir", synced.append)
+    store.withdraw_sidecars(blob_ids)
+    assert synced[0] == store.withdrawn_root
+    assert sorted(synced[1:]) == sorted({os.path.dirname(store.sidecar_path(b))
+                                         for b in blob_ids})
