@@ -67,7 +67,7 @@ from twisted.logger import Logger
 
 from objstore.blobs.factory import stored_bytes_writer
 from objstore.blobs.writer import BlobWriter
-from objstore.cluster.client import PERSISTENT_PER_PEER, BlobFetched, SendFailure
+from objstore.cluster.client import BlobFetched, SendFailure
 from objstore.cluster.manifest_wire import PAGE_ENTRIES, PulledEntry, PulledPage
 from objstore.cluster.membership import Membership, PeerState
 from objstore.cluster.sync_state import SyncState
@@ -104,10 +104,11 @@ log = Logger()
 OPERATION = "Cluster::AntiEntropy"
 BATCH_ROWS = 200  # rows applied in one transaction
 BATCH_BYTES = 64 * 1024 * 1024  # bytes of rows fetched ahead for one batch (sizes summed)
-# Blob fetches in flight, all peers' passes together: as many as the client keeps
-# connections to a peer (more would open and close a connection, a TLS handshake under
-# [cluster.tls], per fetch; the passes' claims leave most fetches to one peer).
-FETCH_CONCURRENCY = PERSISTENT_PER_PEER
+# Blob fetches in flight, all peers' passes together (at most as many connections as the
+# client keeps to a peer, client.PERSISTENT_PER_PEER: more would open and close a
+# connection, a TLS handshake under [cluster.tls], per fetch; the passes' claims leave most
+# fetches to one peer).
+FETCH_CONCURRENCY = 4
 STARTUP_LOOK_SECONDS = 0.1  # how often the first ticks look for eligible peers
 PeerStep = Callable[[str, str], Awaitable[None]]  # (peer_node_id, base_url); raises
 

@@ -82,8 +82,14 @@ MAX_ANSWER_BYTES = 2 * 1024 * 1024
 # ... but the control-plane snapshot (every user, credential, bucket, upload and part):
 # one answer, not paged, read up to this size.
 MAX_CONTROL_SNAPSHOT_BYTES = 256 * 1024 * 1024
-PERSISTENT_PER_PEER = 4
-IDLE_CONNECTION_SECONDS = 60
+# Idle keep-alive connections kept per peer. As many as the writes a node fans out at once
+# (a client's c=32): with 4, most fan-out requests of a burst opened a new connection (a
+# getaddrinfo on a thread, a TCP or TLS handshake, a new channel on the peer) and closed it
+# after one request; that was ~1/4 of node a's reactor time in a 3-node quorum PUT run.
+PERSISTENT_PER_PEER = 32
+# Below the peer's own idle timeout (http/channel.py IDLE_TIMEOUT_SECONDS, 60 s), so a
+# cached connection is never the one the peer is closing as the next request goes out.
+IDLE_CONNECTION_SECONDS = 30
 
 
 class HttpClient(Protocol):
