@@ -209,7 +209,10 @@ class ReplicationApply:
             assert result.record is not None
             await self._report(_kind_of(local, result.record), caller, result.record)
         won = result.applied or result.verdict is ApplyVerdict.IDENTICAL
-        return Ack(applied=won, has_blob=await self._has_blob(result))
+        stored_now = (written.created_blob and result.applied and result.record is not None
+                      and result.record.blob_id == record.blob_id)
+        # Bytes stored by this very apply, under the key's lock, are here: no look.
+        return Ack(applied=won, has_blob=stored_now or await self._has_blob(result))
 
     async def _prepare_files(self, record: ObjectRecord, body: UploadedBody | None,
                              local: ObjectRecord | None, verdict: ApplyVerdict) -> _Written:
