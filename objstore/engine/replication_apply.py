@@ -70,7 +70,7 @@ from objstore.engine.versioning import KeyLocks, check_version_id
 from objstore.errors import S3Error
 from objstore.meta.object_apply_queries import ApplyResult, ApplyVerdict, decide
 from objstore.meta.records import ObjectRecord
-from objstore.meta.store import TOMBSTONE_OBJECT, RecordNotFound, object_tombstone_key
+from objstore.meta.store import RecordNotFound
 from objstore.threads import Runner
 
 if TYPE_CHECKING:
@@ -185,8 +185,11 @@ class ReplicationApply:
 
     async def _apply(self, caller: Caller, record: ObjectRecord,
                      body: UploadedBody | None) -> Ack:
-        local = await self._meta.get_object(record.bucket, record.key, record.version_id)
-        verdict = await self._verdict(local, record)
+        # The register's row and tombstone in one read (was two: a peer's part of a quorum
+        # write waits for each read hop behind the others).
+        [(local, deleted_at)] = await self._meta.register_states(
+            [(record.bucket, record.key, record.version_id)])
+        verdict = decide(local, deleted_at, record, self._clock())[0]
         written = await self._prepare_files(record, body, local, verdict)
         try:
             result = await self._meta.apply_replicated_object(record)
@@ -294,14 +297,6 @@ class ReplicationApply:
                                   if isinstance(result, RecordNotFound) else result)
                 continue
             answers[index] = await self._applied(caller, record, local, written, result)
-
-    async def _verdict(self, local: ObjectRecord | None, record: ObjectRecord
-                       ) -> ApplyVerdict:
-        found = await self._meta.get_tombstone(
-            TOMBSTONE_OBJECT, object_tombstone_key(record.bucket, record.key,
-                                                   record.version_id))
-        deleted_at = None if found is None else found[0]
-        return decide(local, deleted_at, record, self._clock())[0]
 
     async def _store_files(self, record: ObjectRecord, body: UploadedBody | None) -> _Written:
         """The incoming row's files, durable before its row. Bytes are stored once per
