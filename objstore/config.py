@@ -125,6 +125,10 @@ class Storage:
     # writeback errors to it (Linux 5.8+); "fsync" syncs each write's own files only (a
     # volume shared with other busy writers: syncfs would wait for their dirty data too).
     sync_method: str = "auto"
+    # Threads of the IO pool (blob writes and their syncs, reads of cold blobs, file
+    # removal): each small PUT holds one through its sync rounds, so this bounds how many
+    # writes can share one round.
+    io_threads: int = 8
     db_pool_size: int = 4
     # Concurrent object-row writes (and audit batches) share one transaction and one
     # COMMIT (meta/group_commit.py); False: one transaction each.
@@ -556,6 +560,7 @@ _STORAGE = _Section("storage", Storage, (
     _F("sqlite_path", _path(must_exist=False)),
     _F("fsync", _bool),
     _F("sync_method", _choice("auto", "fsync")),
+    _F("io_threads", _int(1, 256)),
     _F("db_pool_size", _int(1)),
     _F("group_commit", _bool),
     _F("min_free_bytes", _int(0)),

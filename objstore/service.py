@@ -180,7 +180,6 @@ from objstore.workers.lifecycle import (
 )
 
 log = Logger()
-IO_THREADS = 8
 # A process still running this long after the wait for requests in flight (which follows
 # the listener's close) writes every thread's stack to stderr, once (a shutdown that hangs
 # says where it waits).
@@ -342,7 +341,7 @@ def build_node(config: Config, reactor: Any = None, *,
     object_cache = ObjectCache(size=config.server.cache.objects,
                                ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
                                counters=counters)
-    io_pool = NamedPool(reactor, "objstore-io", IO_THREADS)
+    io_pool = NamedPool(reactor, "objstore-io", config.storage.io_threads)
     space = space_guard(config, io_pool, counters)
     cluster = cluster_parts(config, node_id, space, clock)
     write_gate = cluster.gate if cluster is not None else NO_GATE

@@ -72,7 +72,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert config.storage.data_dir == str(tmp_path / "data")
     assert config.storage.sqlite_path == str(tmp_path / "data" / "meta" / "objstore.db")
     assert config.storage.metadata_backend == "sqlite" and config.storage.fsync is True
-    assert config.storage.sync_method == "auto"
+    assert config.storage.sync_method == "auto" and config.storage.io_threads == 8
     assert config.lifecycle.interval_seconds == 3600 and config.lifecycle.day_seconds == 86400
     assert config.cluster.enabled is False and config.cluster.tls is None
     assert config.cluster.write_quorum == 1
@@ -281,6 +281,8 @@ BAD = [
     ("[storage]\nfsync = 1", "[storage] fsync: must be true or false, got 1"),
     ('[storage]\nsync_method = "syncfs"', "[storage] sync_method: must be one of 'auto', "
                                           "'fsync', got 'syncfs'"),
+    ("[storage]\nio_threads = 0", "[storage] io_threads: must be an integer between 1 and "
+                                  "256, got 0"),
     ("[storage]\ndb_pool_size = 0", "[storage] db_pool_size: must be an integer >= 1, got 0"),
     # lifecycle
     ("[lifecycle]\ninterval_seconds = 0.5", "[lifecycle] interval_seconds: must be a number >= 1"),
