@@ -2,7 +2,7 @@
 
 Usage (from the repository root):
     .venv/bin/python -m bench.quorum [--seconds 8] [--rounds 2] [--profile DIR]
-                                     [--sync-method auto|fsync]
+                                     [--sync-method auto|fsync] [--io-threads N]
 
 Four daemons on loopback (SQLite, fsync on, one worker each): a single node, and a
 three-node cluster with the tests/cluster harness's config (`consistency = "quorum"`,
@@ -65,18 +65,18 @@ def wait_healthy(daemons: list[Daemon]) -> None:
         time.sleep(0.2)
 
 
-def storage_keys(sync_method: str) -> str:
+def storage_keys(sync_method: str, io_threads: int) -> str:
     """[storage] lines of every daemon of the run (Daemon appends them to its section)."""
-    return f'sync_method = "{sync_method}"\n'
+    return f'sync_method = "{sync_method}"\nio_threads = {io_threads}\n'
 
 
-def start_cluster(workdir: Path, sync_method: str) -> list[Daemon]:
+def start_cluster(workdir: Path, storage: str) -> list[Daemon]:
     ports = {name: free_port() for name in NAMES}
     nodes = []
     for name in NAMES:
         peers = [f"http://127.0.0.1:{ports[other]}" for other in NAMES if other != name]
         nodes.append(Daemon(workdir / name, backend="sqlite", workers=1, port=ports[name],
-                            extra_config=storage_keys(sync_method) + cluster_section(
+                            extra_config=storage + cluster_section(
                                 f"node-{name}", peers, size=len(NAMES),
                                 overrides=CLUSTER_OVERRIDES)))
     for node in nodes:
@@ -120,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="[storage] sync_method of every daemon (default auto: the "
                         "four daemons share one disk, so each syncfs also flushes the "
                         "others' writes)")
+    parser.add_argument("--io-threads", type=int, default=8,
+                        help="[storage] io_threads of every daemon (default 8)")
     args = parser.parse_args(argv)
+    storage = storage_keys(args.sync_method, args.io_threads)
     # No begin_command: its SIGTERM handler would turn a signal the daemons (started in
     # this process group, as the test harness starts them) send at their shutdown into a
     # KeyboardInterrupt here.
@@ -131,10 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     nodes: list[Daemon] = []
     try:
         single = Daemon(workdir / "single", backend="sqlite", workers=1,
-                        extra_config=storage_keys(args.sync_method))
+                        extra_config=storage)
         nodes.append(single)
         single.start()
-        cluster = start_cluster(workdir, args.sync_method)
+        cluster = start_cluster(workdir, storage)
         nodes += cluster
         for node in (single, *cluster):
             S3Session(target(node)).create_bucket(BUCKET)
@@ -166,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                 spy.send_signal(2)
                 spy.wait(30)
         print("\n" + format_table(rows(results, statistics.median(peer_cpu), args.rounds,
-                                       args.sync_method),
+                                       f"sync_method {args.sync_method}, io_threads "
+                                       f"{args.io_threads}"),
                                   baseline_name="single node", measured_name="3-node quorum"),
               flush=True)
     finally:
@@ -181,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def rows(results: dict[str, list[tuple[WrkResult, float]]], peer_cores: float,
-         rounds: int, sync_method: str = "auto") -> list[Row]:
+         rounds: int, storage: str = "sync_method auto, io_threads 8") -> list[Row]:
     def median_round(case: str) -> tuple[WrkResult, float]:
         ordered = sorted(results[case], key=lambda run: run[0].ops_per_second)
         return ordered[len(ordered) // 2]
@@ -191,8 +195,8 @@ def rows(results: dict[str, list[tuple[WrkResult, float]]], peer_cores: float,
     return [
         Row(f"4 KiB PUT, new keys, c={CONNECTIONS} (quorum: into node a)",
             "ops/s", quorum.ops_per_second, single.ops_per_second,
-            f"median of {rounds} alternating round(s), one worker per node, sync_method "
-            f"{sync_method}; CPU: node a "
+            f"median of {rounds} alternating round(s), one worker per node, {storage}; "
+            "CPU: node a "
             f"{quorum_cores:.2f}, b + c {peer_cores:.2f}, single node {single_cores:.2f} "
             "cores"),
         Row("4 KiB PUT, p50", "ms", quorum.p50_ms, single.p50_ms),
