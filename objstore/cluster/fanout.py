@@ -172,17 +172,17 @@ class StoredBlobs:
         path = self._blobs.blob_path(blob_id)
         digest = hashlib.sha256()
         size = 0
-        kept: list[bytes] | None = []
+        small: list[bytes] = []  # the bytes while they fit inside a row
         try:
             with open(path, "rb") as stream:
                 while chunk := stream.read(_HASH_CHUNK):
                     digest.update(chunk)
                     size += len(chunk)
-                    if kept is not None:
-                        kept = kept + [chunk] if size <= INLINE_BLOB_BYTES else None
+                    if size <= INLINE_BLOB_BYTES:
+                        small.append(chunk)
         except FileNotFoundError:
             return None
-        data = None if kept is None else b"".join(kept)
+        data = b"".join(small) if size <= INLINE_BLOB_BYTES else None
         return BlobPayload(path, size, digest.hexdigest(), data)
 
 
