@@ -3,6 +3,7 @@
 Usage (from the repository root):
     .venv/bin/python -m bench.quorum [--seconds 8] [--rounds 2] [--profile DIR]
                                      [--sync-method auto|fsync] [--io-threads N]
+                                     [--no-fsync]
 
 Four daemons on loopback (SQLite, fsync on, one worker each): a single node, and a
 three-node cluster with the tests/cluster harness's config (`consistency = "quorum"`,
@@ -11,8 +12,10 @@ static peers). wrk PUTs new 4 KiB keys with presigned URLs at c=32 (as bench.run
 copy and answers once one peer has acknowledged too); the cases alternate for `--rounds`
 rounds so the machine's state weighs on both alike, and the median round is reported.
 The table has bench.run's row format: the single node is the baseline column.
-`--profile DIR` records node a under `py-spy record` (raw format) during the last
-cluster round, to say what bounds it. Never part of the test suite.
+`--profile DIR` records each node under `py-spy record` (raw format, quorum-node-a.txt
+...) during the last cluster round, to say what bounds it; `--no-fsync` runs every daemon
+with `[storage] fsync = false` to tell the disk's share from the CPU's. Never part of the
+test suite.
 """
 
 from __future__ import annotations
@@ -65,9 +68,10 @@ def wait_healthy(daemons: list[Daemon]) -> None:
         time.sleep(0.2)
 
 
-def storage_keys(sync_method: str, io_threads: int) -> str:
+def storage_keys(sync_method: str, io_threads: int, fsync: bool = True) -> str:
     """[storage] lines of every daemon of the run (Daemon appends them to its section)."""
-    return f'sync_method = "{sync_method}"\nio_threads = {io_threads}\n'
+    return (f'sync_method = "{sync_method}"\nio_threads = {io_threads}\n'
+            f"fsync = {'true' if fsync else 'false'}\n")
 
 
 def start_cluster(workdir: Path, storage: str) -> list[Daemon]:
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--seconds", type=int, default=8, help="each wrk run (default 8)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of both cases")
-    parser.add_argument("--profile", type=Path, help="py-spy node a's last round here")
+    parser.add_argument("--profile", type=Path, help="py-spy each node's last round here")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--sync-method", choices=("auto", "fsync"), default="auto",
                         help="[storage] sync_method of every daemon (default auto: the "
@@ -122,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
                         "others' writes)")
     parser.add_argument("--io-threads", type=int, default=8,
                         help="[storage] io_threads of every daemon (default 8)")
+    parser.add_argument("--no-fsync", action="store_true",
+                        help="[storage] fsync = false on every daemon: what is left when no "
+                        "write waits for the disk (a diagnosis, never a setting to run)")
     args = parser.parse_args(argv)
-    storage = storage_keys(args.sync_method, args.io_threads)
+    storage = storage_keys(args.sync_method, args.io_threads, fsync=not args.no_fsync)
     # No begin_command: its SIGTERM handler would turn a signal the daemons (started in
     # this process group, as the test harness starts them) send at their shutdown into a
     # KeyboardInterrupt here.
@@ -148,15 +155,16 @@ def main(argv: list[str] | None = None) -> int:
             results["single"].append(put_run(single, f"single-{round_}", workdir, body,
                                              args.seconds))
             say(f"round {round_ + 1}: 3-node quorum, PUTs into node a")
-            spy = None
+            spies = []
             if args.profile is not None and round_ == args.rounds - 1:
                 args.profile.mkdir(parents=True, exist_ok=True)
-                assert cluster[0].process is not None
-                spy = subprocess.Popen(
-                    [py_spy(), "record", "--format", "raw", "--nonblocking", "-r", "200",
-                     "-o", str(args.profile / "quorum-node-a.txt"),
-                     "--pid", str(cluster[0].process.pid)],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for name, node in zip(NAMES, cluster, strict=True):
+                    assert node.process is not None
+                    spies.append(subprocess.Popen(
+                        [py_spy(), "record", "--format", "raw", "--nonblocking", "-r", "200",
+                         "-o", str(args.profile / f"quorum-node-{name}.txt"),
+                         "--pid", str(node.process.pid)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             peers_before = [cpu_seconds(n.process.pid) for n in cluster[1:] if n.process]
             wall = time.monotonic()
             results["quorum"].append(put_run(cluster[0], f"quorum-{round_}", workdir, body,
@@ -165,12 +173,13 @@ def main(argv: list[str] | None = None) -> int:
             peer_cpu.append(sum(cpu_seconds(n.process.pid) - before for n, before
                                 in zip(cluster[1:], peers_before, strict=True)
                                 if n.process) / elapsed)
-            if spy is not None:
+            for spy in spies:
                 spy.send_signal(2)
                 spy.wait(30)
         print("\n" + format_table(rows(results, statistics.median(peer_cpu), args.rounds,
                                        f"sync_method {args.sync_method}, io_threads "
-                                       f"{args.io_threads}"),
+                                       f"{args.io_threads}"
+                                       + (", fsync OFF" if args.no_fsync else "")),
                                   baseline_name="single node", measured_name="3-node quorum"),
               flush=True)
     finally:
