@@ -1,7 +1,7 @@
 """The cluster protocol's client side: every request this node sends a peer.
 
-`ClusterClient` holds its own HTTP client (treq on an `Agent` with its own
-`HTTPConnectionPool`, never treq's global pool), signs every request with
+`ClusterClient` holds its own HTTP client (`http_agent.AgentHttp`: an `Agent` with its own
+`HTTPConnectionPool`, called directly, never treq's global pool), signs every request with
 `auth.sign_request` under [cluster] secret only, and bounds each exchange, answer body
 included, by [cluster] request_timeout_seconds on its clock. With [cluster.tls] the agent
 verifies peers against the cluster CA added to the system roots (Authentication 7: a
@@ -47,7 +47,7 @@ from twisted.internet import ssl
 from twisted.internet._sslverify import IOpenSSLTrustRoot
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.web.client import Agent, HTTPConnectionPool, _HTTP11ClientFactory
-from twisted.web.iweb import IAgent, IBodyProducer, IPolicyForHTTPS, IResponse
+from twisted.web.iweb import IBodyProducer, IPolicyForHTTPS, IResponse
 from zope.interface import implementer
 
 from objstore.cluster.auth import (
@@ -59,6 +59,7 @@ from objstore.cluster.auth import (
 )
 from objstore.cluster.control_wire import encode_op
 from objstore.cluster.fanout import ClusterOp
+from objstore.cluster.http_agent import AgentHttp
 from objstore.cluster.manifest_wire import PulledPage, decode_page, encode_request
 from objstore.cluster.membership import ProbeResult, clock_offset
 from objstore.cluster.wire import ReplicatedDelete, WireError, encode_delete, encode_row
@@ -93,7 +94,9 @@ IDLE_CONNECTION_SECONDS = 30
 
 
 class HttpClient(Protocol):
-    """The part of treq's HTTPClient the cluster client uses (StubTreq in tests)."""
+    """The part of treq's HTTPClient the cluster client uses: `http_agent.AgentHttp` in
+    the daemon, treq's StubTreq in tests. Responses are read by the caller (never buffered
+    whole: a blob fetch streams into its sink)."""
 
     def request(self, method: str, url: str, **kwargs: Any) -> Deferred[IResponse]: ...
 
@@ -186,7 +189,8 @@ class _QuietClientFactory(_HTTP11ClientFactory):
 
 
 def build_http_client(reactor: Any, cluster: Cluster) -> HttpClient:
-    """treq on an agent of its own: its pool, its connect timeout, its TLS policy."""
+    """An agent of its own (its pool, its connect timeout, its TLS policy), called
+    directly (http_agent.py: no per-request layers, no buffered answers)."""
     pool = HTTPConnectionPool(reactor, persistent=True)
     pool._factory = _QuietClientFactory  # type: ignore[misc]
     pool.maxPersistentPerHost = PERSISTENT_PER_PEER
@@ -195,8 +199,7 @@ def build_http_client(reactor: Any, cluster: Cluster) -> HttpClient:
                               "connectTimeout": cluster.request_timeout_seconds}
     if cluster.tls is not None:
         kwargs["contextFactory"] = ClusterTlsPolicy.from_files(cluster.tls)
-    agent = cast(IAgent, Agent(reactor, **kwargs))
-    return cast(HttpClient, treq.client.HTTPClient(agent))
+    return AgentHttp(Agent(reactor, **kwargs))
 
 
 class ClusterClient:
