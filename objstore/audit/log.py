@@ -9,7 +9,9 @@ dropped (and counted) after `max_attempts`. A second timer purges rows older tha
 `[audit] retention_days`, a bounded batch per transaction. Stopping the service stops both
 timers and then flushes everything still queued, so the service must stop after the
 listener has drained and before the DB pool stops. `[audit] enabled = false` stops
-recording; the purge keeps running so old rows still expire.
+recording; the purge keeps running so old rows still expire. With `[audit] strict = true`
+request records skip the queue: `write_now` writes each before its answer leaves
+(audit/strict.py); background actions are still queued.
 """
 
 from __future__ import annotations
@@ -117,6 +119,22 @@ class AuditLog(service.MultiService):
             bucket=bucket, key=redact_text(key), status=status, username=user,
             error_code=error_code, details=safe_details(others), **columns,
         )))
+
+    def write_now(self, record: AuditRecord) -> Deferred[object]:
+        """[audit] strict: write one request's record at once through the DB writer (it
+        shares a group commit with the writes queued beside it); fires once it is
+        committed, fails (counted in `failed_writes`, never retried here) when it could
+        not be. Recording disabled: fires at once."""
+        if not self.enabled:
+            return defer.succeed(None)
+        written = self._store.insert_audit_records([storable_record(record)])
+
+        def failed(reason: Any) -> Any:
+            self.failed_writes += 1
+            return reason
+
+        written.addErrback(failed)
+        return written  # type: ignore[return-value]
 
     @property
     def depth(self) -> int:
