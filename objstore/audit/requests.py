@@ -171,12 +171,12 @@ def outcome(request: ObjstoreRequest, completed: bool) -> tuple[int, str]:
 def describe(request: ObjstoreRequest) -> tuple[str, str, str, dict[str, Detail]]:
     """(operation, bucket, key, details) of a request; with [audit] strict, an answer that
     was withheld (its record could not be written) is named in `withheld_status`."""
-    if request.path is None:  # refused before the request line was complete
-        return UNKNOWN, "", "", {}
     context = request.audit
     details: dict[str, Detail] = {}
     if context.withheld:
         details["withheld_status"] = context.withheld
+    if request.path is None:  # refused before the request line was complete
+        return UNKNOWN, "", "", details
     if context.api == "admin":
         path = request.path.decode("utf-8", "replace")
         operation = admin_operation(request.method.decode("ascii", "replace"),
