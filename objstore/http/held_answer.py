@@ -56,9 +56,14 @@ class AnswerGate(Protocol):
         ...
 
 
-def bytes_out(content_length: Sequence[bytes] | None, written: int) -> int:
-    """The body's size as the answer declares it (its Content-Length, when it has a valid
-    one), else the bytes written so far (a chunked or unfinished answer)."""
+def bytes_out(method: bytes, status: int, content_length: Sequence[bytes] | None,
+              written: int) -> int:
+    """The size of the body an answer sends: none for HEAD, 204 and 304 (their
+    Content-Length describes a body never sent); else as the answer declares it (its
+    Content-Length, when it has a valid one), else the bytes written so far (a chunked or
+    unfinished answer)."""
+    if method == b"HEAD" or status in http.NO_BODY_CODES:
+        return 0
     if content_length:
         declared = decimal(content_length[0].decode("latin-1").strip())
         if declared is not None:
@@ -111,7 +116,8 @@ class HeldAnswerRequest(ObjstoreRequest):
         gate: AnswerGate | None = self.objstore_site.answer_gate
         if gate is None:
             return False
-        size = bytes_out(self.responseHeaders.getRawHeaders(b"content-length"), written)
+        size = bytes_out(self.method, self.code,
+                         self.responseHeaders.getRawHeaders(b"content-length"), written)
         waiting = gate.before_answer(self, size)
         if waiting is None:
             return False

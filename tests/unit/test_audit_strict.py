@@ -78,17 +78,21 @@ def node(tmp_path: Path) -> Iterator[StrictNode]:
 
 # -- pure rules ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("declared", "written", "expected"), [
-    ([b"1234"], 0, 1234),
-    ([b" 77 "], 5, 77),
-    (None, 5, 5),
-    ([b"-1"], 5, 5),  # not a size: what was written
-    ([b"12abc"], 3, 3),
-    ([], 0, 0),
+@pytest.mark.parametrize(("method", "status", "declared", "written", "expected"), [
+    (b"GET", 200, [b"1234"], 0, 1234),
+    (b"GET", 206, [b" 77 "], 5, 77),
+    (b"PUT", 200, None, 5, 5),
+    (b"GET", 200, [b"-1"], 5, 5),  # not a size: what was written
+    (b"GET", 200, [b"12abc"], 3, 3),
+    (b"GET", 200, [], 0, 0),
+    (b"HEAD", 200, [b"1234"], 0, 0),  # the size of a body never sent
+    (b"GET", 304, [b"1234"], 0, 0),
+    (b"DELETE", 204, [b"0"], 0, 0),
 ])
 def test_bytes_out_is_the_declared_length_else_what_was_written(
-        declared: list[bytes] | None, written: int, expected: int) -> None:
-    assert bytes_out(declared, written) == expected
+        method: bytes, status: int, declared: list[bytes] | None, written: int,
+        expected: int) -> None:
+    assert bytes_out(method, status, declared, written) == expected
 
 
 def test_refusal_is_s3_xml_or_admin_json() -> None:
@@ -220,6 +224,19 @@ def test_client_gone_during_the_hold_gets_nothing(node: StrictNode) -> None:
     node.store.writes[0][1].callback(1)
     assert node.sent(request) == b""
     assert node.records() == []  # its record was written already (status of the answer)
+
+
+def test_head_answer_records_no_bytes_out(node: StrictNode) -> None:
+    def head(request: Any) -> bytes:
+        request.setHeader(b"Content-Length", b"4096")
+        return b""
+
+    node.s3.behaviour = head
+    request = node.request(b"HEAD", b"/b/k")
+    ((record,), written) = node.store.writes[0]
+    assert (record.operation, record.status, record.bytes_out) == ("HeadObject", 200, 0)
+    written.callback(1)
+    assert node.sent(request).startswith(b"HTTP/1.1 200 ") and request.finished
 
 
 def test_unaudited_requests_do_not_wait(node: StrictNode) -> None:
