@@ -94,7 +94,7 @@ class RequestRecorder:
             request, operation, bucket, key, details, status=status, error_code=error_code,
             duration=duration, bytes_in=bytes_in, bytes_out=bytes_out))
 
-    def record_now(self, request: ObjstoreRequest, bytes_out: int) -> Deferred[object] | None:
+    def record_now(self, request: ObjstoreRequest, bytes_out: int) -> Deferred[None] | None:
         """[audit] strict: write the record of `request`'s answer, about to be sent
         (`request.code`, the error code noted, `bytes_out` bytes), through the DB writer;
         fires once it is committed. None when the request is not audited (the answer need

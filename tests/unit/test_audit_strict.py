@@ -281,3 +281,30 @@ def test_early_answer_whose_record_fails_is_503(node: StrictNode) -> None:
     (queued,) = node.records()
     assert (queued.status, queued.error_code) == (503, "ServiceUnavailable")
     assert queued.details["withheld_status"] == 400
+
+
+def test_records_arriving_during_a_write_go_together_in_the_next(node: StrictNode) -> None:
+    node.s3.behaviour = lambda request: b"hello"
+    first = node.request(b"GET", b"/b/one")
+    others = [node.request(b"GET", f"/b/k{i}".encode()) for i in range(3)]
+    assert len(node.store.writes) == 1  # one write in flight; the others wait for it
+    node.store.writes[0][1].callback(1)
+    assert node.sent(first).endswith(b"hello")
+    assert all(node.sent(r) == b"" for r in others)
+    records, written = node.store.writes[1]
+    assert [r.key for r in records] == ["k0", "k1", "k2"]  # one INSERT for the three
+    written.callback(3)
+    assert all(node.sent(r).endswith(b"hello") for r in others)
+    assert len(node.store.writes) == 2
+
+
+def test_a_failed_batch_refuses_each_of_its_answers(node: StrictNode) -> None:
+    node.s3.behaviour = lambda request: b"hello"
+    first = node.request(b"GET", b"/b/one")
+    others = [node.request(b"GET", f"/b/k{i}".encode()) for i in range(2)]
+    node.store.writes[0][1].callback(1)
+    node.store.writes[1][1].errback(Failure(RuntimeError("database down")))
+    assert node.sent(first).startswith(b"HTTP/1.1 200 ")
+    assert all(node.sent(r).startswith(b"HTTP/1.1 503 ") for r in others)
+    assert node.audit.failed_writes == 1
+    assert sorted(r.status for r in node.records()) == [503, 503]
