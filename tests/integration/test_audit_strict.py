@@ -98,7 +98,7 @@ def test_strict_every_answered_request_survives_sigkill(strict_node: Daemon) -> 
     deadline = time.monotonic() + 30
     while len(answered) < ANSWERED and time.monotonic() < deadline:
         time.sleep(0.01)
-    node.kill()  # SIGKILL: nothing is flushed
+    node.kill_tree()  # SIGKILL of every process at once: nothing is flushed
     stop.set()
     for thread in threads:
         thread.join(60)
