@@ -79,10 +79,6 @@ class HeldAnswerRequest(ObjstoreRequest):
     _finish_wanted = False
     _paused_producer: Any = None
 
-    @property
-    def answer_held(self) -> bool:
-        return self._answer_state == _HELD
-
     # -- the first byte of a processed request's answer ----------------------------------
     def write(self, data: bytes) -> None:
         state = self._answer_state
@@ -91,10 +87,10 @@ class HeldAnswerRequest(ObjstoreRequest):
             return
         if state == _REPLACED:
             return
-        if state == _OPEN and (self.finished or self._disconnected
-                               or not self._hold(len(data))):
-            self._answer_state = _SENT
-            super().write(data)
+        if state == _OPEN:
+            if self.finished or self._disconnected or not self._hold(data):
+                self._answer_state = _SENT
+                super().write(data)
             return
         assert self._kept is not None
         self._kept.append(data)
@@ -112,17 +108,20 @@ class HeldAnswerRequest(ObjstoreRequest):
             return
         super().finish()
 
-    def _hold(self, written: int) -> bool:
+    def _hold(self, first: bytes) -> bool:
+        """Start holding the answer whose first write is `first` (False: it need not
+        wait). The gate's answer may come at once: `first` is kept before it can."""
         gate: AnswerGate | None = self.objstore_site.answer_gate
         if gate is None:
             return False
         size = bytes_out(self.method, self.code,
-                         self.responseHeaders.getRawHeaders(b"content-length"), written)
+                         self.responseHeaders.getRawHeaders(b"content-length"), len(first))
         waiting = gate.before_answer(self, size)
         if waiting is None:
             return False
         self._answer_state = _HELD
-        self._kept = []
+        self._kept = [first]
+        self._pause_producer()
         waiting.addCallbacks(self._release, self._replace)
         return True
 
@@ -137,7 +136,7 @@ class HeldAnswerRequest(ObjstoreRequest):
         self._answer_state = _SENT
         if self._disconnected:
             return
-        for data in kept or [b""]:
+        for data in kept:
             self.write(data)  # twisted.web's own, or the no-op it sets for HEAD
         if self._finish_wanted:
             self.finish()

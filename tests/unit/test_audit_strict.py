@@ -308,3 +308,10 @@ def test_a_failed_batch_refuses_each_of_its_answers(node: StrictNode) -> None:
     assert all(node.sent(r).startswith(b"HTTP/1.1 503 ") for r in others)
     assert node.audit.failed_writes == 1
     assert sorted(r.status for r in node.records()) == [503, 503]
+
+
+def test_a_record_written_at_once_lets_the_answer_go_at_once(node: StrictNode) -> None:
+    node.store.insert_audit_records = lambda records: defer.succeed(len(records))  # type: ignore[method-assign]
+    node.s3.behaviour = lambda request: b"hello"
+    request = node.request(b"GET", b"/b/k")
+    assert node.sent(request).endswith(b"hello") and request.finished
