@@ -3,6 +3,7 @@
 Usage (from the repository root):
     .venv/bin/python -m bench.hotpath [--seconds 8] [--profile DIR] [--only get,head]
                                       [--workers N] [--rate-limit R]
+                                      [--audit-strict off|on|both]
 
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
 directory and the five hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
@@ -161,13 +162,13 @@ def _function_name(frame: str) -> str:
 
 class HotPath:
     def __init__(self, workdir: Path, seconds: int, workers: int = 1,
-                 rate_limit: float = 0.0, as_user: bool = False) -> None:
+                 rate_limit: float = 0.0, as_user: bool = False, extra: str = "") -> None:
         self.as_user = as_user
         self.workdir = workdir
         self.seconds = seconds
         self.workers = workers
         self.daemon = Objstore(workdir / "objstore", workers=workers,
-                               limits=rate_limit_lines(rate_limit))
+                               limits=rate_limit_lines(rate_limit), extra=extra)
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
         self.get_keys: list[str] = []
@@ -332,6 +333,16 @@ def rate_limit_lines(rate_per_second: float) -> str:
             f"rate_limit_per_ip_per_second = {rate_per_second}")
 
 
+STRICT_AUDIT = "[audit]\nstrict = true\n"
+
+
+def audit_settings(choice: str) -> list[tuple[str, str]]:
+    """(label, extra config) of each daemon `--audit-strict` asks for; "both" measures the
+    default and [audit] strict side by side in the same run."""
+    default, strict = ("default", ""), ("strict", STRICT_AUDIT)
+    return {"off": [default], "on": [strict], "both": [default, strict]}[choice]
+
+
 def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -352,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--as-user", action="store_true",
                         help="GET as a non-root user with S3FullAccess (root skips "
                              "authorization)")
+    parser.add_argument("--audit-strict", choices=("off", "on", "both"), default="off",
+                        help="[audit] strict on the daemon; both: two daemons, default and "
+                             "strict, each workload measured on one then the other")
     args = parser.parse_args(argv)
     if args.profile is not None and args.workers != 1:
         parser.error("--profile follows one process: it needs --workers 1")
@@ -360,25 +374,36 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"started {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
           f"load average {os.getloadavg()}, "
-          f"workers {args.workers}, rate limit {args.rate_limit or 'off'}", flush=True)
+          f"workers {args.workers}, rate limit {args.rate_limit or 'off'}, "
+          f"audit strict {args.audit_strict}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
-    bench = HotPath(workdir, args.seconds, args.workers, args.rate_limit, args.as_user)
+    settings = audit_settings(args.audit_strict)
+    benches = [(label, HotPath(workdir / label, args.seconds, args.workers, args.rate_limit,
+                               args.as_user, extra)) for label, extra in settings]
     try:
-        bench.start()
+        for _, bench in benches:
+            bench.workdir.mkdir(parents=True, exist_ok=True)
+            bench.start()
         workloads = [w for w in args.only.split(",") if w]
         for workload in workloads:
             for _ in range(args.repeat):
-                print(bench.run(workload).line(), flush=True)
+                for label, bench in benches:
+                    prefix = f"[{label}] " if len(benches) > 1 else ""
+                    print(prefix + bench.run(workload).line(), flush=True)
         if args.profile is not None:
             args.profile.mkdir(parents=True, exist_ok=True)
-            for workload in workloads:
-                print(f"\n-- profile of {workload} (inclusive %, self %)")
-                for name, inclusive, own in bench.profile(workload, args.profile, args.top):
-                    print(f"{inclusive:6.1f} {own:6.1f}  {name}")
+            for label, bench in benches:
+                (args.profile / label).mkdir(exist_ok=True)
+                for workload in workloads:
+                    print(f"\n-- profile of {workload}, {label} (inclusive %, self %)")
+                    for name, inclusive, own in bench.profile(workload,
+                                                              args.profile / label, args.top):
+                        print(f"{inclusive:6.1f} {own:6.1f}  {name}")
     except KeyboardInterrupt:
         return 130
     finally:
-        bench.stop()
+        for _, bench in benches:
+            bench.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"load average at the end {os.getloadavg()}")
     return 0

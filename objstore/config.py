@@ -247,6 +247,8 @@ class Encryption:
 class Audit:
     enabled: bool = True
     retention_days: float = 30.0
+    # No answer of an audited request leaves before its record is committed (audit/strict.py).
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -693,6 +695,7 @@ _REPLICATION = _Section("replication", Replication, (
 _AUDIT = _Section("audit", Audit, (
     _F("enabled", _bool),
     _F("retention_days", _num(0, above=True)),
+    _F("strict", _bool),
 ))
 
 _METRICS = _Section("metrics", Metrics, (

@@ -55,6 +55,7 @@ from objstore.audit.access_log import AccessLog
 from objstore.audit.changes import AuditChangeSink
 from objstore.audit.log import PURGE_INTERVAL_SECONDS, AuditLog, AuditSink
 from objstore.audit.requests import RequestRecorder
+from objstore.audit.strict import StrictAudit
 from objstore.blobs.control import ControlRecord
 from objstore.blobs.factory import BlobStages
 from objstore.blobs.space import REFRESH_SECONDS, DatabaseReserve, SpaceGuard
@@ -102,6 +103,7 @@ from objstore.engine.versions import VersionService
 from objstore.http import cors
 from objstore.http.authn import Authenticator
 from objstore.http.health import HealthState
+from objstore.http.held_answer import HeldAnswerRequest
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
@@ -477,6 +479,9 @@ def build_node(config: Config, reactor: Any = None, *,
                                         {"db": db_pool.stats, "io": io_pool.stats}, io_pool,
                                         role)
     site.observer = observability.recorder
+    if config.audit.strict and config.audit.enabled:  # answers wait for their records
+        site.requestFactory = HeldAnswerRequest
+        site.answer_gate = StrictAudit(observability.recorder)
     site.sendfile = config.server.sendfile
     site.space = space
     changes.add(AuditChangeSink(observability.audit))

@@ -3,7 +3,8 @@ served: which API took it, who the caller claimed and proved to be, and the erro
 the answer. Every `ObjstoreRequest` carries one (`request.audit`).
 
 Plain data with no behaviour and no imports: the HTTP plumbing, the authenticator and both
-APIs write it; only `objstore.audit.requests` reads it, once the response has finished.
+APIs write it; only `objstore.audit.requests` reads it, once the response has finished
+(or, with [audit] strict, when its first byte is about to leave).
 Never put a secret here (no signature, no Authorization header, no secret key).
 """
 
@@ -25,6 +26,10 @@ class RequestAudit:
     bucket: str = ""
     key: str = ""
     details: dict[str, str] | None = None  # ids the request names (version_id, upload_id)
+    # [audit] strict (audit/strict.py): the record was written before the answer left, or
+    # the status of the answer withheld because it could not be.
+    recorded: bool = False
+    withheld: int = 0
 
 
 def _audit_of(request: object) -> RequestAudit | None:

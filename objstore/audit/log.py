@@ -9,7 +9,10 @@ dropped (and counted) after `max_attempts`. A second timer purges rows older tha
 `[audit] retention_days`, a bounded batch per transaction. Stopping the service stops both
 timers and then flushes everything still queued, so the service must stop after the
 listener has drained and before the DB pool stops. `[audit] enabled = false` stops
-recording; the purge keeps running so old rows still expire.
+recording; the purge keeps running so old rows still expire. With `[audit] strict = true`
+request records skip the queue: `write_now` writes them before their answers leave, in
+batches of those that arrive while the previous batch is written (audit/strict.py);
+background actions are still queued.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from twisted.application import service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from objstore.audit.queue import BoundedQueue
 from objstore.audit.redact import redact_text, safe_details, storable_record
@@ -87,6 +91,9 @@ class AuditLog(service.MultiService):
         self._pending: list[AuditRecord] = []  # the batch being written or to retry
         self._attempts = 0
         self._flushing = False
+        # [audit] strict: records whose answers wait (`write_now`), and their waiters.
+        self._urgent: list[tuple[AuditRecord, Deferred[None]]] = []
+        self._urgent_writing = False
         self.failed_writes = 0
         safe_timer(flush_interval_seconds, self.flush, clock=clock,
                    what="audit flush").setServiceParent(self)
@@ -117,6 +124,41 @@ class AuditLog(service.MultiService):
             bucket=bucket, key=redact_text(key), status=status, username=user,
             error_code=error_code, details=safe_details(others), **columns,
         )))
+
+    def write_now(self, record: AuditRecord) -> Deferred[None]:
+        """[audit] strict: write one request's record before its answer; fires once it is
+        committed, fails (counted in `failed_writes`, never retried here) when it could
+        not be. One write is in flight at a time: the records that arrive meanwhile go
+        together in the next, one multi-row INSERT (which may share a group commit with
+        object writes), so under load a record costs a share of a write and waits for at
+        most two. Recording disabled: fires at once."""
+        if not self.enabled:
+            return defer.succeed(None)
+        waiter: Deferred[None] = Deferred()
+        self._urgent.append((storable_record(record), waiter))
+        if not self._urgent_writing:
+            self._write_urgent()
+        return waiter
+
+    def _write_urgent(self) -> None:
+        batch = self._urgent[:self._batch_size]
+        del self._urgent[:self._batch_size]
+        self._urgent_writing = True
+        written = self._store.insert_audit_records([record for record, _ in batch])
+        written.addBoth(self._urgent_written, batch)
+
+    def _urgent_written(self, result: object,
+                        batch: list[tuple[AuditRecord, Deferred[None]]]) -> None:
+        self._urgent_writing = False
+        if isinstance(result, Failure):
+            self.failed_writes += 1
+        for _, waiter in batch:
+            if isinstance(result, Failure):
+                waiter.errback(result)
+            else:
+                waiter.callback(None)
+        if self._urgent:  # including records of answers just released
+            self._write_urgent()
 
     @property
     def depth(self) -> int:

@@ -15,12 +15,17 @@ log makes every text field storable (`redact.storable_record`). A request whose 
 left before the answer is recorded with status 499 and ClientDisconnected. GET
 /admin/health and GET /admin/metrics (unsigned probes and scrapes) are counted in the
 metrics but not audited; cluster-protocol requests are neither.
+
+With `[audit] strict = true` the record of an audited request is written before its answer
+leaves (`record_now`, called by the request's `AnswerGate`, audit/strict.py): then the
+finished request feeds the metrics and the access log only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from objstore.audit.access_log import AccessEntry, AccessLog
@@ -83,9 +88,38 @@ class RequestRecorder:
             return
         operation, bucket, key, details = describe(request)
         self._metrics.observe(operation, status, error_code, duration, bytes_in, bytes_out)
-        if operation in UNAUDITED:
+        if operation in UNAUDITED or context.recorded:
             return
-        self._audit.add(AuditRecord(
+        self._audit.add(self._audit_record(
+            request, operation, bucket, key, details, status=status, error_code=error_code,
+            duration=duration, bytes_in=bytes_in, bytes_out=bytes_out))
+
+    def record_now(self, request: ObjstoreRequest, bytes_out: int) -> Deferred[None] | None:
+        """[audit] strict: write the record of `request`'s answer, about to be sent
+        (`request.code`, the error code noted, `bytes_out` bytes), through the DB writer;
+        fires once it is committed. None when the request is not audited (the answer need
+        not wait); its record is then never queued again once it finishes."""
+        context = request.audit
+        if context.api in ("cluster", "console") or not self._audit.enabled:
+            return None
+        operation, bucket, key, details = describe(request)
+        if operation in UNAUDITED:
+            return None
+        context.recorded = True
+        bytes_in = request.spool.length if request.spool is not None else 0
+        return self._audit.write_now(self._audit_record(
+            request, operation, bucket, key, details, status=int(request.code),
+            error_code=context.error_code,
+            duration=max(0.0, self._clock() - context.started), bytes_in=bytes_in,
+            bytes_out=bytes_out))
+
+    def _audit_record(
+        self, request: ObjstoreRequest, operation: str, bucket: str, key: str,
+        details: dict[str, Detail], *, status: int, error_code: str, duration: float,
+        bytes_in: int, bytes_out: int,
+    ) -> AuditRecord:
+        context = request.audit
+        return AuditRecord(
             ts=context.started or self._clock(),
             operation=operation,
             node_id=self._audit.node_id,
@@ -104,7 +138,7 @@ class RequestRecorder:
             user_agent=redact_text(loggable_header(
                 request.requestHeaders.getRawHeaders(b"user-agent"))),
             details=details,
-        ))
+        )
 
 
 def access_entry(request: ObjstoreRequest, status: int, duration: float, bytes_in: int,
@@ -135,19 +169,23 @@ def outcome(request: ObjstoreRequest, completed: bool) -> tuple[int, str]:
 
 
 def describe(request: ObjstoreRequest) -> tuple[str, str, str, dict[str, Detail]]:
-    """(operation, bucket, key, details) of a request."""
-    if request.path is None:  # refused before the request line was complete
-        return UNKNOWN, "", "", {}
+    """(operation, bucket, key, details) of a request; with [audit] strict, an answer that
+    was withheld (its record could not be written) is named in `withheld_status`."""
     context = request.audit
+    details: dict[str, Detail] = {}
+    if context.withheld:
+        details["withheld_status"] = context.withheld
+    if request.path is None:  # refused before the request line was complete
+        return UNKNOWN, "", "", details
     if context.api == "admin":
         path = request.path.decode("utf-8", "replace")
         operation = admin_operation(request.method.decode("ascii", "replace"),
                                     path.split("/")[2:])
         # The ids the call names; a bucket only when the handler noted one (an archive).
-        return operation, context.bucket, "", {"path": redact_text(path)}
+        details["path"] = redact_text(path)
+        return operation, context.bucket, "", details
     if not context.operation:  # the S3 API never saw it
-        return UNKNOWN, "", "", {}
-    details: dict[str, Detail] = {}
+        return UNKNOWN, "", "", details
     for name, value in (context.details or {}).items():
         details[name] = redact_text(value)
     return context.operation, context.bucket, context.key, details

@@ -21,6 +21,8 @@ once per connection; when any is missing the GET falls back to `BlobProducer`
   (the client went away: the connection's loss stops it) ends it quietly. An error
   reading a blob (or a blob shorter than its record) after the head was sent cuts the
   connection, the only honest signal left, as `BlobProducer` does.
+* No byte is sent before twisted.web wrote the head: a request whose answer is held
+  (http/held_answer.py) pauses this producer and resumes it once the head is out.
 * Every byte sent is added to `request.sentLength`, which the access log, the audit
   record and the sent-bytes metric read.
 
@@ -143,6 +145,8 @@ class SendfileProducer:
         if transport.disconnected or transport.disconnecting:
             self._stopped = True  # stopProducing follows; nothing more to send either way
             return True
+        if not self._request.startedWriting:  # the head is held ([audit] strict): the
+            return False  # request resumes this producer once it has written it
         if len(transport.dataBuffer) > transport.offset or transport._tempDataLen:
             self._wait_for_socket()  # the head (or anything else) goes first
             return False

@@ -261,6 +261,10 @@ class ObjstoreRequest(server.Request):
         self.content = _DiscardSink()
         self.requestHeaders.removeHeader(b"expect")  # when called from gotLength
         self.code, self.audit.error_code = answer.status, answer.code
+        self.send_early(answer)
+
+    def send_early(self, answer: EarlyAnswer) -> None:
+        """Write `answer` straight to the connection and close it (`reject_now`)."""
         channel: ObjstoreChannel = self.channel  # type: ignore[assignment]
         channel.answer_early(answer, request_id=self.request_id, host_id=self.host_id)
 
@@ -430,6 +434,8 @@ class ObjstoreSite(server.Site):
     observer: RequestObserver | None = None  # the audit log and request metrics
     space: SpaceGuard | None = None  # refuses a body that does not fit on the data volume
     sendfile = True  # plain objects sent by the kernel on plain TCP (http/sendfile.py)
+    # [audit] strict: what answers wait for (http/held_answer.py; its request factory too).
+    answer_gate: Any = None
 
     def __init__(
         self,

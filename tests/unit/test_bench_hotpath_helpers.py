@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from bench.ab import parse_ab_output
-from bench.hotpath import Figure, parse_thread_names, summarise_profile, thread_group
+from bench.hotpath import (
+    STRICT_AUDIT,
+    Figure,
+    audit_settings,
+    parse_thread_names,
+    summarise_profile,
+    thread_group,
+)
 from bench.wrk import WrkError
 
 AB_SUMMARY = """\
@@ -73,3 +80,10 @@ def test_a_figure_prints_rate_cpu_and_wrk_latencies() -> None:
     assert lines[1].split() == ["p50", "9.4", "ms,", "p99", "19.9", "ms"]
     assert lines[2].split() == ["reactor", "4000", "us"]
     assert len(Figure("head", 10, 1.0, 0.1).line().splitlines()) == 1  # ab: no latencies
+
+
+def test_audit_settings_label_each_daemon() -> None:
+    assert audit_settings("off") == [("default", "")]
+    assert audit_settings("on") == [("strict", STRICT_AUDIT)]
+    assert [label for label, _ in audit_settings("both")] == ["default", "strict"]
+    assert "strict = true" in STRICT_AUDIT

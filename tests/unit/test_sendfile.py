@@ -84,7 +84,7 @@ class Request:
         self.channel: Channel | None = channel
         self.producer: Any = None
         self.sentLength = 0
-        self._started = False
+        self.startedWriting = False
 
     def registerProducer(self, producer: Any, streaming: bool) -> None:  # noqa: N802
         assert streaming and self.producer is None and self.channel is not None
@@ -96,8 +96,8 @@ class Request:
 
     def write(self, data: bytes) -> None:
         assert self.channel is not None
-        if not self._started:
-            self._started = True
+        if not self.startedWriting:
+            self.startedWriting = True
             self.channel.transport.write(HEAD)
         self.sentLength += len(data)
         if data:
@@ -190,6 +190,37 @@ def test_pause_and_resume(store: BlobStore, connection: Connection) -> None:
     producer.pauseProducing()  # the channel paused the response before the head went
     connection.read()
     assert connection.received == b"" and not done.called
+    producer.resumeProducing()
+    connection.run(done)
+    assert bytes(connection.received) == HEAD + data
+
+
+class HeldRequest(Request):
+    """A request whose head is held ([audit] strict): the first write keeps its bytes."""
+
+    held = True
+
+    def write(self, data: bytes) -> None:
+        if self.held:
+            return
+        super().write(data)
+
+
+def test_no_byte_before_a_held_head(store: BlobStore, connection: Connection) -> None:
+    data = os.urandom(1024 * 1024)
+    stream = ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                         InlinePool())
+    request = HeldRequest(connection.channel)
+    producer = SendfileProducer(request, stream, connection.transport)
+    done = producer.start()
+    producer.resumeProducing()  # resumed (by the channel) while the head is still held
+    for _ in range(20):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+        connection.read()
+    assert connection.received == b"" and not done.called
+    request.held = False
+    request.write(b"")  # the head goes, then the request resumes its producer
     producer.resumeProducing()
     connection.run(done)
     assert bytes(connection.received) == HEAD + data
