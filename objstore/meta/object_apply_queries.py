@@ -18,6 +18,12 @@ The applied row is not necessarily the newest version of its key (a late copy of
 version): is_latest is recomputed, newest `last_modified` first, and on a tie the row
 written last (the highest seq), as for a local write.
 
+A single row's apply and a single deletion, and `register_states` of one register, run
+on the driver with statements compiled once (`apply_statements.py`: the register's row,
+its tombstone, the key's newest other version and the bucket in one statement), as
+PutObject does: they are what a peer's part of every quorum write costs. The batch stays
+on SQLAlchemy Core, running the same compiled writes through `CoreRows`.
+
 Quota and preconditions are not checked: the peer that accepted the write checked them.
 Every function that takes a seq is marked `changes_objects`. No Twisted here.
 """
@@ -34,19 +40,37 @@ from sqlalchemy.engine import Connection
 
 from objstore.convergence import lww
 from objstore.meta import schema
+from objstore.meta.apply_statements import (
+    APPLY_STATE,
+    DELETE_REPLACED,
+    REGISTER_STATE,
+    register_of,
+    register_values,
+    stamp_of,
+)
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import read_transaction, write_transaction
-from objstore.meta.driver import CoreRows
+from objstore.meta.driver import (
+    CoreRows,
+    RowSource,
+    driver_statement,
+    driver_transaction,
+    fetch_one,
+)
 from objstore.meta.errors import RecordNotFound
 from objstore.meta.object_write_queries import (
     BUCKET,
+    DELETE_ROW,
+    INSERT_OBJECT,
+    LEAVE_TOMBSTONE,
+    NEWEST_VERSION,
+    PROMOTE,
     insert_latest,
     next_seq,
-    promote_newest,
     unreferenced,
 )
 from objstore.meta.records import ObjectRecord
-from objstore.meta.tombstones import TOMBSTONE_OBJECT, leave_tombstone, object_tombstone_key
+from objstore.meta.tombstones import TOMBSTONE_OBJECT, object_tombstone_key
 
 _o = schema.objects
 _t = schema.tombstones
@@ -128,16 +152,18 @@ def apply_replicated_object(db: Database, record: ObjectRecord) -> ApplyResult:
     if not lww.has_finite_stamps(record):
         raise ValueError("a replicated row with a non-finite stamp")
     try:
-        with write_transaction(db.engine) as conn:
-            rows = CoreRows(conn)
-            seq = next_seq(rows)
-            _require_bucket(rows, record.bucket)
-            local = _local_row(conn, record.bucket, record.key, record.version_id)
-            deleted_at = _tombstone_at(conn, _tombstone_key(record))
-            verdict, future = decide(local, deleted_at, record, db.clock())
+        with driver_transaction(db.engine) as tx:
+            seq = next_seq(tx)
+            state = tx.first(APPLY_STATE, register_values(record.bucket, record.key,
+                                                          record.version_id))
+            if state is None:
+                raise RecordNotFound(f"bucket {record.bucket!r}")
+            local = register_of(state[3:])
+            verdict, future = decide(local, stamp_of(state[1]), record, db.clock())
             if verdict is not ApplyVerdict.APPLIED:
                 raise _Unchanged(ApplyResult(verdict, local, future_stamped=future))
-            stored, replaced_blobs = _store_applied(rows, record, seq)
+            stored, replaced_blobs = _store_applied(tx, db.engine.dialect, record, seq,
+                                                    stamp_of(state[2]))
             return ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored), future)
     except _Unchanged as unchanged:
         assert isinstance(unchanged.result, ApplyResult)
@@ -204,7 +230,8 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
             continue
         seq = first_seq if first else next_seq(rows)
         first = False
-        stored, replaced_blobs = _store_applied(rows, record, seq, stamps)
+        stored, replaced_blobs = _store_applied(rows, conn.dialect, record, seq,
+                                                stamps.newest_other(record))
         stamps.stored(stored)
         answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
                                    future))
@@ -226,16 +253,18 @@ def apply_replicated_delete(
     (cluster/tombstone_purge.py). Raises RecordNotFound when the bucket does not exist."""
     if not math.isfinite(deleted_at):
         raise ValueError("a replicated delete with a non-finite stamp")
-    tombstone_key = object_tombstone_key(bucket, key, version_id)
+    register = register_values(bucket, key, version_id)
+    dialect = db.engine.dialect
     try:
-        with write_transaction(db.engine) as conn:
-            rows = CoreRows(conn)
-            seq = next_seq(rows)
-            _require_bucket(rows, bucket)
-            known = _tombstone_at(conn, tombstone_key)
+        with driver_transaction(db.engine) as tx:
+            seq = next_seq(tx)
+            state = tx.first(APPLY_STATE, register)
+            if state is None:
+                raise RecordNotFound(f"bucket {bucket!r}")
+            known = stamp_of(state[1])
             stamp = deleted_at if known is None else max(known, deleted_at)
             future = lww.stamp_is_future(deleted_at, db.clock())
-            local = _local_row(conn, bucket, key, version_id)
+            local = register_of(state[3:])
             beaten = local is not None and not lww.row_survives_tombstone(local, stamp)
             if not beaten and known is not None and known >= deleted_at:
                 raise _Unchanged(TombstoneResult(False, known, future_stamped=future))
@@ -244,10 +273,15 @@ def apply_replicated_delete(
                 raise _Unchanged(TombstoneResult(False, deleted_at))
             removed = new_latest = None
             if beaten:
-                removed = _remove_row(conn, bucket, key, version_id)
+                row = tx.first(DELETE_ROW, register)
+                assert row is not None  # read above, under the counter's lock
+                removed = register_of(row)
+                assert removed is not None
                 if removed.is_latest:
-                    new_latest = promote_newest(rows, bucket, key)
-            leave_tombstone(db, conn, TOMBSTONE_OBJECT, tombstone_key, seq, deleted_at=stamp)
+                    new_latest = _promote_newest(tx, dialect, bucket, key)
+            tx.execute(LEAVE_TOMBSTONE[dialect.name], {
+                "p_family": TOMBSTONE_OBJECT, "p_tombstone_key": register["p_tombstone_key"],
+                "p_deleted_at": stamp, "p_seq": seq})
             return TombstoneResult(True, stamp, removed, new_latest, future)
     except _Unchanged as unchanged:
         assert isinstance(unchanged.result, TombstoneResult)
@@ -258,7 +292,13 @@ def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
                     ) -> list[tuple[ObjectRecord | None, float | None]]:
     """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
     when absent), read in one read transaction: what `decide` needs, for a page of
-    replicated rows at once (anti-entropy asks it before fetching any bytes)."""
+    replicated rows at once (anti-entropy asks it before fetching any bytes). One
+    register (a peer's row of a quorum write) is one statement on the driver
+    (`REGISTER_STATE`: one snapshot)."""
+    if len(registers) == 1:
+        row = fetch_one(db.engine, REGISTER_STATE, register_values(*registers[0]))
+        assert row is not None, "REGISTER_STATE returns one row"
+        return [(register_of(row[1:]), stamp_of(row[0]))]
     with read_transaction(db.engine) as conn:
         return _states(conn, registers)
 
@@ -291,25 +331,14 @@ def _states(conn: Connection, registers: Sequence[tuple[str, str, str]]
 # -- the pieces ---------------------------------------------------------------------------
 
 
-def _require_bucket(rows: CoreRows, bucket: str) -> None:
-    """The bucket, under FOR KEY SHARE (a concurrent bucket delete waits), or
-    RecordNotFound."""
-    if rows.first(BUCKET, {"p_bucket": bucket}) is None:
-        raise RecordNotFound(f"bucket {bucket!r}")
-
-
 def _tombstone_key(record: ObjectRecord) -> str:
     return object_tombstone_key(record.bucket, record.key, record.version_id)
 
 
-def _same_version(bucket: str, key: str, version_id: str) -> sa.ColumnElement[bool]:
-    return sa.and_(_o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)
-
-
 def _local_row(conn: Connection, bucket: str, key: str, version_id: str
                ) -> ObjectRecord | None:
-    row = conn.execute(sa.select(_o).where(_same_version(bucket, key, version_id))
-                       ).mappings().first()
+    row = conn.execute(sa.select(_o).where(
+        _o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)).mappings().first()
     return None if row is None else schema.object_record(row)
 
 
@@ -319,27 +348,9 @@ def _tombstone_at(conn: Connection, tombstone_key: str) -> float | None:
     return None if found is None else float(found)
 
 
-def _remove_row(conn: Connection, bucket: str, key: str, version_id: str) -> ObjectRecord:
-    row = conn.execute(sa.delete(_o).where(_same_version(bucket, key, version_id))
-                       .returning(_o)).mappings().one()
-    return schema.object_record(row)
-
-
-def _newest_other(conn: Connection, record: ObjectRecord) -> float | None:
-    """last_modified of the key's newest version other than `record`'s."""
-    found = conn.execute(
-        sa.select(_o.c.last_modified)
-        .where(_o.c.bucket == record.bucket, _o.c.key == record.key,
-               _o.c.version_id != record.version_id)
-        .order_by(_o.c.last_modified.desc())
-        .limit(1)
-    ).scalar()
-    return None if found is None else float(found)
-
-
 class _KeyStamps:
     """The `last_modified` of every version of a batch's keys, read at once and kept up
-    to date as the batch stores rows: `_newest_other` without a query per row."""
+    to date as the batch stores rows: the newest other stamp without a query per row."""
 
     def __init__(self, conn: Connection, records: Sequence[ObjectRecord]) -> None:
         self._versions: dict[tuple[str, str], dict[str, float]] = {}
@@ -363,25 +374,39 @@ class _KeyStamps:
             record.last_modified
 
 
-def _store_applied(rows: CoreRows, record: ObjectRecord, seq: int,
-                   stamps: _KeyStamps | None = None
-                   ) -> tuple[ObjectRecord, list[str | None]]:
-    """Store the winning row under `seq`, replacing the local row of its version. As the
-    key's newest version (or on a tie: it is written last) it becomes latest through
+def _store_applied(rows: RowSource, dialect: sa.Dialect, record: ObjectRecord, seq: int,
+                   newest: float | None) -> tuple[ObjectRecord, list[str | None]]:
+    """Store the winning row under `seq`, replacing the local row of its version, given
+    the newest `last_modified` among the key's other versions (`newest`). As the key's
+    newest version (or on a tie: it is written last) it becomes latest through
     `insert_latest`; else it goes in as not latest, and should the row it replaced have
     been latest, the newest version is promoted. Returns the stored row and the blob ids
     the replaced row used."""
-    newest = _newest_other(rows.conn, record) if stamps is None else stamps.newest_other(record)
     if newest is None or record.last_modified >= newest:
         return insert_latest(rows, record, seq)
-    conn = rows.conn
-    replaced = conn.execute(
-        sa.delete(_o).where(_same_version(record.bucket, record.key, record.version_id))
-        .returning(_o.c.blob_id, _o.c.parts, _o.c.is_latest)).first()
+    replaced = rows.first(DELETE_REPLACED, {
+        "p_bucket": record.bucket, "p_key": record.key, "p_version_id": record.version_id})
     stored = replace(record, is_latest=False, seq=seq)
-    conn.execute(sa.insert(_o).values(**schema.object_values(stored)))
+    rows.execute(INSERT_OBJECT, {f"p_{name}": value
+                                 for name, value in schema.object_values(stored).items()})
     if replaced is None:
         return stored, []
-    if replaced.is_latest:
-        promote_newest(rows, record.bucket, record.key)
-    return stored, [replaced.blob_id, *(p.blob_id for p in schema.part_refs(replaced.parts))]
+    if replaced[2]:
+        _promote_newest(rows, dialect, record.bucket, record.key)
+    return stored, [replaced[0], *(p.blob_id for p in schema.part_refs(replaced[1]))]
+
+
+def _promote_newest(rows: RowSource, dialect: sa.Dialect, bucket: str, key: str
+                    ) -> ObjectRecord | None:
+    """`object_write_queries.promote_newest` through a `RowSource`: the key's newest
+    remaining version (last_modified, then seq) becomes latest with a fresh seq; None
+    when the key has no version left."""
+    same_key = {"p_bucket": bucket, "p_key": key}
+    newest = rows.first(NEWEST_VERSION, {**driver_statement(dialect, NEWEST_VERSION).defaults,
+                                         **same_key})
+    if newest is None:
+        return None
+    row = rows.first(PROMOTE, {**same_key, "p_version_id": newest[0],
+                               "p_new_seq": next_seq(rows)})
+    assert row is not None
+    return register_of(row)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -194,6 +195,55 @@ def test_replicated_applies_and_deletes_commit_as_one_group(
     assert visible(store, "r1") and visible(store, "r2") and not visible(store, "doomed")
     kept = store.get_object(BUCKET, "newer")
     assert kept is not None and kept.seq == newer.seq and kept.last_modified == 50.0
+
+
+def test_replicated_applies_that_recompute_the_latest_share_a_group_with_puts(
+    store: SyncMetaStore, pool_and_reactor: tuple[DbPool, FakeReactor]
+) -> None:
+    """The rare branches of a peer's row inside a group, between client PUTs: a late copy
+    of the latest stamped older than another version (stored not latest, the newest
+    promoted under a fresh seq), an identical row and a deletion of the latest (the next
+    version promoted). Each takes its seqs in turn in the group's one transaction; the
+    no-op rolls back only its own savepoint."""
+    pool, reactor = pool_and_reactor
+    meta = MetaStore(store, pool)
+
+    def version(version_id: str, last_modified: float, blob: str) -> ObjectRecord:
+        return ObjectRecord(BUCKET, "multi", version_id, blob, 3, "e", last_modified)
+
+    # Rebuilt as a lagging node once left it: the latest stamped older than another.
+    store.insert_recovered([
+        replace(version("v2", 20.0, "b2"), is_latest=False),
+        replace(version("v1", 10.0, "b1"), is_latest=True),
+        replace(record("gone", last_modified=3.0), is_latest=True),
+        ObjectRecord(BUCKET, "gone", "older", "b-older", 3, "e", 2.0, is_latest=False)])
+    copy = store.put_object(record("copy", last_modified=7.0)).record
+    before = store.max_seq()
+    release = hold_writer(pool)
+    ds: list[Deferred[Any]] = [
+        meta.put_object(record("a")),
+        meta.apply_replicated_object(version("v1", 15.0, "b1-new")),
+        meta.apply_replicated_object(copy),  # identical: nothing written
+        meta.apply_replicated_delete(BUCKET, "gone", "null", 4.0),
+        meta.put_object(record("b")),
+    ]
+    release.set()
+    results = outcomes(ds, reactor)
+    assert list(pool.group_stats.sizes) == [5] and pool.group_stats.fallbacks == 0
+    applied, identical, deleted = results[1], results[2], results[3]
+    assert applied.applied and applied.record is not None and not applied.record.is_latest
+    assert applied.orphaned_blob_ids == ("b1",)
+    assert not identical.applied and identical.record == copy
+    assert deleted.recorded and deleted.new_latest is not None
+    assert deleted.new_latest.version_id == "older"
+    latest = store.get_object(BUCKET, "multi")
+    assert latest is not None and latest.version_id == "v2" and latest.seq > before
+    assert store.get_object(BUCKET, "gone") == deleted.new_latest
+    assert visible(store, "a") and visible(store, "b")
+    # a, the apply and its promotion, the tombstone and its promotion, b: one seq each
+    seqs = [results[0].record.seq, applied.record.seq, latest.seq,
+            deleted.new_latest.seq, results[4].record.seq]
+    assert len(set(seqs)) == 5 and store.max_seq() == before + 6
 
 
 def test_results_are_delivered_after_the_commit(

@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from sqlalchemy.dialects import postgresql
 
 from objstore.convergence import lww
+from objstore.meta.apply_statements import APPLY_STATE
+from objstore.meta.driver import driver_statement
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord, PartRef
 from objstore.meta.store import (
     TOMBSTONE_OBJECT,
@@ -172,6 +175,41 @@ def test_replacing_the_latest_with_an_older_stamp_promotes_the_newest(
     assert [v.version_id for v in store.list_versions(BUCKET) if v.is_latest] == [V2]
 
 
+def test_a_late_copy_of_an_older_version_replaces_it_without_a_promotion(
+    store: SyncMetaStore,
+) -> None:
+    store.apply_replicated_object(row(V1, at=10.0))
+    newest = store.apply_replicated_object(row(V2, at=20.0, blob=BLOB_B)).record
+    assert newest is not None and newest.is_latest
+    seq = store.max_seq()
+    result = store.apply_replicated_object(row(V1, at=15.0, blob=PART_1))
+    assert result.applied and result.orphaned_blob_ids == (BLOB_A,)
+    assert result.record is not None and not result.record.is_latest
+    assert result.record.seq == seq + 1 and store.max_seq() == seq + 1  # no promotion
+    assert stored(store, V1) == result.record
+    assert store.get_object(BUCKET, "k") == newest  # untouched: the same seq
+
+
+def test_a_row_applied_again_after_its_key_moved_on_is_identical(
+    store: SyncMetaStore,
+) -> None:
+    first = store.apply_replicated_object(row(V1, at=10.0)).record
+    store.apply_replicated_object(row(V2, at=20.0, blob=BLOB_B))
+    seq = store.max_seq()
+    again = store.apply_replicated_object(row(V1, at=10.0))
+    assert again.verdict is ApplyVerdict.IDENTICAL and not again.orphaned_blob_ids
+    assert first is not None and again.record == replace(first, is_latest=False)
+    assert store.max_seq() == seq
+
+
+def test_the_apply_takes_the_bucket_under_key_share_on_postgres() -> None:
+    """A concurrent bucket delete waits for the apply (the bucket row's lock), and the
+    lock names the bucket alone: the register's row is on the nullable side of the
+    outer join."""
+    sql = driver_statement(postgresql.dialect(), APPLY_STATE).sql
+    assert sql.rstrip().endswith("FOR KEY SHARE OF buckets")
+
+
 def test_a_missing_bucket_is_refused_and_takes_no_seq(store: SyncMetaStore) -> None:
     seq = store.max_seq()
     with pytest.raises(RecordNotFound):
@@ -282,6 +320,53 @@ def test_a_delete_no_newer_than_the_known_tombstone_takes_no_seq(
     assert store.max_seq() == seq and tombstone(store) == (10.0, seq)
     later = store.apply_replicated_delete(BUCKET, "k", V1, 12.0)  # moves the tombstone on
     assert later.recorded and tombstone(store) == (12.0, seq + 1)
+
+
+def test_a_delete_of_a_version_that_is_not_latest_promotes_nothing(
+    store: SyncMetaStore,
+) -> None:
+    old = store.apply_replicated_object(row(V1, at=10.0)).record
+    latest = store.apply_replicated_object(row(V2, at=20.0, blob=BLOB_B)).record
+    seq = store.max_seq()
+    result = store.apply_replicated_delete(BUCKET, "k", V1, 11.0)
+    assert old is not None and result.removed == replace(old, is_latest=False)
+    assert result.recorded and result.new_latest is None
+    assert result.orphaned_blob_ids == (BLOB_A,)
+    assert tombstone(store, V1) == (11.0, seq + 1) and store.max_seq() == seq + 1
+    assert store.get_object(BUCKET, "k") == latest
+
+
+def test_a_delete_after_a_newer_row_moves_the_tombstone_and_keeps_the_row(
+    store: SyncMetaStore,
+) -> None:
+    store.apply_replicated_delete(BUCKET, "k", V1, 5.0)
+    kept = store.apply_replicated_object(row(V1, at=30.0)).record
+    seq = store.max_seq()
+    result = store.apply_replicated_delete(BUCKET, "k", V1, 20.0)
+    assert result.recorded and result.deleted_at == 20.0 and result.removed is None
+    assert tombstone(store, V1) == (20.0, seq + 1)
+    assert stored(store, V1) == kept
+
+
+@pytest.mark.parametrize("case", ["row", "tombstone", "both", "nothing", "no bucket"])
+def test_register_states_of_one_register_reads_it_in_one_snapshot(
+    store: SyncMetaStore, case: str,
+) -> None:
+    """One register (a peer's row of a quorum write) is read in one statement on the
+    driver: the same answer as the batch read gives for it."""
+    bucket = "gone" if case == "no bucket" else BUCKET
+    if case in ("tombstone", "both"):
+        store.apply_replicated_delete(BUCKET, "k", V1, 10.0)
+    local = None
+    if case in ("row", "both"):
+        local = store.apply_replicated_object(row(V1, at=12.0, parts=(
+            PartRef(1, PART_1, 5, "p1"),), checksums={"crc32": "AAAA"})).record
+    register = (bucket, "k", V1)
+    [single] = store.register_states([register])
+    assert single == {"row": (local, None), "tombstone": (None, 10.0),
+                      "both": (local, 10.0), "nothing": (None, None),
+                      "no bucket": (None, None)}[case]
+    assert store.register_states([register, (BUCKET, "other", V1)])[0] == single
 
 
 def test_a_future_stamped_delete_is_flagged(store: SyncMetaStore) -> None:
