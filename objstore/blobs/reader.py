@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
+from objstore.blobs import page_cache
 from objstore.blobs.segments import Segment
 from objstore.blobs.stages import ByteSource
 
@@ -237,6 +238,12 @@ class ChunkStream:
         them itself (`BlobReader.file_spans`), instead of `next_chunk`; the next blob is
         opened on the calling thread (one open call). Close the stream after, as ever."""
         return self._reader.file_spans()
+
+    def warm(self, fd: int, offset: int, count: int) -> defer.Deferred[None]:
+        """Bring `count` bytes at `offset` of one of `file_spans`' descriptors into the
+        page cache, on the runner (blobs/page_cache.py): before a kernel copy on the
+        reactor thread of bytes that are not there. No `close` while it runs."""
+        return self._runner.run(page_cache.warm, fd, offset, count)
 
     def close(self) -> None:
         self._chunks.close()

@@ -26,8 +26,14 @@ once per connection; when any is missing the GET falls back to `BlobProducer`
 * Every byte sent is added to `request.sentLength`, which the access log, the audit
   record and the sent-bytes metric read.
 
-Reads happen on the reactor thread, inside the kernel: as with the small GET path, a blob
-is expected to be in the page cache; a cold one costs the reactor the disk's time.
+Reads happen inside the kernel, on the reactor thread: bytes that are not in the page cache
+would be read from the disk there, with every other connection waiting. So before each
+piece (`CALL_BYTES`) it asks whether the piece's first and last byte are cached
+(blobs/page_cache.py `cached`, two RWF_NOWAIT reads); when not, the source reads the next
+`WARM_BYTES` on the IO pool (`SpanSource.warm`) while nothing is sent, and sending resumes
+when they are in (not asked again inside a range just warmed, so it always moves on).
+A stop, a cancel or a client leaving meanwhile closes the source only once the warm-up is
+over (a pool thread reads through its descriptor).
 """
 
 from __future__ import annotations
@@ -42,10 +48,14 @@ from twisted.internet.interfaces import IPushProducer
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from objstore.blobs import page_cache
+
 # Bytes sent in one reactor turn before the producer lets other connections run.
 TURN_BYTES = 8 * 1024 * 1024
 # One sendfile call asks for at most this much (the socket takes what fits).
 CALL_BYTES = 4 * 1024 * 1024
+# Bytes not in the page cache are read on the IO pool this much at a time before sending.
+WARM_BYTES = 8 * 1024 * 1024
 _TRANSPORT_ATTRIBUTES = ("dataBuffer", "offset", "_tempDataLen", "producerPaused",
                          "startWriting", "fileno")
 # The client went away while we were writing: the connection's loss follows.
@@ -72,6 +82,11 @@ class SpanSource(Protocol):
 
     def file_spans(self) -> Iterator[tuple[int, int, int]]: ...
 
+    def warm(self, fd: int, offset: int, count: int) -> defer.Deferred[None]:
+        """Bring those bytes of a span's descriptor into the page cache, off the reactor
+        thread."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -92,6 +107,15 @@ class SendfileProducer:
         self._sending = False
         self._error: Failure | None = None
         self._closed = False
+        # Warm-ups (module notes): at most one job in flight, reading through `_warm_fd`.
+        self._warming = False  # a job is in flight (the source is not closed under it)
+        self._blocked = False  # sending waits for it
+        self._release_after_warm = False
+        self._span_serial = 0  # which span is being sent (a new one starts afresh)
+        self._warm_serial = -1  # the span the offsets below are of
+        self._ready_to = 0  # the span's bytes before this offset were warmed
+        self._asked_to = 0  # ... and up to this one are being warmed
+        self._cold_file = False  # the span was found cold: keep a window warming ahead
         self.done: defer.Deferred[None] = defer.Deferred(self._cancelled)
 
     def start(self) -> defer.Deferred[None]:
@@ -122,6 +146,8 @@ class SendfileProducer:
     def _send(self) -> None:
         if self.done.called or self._sending:
             return
+        if self._warming and (self._blocked or self._stopped or self._error is not None):
+            return  # `_warm_done` comes back here
         if self._stopped or self._error is not None:
             self._finish()
             return
@@ -158,10 +184,13 @@ class SendfileProducer:
                 if span is None:
                     return True
                 self._span = span
+                self._span_serial += 1
             fd, offset, left = self._span
             if left == 0:
                 self._span = None
                 continue
+            if not self._ready(fd, offset, left):
+                return False  # `_warm_done` sends on
             try:
                 count = os.sendfile(self._socket_fd, fd, offset, min(left, CALL_BYTES))
             except BlockingIOError:
@@ -182,6 +211,47 @@ class SendfileProducer:
         self._wait_for_socket()
         return False
 
+    def _ready(self, fd: int, offset: int, left: int) -> bool:
+        """Whether the next piece at `offset` of `fd` (`left` bytes to its span's end) may
+        be sent now; False when sending must wait for a warm-up (one is started when the
+        piece is not cached). A file once found cold keeps one window warming ahead."""
+        if self._warm_serial != self._span_serial:  # a new span (a descriptor number
+            self._warm_serial = self._span_serial  # may be reused for another file)
+            self._ready_to = self._asked_to = offset
+            self._cold_file = False
+        if offset >= self._asked_to:  # nothing asked covers it: is it cached?
+            if page_cache.cached(fd, offset, min(left, CALL_BYTES)):
+                self._ready_to = self._asked_to = offset
+            else:
+                self._cold_file = True
+                self._warm(fd, offset, min(left, WARM_BYTES))
+        if offset >= self._ready_to and self._warming:
+            self._blocked = True  # the job in flight reads what comes next
+            return False
+        end = offset + left
+        if (self._cold_file and not self._warming and self._asked_to < end
+                and self._asked_to - offset <= WARM_BYTES):
+            self._warm(fd, self._asked_to, min(end - self._asked_to, WARM_BYTES))
+        return True
+
+    def _warm(self, fd: int, offset: int, count: int) -> None:
+        self._warming = True
+        self._asked_to = offset + count
+        self._source.warm(fd, offset, count).addBoth(self._warm_done, self._span_serial,
+                                                      offset + count)
+
+    def _warm_done(self, result: object, serial: int, end: int) -> None:
+        """A warm-up is over (a failure of it is not the response's: the send that
+        follows meets a real read error itself)."""
+        self._warming = False
+        if serial == self._warm_serial:
+            self._ready_to = max(self._ready_to, end)
+        if self._release_after_warm:
+            self._release_after_warm = False
+            self._release()
+        self._blocked = False
+        self._send()  # on, or to its end when it was stopped meanwhile
+
     def _wait_for_socket(self) -> None:
         """Ask the transport to resume its producer (the channel, then us) once the socket
         can take more: the transport does that when it drains and finds its producer
@@ -196,6 +266,9 @@ class SendfileProducer:
         self._release()
 
     def _release(self) -> None:
+        if self._warming:  # a pool thread reads through a descriptor: close after it
+            self._release_after_warm = True
+            return
         if not self._closed:
             self._closed = True
             self._source.close()

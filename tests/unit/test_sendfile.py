@@ -12,15 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet import tcp
+from twisted.internet import defer, tcp
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactorClock
 
+from objstore.blobs import page_cache
 from objstore.blobs.reader import ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment
 from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.http.producers import BlobProducer, body_producer
-from objstore.http.sendfile import SendfileProducer, sendfile_transport
+from objstore.http.sendfile import WARM_BYTES, SendfileProducer, sendfile_transport
 from objstore.threads import InlinePool
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
@@ -311,3 +312,106 @@ def test_other_transports_keep_python_reads(store: BlobStore) -> None:
     stream = ChunkStream(store.reader([Segment(blob_id, 0, 300_000)]), InlinePool())
     assert sendfile_transport(request) is None
     assert isinstance(body_producer(request, stream), BlobProducer)
+
+
+class HeldWarmUps:
+    """A ChunkStream whose warm-ups wait for the test (`finish_warm_up` does the real
+    one then), to see what the producer does meanwhile."""
+
+    def __init__(self, stream: ChunkStream) -> None:
+        self._stream = stream
+        self.asked: list[tuple[int, int, int]] = []
+        self.pending: list[defer.Deferred[None]] = []
+
+    def file_spans(self) -> Any:
+        return self._stream.file_spans()
+
+    def warm(self, fd: int, offset: int, count: int) -> defer.Deferred[None]:
+        self.asked.append((fd, offset, count))
+        self.pending.append(defer.Deferred())
+        return self.pending[-1]
+
+    def finish_warm_up(self) -> None:
+        fd, offset, count = self.asked[-1]
+        page_cache.warm(fd, offset, count)
+        self.pending.pop().callback(None)
+
+    def close(self) -> None:
+        self._stream.close()
+
+
+def cold_blob(store: BlobStore, data: bytes) -> str:
+    blob_id = put(store, data)
+    fd = os.open(store.blob_path(blob_id), os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        if page_cache.cached(fd, 0, len(data)):
+            pytest.skip("this file system keeps the pages (or refuses RWF_NOWAIT)")
+    finally:
+        os.close(fd)
+    return blob_id
+
+
+def test_a_cold_blob_is_read_in_off_the_reactor_before_it_is_sent(
+        store: BlobStore, connection: Connection) -> None:
+    data = os.urandom(3 * 1024 * 1024)
+    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
+                                                           len(data))]), InlinePool()))
+    done = SendfileProducer(connection.request, source, connection.transport).start()
+    for _ in range(50):  # the head goes; no body byte while the warm-up waits
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+        connection.read()
+    assert bytes(connection.received) == HEAD and not done.called
+    assert [(offset, count) for _, offset, count in source.asked] == [(0, len(data))]
+    source.finish_warm_up()
+    connection.run(done)
+    assert bytes(connection.received) == HEAD + data
+    assert source.pending == [] and len(source.asked) == 1  # warm now: no second ask
+
+
+def test_a_client_leaving_during_a_warm_up_closes_the_blob_after_it(
+        store: BlobStore, connection: Connection) -> None:
+    data = os.urandom(1024 * 1024)
+    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
+                                                           len(data))]), InlinePool()))
+    producer = SendfileProducer(connection.request, source, connection.transport)
+    done = producer.start()
+    for _ in range(10):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+    assert source.pending, "no warm-up was asked"
+    producer.stopProducing()
+    assert blob_fds(store) == 1 and not done.called  # a pool thread may be reading it
+    source.finish_warm_up()
+    assert done.called and blob_fds(store) == 0
+    assert connection.request.producer is None
+
+
+def test_a_cold_blob_keeps_one_window_warming_ahead_and_a_stop_waits_for_it(
+        store: BlobStore, connection: Connection) -> None:
+    """Once a blob was found cold, the next window is read in while this one is sent
+    (one job at a time, never past the span); a stop while that job runs ends the
+    response once it is over, and only then closes the blob."""
+    size = WARM_BYTES + WARM_BYTES // 2
+    data = os.urandom(size)
+    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
+                                                           size)]), InlinePool()))
+    producer = SendfileProducer(connection.request, source, connection.transport)
+    done = producer.start()
+    for _ in range(10):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+    source.finish_warm_up()  # the first window is in: it is sent, the next one asked
+    assert [(offset, count) for _, offset, count in source.asked] == [
+        (0, WARM_BYTES), (WARM_BYTES, size - WARM_BYTES)]
+    for _ in range(20):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+        connection.read()
+    assert len(connection.received) > len(HEAD)  # sending went on meanwhile
+    producer.stopProducing()
+    assert not done.called and blob_fds(store) == 1
+    source.finish_warm_up()
+    assert done.called and blob_fds(store) == 0

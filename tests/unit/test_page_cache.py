@@ -1,0 +1,56 @@
+"""blobs/page_cache.py on real files: a file evicted from the page cache (its clean pages
+dropped with POSIX_FADV_DONTNEED) is not `cached`; `warm` brings it back; ranges, the end
+of the file and an empty range."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from objstore.blobs import page_cache
+
+MIB = 1024 * 1024
+
+pytestmark = pytest.mark.skipif(getattr(os, "RWF_NOWAIT", None) is None,
+                                reason="no preadv2 RWF_NOWAIT on this platform")
+
+
+def evict(fd: int) -> None:
+    os.fsync(fd)  # only clean pages can be dropped
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+@pytest.fixture
+def blob(tmp_path: Path) -> Iterator[int]:
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(4 * MIB))
+    fd = os.open(path, os.O_RDONLY)
+    yield fd
+    os.close(fd)
+
+
+def test_an_evicted_file_is_not_cached_until_warmed(blob: int) -> None:
+    evict(blob)
+    if page_cache.cached(blob, 0, 4 * MIB):
+        pytest.skip("this file system keeps the pages (or refuses RWF_NOWAIT)")
+    page_cache.warm(blob, MIB, 2 * MIB)
+    assert page_cache.cached(blob, MIB, 2 * MIB)
+    assert not page_cache.cached(blob, 3 * MIB + 1, MIB - 1)  # past the warmed range
+
+
+def test_a_range_counts_its_first_and_last_byte(blob: int) -> None:
+    evict(blob)
+    page_cache.warm(blob, 0, 4096)
+    if not page_cache.cached(blob, 0, 4096):
+        pytest.skip("this file system does not answer RWF_NOWAIT reads")
+    assert not page_cache.cached(blob, 0, 2 * MIB)  # its last byte is not in
+
+
+def test_empty_ranges_and_the_end_of_the_file(blob: int) -> None:
+    assert page_cache.cached(blob, 0, 0)
+    page_cache.warm(blob, 4 * MIB - 10, 100)  # stops at the end of the file
+    page_cache.warm(blob, 0, 0)
+    assert page_cache.cached(blob, 4 * MIB - 10, 10)
