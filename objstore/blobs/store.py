@@ -16,7 +16,11 @@ Durability order for a write (DESIGN invariant 1): blob fsync, rename into place
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
 metadata row. A body kept in memory (`commit_bytes`) writes its blob and its sidecar to
 temp names first and makes both durable with one barrier, then renames both and makes the
-directory durable with a second one. Every sync goes through the store's `SyncBarrier`
+directory durable with a second one. A fan-out directory it creates on the way (a new
+store creates one for most of its first writes) is made durable in the first barrier, not
+a barrier of its own; until a sync that covered its entry succeeded, every write into it
+syncs that entry again (`_make_dirs`), so no write relies on a directory another thread
+created and has not yet made durable. Every sync goes through the store's `SyncBarrier`
 (barrier.py): a write alone on the pool runs its own fdatasync/fsync calls, as before; the
 writes in flight together share one `syncfs` of the data volume per barrier.
 
@@ -60,6 +64,7 @@ import itertools
 import json
 import os
 import re
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -138,7 +143,10 @@ class BlobStore:
         # Every fsync of the store goes through this (barrier.py); None with fsync off.
         self.barrier = (None if not fsync else SyncBarrier(self.data_dir) if syncfs
                         else SyncBarrier(self.data_dir, syncfs=None))
-        self._known_dirs: set[str] = set()
+        self._known_dirs: set[str] = set()  # exist, and their entries are durable
+        # Created here, entries not yet known durable -> their parent directory.
+        self._fresh_dirs: dict[str, str] = {}
+        self._dirs_lock = threading.Lock()
         # Temporary names: unique per store object and process without a random draw
         # (each `uuid4` is a getrandom system call, which on a busy writer also means
         # waiting to get the GIL back). O_EXCL refuses any clash.
@@ -172,17 +180,50 @@ class BlobStore:
         return f"{os.getpid()}-{self._tmp_token}-{next(self._tmp_serial)}{suffix}"
 
     def _ensure_dir(self, path: str) -> None:
+        """Create `path` (and missing parents) durably: their entries synced on return."""
+        fresh = self._make_dirs(path)
+        if fresh:
+            self._sync(_fsync_dirs_of(fresh))
+            self._dirs_durable(fresh)
+
+    def _make_dirs(self, path: str) -> list[str]:
+        """Create `path` and its missing parents; returns the directories on that chain
+        whose entries are not known to be durable yet (created now, or by a write still in
+        flight), outermost first: sync their parents (`_fsync_dirs_of`) before relying on
+        `path`, then call `_dirs_durable`. A directory found on disk that this store did
+        not create is taken as durable (an earlier run's)."""
         if path in self._known_dirs:
-            return
-        parent = os.path.dirname(path)
-        if not os.path.isdir(path):
-            self._ensure_dir(parent)
-            try:
-                os.mkdir(path, OWNER_ONLY_DIR)
-            except FileExistsError:
-                pass
-            self._fsync_dir(parent)
-        self._known_dirs.add(path)
+            return []
+        with self._dirs_lock:
+            missing: list[str] = []
+            probe = path
+            while (probe not in self._known_dirs and probe not in self._fresh_dirs
+                   and not os.path.isdir(probe)):
+                missing.append(probe)
+                probe = os.path.dirname(probe)
+            if probe not in self._fresh_dirs:
+                self._known_dirs.add(probe)
+            for directory in reversed(missing):
+                self._fresh_dirs[directory] = os.path.dirname(directory)
+                try:
+                    os.mkdir(directory, OWNER_ONLY_DIR)
+                except FileExistsError:
+                    pass
+            fresh: list[str] = []
+            probe = path
+            while probe in self._fresh_dirs:
+                fresh.append(probe)
+                probe = os.path.dirname(probe)
+            if not fresh:
+                self._known_dirs.add(path)
+            return fresh[::-1]
+
+    def _dirs_durable(self, fresh: Sequence[str]) -> None:
+        """A sync of `fresh`'s parents succeeded: their entries are durable."""
+        with self._dirs_lock:
+            for directory in fresh:
+                self._fresh_dirs.pop(directory, None)
+                self._known_dirs.add(directory)
 
     # -- writes ----------------------------------------------------------------------
     def commit(self, body: HeldBody, blob_id: str, sidecar: dict[str, Any]) -> None:
@@ -217,16 +258,17 @@ class BlobStore:
         without its bytes), then the directory is made durable (a second barrier)."""
         path = self.blob_path(blob_id)
         directory = os.path.dirname(path)
-        self._ensure_dir(directory)
         renamed: list[str] = []
         written: list[str] = []
         fds: list[int] = []
         try:
             try:
                 began = self._begin()
+                fresh = self._make_dirs(directory)  # their entries go in the first sync
                 fds.append(self._write_temp(written, data))
                 fds.append(self._write_temp(written, self._sidecar_bytes(sidecar)))
-                self._sync(_fdatasync_all(fds), began)
+                self._sync(_fdatasync_all(fds, fresh), began)
+                self._dirs_durable(fresh)
             finally:
                 for fd in fds:
                     os.close(fd)
@@ -654,16 +696,30 @@ class PartsPin:
             os.close(fd)
 
 
-def _fdatasync_all(fds: Sequence[int]) -> Callable[[], None]:
-    """The syncs of a write alone on the barrier: the data of its files."""
+def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
+                   ) -> Callable[[], None]:
+    """The syncs of a write alone on the barrier: the data of its files, and the entries
+    of the directories it created (`BlobStore._make_dirs`)."""
     def sync() -> None:
         for fd in fds:
             os.fdatasync(fd)
+        _fsync_dirs_of(fresh_dirs)()
     return sync
 
 
 def _fsync_dir_of(path: str) -> Callable[[], None]:
     return lambda: fsync_dir(path)
+
+
+def _fsync_dirs_of(fresh_dirs: Sequence[str]) -> Callable[[], None]:
+    """Sync the parent of each of `fresh_dirs`, once each, outermost first: their entries
+    become durable."""
+    parents = list(dict.fromkeys(os.path.dirname(d) for d in fresh_dirs))
+
+    def sync() -> None:
+        for parent in parents:
+            fsync_dir(parent)
+    return sync
 
 
 def _try_flock(fd: int, operation: int) -> bool:

@@ -326,3 +326,70 @@ def test_sync_method_fsync_makes_a_store_sync_only_its_own_files(
     assert synced[0] == store.withdrawn_root
     assert sorted(synced[1:]) == sorted({os.path.dirname(store.sidecar_path(b))
                                          for b in blob_ids})
+
+
+def _recording_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                     ) -> tuple[BlobStore, list[str]]:
+    """A store without syncfs whose syncs are recorded in order: "data" for an
+    fdatasync, the directory's path for a directory fsync."""
+    from objstore.blobs import store as store_module
+
+    store = BlobStore(str(tmp_path / "data"), syncfs=False)
+    store.prepare()
+    synced: list[str] = []
+    real_fdatasync = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        synced.append("data")
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(store_module, "fsync_dir", synced.append)
+    monkeypatch.setattr(store_module.os, "fdatasync", fdatasync)
+    return store, synced
+
+
+def test_a_new_fan_out_directory_is_made_durable_in_the_writes_first_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The directories a small commit creates get their entries synced with its data
+    (one barrier round, before the renames), not in a round of their own."""
+    store, synced = _recording_store(tmp_path, monkeypatch)
+    blob_id = new_blob_id()
+    leaf = os.path.dirname(store.blob_path(blob_id))
+    store.commit_bytes(b"hello", blob_id, {"key": "k"})
+    assert synced == ["data", "data", store.blob_root, os.path.dirname(leaf), leaf]
+    assert store.barrier is not None and store.barrier.rounds == 2
+    synced.clear()
+    other = blob_id[:4] + new_blob_id()[4:]  # the same fan-out directory, now durable
+    store.commit_bytes(b"again", other, {"key": "k2"})
+    assert synced == ["data", "data", leaf]
+
+
+def test_a_write_into_a_directory_another_write_just_created_syncs_its_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory another thread created and has not made durable yet is no excuse:
+    the second write syncs its entry too (and the first write's sync would as well)."""
+    store, synced = _recording_store(tmp_path, monkeypatch)
+    blob_id = new_blob_id()
+    leaf = os.path.dirname(store.blob_path(blob_id))
+    fresh = store._make_dirs(leaf)  # a first write, between mkdir and its sync
+    assert fresh == [os.path.dirname(leaf), leaf] and os.path.isdir(leaf)
+    store.commit_bytes(b"hello", blob_id, {"key": "k"})
+    assert synced == ["data", "data", store.blob_root, os.path.dirname(leaf), leaf]
+    assert store._make_dirs(leaf) == []  # durable now, for every write
+
+
+def test_a_failed_sync_leaves_a_new_directory_to_be_synced_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, synced = _recording_store(tmp_path, monkeypatch)
+    blob_id = new_blob_id()
+    leaf = os.path.dirname(store.blob_path(blob_id))
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "injected")
+
+    with monkeypatch.context() as failing_disk:
+        from objstore.blobs import store as store_module
+        failing_disk.setattr(store_module.os, "fdatasync", failing)
+        with pytest.raises(OSError):
+            store.commit_bytes(b"hello", blob_id, {"key": "k"})
+    assert store._make_dirs(leaf) == [os.path.dirname(leaf), leaf]
