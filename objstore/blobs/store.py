@@ -332,8 +332,10 @@ class BlobStore:
             os.rename(path, self.withdrawn_path(blob_id))
         except FileNotFoundError:
             return
-        self._fsync_dir(self.withdrawn_root)  # the sidecar is never lost...
-        self._fsync_dir(os.path.dirname(path))  # ...and is out of recover's sight
+        # One round of the barrier: concurrent single deletes share one syncfs; alone,
+        # `deleting/` first (the sidecar is never lost), then the blob's directory (it
+        # is out of recover's sight).
+        self._sync(_fsync_dirs_of((self.withdrawn_root, os.path.dirname(path))))
 
     def withdraw_sidecars(self, blob_ids: Sequence[str]) -> None:
         """`withdraw_sidecar` of many blobs (a batch delete) with ONE sync: every sidecar
@@ -661,6 +663,14 @@ def _fdatasync_all(fds: Sequence[int]) -> Callable[[], None]:
 
 def _fsync_dir_of(path: str) -> Callable[[], None]:
     return lambda: fsync_dir(path)
+
+
+def _fsync_dirs_of(paths: Sequence[str]) -> Callable[[], None]:
+    """The syncs of a caller alone on the barrier: each directory, in order."""
+    def sync() -> None:
+        for path in paths:
+            fsync_dir(path)
+    return sync
 
 
 def _try_flock(fd: int, operation: int) -> bool:

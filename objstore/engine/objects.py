@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -48,6 +48,7 @@ from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import QUOTA_RULE
+from objstore.engine.removals import RemovalQueue, versions_of
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import NO_BUCKET_STAGES, BucketStageSettings, decide_stage_plan
 from objstore.engine.versioning import (
@@ -97,6 +98,7 @@ class BlobFiles:
     def __init__(self, blobs: BlobStore, io: Runner) -> None:
         self._blobs = blobs
         self._io = io
+        self._removals = RemovalQueue(blobs, io)
 
     async def store(self, body: UploadedBody, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make `body` durable as blob `blob_id` (taken from it on this thread, committed
@@ -181,26 +183,16 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> Deferred[None]:
+    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> None:
         """Remove the files of versions whose rows a commit removed (`delete_version` of
-        each), in one IO job nobody waits for: a batch delete answers first. A crash
-        before it ends leaves the withdrawn sidecars to `settle_withdrawn`."""
-        versions = [(record.blob_id, [part.blob_id for part in record.parts])
-                    for record in removed if record.blob_id is not None or record.parts]
-        if not versions:
-            return succeed(None)
-        done = self._io.run(self._delete_versions, versions)
-        done.addErrback(lambda failure: log.failure(
-            "could not delete the unreachable blobs of a batch delete", failure))
-        return done
+        each) after the answer: nobody waits, and the removals asked for while an IO job
+        runs share the next one (engine/removals.py). A crash before they end leaves the
+        withdrawn sidecars to `settle_withdrawn`."""
+        self._removals.remove(versions_of(removed))
 
-    def _delete_versions(self, versions: Sequence[tuple[str | None, Sequence[str]]]) -> None:
-        for blob_id, part_ids in versions:
-            try:
-                self._blobs.delete_version(blob_id, part_ids)
-            except OSError:
-                log.failure("could not delete the unreachable blobs of {blob_id}",
-                            blob_id=blob_id)
+    def removals_drained(self) -> Deferred[None]:
+        """Fires once no removal of `delete_versions_later` waits or runs."""
+        return self._removals.drained()
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -675,7 +667,9 @@ class ObjectService:
         version's sidecar is withdrawn before the row goes (and written back when the row
         stays), so that a crash before its blob is removed never brings it back in
         `recover`; a crash between the withdrawal and the commit is resolved at the next
-        start (`BlobStore.settle_withdrawn`)."""
+        start (`BlobStore.settle_withdrawn`). Once the row's COMMIT is done the delete is
+        durable, so the version's files are removed after the answer, as DeleteObjects'
+        are (`delete_versions_later`)."""
         for _ in range(GUARD_ATTEMPTS):
             record = await self._meta.get_object(bucket_name, key, version_id)
             if record is None:
@@ -685,7 +679,7 @@ class ObjectService:
             await self._files.withdraw(record)
             try:
                 result = await self._meta.delete_object_version(
-                    bucket_name, key, version_id, record.seq,
+                    bucket_name, key, version_id, record.seq, known=record,
                     **await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
                                      bucket_name))
             except BaseException as error:
@@ -694,11 +688,10 @@ class ObjectService:
                     continue
                 raise
             removed = result.removed
-            if removed is not None:
-                await self._files.delete_version(removed.blob_id,
-                                                 [part.blob_id for part in removed.parts])
             if removed is None or removed.blob_id != record.blob_id:
                 await self._reinstate_if_kept(record)
+            if removed is not None:
+                self._files.delete_versions_later([removed])
             if removed is not None:
                 await self._report(ChangeKind.VERSION_DELETED, caller, removed,
                                    deleted_at=result.deleted_at)

@@ -218,13 +218,14 @@ def test_the_delete_guard_sees_a_lock_committed_after_the_check(world: World) ->
     original = world.store.delete_object_version
     calls: list[int | None] = []
 
-    def racing(bucket: str, key: str, version_id: str, expected_seq: int | None = None) -> Any:
+    def racing(bucket: str, key: str, version_id: str, expected_seq: int | None = None,
+               **kwargs: Any) -> Any:
         calls.append(expected_seq)
         if len(calls) == 1:
             current = world.store.get_object(bucket, key, version_id)
             assert current is not None
             world.store.update_object(replace(current, legal_hold_status="ON"))
-        return original(bucket, key, version_id, expected_seq)
+        return original(bucket, key, version_id, expected_seq, **kwargs)
 
     world.store.delete_object_version = racing  # type: ignore[method-assign]
     assert fails(world.objects.delete(Caller(ROOT), "l", "k",
