@@ -338,7 +338,8 @@ class BlobStore:
         self._sync(_fsync_dirs_of((self.withdrawn_root, os.path.dirname(path))))
 
     def withdraw_sidecars(self, blob_ids: Sequence[str]) -> None:
-        """`withdraw_sidecar` of many blobs (a batch delete) with ONE sync: every sidecar
+        """`withdraw_sidecar` of many blobs (a batch delete, concurrent single deletes)
+        with ONE sync: every sidecar
         is moved into `deleting/`, then one `syncfs` of the data volume makes all the
         renames durable (barrier.py; where it is not trusted, `deleting/` and each blob
         directory are synced in turn, as `withdraw_sidecar` does). Should a crash still
@@ -362,7 +363,9 @@ class BlobStore:
             for directory in ordered:
                 fsync_dir(directory)
 
-        self._sync(each_directory, whole=True)
+        # Alone on the barrier, one sidecar's directories are synced as `withdraw_sidecar`
+        # syncs them (a syncfs would also flush whatever else is being written).
+        self._sync(each_directory, whole=len(directories) > 1)
 
     def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """A delete did not commit: the sidecar is written back (from the row, which is

@@ -44,6 +44,7 @@ from objstore.crypto.customer_key import (
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
+from objstore.engine.coalesce import Coalescer
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.outbox import OutboxDelivery, note_for
@@ -66,10 +67,11 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
-from objstore.meta.object_write_queries import VersionDelete
+from objstore.meta.object_write_queries import VersionDelete, VersionDeleteOutcome
 from objstore.meta.records import (
     NULL_VERSION,
     BucketRecord,
+    DeleteResult,
     ObjectRecord,
     UploadRecord,
     WritePrecondition,
@@ -279,6 +281,14 @@ class ObjectService:
         self._clock = clock
         self._authority = authority
         self._locks = locks if locks is not None else KeyLocks()
+        # The three steps of concurrent permanent single deletes, each run as batches
+        # (engine/coalesce.py): the reads of the versions, the withdrawals of their
+        # sidecars (one sync), the deletes of their rows (one transaction).
+        self._version_reads: Coalescer[tuple[str, str, str], ObjectRecord | None] = (
+            Coalescer(self._read_versions))
+        self._withdrawals: Coalescer[ObjectRecord, None] = Coalescer(self._withdraw_versions)
+        self._row_deletes: Coalescer[VersionDelete, VersionDeleteOutcome] = (
+            Coalescer(self._delete_rows))
 
     async def _bucket(self, name: str) -> BucketRecord:
         return await require_bucket(self._meta, name)
@@ -671,32 +681,69 @@ class ObjectService:
         durable, so the version's files are removed after the answer, as DeleteObjects'
         are (`delete_versions_later`)."""
         for _ in range(GUARD_ATTEMPTS):
-            record = await self._meta.get_object(bucket_name, key, version_id)
+            record = await self._version_reads.submit((bucket_name, key, version_id))
             if record is None:
                 return DeleteOutcome(version_id)
             await check_deletable(self._authority, caller.principal, record, self._clock(),
                                   bypass_governance)
-            await self._files.withdraw(record)
+            note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
+                                  bucket_name)
             try:
-                result = await self._meta.delete_object_version(
-                    bucket_name, key, version_id, record.seq, known=record,
-                    **await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
-                                     bucket_name))
+                await self._withdrawals.submit(record)
+                result = await self._row_deletes.submit(
+                    VersionDelete.of(record, note.get("outbox")))
             except BaseException as error:
                 await self._reinstate_if_kept(record)
                 if isinstance(error, RowChanged):
                     continue
                 raise
+            assert isinstance(result, DeleteResult)
             removed = result.removed
             if removed is None or removed.blob_id != record.blob_id:
                 await self._reinstate_if_kept(record)
             if removed is not None:
                 self._files.delete_versions_later([removed])
-            if removed is not None:
                 await self._report(ChangeKind.VERSION_DELETED, caller, removed,
                                    deleted_at=result.deleted_at)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
+
+    async def _read_versions(self, wanted: list[tuple[str, str, str]]
+                             ) -> list[ObjectRecord | None]:
+        """(batch step) The versions (bucket, key, version id) of concurrent deletes: one
+        read per bucket (`get_object_versions`, point reads on one connection)."""
+        found: dict[tuple[str, str, str], ObjectRecord] = {}
+        for bucket in dict.fromkeys(bucket for bucket, _, _ in wanted):
+            pairs = sorted({(key, version) for named, key, version in wanted
+                            if named == bucket})
+            for (key, version), record in (
+                    await self._meta.get_object_versions(bucket, pairs)).items():
+                found[(bucket, key, version)] = record
+        return [found.get(each) for each in wanted]
+
+    async def _withdraw_versions(self, records: list[ObjectRecord]) -> list[None]:
+        """(batch step) The sidecars of concurrent deletes withdrawn with one sync (an
+        error fails them all: each caller then writes its sidecar back)."""
+        await self._files.withdraw_many(records)
+        return [None] * len(records)
+
+    async def _delete_rows(self, items: list[VersionDelete]
+                           ) -> list[VersionDeleteOutcome | Exception]:
+        """(batch step) The rows of concurrent deletes, guarded by their seqs: one
+        transaction per bucket (`delete_object_versions`); a RowChanged outcome is that
+        delete's to retry. A bucket's failed transaction fails its items only."""
+        outcomes: dict[int, VersionDeleteOutcome | Exception] = {}
+        assert all(item.known is not None for item in items)
+        for bucket in dict.fromkeys(item.known.bucket for item in items if item.known):
+            mine = [index for index, item in enumerate(items)
+                    if item.known is not None and item.known.bucket == bucket]
+            try:
+                results: Sequence[VersionDeleteOutcome | Exception] = (
+                    await self._meta.delete_object_versions(bucket, [items[i] for i in mine]))
+            except Exception as error:
+                results = [error] * len(mine)
+            outcomes.update(zip(mine, results, strict=True))
+        return [outcomes[index] for index in range(len(items))]
 
     async def delete_many(
         self,
