@@ -61,7 +61,7 @@ class Coalescer(Generic[_I, _R]):
             outcomes = await self._run_batch([item for item, _ in batch])
             if len(outcomes) != len(batch):
                 raise AssertionError(f"{len(outcomes)} outcomes for {len(batch)} items")
-        except BaseException:  # every item of the batch hears it
+        except Exception:  # every item of the batch hears it
             outcomes = Failure()
         for index, (_, done) in enumerate(batch):
             if isinstance(outcomes, Failure):
