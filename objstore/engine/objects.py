@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -91,6 +91,8 @@ GUARD_ATTEMPTS = 5
 # Reads this small happen on the calling thread (see `read_bytes`): the size of one chunk
 # of a streamed GET, whose chunks are read on the IO pool.
 INLINE_READ_BYTES = 256 * 1024
+# Delete markers of one DeleteObjects inserted at once (a group commit takes 64 writes).
+MARKER_CONCURRENCY = 64
 
 
 class BlobFiles:
@@ -790,7 +792,11 @@ class ObjectService:
         async def under_locks() -> None:
             await self._delete_named(caller, bucket_name, requests, named, outcomes,
                                      bypass_governance)
-            for index, request in enumerate(requests):  # markers, and keys in order
+            await self._insert_markers(caller, bucket, requests, [
+                index for index, request in enumerate(requests)
+                if outcomes[index] is None and request.version_id is None
+                and request.key not in in_order], outcomes, bypass_governance)
+            for index, request in enumerate(requests):  # keys in order
                 if outcomes[index] is not None:
                     continue
                 if request.version_id is None:
@@ -804,6 +810,24 @@ class ObjectService:
         await self._locks.run_many(names, under_locks)
         return [outcome if outcome is not None else S3Error("InternalError")
                 for outcome in outcomes]
+
+    async def _insert_markers(
+        self, caller: Caller, bucket: BucketRecord, requests: Sequence[DeleteRequest],
+        indexes: Sequence[int], outcomes: list[DeleteOutcome | Exception | None],
+        bypass_governance: bool,
+    ) -> None:
+        """The delete markers of a batch, of distinct keys (under their locks), inserted
+        concurrently, MARKER_CONCURRENCY at a time: their sidecars share the sync
+        barrier's rounds and their rows group commit's transactions (one sync and one
+        COMMIT for many, where one by one each paid its own); each is `_insert_marker`,
+        with its own outcome in `outcomes`."""
+        gate = DeferredSemaphore(MARKER_CONCURRENCY)
+
+        async def one(index: int) -> None:
+            outcomes[index] = await _outcome_of(self._insert_marker(
+                caller, bucket, requests[index].key, bypass_governance))
+
+        await gatherResults([gate.run(one, index) for index in indexes])
 
     async def _delete_named(
         self, caller: Caller, bucket_name: str, requests: Sequence[DeleteRequest],
