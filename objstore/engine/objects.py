@@ -15,7 +15,10 @@ and inserts a delete marker on a versioned one (a marker is a row with a sidecar
 so `recover` rebuilds it); a delete with a version id removes that version for good. Every
 path that deletes or overwrites an existing version asks the object lock rules first
 (`lock_rules.may_delete`), and permanent deletes run under the per-key lock with a seq
-guard, so a retention or legal hold committed meanwhile is never ignored.
+guard, so a retention or legal hold committed meanwhile is never ignored. A permanent
+delete is durable at its row's COMMIT (its sidecar was withdrawn before), so its files go
+after the answer (engine/removals.py); concurrent single deletes run their read, their
+withdrawal and their row delete as shared batches (engine/coalesce.py).
 """
 
 from __future__ import annotations
@@ -760,10 +763,10 @@ class ObjectService:
         batch (taken in sorted order); the versions it removes go in ONE transaction
         (`delete_object_versions`) after ONE withdrawal of their sidecars, and their files
         are removed after the answer. A version whose row changed meanwhile goes through
-        `delete`'s own retries; delete markers are inserted one by one, as are the
-        requests of a key that a marker request and another request of the batch name
-        (in the request's order). Raises only what fails the whole batch (no such bucket,
-        a refused write)."""
+        `delete`'s own retries; delete markers are inserted MARKER_CONCURRENCY at a time
+        (`_insert_markers`), and the requests of a key that a marker request and another
+        request of the batch name one by one, in the request's order. Raises only what
+        fails the whole batch (no such bucket, a refused write)."""
         bucket = await self._bucket(bucket_name)
         self._gate.check_write(0)
         outcomes: list[DeleteOutcome | Exception | None] = [None] * len(requests)
