@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -211,13 +211,18 @@ class HotPath:
         return self.daemon.process.pid
 
     def _wrk(self, name: str, paths: Iterator[str], method: str, body: Path | None,
-             once: bool, seconds: int | None = None) -> Figure:
+             once: bool, seconds: int | None = None,
+             settle: Callable[[], None] | None = None) -> Figure:
+        """One wrk run; `settle` (when given) waits, after it, for work the requests left
+        behind, whose CPU is counted (the wall time stays wrk's)."""
         paths_file = self.workdir / f"{name}.paths"
         write_paths(paths_file, paths)
         cpu = self.daemon.cpu_seconds()
         result = run_wrk(WrkRun(self.daemon.base_url, paths_file, method, body, once,
                                 seconds or self.seconds, connections=CONNECTIONS,
                                 threads=2))
+        if settle is not None:
+            settle()
         used = self.daemon.cpu_seconds() - cpu
         return Figure(name, result.requests, result.duration_seconds, used,
                       errors=result.socket_errors + result.status_errors,
@@ -311,7 +316,21 @@ class HotPath:
         spares = (f"delete-spare/{i:08d}" for i in range(CONNECTIONS))
         return self._wrk("delete", self.s3.presigned_paths("DELETE", BUCKET,
                                                            chain(keys, spares)),
-                         "DELETE", None, once=True)
+                         "DELETE", None, once=True, settle=self._files_removed)
+
+    def _files_removed(self, deadline_seconds: float = 60) -> None:
+        """Wait until the deleted versions' files are gone (removed after the answers,
+        the withdrawn sidecars last): that work is the deletes' too."""
+        deleting = self.workdir / "objstore" / "data" / "deleting"
+        deadline = time.monotonic() + deadline_seconds
+        while time.monotonic() < deadline:
+            try:
+                if not any(deleting.iterdir()):
+                    return
+            except FileNotFoundError:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"deleted files still in {deleting} after {deadline_seconds} s")
 
     def _head(self) -> Figure:
         path = self.s3.presigned_path("HEAD", BUCKET, self.get_keys[0],
