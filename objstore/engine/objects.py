@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
+from twisted.internet.defer import DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -196,10 +196,6 @@ class BlobFiles:
         runs share the next one (engine/removals.py). A crash before they end leaves the
         withdrawn sidecars to `settle_withdrawn`."""
         self._removals.remove(versions_of(removed))
-
-    def removals_drained(self) -> Deferred[None]:
-        """Fires once no removal of `delete_versions_later` waits or runs."""
-        return self._removals.drained()
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -737,11 +733,11 @@ class ObjectService:
         """(batch step) The rows of concurrent deletes, guarded by their seqs: one
         transaction per bucket (`delete_object_versions`); a RowChanged outcome is that
         delete's to retry. A bucket's failed transaction fails its items only."""
+        buckets = [item.known.bucket if item.known is not None else "" for item in items]
+        assert "" not in buckets, "a row delete without the row it guards"
         outcomes: dict[int, VersionDeleteOutcome | Exception] = {}
-        assert all(item.known is not None for item in items)
-        for bucket in dict.fromkeys(item.known.bucket for item in items if item.known):
-            mine = [index for index, item in enumerate(items)
-                    if item.known is not None and item.known.bucket == bucket]
+        for bucket in dict.fromkeys(buckets):
+            mine = [index for index, named in enumerate(buckets) if named == bucket]
             try:
                 results: Sequence[VersionDeleteOutcome | Exception] = (
                     await self._meta.delete_object_versions(bucket, [items[i] for i in mine]))
