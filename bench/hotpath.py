@@ -6,9 +6,11 @@ Usage (from the repository root):
                                       [--audit-strict off|on|both]
 
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
-directory and the five hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
-of new keys, 4 KiB GET and GET of a missing key, ab for HEAD (see bench/ab.py), and curl
-for a 64 MiB PUT header-signed with the real SHA-256. For each it prints ops/s and the
+directory and the six hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
+of new keys, 4 KiB GET and GET of a missing key, ab for HEAD (see bench/ab.py), curl
+for a 64 MiB PUT header-signed with the real SHA-256, and wrk for single-key DELETE
+(DeleteObject, what `aws s3 rm --recursive` sends) of existing 0-byte keys of the
+unversioned bucket, seeded by wrk just before and not counted. For each it prints ops/s and the
 daemon's CPU time per request in microseconds: on a busy 2-core machine that figure moves
 far less than the rate does, and a per-thread split (reactor, DB pools, IO pool).
 With `--profile DIR` each workload runs a second time under `py-spy record` (raw format,
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -54,7 +56,10 @@ MIB = 1024**2
 CONNECTIONS = 32
 GET_KEYS = 1000
 BUCKET = "hot"
-WORKLOADS = ("put", "get", "head", "missing", "large")
+WORKLOADS = ("put", "get", "head", "missing", "large", "delete")
+# Keys seeded for one delete run, per second of it: more than it can delete.
+DELETE_KEYS_PER_SECOND = 1500
+SEED_SECONDS = 120  # the bound on seeding them
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,9 @@ class HotPath:
                                limits=rate_limit_lines(rate_limit), extra=extra)
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
+        self.delete_serial = 0
+        self.delete_keys: list[str] = []
+        self.empty_body = workdir / "empty.bin"
         self.get_keys: list[str] = []
         self.small_body = workdir / "small.bin"
         self.large_body = workdir / "large.bin"
@@ -181,6 +189,7 @@ class HotPath:
         self.session = S3Session(self.s3)
         self.session.create_bucket(BUCKET)
         self.small_body.write_bytes(os.urandom(SMALL_BYTES))
+        self.empty_body.write_bytes(b"")
         self.large_body.write_bytes(os.urandom(LARGE_BYTES))
         self.large_sha256 = hashlib.sha256(self.large_body.read_bytes()).hexdigest()
         self.get_keys = self._seed_get_keys()
@@ -203,12 +212,18 @@ class HotPath:
         return self.daemon.process.pid
 
     def _wrk(self, name: str, paths: Iterator[str], method: str, body: Path | None,
-             once: bool) -> Figure:
+             once: bool, seconds: int | None = None,
+             settle: Callable[[], None] | None = None) -> Figure:
+        """One wrk run; `settle` (when given) waits, after it, for work the requests left
+        behind, whose CPU is counted (the wall time stays wrk's)."""
         paths_file = self.workdir / f"{name}.paths"
         write_paths(paths_file, paths)
         cpu = self.daemon.cpu_seconds()
         result = run_wrk(WrkRun(self.daemon.base_url, paths_file, method, body, once,
-                                self.seconds, connections=CONNECTIONS, threads=2))
+                                seconds or self.seconds, connections=CONNECTIONS,
+                                threads=2))
+        if settle is not None:
+            settle()
         used = self.daemon.cpu_seconds() - cpu
         return Figure(name, result.requests, result.duration_seconds, used,
                       errors=result.socket_errors + result.status_errors,
@@ -225,8 +240,13 @@ class HotPath:
         return keys
 
     def run(self, workload: str) -> Figure:
-        """One measured run of `workload`, with its CPU split by thread group (one
-        worker only: with several, the pid is the supervisor's)."""
+        """One measured run of `workload` (after what it needs first, unmeasured)."""
+        self._prepare(workload)
+        return self._measure(workload)
+
+    def _measure(self, workload: str) -> Figure:
+        """One measured run of a prepared `workload`, with its CPU split by thread group
+        (one worker only: with several, the pid is the supervisor's)."""
         if self.workers != 1:
             return self._run(workload)
         before = thread_ticks(self.pid)
@@ -267,7 +287,51 @@ class HotPath:
                           latency_ms=figure.latency_ms)
         if workload == "large":
             return self._large()
+        if workload == "delete":
+            return self._delete()
         raise ValueError(workload)
+
+    def _prepare(self, workload: str) -> None:
+        """What a workload needs before its measured run (outside the CPU split)."""
+        if workload == "delete":
+            self.delete_keys = self._seed_delete_keys()
+
+    def _seed_delete_keys(self) -> list[str]:
+        """Keys that exist, for one delete run: 0-byte PUTs with wrk, any it missed
+        retried one by one."""
+        count = self.seconds * DELETE_KEYS_PER_SECOND
+        start, self.delete_serial = self.delete_serial, self.delete_serial + count
+        keys = [f"delete/{i:08d}" for i in range(start, start + count)]
+        spares = (f"delete-seed-spare/{i:08d}" for i in range(start, start + CONNECTIONS))
+        self._wrk("seed-delete", self.s3.presigned_paths("PUT", BUCKET, chain(keys, spares)),
+                  "PUT", self.empty_body, once=True, seconds=SEED_SECONDS)
+        missing = set(keys) - set(self.session.list_keys(BUCKET, "delete/", max_pages=1000))
+        for key in sorted(missing):
+            self.session.put(BUCKET, key, b"")
+        return keys
+
+    def _delete(self) -> Figure:
+        """DELETE of the seeded keys, each once (the spares at the end of the file do not
+        exist: 204 too, as on AWS)."""
+        keys, self.delete_keys = self.delete_keys, []
+        spares = (f"delete-spare/{i:08d}" for i in range(CONNECTIONS))
+        return self._wrk("delete", self.s3.presigned_paths("DELETE", BUCKET,
+                                                           chain(keys, spares)),
+                         "DELETE", None, once=True, settle=self._files_removed)
+
+    def _files_removed(self, deadline_seconds: float = 60) -> None:
+        """Wait until the deleted versions' files are gone (removed after the answers,
+        the withdrawn sidecars last): that work is the deletes' too."""
+        deleting = self.workdir / "objstore" / "data" / "deleting"
+        deadline = time.monotonic() + deadline_seconds
+        while time.monotonic() < deadline:
+            try:
+                if not any(deleting.iterdir()):
+                    return
+            except FileNotFoundError:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"deleted files still in {deleting} after {deadline_seconds} s")
 
     def _head(self) -> Figure:
         path = self.s3.presigned_path("HEAD", BUCKET, self.get_keys[0],
@@ -305,13 +369,14 @@ class HotPath:
         out = out_dir / f"{workload}.txt"
         py_spy = self._py_spy()
         seconds = self.seconds + 2
+        self._prepare(workload)
         recorder = subprocess.Popen(
             [py_spy, "record", "--pid", str(self.pid), "--format", "raw", "--rate", "250",
              "--nonblocking", "--duration", str(seconds), "--output", str(out)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
             time.sleep(1)
-            self.run(workload)
+            self._measure(workload)
             recorder.wait(timeout=seconds + 30)
         finally:
             if recorder.poll() is None:

@@ -20,6 +20,7 @@ import datetime
 import hashlib
 import math
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -102,6 +103,22 @@ class Server(Protocol):
 class Measured:
     result: WrkResult
     cores: float  # the server's CPU seconds per second of the run
+
+
+@dataclass(frozen=True)
+class RmRun:
+    """One `aws s3 rm --recursive` run on one server."""
+
+    present: int  # keys under the prefix before
+    removed: int
+    seconds: float
+    seeded: float  # seeding rate, PUTs/s
+    server_cores: float
+    client_cores: float  # the aws CLI's CPU seconds per second
+
+    @property
+    def keys_per_second(self) -> float:
+        return self.removed / self.seconds if self.seconds else 0.0
 
 
 class CpuMeter:
@@ -396,29 +413,45 @@ class Bench:
 
     # -- aws s3 rm --recursive of a big prefix (optional phase) -----------------------------
     def rm_recursive(self) -> list[Row]:
-        """`aws s3 rm --recursive` of a prefix of `rm_keys` 0-byte keys seeded with wrk
-        (objstore only): keys removed per second. The CLI lists 1,000 keys a page and
-        sends one DeleteObject per key, 10 requests at a time (its default): this measures
-        single-key deletes, not DeleteObjects."""
+        """`aws s3 rm --recursive` of a prefix of `rm_keys` 0-byte keys seeded with wrk,
+        against objstore and (unless --no-moto) moto: keys removed per second. The CLI
+        lists 1,000 keys a page and sends one DeleteObject per key, 10 requests at a time
+        (its default): this measures single-key deletes, not DeleteObjects. The CLI's own
+        CPU (user + system of the process and its children, over the wall time) is shown
+        beside the server's: near one core, the CLI is the bound (it is Python too)."""
+        ours = self._rm_recursive(self.objstore, self.s3, self.session)
+        theirs = None
+        if self.moto is not None and self.peer is not None and self.peer_session is not None:
+            theirs = self._rm_recursive(self.moto, self.peer, self.peer_session)
+        note = (f"{ours.seconds:.1f} s; seeded at {ours.seeded:,.0f}/s; server CPU "
+                f"{ours.server_cores:.2f} cores, aws CLI {ours.client_cores:.2f} cores")
+        if theirs is not None:
+            note += (f"; moto: {theirs.present:,} keys in {theirs.seconds:.1f} s, server "
+                     f"{theirs.server_cores:.2f} cores, aws CLI {theirs.client_cores:.2f} cores")
+        return [Row(f"aws s3 rm --recursive of {ours.present:,} keys", "keys/s",
+                    ours.keys_per_second, None, note,
+                    peer=theirs.keys_per_second if theirs is not None else None)]
+
+    def _rm_recursive(self, server: Server, target: S3Target, session: S3Session) -> RmRun:
+        """Seed `rm_keys` keys on one server, then time `aws s3 rm --recursive` of them."""
         plan, bucket = self.plan, "bench-rm"
-        self.session.create_bucket(bucket)
+        name = type(server).__name__.lower()
+        session.create_bucket(bucket)
         keys = (f"rm/{i:07d}" for i in range(plan.rm_keys + self.spares))
-        seeded = self._wrk(self.objstore, "objstore-seed-rm",
-                           self.s3.presigned_paths("PUT", bucket, keys), "PUT",
+        seeded = self._wrk(server, f"{name}-seed-rm",
+                           target.presigned_paths("PUT", bucket, keys), "PUT",
                            self.empty_body, once=True, seconds=plan.seed_deadline_seconds)
-        present = sum(1 for _ in self.session.list_keys(bucket, "rm/", max_pages=10_000))
-        meter = CpuMeter(self.objstore)
+        present = sum(1 for _ in session.list_keys(bucket, "rm/", max_pages=10_000))
+        meter = CpuMeter(server)
         started = time.perf_counter()
-        aws_s3_rm(self.objstore.base_url, f"s3://{bucket}/rm/")
+        client_cpu = aws_s3_rm(server.base_url, f"s3://{bucket}/rm/")
         seconds = time.perf_counter() - started
-        cores = meter.cores()
-        left = sum(1 for _ in self.session.list_keys(bucket, "rm/", max_pages=10_000))
+        server_cores = meter.cores()
+        left = sum(1 for _ in session.list_keys(bucket, "rm/", max_pages=10_000))
         if left:
-            self.notes.append(f"aws s3 rm --recursive left {left:,} keys")
-        return [Row(f"aws s3 rm --recursive of {present:,} keys", "keys/s",
-                    (present - left) / seconds, None,
-                    f"{seconds:.1f} s; seeded at {seeded.result.ops_per_second:,.0f}/s; "
-                    f"server CPU {cores:.2f} cores")]
+            self.notes.append(f"aws s3 rm --recursive left {left:,} keys on {name}")
+        return RmRun(present, present - left, seconds, seeded.result.ops_per_second,
+                     server_cores, client_cpu / seconds if seconds else 0.0)
 
     # -- listing a big bucket ------------------------------------------------------------------
     def listing(self) -> list[Row]:
@@ -474,16 +507,20 @@ def md5_mib_per_second(data: bytes, rounds: int = 3) -> float:
         digest.digest()
         best = min(best, time.perf_counter() - started)
     return len(data) / best / MIB
-def aws_s3_rm(endpoint: str, url: str) -> None:
-    """`aws s3 rm --recursive --quiet` of `url` against `endpoint` (the root credential)."""
+def aws_s3_rm(endpoint: str, url: str) -> float:
+    """`aws s3 rm --recursive --quiet` of `url` against `endpoint` (the root credential);
+    returns the CPU seconds (user + system) the CLI used."""
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ROOT_ACCESS_KEY,
                AWS_SECRET_ACCESS_KEY=ROOT_SECRET_KEY, AWS_DEFAULT_REGION="us-east-1",
                AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = subprocess.run(["aws", "--endpoint-url", endpoint, "s3", "rm", "--recursive",
                              "--quiet", url], env=env, capture_output=True, text=True,
                             check=False, timeout=AWS_RM_TIMEOUT_SECONDS)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
         raise RuntimeError(f"aws s3 rm: exit {result.returncode}: {result.stderr[-500:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def curl_mib_per_second(url: str, upload: Path | None, headers: dict[str, str]) -> float:

@@ -183,13 +183,13 @@ class BlobStore:
         """Create `path` (and missing parents) durably: their entries synced on return."""
         fresh = self._make_dirs(path)
         if fresh:
-            self._sync(_fsync_dirs_of(fresh))
+            self._sync(_fsync_parents_of(fresh))
             self._dirs_durable(fresh)
 
     def _make_dirs(self, path: str) -> list[str]:
         """Create `path` and its missing parents; returns the directories on that chain
         whose entries are not known to be durable yet (created now, or by a write still in
-        flight), outermost first: sync their parents (`_fsync_dirs_of`) before relying on
+        flight), outermost first: sync their parents (`_fsync_parents_of`) before relying on
         `path`, then call `_dirs_durable`. A directory found on disk that this store did
         not create is taken as durable (an earlier run's)."""
         if path in self._known_dirs:
@@ -377,11 +377,14 @@ class BlobStore:
             os.rename(path, self.withdrawn_path(blob_id))
         except FileNotFoundError:
             return
-        self._fsync_dir(self.withdrawn_root)  # the sidecar is never lost...
-        self._fsync_dir(os.path.dirname(path))  # ...and is out of recover's sight
+        # One round of the barrier: concurrent single deletes share one syncfs; alone,
+        # `deleting/` first (the sidecar is never lost), then the blob's directory (it
+        # is out of recover's sight).
+        self._sync(_fsync_dirs_of((self.withdrawn_root, os.path.dirname(path))))
 
     def withdraw_sidecars(self, blob_ids: Sequence[str]) -> None:
-        """`withdraw_sidecar` of many blobs (a batch delete) with ONE sync: every sidecar
+        """`withdraw_sidecar` of many blobs (a batch delete, concurrent single deletes)
+        with ONE sync: every sidecar
         is moved into `deleting/`, then one `syncfs` of the data volume makes all the
         renames durable (barrier.py; where it is not trusted, `deleting/` and each blob
         directory are synced in turn, as `withdraw_sidecar` does). Should a crash still
@@ -405,7 +408,9 @@ class BlobStore:
             for directory in ordered:
                 fsync_dir(directory)
 
-        self._sync(each_directory, whole=True)
+        # Alone on the barrier, one sidecar's directories are synced as `withdraw_sidecar`
+        # syncs them (a syncfs would also flush whatever else is being written).
+        self._sync(each_directory, whole=len(directories) > 1)
 
     def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """A delete did not commit: the sidecar is written back (from the row, which is
@@ -703,7 +708,7 @@ def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
     def sync() -> None:
         for fd in fds:
             os.fdatasync(fd)
-        _fsync_dirs_of(fresh_dirs)()
+        _fsync_parents_of(fresh_dirs)()
     return sync
 
 
@@ -711,7 +716,7 @@ def _fsync_dir_of(path: str) -> Callable[[], None]:
     return lambda: fsync_dir(path)
 
 
-def _fsync_dirs_of(fresh_dirs: Sequence[str]) -> Callable[[], None]:
+def _fsync_parents_of(fresh_dirs: Sequence[str]) -> Callable[[], None]:
     """Sync the parent of each of `fresh_dirs`, once each, outermost first: their entries
     become durable."""
     parents = list(dict.fromkeys(os.path.dirname(d) for d in fresh_dirs))
@@ -719,6 +724,14 @@ def _fsync_dirs_of(fresh_dirs: Sequence[str]) -> Callable[[], None]:
     def sync() -> None:
         for parent in parents:
             fsync_dir(parent)
+    return sync
+
+
+def _fsync_dirs_of(paths: Sequence[str]) -> Callable[[], None]:
+    """The syncs of a caller alone on the barrier: each directory, in order."""
+    def sync() -> None:
+        for path in paths:
+            fsync_dir(path)
     return sync
 
 

@@ -15,7 +15,10 @@ and inserts a delete marker on a versioned one (a marker is a row with a sidecar
 so `recover` rebuilds it); a delete with a version id removes that version for good. Every
 path that deletes or overwrites an existing version asks the object lock rules first
 (`lock_rules.may_delete`), and permanent deletes run under the per-key lock with a seq
-guard, so a retention or legal hold committed meanwhile is never ignored.
+guard, so a retention or legal hold committed meanwhile is never ignored. A permanent
+delete is durable at its row's COMMIT (its sidecar was withdrawn before), so its files go
+after the answer (engine/removals.py); concurrent single deletes run their read, their
+withdrawal and their row delete as shared batches (engine/coalesce.py).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -44,10 +47,12 @@ from objstore.crypto.customer_key import (
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
+from objstore.engine.coalesce import Coalescer
 from objstore.engine.lock_rules import LockRequest
 from objstore.engine.names import key_problem
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import QUOTA_RULE
+from objstore.engine.removals import RemovalQueue, versions_of
 from objstore.engine.replicator import NO_GATE, WriteGate
 from objstore.engine.stage_plan import NO_BUCKET_STAGES, BucketStageSettings, decide_stage_plan
 from objstore.engine.versioning import (
@@ -65,10 +70,11 @@ from objstore.engine.versioning import (
 )
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
-from objstore.meta.object_write_queries import VersionDelete
+from objstore.meta.object_write_queries import VersionDelete, VersionDeleteOutcome
 from objstore.meta.records import (
     NULL_VERSION,
     BucketRecord,
+    DeleteResult,
     ObjectRecord,
     UploadRecord,
     WritePrecondition,
@@ -88,6 +94,8 @@ GUARD_ATTEMPTS = 5
 # Reads this small happen on the calling thread (see `read_bytes`): the size of one chunk
 # of a streamed GET, whose chunks are read on the IO pool.
 INLINE_READ_BYTES = 256 * 1024
+# Delete markers of one DeleteObjects inserted at once (a group commit takes 64 writes).
+MARKER_CONCURRENCY = 64
 
 
 class BlobFiles:
@@ -97,6 +105,7 @@ class BlobFiles:
     def __init__(self, blobs: BlobStore, io: Runner) -> None:
         self._blobs = blobs
         self._io = io
+        self._removals = RemovalQueue(blobs, io)
 
     async def store(self, body: UploadedBody, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make `body` durable as blob `blob_id` (taken from it on this thread, committed
@@ -181,26 +190,12 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> Deferred[None]:
+    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> None:
         """Remove the files of versions whose rows a commit removed (`delete_version` of
-        each), in one IO job nobody waits for: a batch delete answers first. A crash
-        before it ends leaves the withdrawn sidecars to `settle_withdrawn`."""
-        versions = [(record.blob_id, [part.blob_id for part in record.parts])
-                    for record in removed if record.blob_id is not None or record.parts]
-        if not versions:
-            return succeed(None)
-        done = self._io.run(self._delete_versions, versions)
-        done.addErrback(lambda failure: log.failure(
-            "could not delete the unreachable blobs of a batch delete", failure))
-        return done
-
-    def _delete_versions(self, versions: Sequence[tuple[str | None, Sequence[str]]]) -> None:
-        for blob_id, part_ids in versions:
-            try:
-                self._blobs.delete_version(blob_id, part_ids)
-            except OSError:
-                log.failure("could not delete the unreachable blobs of {blob_id}",
-                            blob_id=blob_id)
+        each) after the answer: nobody waits, and the removals asked for while an IO job
+        runs share the next one (engine/removals.py). A crash before they end leaves the
+        withdrawn sidecars to `settle_withdrawn`."""
+        self._removals.remove(versions_of(removed))
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -287,6 +282,14 @@ class ObjectService:
         self._clock = clock
         self._authority = authority
         self._locks = locks if locks is not None else KeyLocks()
+        # The three steps of concurrent permanent single deletes, each run as batches
+        # (engine/coalesce.py): the reads of the versions, the withdrawals of their
+        # sidecars (one sync), the deletes of their rows (one transaction).
+        self._version_reads: Coalescer[tuple[str, str, str], ObjectRecord | None] = (
+            Coalescer(self._read_versions))
+        self._withdrawals: Coalescer[ObjectRecord, None] = Coalescer(self._withdraw_versions)
+        self._row_deletes: Coalescer[VersionDelete, VersionDeleteOutcome] = (
+            Coalescer(self._delete_rows))
 
     async def _bucket(self, name: str) -> BucketRecord:
         return await require_bucket(self._meta, name)
@@ -675,35 +678,73 @@ class ObjectService:
         version's sidecar is withdrawn before the row goes (and written back when the row
         stays), so that a crash before its blob is removed never brings it back in
         `recover`; a crash between the withdrawal and the commit is resolved at the next
-        start (`BlobStore.settle_withdrawn`)."""
+        start (`BlobStore.settle_withdrawn`). Once the row's COMMIT is done the delete is
+        durable, so the version's files are removed after the answer, as DeleteObjects'
+        are (`delete_versions_later`)."""
         for _ in range(GUARD_ATTEMPTS):
-            record = await self._meta.get_object(bucket_name, key, version_id)
+            record = await self._version_reads.submit((bucket_name, key, version_id))
             if record is None:
                 return DeleteOutcome(version_id)
             await check_deletable(self._authority, caller.principal, record, self._clock(),
                                   bypass_governance)
-            await self._files.withdraw(record)
+            note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
+                                  bucket_name)
             try:
-                result = await self._meta.delete_object_version(
-                    bucket_name, key, version_id, record.seq,
-                    **await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
-                                     bucket_name))
+                await self._withdrawals.submit(record)
+                result = await self._row_deletes.submit(
+                    VersionDelete.of(record, note.get("outbox")))
             except BaseException as error:
                 await self._reinstate_if_kept(record)
                 if isinstance(error, RowChanged):
                     continue
                 raise
+            assert isinstance(result, DeleteResult)
             removed = result.removed
-            if removed is not None:
-                await self._files.delete_version(removed.blob_id,
-                                                 [part.blob_id for part in removed.parts])
             if removed is None or removed.blob_id != record.blob_id:
                 await self._reinstate_if_kept(record)
             if removed is not None:
+                self._files.delete_versions_later([removed])
                 await self._report(ChangeKind.VERSION_DELETED, caller, removed,
                                    deleted_at=result.deleted_at)
             return DeleteOutcome(version_id, record.is_delete_marker)
         raise S3Error("ConditionalRequestConflict")
+
+    async def _read_versions(self, wanted: list[tuple[str, str, str]]
+                             ) -> list[ObjectRecord | None]:
+        """(batch step) The versions (bucket, key, version id) of concurrent deletes: one
+        read per bucket (`get_object_versions`, point reads on one connection)."""
+        found: dict[tuple[str, str, str], ObjectRecord] = {}
+        for bucket in dict.fromkeys(bucket for bucket, _, _ in wanted):
+            pairs = sorted({(key, version) for named, key, version in wanted
+                            if named == bucket})
+            for (key, version), record in (
+                    await self._meta.get_object_versions(bucket, pairs)).items():
+                found[(bucket, key, version)] = record
+        return [found.get(each) for each in wanted]
+
+    async def _withdraw_versions(self, records: list[ObjectRecord]) -> list[None]:
+        """(batch step) The sidecars of concurrent deletes withdrawn with one sync (an
+        error fails them all: each caller then writes its sidecar back)."""
+        await self._files.withdraw_many(records)
+        return [None] * len(records)
+
+    async def _delete_rows(self, items: list[VersionDelete]
+                           ) -> list[VersionDeleteOutcome | Exception]:
+        """(batch step) The rows of concurrent deletes, guarded by their seqs: one
+        transaction per bucket (`delete_object_versions`); a RowChanged outcome is that
+        delete's to retry. A bucket's failed transaction fails its items only."""
+        buckets = [item.known.bucket if item.known is not None else "" for item in items]
+        assert "" not in buckets, "a row delete without the row it guards"
+        outcomes: dict[int, VersionDeleteOutcome | Exception] = {}
+        for bucket in dict.fromkeys(buckets):
+            mine = [index for index, named in enumerate(buckets) if named == bucket]
+            try:
+                results: Sequence[VersionDeleteOutcome | Exception] = (
+                    await self._meta.delete_object_versions(bucket, [items[i] for i in mine]))
+            except Exception as error:
+                results = [error] * len(mine)
+            outcomes.update(zip(mine, results, strict=True))
+        return [outcomes[index] for index in range(len(items))]
 
     async def delete_many(
         self,
@@ -718,10 +759,10 @@ class ObjectService:
         batch (taken in sorted order); the versions it removes go in ONE transaction
         (`delete_object_versions`) after ONE withdrawal of their sidecars, and their files
         are removed after the answer. A version whose row changed meanwhile goes through
-        `delete`'s own retries; delete markers are inserted one by one, as are the
-        requests of a key that a marker request and another request of the batch name
-        (in the request's order). Raises only what fails the whole batch (no such bucket,
-        a refused write)."""
+        `delete`'s own retries; delete markers are inserted MARKER_CONCURRENCY at a time
+        (`_insert_markers`), and the requests of a key that a marker request and another
+        request of the batch name one by one, in the request's order. Raises only what
+        fails the whole batch (no such bucket, a refused write)."""
         bucket = await self._bucket(bucket_name)
         self._gate.check_write(0)
         outcomes: list[DeleteOutcome | Exception | None] = [None] * len(requests)
@@ -750,7 +791,11 @@ class ObjectService:
         async def under_locks() -> None:
             await self._delete_named(caller, bucket_name, requests, named, outcomes,
                                      bypass_governance)
-            for index, request in enumerate(requests):  # markers, and keys in order
+            await self._insert_markers(caller, bucket, requests, [
+                index for index, request in enumerate(requests)
+                if outcomes[index] is None and request.version_id is None
+                and request.key not in in_order], outcomes, bypass_governance)
+            for index, request in enumerate(requests):  # keys in order
                 if outcomes[index] is not None:
                     continue
                 if request.version_id is None:
@@ -764,6 +809,24 @@ class ObjectService:
         await self._locks.run_many(names, under_locks)
         return [outcome if outcome is not None else S3Error("InternalError")
                 for outcome in outcomes]
+
+    async def _insert_markers(
+        self, caller: Caller, bucket: BucketRecord, requests: Sequence[DeleteRequest],
+        indexes: Sequence[int], outcomes: list[DeleteOutcome | Exception | None],
+        bypass_governance: bool,
+    ) -> None:
+        """The delete markers of a batch, of distinct keys (under their locks), inserted
+        concurrently, MARKER_CONCURRENCY at a time: their sidecars share the sync
+        barrier's rounds and their rows group commit's transactions (one sync and one
+        COMMIT for many, where one by one each paid its own); each is `_insert_marker`,
+        with its own outcome in `outcomes`."""
+        gate = DeferredSemaphore(MARKER_CONCURRENCY)
+
+        async def one(index: int) -> None:
+            outcomes[index] = await _outcome_of(self._insert_marker(
+                caller, bucket, requests[index].key, bypass_governance))
+
+        await gatherResults([gate.run(one, index) for index in indexes])
 
     async def _delete_named(
         self, caller: Caller, bucket_name: str, requests: Sequence[DeleteRequest],

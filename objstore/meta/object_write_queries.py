@@ -48,7 +48,7 @@ from sqlalchemy.engine import Connection
 from objstore.convergence import lww
 from objstore.meta import schema, usage_counters
 from objstore.meta.database import Database, changes_objects
-from objstore.meta.dialect import abandon_write, write_transaction
+from objstore.meta.dialect import write_transaction
 from objstore.meta.driver import (
     CoreRows,
     DriverTransaction,
@@ -60,7 +60,7 @@ from objstore.meta.errors import PreconditionNotMet, RecordNotFound, RowChanged
 from objstore.meta.outbox_queries import OutboxNote
 from objstore.meta.outbox_queries import record as record_outbox
 from objstore.meta.records import DeleteResult, ObjectRecord, PutResult, WritePrecondition
-from objstore.meta.tombstones import TOMBSTONE_OBJECT, leave_tombstone, object_tombstone_key
+from objstore.meta.tombstones import TOMBSTONE_OBJECT, object_tombstone_key
 
 # A bucket's usage, (object version count, total bytes) as `bucket_usage` counts it.
 Usage = tuple[int, int]
@@ -321,7 +321,7 @@ def _row_exists(conn: Connection, where: sa.ColumnElement[bool]) -> bool:
 @changes_objects
 def delete_object_version(
     db: Database, bucket: str, key: str, version_id: str, expected_seq: int | None = None,
-    outbox: OutboxNote | None = None,
+    outbox: OutboxNote | None = None, known: ObjectRecord | None = None,
 ) -> DeleteResult:
     """Remove one version row (taking a new seq for any promoted row). When it was the
     latest, the newest remaining version (last_modified, then seq) becomes latest.
@@ -333,26 +333,23 @@ def delete_object_version(
     back); the stamp is returned (`DeleteResult.deleted_at`) for the fan-out to send.
     Nothing changes (no seq is used) when no row matched, or when `expected_seq` is given
     and the row's seq differs (RowChanged). `outbox`: the removed row's outbox entry, under
-    the tombstone's seq, in the same transaction."""
-    where = _object_pk(bucket, key, version_id)
-    with write_transaction(db.engine) as conn:
-        rows = CoreRows(conn)
-        tombstone_seq = next_seq(rows)
-        guarded = where if expected_seq is None else sa.and_(where, _o.c.seq == expected_seq)
-        removed_row = conn.execute(sa.delete(_o).where(guarded).returning(_o)).mappings().first()
-        if removed_row is None:
-            if expected_seq is not None and _row_exists(conn, where):
-                raise RowChanged(f"{bucket}/{key} version {version_id}")  # rolls back
-            abandon_write(conn)
-            return DeleteResult(removed=None)
-        removed = schema.object_record(removed_row)
-        new_latest = promote_newest(rows, bucket, key) if removed.is_latest else None
-        deleted_at = lww.tombstone_stamp(db.clock(), removed.last_modified)
-        leave_tombstone(db, conn, TOMBSTONE_OBJECT, object_tombstone_key(bucket, key, version_id),
-                        tombstone_seq, deleted_at=deleted_at)
-        if outbox is not None:
-            record_outbox(rows, tombstone_seq, removed, outbox, db.clock())
-    return DeleteResult(removed=removed, new_latest=new_latest, deleted_at=deleted_at)
+    the tombstone's seq, in the same transaction. `known`: the row as the caller read it
+    with `expected_seq` (what is reported as removed, so the DELETE need not return it).
+
+    The statements are `delete_object_versions`' (compiled once, run on the driver: the
+    single DeleteObject is `aws s3 rm`'s request), one item in its own transaction."""
+    item = VersionDelete(key, version_id, expected_seq, outbox,
+                         known if known is not None and known.seq == expected_seq else None)
+    try:
+        with driver_transaction(db.engine) as tx:
+            outcome = _DeleteBatch(db, tx, bucket).delete(item)
+            if isinstance(outcome, RowChanged):
+                raise outcome  # rolls back
+            if outcome.removed is None:
+                raise _NothingRemoved  # nothing to commit: roll back, no seq used
+    except _NothingRemoved:
+        return DeleteResult(removed=None)
+    return outcome
 
 
 @dataclass(frozen=True)

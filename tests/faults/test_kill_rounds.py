@@ -308,7 +308,8 @@ def test_sigkill_rounds_under_mixed_writes_lose_and_tear_nothing(node: Daemon) -
 # -- the window a round may hit, made certain ------------------------------------------------
 WITHDRAWAL_CRASH_HOOK = textwrap.dedent('''
     """Test-only: SIGKILL this process right after a delete withdrew a version's sidecar
-    (before its row commit) while the switch exists."""
+    (before its row commit) while the switch exists. A DeleteObject withdraws through
+    `withdraw_sidecars` (its batch of concurrent deletes: engine/coalesce.py)."""
     import os
     import signal
 
@@ -316,15 +317,26 @@ WITHDRAWAL_CRASH_HOOK = textwrap.dedent('''
 
     _switch = os.environ["OBJSTORE_TEST_CRASH_SWITCH"]
     _withdraw = store.BlobStore.withdraw_sidecar
+    _withdraw_many = store.BlobStore.withdraw_sidecars
 
 
-    def _crashing_withdraw(self, blob_id):
-        _withdraw(self, blob_id)
+    def _crash_if_armed():
         if os.path.exists(_switch):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+    def _crashing_withdraw(self, blob_id):
+        _withdraw(self, blob_id)
+        _crash_if_armed()
+
+
+    def _crashing_withdraw_many(self, blob_ids):
+        _withdraw_many(self, blob_ids)
+        _crash_if_armed()
+
+
     store.BlobStore.withdraw_sidecar = _crashing_withdraw
+    store.BlobStore.withdraw_sidecars = _crashing_withdraw_many
 ''')
 
 

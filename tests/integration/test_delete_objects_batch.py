@@ -130,3 +130,31 @@ def test_a_large_batch_leaves_no_row_blob_or_withdrawn_sidecar(
     assert count_blobs(daemon) == blobs_before + 1
     assert _deleting_dir(daemon) == []
     assert s3.get_object(Bucket=bucket, Key="kept")["Body"].read() == b"kept"
+
+
+def test_a_large_batch_of_markers_gives_each_key_its_own_latest_marker(s3: Any) -> None:
+    """The markers of one batch are inserted together (their sidecars and rows share
+    syncs and commits): each key still gets its own marker as its latest version, the
+    one the answer names, and keeps the version it had."""
+    bucket = new_bucket(s3)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    keys = [f"m/{i:04d}" for i in range(200)]
+    kept = {key: s3.put_object(Bucket=bucket, Key=key, Body=key.encode())["VersionId"]
+            for key in keys}
+    result = s3.delete_objects(Bucket=bucket, Delete={
+        "Objects": [{"Key": key} for key in keys + ["never"]]})
+    assert "Errors" not in result
+    answered = {d["Key"]: d["DeleteMarkerVersionId"] for d in result["Deleted"]}
+    assert sorted(answered) == sorted(keys + ["never"])
+    assert len(set(answered.values())) == len(answered)
+    versions = s3.get_paginator("list_object_versions").paginate(Bucket=bucket)
+    markers: dict[str, str] = {}
+    left: dict[str, str] = {}
+    for page in versions:
+        markers.update({m["Key"]: m["VersionId"] for m in page.get("DeleteMarkers", [])
+                        if m["IsLatest"]})
+        left.update({v["Key"]: v["VersionId"] for v in page.get("Versions", [])})
+    assert markers == answered and left == kept
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
+    assert s3.get_object(Bucket=bucket, Key=keys[7], VersionId=kept[keys[7]])[
+        "Body"].read() == keys[7].encode()

@@ -214,7 +214,7 @@ def test_a_delete_that_did_not_commit_leaves_nothing_withdrawn(
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise OSError("database or disk is full")
 
-    monkeypatch.setattr(node.store, "delete_object_version", refused)
+    monkeypatch.setattr(node.store, "delete_object_versions", refused)
     with pytest.raises(OSError):
         run(node.objects.delete(CALLER, "b", "k"))
     assert node.blobs.withdrawn_ids() == []
@@ -225,13 +225,13 @@ def test_a_delete_that_did_not_commit_leaves_nothing_withdrawn(
 def test_a_delete_that_committed_but_failed_to_answer_removes_the_files(
         node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
     record = node.put("k", b"bytes")
-    original = node.store.delete_object_version
+    original = node.store.delete_object_versions
 
     def committed_then_lost(*args: Any, **kwargs: Any) -> Any:
         original(*args, **kwargs)
         raise OSError("connection lost after the commit")
 
-    monkeypatch.setattr(node.store, "delete_object_version", committed_then_lost)
+    monkeypatch.setattr(node.store, "delete_object_versions", committed_then_lost)
     with pytest.raises(OSError):
         run(node.objects.delete(CALLER, "b", "k"))
     assert record.blob_id is not None

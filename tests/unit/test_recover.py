@@ -211,16 +211,16 @@ def test_a_delete_that_did_not_commit_keeps_its_sidecar(
     node.put("k", b"bytes")
     record = node.store.get_object("b", "k")
     assert record is not None and record.blob_id is not None
-    original = node.store.delete_object_version
+    original = node.store.delete_object_versions
 
     def refused(*args: Any, **kwargs: Any) -> Any:
         raise OSError("database or disk is full")
 
-    monkeypatch.setattr(node.store, "delete_object_version", refused)
+    monkeypatch.setattr(node.store, "delete_object_versions", refused)
     with pytest.raises(OSError):
         run(node.objects.delete(CALLER, "b", "k"))
     assert os.path.exists(node.blobs.sidecar_path(record.blob_id))
-    monkeypatch.setattr(node.store, "delete_object_version", original)
+    monkeypatch.setattr(node.store, "delete_object_versions", original)
     fresh = node.recovered()
     assert fresh.get_object("b", "k") is not None
     fresh.close()
@@ -233,15 +233,15 @@ def test_a_delete_guarded_against_a_changed_row_keeps_the_changed_sidecar(
     record = node.store.get_object("b", "k")
     assert record is not None and record.blob_id is not None
     calls: list[int] = []
-    original = node.store.delete_object_version
+    original = node.store.delete_object_versions
 
     def changed_once(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == 1:
-            raise RowChanged("b/k")
+            return [RowChanged("b/k")]  # the item's outcome: changed since it was read
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(node.store, "delete_object_version", changed_once)
+    monkeypatch.setattr(node.store, "delete_object_versions", changed_once)
     sidecars: list[str] = []
     write_sidecar = node.blobs.write_sidecar
     monkeypatch.setattr(node.blobs, "write_sidecar",

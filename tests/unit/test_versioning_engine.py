@@ -215,18 +215,18 @@ def test_the_delete_guard_sees_a_lock_committed_after_the_check(world: World) ->
     delete fails, the version is read again, and the new state refuses the delete."""
     world.bucket("l", lock=True)
     record = world.version("l", "k")
-    original = world.store.delete_object_version
+    original = world.store.delete_object_versions
     calls: list[int | None] = []
 
-    def racing(bucket: str, key: str, version_id: str, expected_seq: int | None = None) -> Any:
-        calls.append(expected_seq)
+    def racing(bucket: str, items: Any) -> Any:
+        calls.extend(item.expected_seq for item in items)
         if len(calls) == 1:
-            current = world.store.get_object(bucket, key, version_id)
+            current = world.store.get_object(bucket, items[0].key, items[0].version_id)
             assert current is not None
             world.store.update_object(replace(current, legal_hold_status="ON"))
-        return original(bucket, key, version_id, expected_seq)
+        return original(bucket, items)
 
-    world.store.delete_object_version = racing  # type: ignore[method-assign]
+    world.store.delete_object_versions = racing  # type: ignore[method-assign]
     assert fails(world.objects.delete(Caller(ROOT), "l", "k",
                                       record.version_id)).code == "AccessDenied"
     assert calls == [record.seq]

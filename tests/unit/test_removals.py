@@ -1,0 +1,68 @@
+"""RemovalQueue (engine/removals.py): the files of deleted versions go after the answer,
+one IO job at a time; what is asked meanwhile goes in the next job; a failure of one
+version leaves the others to be removed. The IO pool is a fake the test runs by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from twisted.internet.defer import Deferred
+
+from objstore.engine.removals import RemovalQueue
+
+
+class HandRunner:
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[..., Any], tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self.jobs.append((fn, args, done))
+        return done
+
+    def step(self) -> None:
+        fn, args, done = self.jobs.pop(0)
+        done.callback(fn(*args))
+
+
+class Blobs:
+    def __init__(self, failing: str = "") -> None:
+        self.removed: list[tuple[str | None, list[str]]] = []
+        self.failing = failing
+
+    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+        if blob_id == self.failing:
+            raise OSError("read-only file system")
+        self.removed.append((blob_id, list(part_ids)))
+
+
+def test_removals_asked_while_a_job_runs_share_the_next_job() -> None:
+    io, blobs = HandRunner(), Blobs()
+    queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
+    queue.remove([("a", [])])
+    queue.remove([("b", ["p1", "p2"])])
+    queue.remove([("c", [])])
+    drained = queue.drained()
+    assert len(io.jobs) == 1 and queue.pending == 2
+    io.step()
+    assert blobs.removed == [("a", [])] and len(io.jobs) == 1
+    io.step()
+    assert blobs.removed == [("a", []), ("b", ["p1", "p2"]), ("c", [])]
+    assert io.jobs == [] and drained.called
+
+
+def test_a_version_that_can_not_be_removed_leaves_the_others_to_go() -> None:
+    io, blobs = HandRunner(), Blobs(failing="b")
+    queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
+    queue.remove([("a", []), ("b", []), ("c", [])])
+    io.step()
+    assert blobs.removed == [("a", []), ("c", [])]
+    assert queue.drained().called
+
+
+def test_nothing_to_remove_starts_no_job() -> None:
+    io = HandRunner()
+    queue = RemovalQueue(Blobs(), io)  # type: ignore[arg-type]
+    queue.remove([])
+    assert io.jobs == [] and queue.drained().called
