@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,10 @@ class CrashingDaemon(Daemon):
         return env
 
     def crash_during(self, action: Any) -> None:
-        """Run `action` (a request) with the switch on: the daemon must die in it."""
+        """Run `action` (a request) with the switch on: the daemon must die in it. The
+        files of deletes answered before are removed first (their removal runs after the
+        answer, engine/removals.py: armed meanwhile, the switch would fire there)."""
+        self.wait_for_removals()
         self.switch.touch()
         try:
             action()
@@ -79,6 +83,15 @@ class CrashingDaemon(Daemon):
             self.process = None
             self.switch.unlink()
         assert code == -9, f"the daemon was expected to die, exit status {code}"
+
+
+    def wait_for_removals(self, seconds: float = 30.0) -> None:
+        """Until no withdrawn sidecar waits in `deleting/` (a delete's files still to go)."""
+        deleting = self.data_dir / "deleting"
+        deadline = time.monotonic() + seconds
+        while deleting.is_dir() and any(deleting.iterdir()):
+            assert time.monotonic() < deadline, "deleted files were not removed in time"
+            time.sleep(0.02)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -4,7 +4,8 @@ removed after the answer): after the restart every key whose delete was answered
 deleted, every other key is either deleted or whole, nothing is left in `deleting/`, and
 `objstore check --deep` finds nothing but orphans. Three kills: right after the first
 withdrawal (before any commit: every key stays), at the first file removal (after the
-first commit; its answers may not have left yet), and from outside at a moment the test does not choose."""
+first commit; its answers may not have left yet), and from outside at a moment the test
+does not choose."""
 
 from __future__ import annotations
 
