@@ -10,7 +10,12 @@ as one round trip can answer.
   there is none), in one statement.
 - `REGISTER_STATE`: the reader's question before any file work, the register's tombstone
   stamp and its local row, in one statement (one snapshot on both backends, whether or
-  not the bucket exists).
+  not the bucket exists); the batch apply asks it of each row in its transaction.
+- `REGISTER_STATES`: REGISTER_STATE of several registers in one statement (a UNION ALL
+  of one branch per register: one statement, one snapshot on both backends), compiled
+  once for each of a few sizes: anti-entropy's page of registers.
+- `KEY_STAMPS`: every version's `last_modified` of a key (the batch apply keeps them to
+  find a row's newest other version without a query per row).
 - `DELETE_REPLACED`: the removal of the row an applied row replaces when it does not
   become latest (its blobs, and whether it was latest).
 
@@ -65,6 +70,46 @@ REGISTER_STATE = (
     .select_from(_STAMP.outerjoin(_o, sa.and_(_o.c.bucket == _param("bucket"),
                                               _register_row())))
 )
+
+
+def _register_state_at(index: int) -> sa.Select[Any]:
+    """REGISTER_STATE of the register whose binds end in `_{index}`, its index first."""
+    def bind(name: str) -> sa.BindParameter[Any]:
+        return sa.bindparam(f"p_{name}_{index}")
+
+    stamp = sa.select(sa.select(_t.c.deleted_at).where(
+        _t.c.family == _param("family"), _t.c.key == bind("tombstone_key"))
+        .scalar_subquery().label("deleted_at")).subquery(f"register_{index}")
+    return (
+        sa.select(sa.literal_column(str(index)).label("at"), stamp.c.deleted_at, *_o.c)
+        .select_from(stamp.outerjoin(_o, sa.and_(
+            _o.c.bucket == bind("bucket"), _o.c.key == bind("key"),
+            _o.c.version_id == bind("version_id"))))
+    )
+
+
+# How many registers one REGISTER_STATES statement reads: a page's registers go in the
+# fewest statements of these sizes (the last one padded by repeating its last register).
+REGISTER_STATES_SIZES = (4, 16, 64)
+# Columns: the register's index in the statement, then REGISTER_STATE's. One row each.
+REGISTER_STATES = {size: sa.union_all(*(_register_state_at(i) for i in range(size)))
+                   for size in REGISTER_STATES_SIZES}
+
+
+def register_states_values(registers: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+    """The binds of REGISTER_STATES[len(registers)]."""
+    values = {"p_family": TOMBSTONE_OBJECT}
+    for index, (bucket, key, version_id) in enumerate(registers):
+        values[f"p_bucket_{index}"] = bucket
+        values[f"p_key_{index}"] = key
+        values[f"p_version_id_{index}"] = version_id
+        values[f"p_tombstone_key_{index}"] = object_tombstone_key(bucket, key, version_id)
+    return values
+
+
+# Columns: version_id, last_modified of every version of a key (`_KeyStamps` of the batch).
+KEY_STAMPS = sa.select(_o.c.version_id, _o.c.last_modified).where(
+    _o.c.bucket == _param("bucket"), _o.c.key == _param("key"))
 
 DELETE_REPLACED = (
     sa.delete(_o)

@@ -15,6 +15,8 @@ interface (`first`, `execute`):
 - `fetch_one`: one statement alone on a pooled DBAPI connection (no explicit transaction:
   SQLite in autocommit mode reads one snapshot per statement; psycopg2 opens one
   implicitly and the pool rolls it back on return): one execute, one fetch.
+  `fetch_each` (one statement, many values) and `fetch_all` (every row of several
+  statements) run several such reads, one after the other, on one pooled connection.
 - `driver_transaction`: one write transaction on a pooled DBAPI connection, inside the
   engine's write gate: `BEGIN IMMEDIATE` on SQLite (the write lock up front, as
   `dialect.write_transaction` takes it), the implicit transaction of psycopg2 on
@@ -146,6 +148,33 @@ def fetch_each(engine: Engine, statement: sa.ClauseElement,
                     raise _driver_error(engine, raw, cursor, query.sql, parameters,
                                         error) from error
                 found.append(None if row is None else tuple(row))
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return found
+
+
+def fetch_all(engine: Engine, queries: Sequence[tuple[sa.ClauseElement, Mapping[str, Any]]]
+              ) -> list[list[tuple[Any, ...]]]:
+    """Every row of each (statement, values) of `queries`, in order, each run alone on
+    one pooled connection (as `fetch_each`: each statement its own snapshot)."""
+    dialect = engine.dialect
+    found: list[list[tuple[Any, ...]]] = []
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            for statement, values in queries:
+                query = driver_statement(dialect, statement)
+                parameters = query.parameters(values)
+                try:
+                    cursor.execute(query.sql, parameters)
+                    rows = cursor.fetchall()
+                except dialect.loaded_dbapi.Error as error:
+                    raise _driver_error(engine, raw, cursor, query.sql, parameters,
+                                        error) from error
+                found.append([tuple(row) for row in rows])
         finally:
             cursor.close()
     finally:

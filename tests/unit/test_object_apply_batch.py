@@ -161,3 +161,30 @@ def test_register_states_reads_rows_and_tombstones(
     assert nothing == (None, None)
     assert versions[0] is not None and versions[0].version_id == V2
     assert all(found == (None, None) for found in states[4:])
+
+
+@pytest.mark.parametrize("count", [2, 4, 5, 16, 17, 64, 65, 150])
+def test_register_states_answers_each_register_in_its_place(
+        meta_store: SyncMetaStore, count: int) -> None:  # noqa: F811
+    """Registers read several to a statement (padded runs of a few sizes) come back each
+    in its own place, named twice or not, with its own row and tombstone: as the register
+    read alone."""
+    store = meta_store
+    store.create_bucket(BucketRecord(BATCH, "u-1", "us-east-1", 1.0))
+    for n in range(0, count, 2):
+        store.put_object(row(BATCH, f"k{n}", 10.0 + n, n))
+    for n in range(0, count, 3):
+        store.apply_replicated_delete(BATCH, f"k{n}", V1, 5.0 + n)  # older than the row
+    registers = [(BATCH, f"k{n}", V1) for n in reversed(range(count))]
+    registers.insert(1, registers[-1])  # a register named twice
+    states = store.register_states(registers)
+    assert len(states) == len(registers)
+    for (_, key, _), (local, deleted_at) in zip(registers, states, strict=True):
+        n = int(key[1:])
+        if n % 2 == 0:
+            assert local is not None and (local.key, local.blob_id) == (key, blob(n))
+        else:
+            assert local is None
+        assert deleted_at == (5.0 + n if n % 3 == 0 else None)
+    assert states == [store.register_states([r])[0] for r in registers]
+    assert store.register_states([]) == []
