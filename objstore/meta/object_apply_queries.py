@@ -23,8 +23,8 @@ statements compiled once (`apply_statements.py`: the register's row, its tombsto
 key's newest other version and the bucket in one statement; the register's row and
 tombstone in one statement per register), as PutObject does: they are what a peer's part
 of every quorum write, and every anti-entropy page, costs. The batch stays on a SQLAlchemy
-Core transaction, running the same compiled statements through `CoreRows` (each row's
-register read at its turn, every version's stamp of its keys read once per key).
+Core transaction, running the same compiled statements through `CoreRows` (the registers'
+state, and every version's stamp of their keys, each read in one statement).
 
 Quota and preconditions are not checked: the peer that accepted the write checked them.
 Every function that takes a seq is marked `changes_objects`. No Twisted here.
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -48,7 +48,7 @@ from objstore.meta.apply_statements import (
     KEY_STAMPS,
     REGISTER_STATE,
     REGISTER_STATES,
-    REGISTER_STATES_SIZES,
+    key_stamps_values,
     register_of,
     register_states_values,
     register_values,
@@ -205,9 +205,16 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
     """The rows of `apply_replicated_objects`, in its transaction (the counter's lock
     held): the first stored row takes `first_seq`, each later one a fresh seq."""
     buckets: dict[str, bool] = {}
+    registers = [(r.bucket, r.key, r.version_id) for r in records]
+    # The registers' state read at once (as `register_states`); a register the batch
+    # names twice is read at its row's turn (an earlier row may have changed it).
+    states = {}
+    if len(set(registers)) == len(registers) and registers:
+        states = _states_of(registers, rows.all(REGISTER_STATES[rows.conn.dialect.name],
+                                                register_states_values(registers)))
     stamps = _KeyStamps(rows, records)
     first = True
-    for record in records:
+    for record, register in zip(records, registers, strict=True):
         if not lww.has_finite_stamps(record):
             answers.append(ValueError("a replicated row with a non-finite stamp"))
             continue
@@ -217,10 +224,11 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
         if not buckets[record.bucket]:
             answers.append(RecordNotFound(f"bucket {record.bucket!r}"))
             continue
-        # The register read at its row's turn: a register the batch names twice is seen
-        # as its earlier row left it.
-        local, deleted_at = _state_of(rows.first(REGISTER_STATE, register_values(
-            record.bucket, record.key, record.version_id)))
+        if register in states:
+            local, deleted_at = states[register]
+        else:
+            local, deleted_at = _state_of(rows.first(REGISTER_STATE,
+                                                     register_values(*register)))
         verdict, future = decide(local, deleted_at, record, now)
         if verdict is not ApplyVerdict.APPLIED:
             answers.append(ApplyResult(verdict, local, future_stamped=future))
@@ -290,13 +298,12 @@ def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
     """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
     when absent): what `decide` needs, for a page of replicated rows at once (anti-entropy
     asks it before fetching any bytes). On the driver with statements compiled once: one
-    register is `REGISTER_STATE`, several go `REGISTER_STATES_SIZES` at a time in
-    `REGISTER_STATES` statements, one after the other on one pooled connection. Each
-    statement reads one snapshot, so a register's row and tombstone are never of
-    different moments (a verdict never rests on an inconsistent pair); registers of
-    different statements may be read at different moments: no verdict depends on another
-    register, and the apply decides again in its own transaction
-    (`apply_replicated_object(s)`)."""
+    register is `REGISTER_STATE`, several (any number) are one
+    `REGISTER_STATES` statement. One statement reads one snapshot, so a register's row
+    and tombstone are never of different moments (a verdict never rests on an
+    inconsistent pair), and the page is read as of one moment, on both backends. (No
+    verdict depends on another register, and the apply decides again in its own
+    transaction: `apply_replicated_object(s)`.)"""
     unique = list(dict.fromkeys(registers))
     if not unique:
         return []
@@ -304,33 +311,16 @@ def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
         states = {unique[0]: _state_of(fetch_one(db.engine, REGISTER_STATE,
                                                  register_values(*unique[0])))}
     else:
-        chunks = list(_chunks(unique))
-        found = fetch_all(db.engine, [(REGISTER_STATES[len(chunk)],
-                                       register_states_values(chunk))
-                                      for chunk, _ in chunks])
-        states = {}
-        for (chunk, count), rows in zip(chunks, found, strict=True):
-            for row in rows:
-                if row[0] < count:  # not a padding register
-                    states[chunk[row[0]]] = _state_of(row[1:])
+        found = fetch_all(db.engine, REGISTER_STATES[db.engine.dialect.name],
+                          register_states_values(unique))
+        states = _states_of(unique, found)
     return [states[register] for register in registers]
 
 
-def _chunks(registers: Sequence[tuple[str, str, str]]
-            ) -> Iterator[tuple[Sequence[tuple[str, str, str]], int]]:
-    """`registers` in runs of a `REGISTER_STATES_SIZES` size, each with how many of it
-    are real: the last run is the smallest size that holds what is left (or the largest),
-    padded by repeating its last register."""
-    largest = REGISTER_STATES_SIZES[-1]
-    start = 0
-    while start < len(registers):
-        left = len(registers) - start
-        size = next((s for s in REGISTER_STATES_SIZES if s >= left), largest)
-        chunk = list(registers[start:start + size])
-        count = len(chunk)
-        chunk += [chunk[-1]] * (size - count)
-        yield chunk, count
-        start += count
+def _states_of(registers: Sequence[tuple[str, str, str]], found: Sequence[Sequence[Any]]
+               ) -> dict[tuple[str, str, str], tuple[ObjectRecord | None, float | None]]:
+    """The distinct `registers`' states from the rows of their `REGISTER_STATES`."""
+    return {registers[row[0]]: _state_of(row[1:]) for row in found}
 
 
 def _state_of(row: Sequence[Any] | None) -> tuple[ObjectRecord | None, float | None]:
@@ -348,10 +338,13 @@ class _KeyStamps:
 
     def __init__(self, rows: CoreRows, records: Sequence[ObjectRecord]) -> None:
         self._versions: dict[tuple[str, str], dict[str, float]] = {}
-        for bucket, key in dict.fromkeys((r.bucket, r.key) for r in records):
-            self._versions[(bucket, key)] = {
-                str(version_id): float(stamp) for version_id, stamp
-                in rows.all(KEY_STAMPS, {"p_bucket": bucket, "p_key": key})}
+        keys = list(dict.fromkeys((r.bucket, r.key) for r in records))
+        if not keys:
+            return
+        for bucket, key, version_id, stamp in rows.all(KEY_STAMPS[rows.conn.dialect.name],
+                                                      key_stamps_values(keys)):
+            self._versions.setdefault((str(bucket), str(key)), {})[str(version_id)] = \
+                float(stamp)
 
     def newest_other(self, record: ObjectRecord) -> float | None:
         others = [stamp for version_id, stamp

@@ -163,24 +163,33 @@ def test_register_states_reads_rows_and_tombstones(
     assert all(found == (None, None) for found in states[4:])
 
 
-@pytest.mark.parametrize("count", [2, 4, 5, 16, 17, 64, 65, 150])
+# Keys the registers' JSON array must carry intact (quotes, backslashes, non-ASCII,
+# control characters, a JSON path's own characters).
+ODD = ['k "quoted" \\ back', "ключ/☃ é", "tab\tnew\nline", "$[0].x", "\u2028 \U0001f600"]
+
+
+def odd_key(n: int) -> str:
+    return f"{ODD[n % len(ODD)]}-{n}"
+
+
+@pytest.mark.parametrize("count", [2, 5, 64, 150])
 def test_register_states_answers_each_register_in_its_place(
         meta_store: SyncMetaStore, count: int) -> None:  # noqa: F811
-    """Registers read several to a statement (padded runs of a few sizes) come back each
-    in its own place, named twice or not, with its own row and tombstone: as the register
-    read alone."""
+    """Registers read in one statement come back each in its own place, named twice or
+    not, with its own row and tombstone, whatever their keys hold: as the register read
+    alone."""
     store = meta_store
     store.create_bucket(BucketRecord(BATCH, "u-1", "us-east-1", 1.0))
     for n in range(0, count, 2):
-        store.put_object(row(BATCH, f"k{n}", 10.0 + n, n))
+        store.put_object(row(BATCH, odd_key(n), 10.0 + n, n))
     for n in range(0, count, 3):
-        store.apply_replicated_delete(BATCH, f"k{n}", V1, 5.0 + n)  # older than the row
-    registers = [(BATCH, f"k{n}", V1) for n in reversed(range(count))]
+        store.apply_replicated_delete(BATCH, odd_key(n), V1, 5.0 + n)  # older than the row
+    registers = [(BATCH, odd_key(n), V1) for n in reversed(range(count))]
     registers.insert(1, registers[-1])  # a register named twice
     states = store.register_states(registers)
     assert len(states) == len(registers)
     for (_, key, _), (local, deleted_at) in zip(registers, states, strict=True):
-        n = int(key[1:])
+        n = int(key.rsplit("-", 1)[1])
         if n % 2 == 0:
             assert local is not None and (local.key, local.blob_id) == (key, blob(n))
         else:
@@ -188,3 +197,29 @@ def test_register_states_answers_each_register_in_its_place(
         assert deleted_at == (5.0 + n if n % 3 == 0 else None)
     assert states == [store.register_states([r])[0] for r in registers]
     assert store.register_states([]) == []
+
+
+@pytest.mark.parametrize("mode", [ONE, BATCH])
+def test_batch_reads_the_state_of_odd_keys(meta_store: SyncMetaStore,  # noqa: F811
+                                           mode: str) -> None:
+    """The batch reads its registers and its keys' other versions in one statement each
+    (a JSON array): rows of keys JSON must escape get the verdicts and latest flags of the
+    one-by-one apply."""
+    store = meta_store
+    store.create_bucket(BucketRecord(mode, "u-1", "us-east-1", 1.0))
+    for n in range(len(ODD)):
+        store.put_object(row(mode, odd_key(n), 20.0, n))  # V1, newer than what comes
+    store.apply_replicated_delete(mode, odd_key(0), V2, 50.0)
+    rows = [row(mode, odd_key(n), 10.0 + n, 100 + n, version_id=V2) for n in range(len(ODD))]
+    rows.append(row(mode, odd_key(1), 30.0, 200))  # newer than the local V1: replaces it
+    if mode == BATCH:
+        answers = store.apply_replicated_objects(rows)
+    else:
+        answers = [store.apply_replicated_object(r) for r in rows]
+    assert [verdict(a)[0] for a in answers] == [  # type: ignore[index]
+        ApplyVerdict.DELETED, *[ApplyVerdict.APPLIED] * (len(ODD) - 1), ApplyVerdict.APPLIED]
+    for n in range(1, len(ODD)):
+        older = store.get_object(mode, odd_key(n), V2)
+        assert older is not None and not older.is_latest  # V1 (20.0 or 30.0) is newer
+    latest = store.get_object(mode, odd_key(1))
+    assert latest is not None and (latest.version_id, latest.etag) == (V1, "e200")
