@@ -8,10 +8,18 @@ the verdicts need."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
 
+from objstore.meta.apply_statements import (
+    KEY_STAMPS,
+    REGISTER_STATES,
+    key_stamps_values,
+    register_states_values,
+)
+from objstore.meta.driver import driver_statement
 from objstore.meta.records import BucketRecord, ObjectRecord
 from objstore.meta.store import (
     TOMBSTONE_OBJECT,
@@ -223,3 +231,46 @@ def test_batch_reads_the_state_of_odd_keys(meta_store: SyncMetaStore,  # noqa: F
         assert older is not None and not older.is_latest  # V1 (20.0 or 30.0) is newer
     latest = store.get_object(mode, odd_key(1))
     assert latest is not None and (latest.version_id, latest.etag) == (V1, "e200")
+
+
+def test_the_page_reads_look_rows_up_by_their_keys(meta_store: SyncMetaStore  # noqa: F811
+                                                   ) -> None:
+    """REGISTER_STATES and KEY_STAMPS reach the rows and tombstones through their primary
+    keys from the JSON array's items (no scan of `objects`, whatever its size). On
+    PostgreSQL, whose planner may rightly prefer a hash join over a small table, the
+    other joins are turned off to show the index lookup is possible."""
+    engine = meta_store.engine
+    dialect = engine.dialect
+    registers = [(BATCH, "a", V1), (BATCH, "b", V1)]
+    queries = [(REGISTER_STATES[dialect.name], register_states_values(registers)),
+               (KEY_STAMPS[dialect.name], key_stamps_values([(BATCH, "a"), (BATCH, "b")]))]
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        plans = []
+        if dialect.name == "postgresql":
+            cursor.execute("SET enable_hashjoin = off")
+            cursor.execute("SET enable_mergejoin = off")
+            cursor.execute("SET enable_seqscan = off")
+        explain = "EXPLAIN QUERY PLAN " if dialect.name == "sqlite" else "EXPLAIN "
+        for statement, values in queries:
+            query = driver_statement(dialect, statement)
+            cursor.execute(explain + query.sql, query.parameters(values))
+            plans.append(" ".join(str(line[-1]) for line in cursor.fetchall()))
+        raw.rollback()
+    finally:
+        raw.close()
+    if dialect.name == "sqlite":
+        assert "SEARCH o USING INDEX sqlite_autoindex_objects_1 (bucket=? AND key=? AND " \
+            "version_id=?)" in plans[0]
+        assert "SEARCH t USING INDEX sqlite_autoindex_tombstones_1 (family=? AND key=?)" \
+            in plans[0]
+        assert re.search(r"SEARCH o USING INDEX \w+ \(bucket=\? AND key=\?", plans[1])
+    else:
+        for plan in plans:
+            assert re.search(r"Nested Loop.*Index Scan using \w+ on objects o .*"
+                             r"Index Cond: \(\(bucket = \(+r\.v ->> 0\).*"
+                             r"AND \(key = \(+r\.v ->> 1\)", plan), plan
+        assert re.search(r"Index Scan using pk_tombstones on tombstones t .*Index Cond: "
+                         r"\(\(family = 'object'::text\) AND \(key = \(+r\.v ->> 3\)",
+                         plans[0]), plans[0]
