@@ -10,7 +10,7 @@ as one round trip can answer.
   there is none), in one statement.
 - `REGISTER_STATE`: the reader's question before any file work, the register's tombstone
   stamp and its local row, in one statement (one snapshot on both backends, whether or
-  not the bucket exists); the batch apply asks it of each row in its transaction.
+  not the bucket exists); the batch apply asks it of a register its rows name twice.
 - `REGISTER_STATES`: REGISTER_STATE of many registers in one statement, whatever their
   number: the registers go as one JSON array bind, which the database turns into rows
   (SQLite's `json_each`, PostgreSQL's `json_array_elements`) joined to the rows and

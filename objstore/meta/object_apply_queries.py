@@ -20,8 +20,8 @@ written last (the highest seq), as for a local write.
 
 A single row's apply and a single deletion, and `register_states`, run on the driver with
 statements compiled once (`apply_statements.py`: the register's row, its tombstone, the
-key's newest other version and the bucket in one statement; the register's row and
-tombstone in one statement per register), as PutObject does: they are what a peer's part
+key's newest other version and the bucket in one statement; the row and tombstone of a
+whole page of registers in one statement), as PutObject does: they are what a peer's part
 of every quorum write, and every anti-entropy page, costs. The batch stays on a SQLAlchemy
 Core transaction, running the same compiled statements through `CoreRows` (the registers'
 state, and every version's stamp of their keys, each read in one statement).
@@ -298,8 +298,8 @@ def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
     """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
     when absent): what `decide` needs, for a page of replicated rows at once (anti-entropy
     asks it before fetching any bytes). On the driver with statements compiled once: one
-    register is `REGISTER_STATE`, several (any number) are one
-    `REGISTER_STATES` statement. One statement reads one snapshot, so a register's row
+    register is `REGISTER_STATE`, several (any number) are one `REGISTER_STATES`
+    statement. One statement reads one snapshot, so a register's row
     and tombstone are never of different moments (a verdict never rests on an
     inconsistent pair), and the page is read as of one moment, on both backends. (No
     verdict depends on another register, and the apply decides again in its own
