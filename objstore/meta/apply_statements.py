@@ -10,7 +10,16 @@ as one round trip can answer.
   there is none), in one statement.
 - `REGISTER_STATE`: the reader's question before any file work, the register's tombstone
   stamp and its local row, in one statement (one snapshot on both backends, whether or
-  not the bucket exists).
+  not the bucket exists); the batch apply asks it of a register its rows name twice.
+- `REGISTER_STATES`: REGISTER_STATE of many registers in one statement, whatever their
+  number: the registers go as one JSON array bind, which the database turns into rows
+  (SQLite's `json_each`, PostgreSQL's `json_array_elements`) joined to the rows and
+  tombstones by their primary keys; one statement, one snapshot on both backends. Text
+  per dialect, compiled once like the others: anti-entropy's page of registers. (JSON
+  without ASCII escapes: a text the driver could not bind fails as it would as a bind.)
+- `KEY_STAMPS`: every version's `last_modified` of many keys (a JSON array of (bucket,
+  key)), the same way: the batch apply keeps them to find a row's newest other version
+  without a query per row.
 - `DELETE_REPLACED`: the removal of the row an applied row replaces when it does not
   become latest (its blobs, and whether it was latest).
 
@@ -20,6 +29,7 @@ Binds are prefixed `p_` as the object-row statements' are (`object_write_queries
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -65,6 +75,55 @@ REGISTER_STATE = (
     .select_from(_STAMP.outerjoin(_o, sa.and_(_o.c.bucket == _param("bucket"),
                                               _register_row())))
 )
+
+
+_OBJECT_COLUMNS = ", ".join(f'o."{name}"' for name in _COLUMNS)
+# The JSON array of a statement's binds, as rows: SQLite's json_each (`at`: the index
+# from 0), PostgreSQL's json_array_elements (WITH ORDINALITY, from 1).
+_EACH = {
+    "sqlite": ("json_each(:{name}) AS r", "r.key", "json_extract(r.value, '$[{i}]')"),
+    "postgresql": ("json_array_elements(CAST(:{name} AS json)) WITH ORDINALITY AS r(v, at)",
+                   "r.at - 1", "r.v ->> {i}"),
+}
+
+
+def _register_states(dialect: str) -> sa.TextClause:
+    each, at, item = _EACH[dialect]
+    return sa.text(
+        f"SELECT {at} AS at, (SELECT t.deleted_at FROM tombstones AS t "
+        f"WHERE t.family = :p_family AND t.\"key\" = {item.format(i=3)}) AS deleted_at, "
+        f"{_OBJECT_COLUMNS} FROM {each.format(name='p_registers')} "
+        f"LEFT OUTER JOIN objects AS o ON o.bucket = {item.format(i=0)} "
+        f"AND o.\"key\" = {item.format(i=1)} AND o.version_id = {item.format(i=2)}")
+
+
+def _key_stamps(dialect: str) -> sa.TextClause:
+    each, _, item = _EACH[dialect]
+    return sa.text(
+        f"SELECT o.bucket, o.\"key\", o.version_id, o.last_modified "
+        f"FROM {each.format(name='p_keys')} JOIN objects AS o "
+        f"ON o.bucket = {item.format(i=0)} AND o.\"key\" = {item.format(i=1)}")
+
+
+# Per dialect. Columns: the register's index in `p_registers`, then REGISTER_STATE's.
+# One row per register (each register once: the caller removes repeats).
+REGISTER_STATES = {name: _register_states(name) for name in _EACH}
+# Per dialect. Columns: bucket, key, version_id, last_modified of every version of the
+# keys of `p_keys` (each key once).
+KEY_STAMPS = {name: _key_stamps(name) for name in _EACH}
+
+
+def register_states_values(registers: Sequence[tuple[str, str, str]]) -> dict[str, str]:
+    """The binds of REGISTER_STATES for distinct `registers`."""
+    return {"p_family": TOMBSTONE_OBJECT, "p_registers": json.dumps(
+        [[bucket, key, version_id, object_tombstone_key(bucket, key, version_id)]
+         for bucket, key, version_id in registers], ensure_ascii=False)}
+
+
+def key_stamps_values(keys: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """The binds of KEY_STAMPS for distinct (bucket, key) `keys`."""
+    return {"p_keys": json.dumps([[bucket, key] for bucket, key in keys], ensure_ascii=False)}
+
 
 DELETE_REPLACED = (
     sa.delete(_o)

@@ -15,6 +15,8 @@ interface (`first`, `execute`):
 - `fetch_one`: one statement alone on a pooled DBAPI connection (no explicit transaction:
   SQLite in autocommit mode reads one snapshot per statement; psycopg2 opens one
   implicitly and the pool rolls it back on return): one execute, one fetch.
+  `fetch_all` is the same for every row; `fetch_each` runs one statement for each of
+  many values, one after the other, on one pooled connection.
 - `driver_transaction`: one write transaction on a pooled DBAPI connection, inside the
   engine's write gate: `BEGIN IMMEDIATE` on SQLite (the write lock up front, as
   `dialect.write_transaction` takes it), the implicit transaction of psycopg2 on
@@ -151,6 +153,27 @@ def fetch_each(engine: Engine, statement: sa.ClauseElement,
     finally:
         raw.close()
     return found
+
+
+def fetch_all(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, Any]
+              ) -> list[tuple[Any, ...]]:
+    """Every row of `statement` run alone (as `fetch_one`), as plain tuples."""
+    dialect = engine.dialect
+    query = driver_statement(dialect, statement)
+    parameters = query.parameters(values)
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        try:
+            cursor.execute(query.sql, parameters)
+            rows = cursor.fetchall()
+        except dialect.loaded_dbapi.Error as error:
+            raise _driver_error(engine, raw, cursor, query.sql, parameters, error) from error
+        finally:
+            cursor.close()
+    finally:
+        raw.close()
+    return [tuple(row) for row in rows]
 
 
 class DriverTransaction:

@@ -18,11 +18,13 @@ The applied row is not necessarily the newest version of its key (a late copy of
 version): is_latest is recomputed, newest `last_modified` first, and on a tie the row
 written last (the highest seq), as for a local write.
 
-A single row's apply and a single deletion, and `register_states` of one register, run
-on the driver with statements compiled once (`apply_statements.py`: the register's row,
-its tombstone, the key's newest other version and the bucket in one statement), as
-PutObject does: they are what a peer's part of every quorum write costs. The batch stays
-on SQLAlchemy Core, running the same compiled writes through `CoreRows`.
+A single row's apply and a single deletion, and `register_states`, run on the driver with
+statements compiled once (`apply_statements.py`: the register's row, its tombstone, the
+key's newest other version and the bucket in one statement; the row and tombstone of a
+whole page of registers in one statement), as PutObject does: they are what a peer's part
+of every quorum write, and every anti-entropy page, costs. The batch stays on a SQLAlchemy
+Core transaction, running the same compiled statements through `CoreRows` (the registers'
+state, and every version's stamp of their keys, each read in one statement).
 
 Quota and preconditions are not checked: the peer that accepted the write checked them.
 Every function that takes a seq is marked `changes_objects`. No Twisted here.
@@ -34,27 +36,32 @@ import enum
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from objstore.convergence import lww
 from objstore.meta import schema
 from objstore.meta.apply_statements import (
     APPLY_STATE,
     DELETE_REPLACED,
+    KEY_STAMPS,
     REGISTER_STATE,
+    REGISTER_STATES,
+    key_stamps_values,
     register_of,
+    register_states_values,
     register_values,
     stamp_of,
 )
 from objstore.meta.database import Database, changes_objects
-from objstore.meta.dialect import read_transaction, write_transaction
+from objstore.meta.dialect import write_transaction
 from objstore.meta.driver import (
     CoreRows,
     RowSource,
     driver_statement,
     driver_transaction,
+    fetch_all,
     fetch_one,
 )
 from objstore.meta.errors import RecordNotFound
@@ -70,10 +77,7 @@ from objstore.meta.object_write_queries import (
     unreferenced,
 )
 from objstore.meta.records import ObjectRecord
-from objstore.meta.tombstones import TOMBSTONE_OBJECT, object_tombstone_key
-
-_o = schema.objects
-_t = schema.tombstones
+from objstore.meta.tombstones import TOMBSTONE_OBJECT
 
 
 class ApplyVerdict(enum.Enum):
@@ -200,14 +204,15 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
                 ) -> None:
     """The rows of `apply_replicated_objects`, in its transaction (the counter's lock
     held): the first stored row takes `first_seq`, each later one a fresh seq."""
-    conn = rows.conn
     buckets: dict[str, bool] = {}
     registers = [(r.bucket, r.key, r.version_id) for r in records]
-    # The registers' state read at once; a register the batch names twice is read again
-    # for its later rows (an earlier one may have changed it).
-    states = dict(zip(registers, _states(conn, registers), strict=True)) \
-        if len(set(registers)) == len(registers) else {}
-    stamps = _KeyStamps(conn, records)
+    # The registers' state read at once (as `register_states`); a register the batch
+    # names twice is read at its row's turn (an earlier row may have changed it).
+    states = {}
+    if len(set(registers)) == len(registers) and registers:
+        states = _states_of(registers, rows.all(REGISTER_STATES[rows.conn.dialect.name],
+                                                register_states_values(registers)))
+    stamps = _KeyStamps(rows, records)
     first = True
     for record, register in zip(records, registers, strict=True):
         if not lww.has_finite_stamps(record):
@@ -222,15 +227,15 @@ def _apply_each(rows: CoreRows, records: Sequence[ObjectRecord],
         if register in states:
             local, deleted_at = states[register]
         else:
-            local = _local_row(conn, record.bucket, record.key, record.version_id)
-            deleted_at = _tombstone_at(conn, _tombstone_key(record))
+            local, deleted_at = _state_of(rows.first(REGISTER_STATE,
+                                                     register_values(*register)))
         verdict, future = decide(local, deleted_at, record, now)
         if verdict is not ApplyVerdict.APPLIED:
             answers.append(ApplyResult(verdict, local, future_stamped=future))
             continue
         seq = first_seq if first else next_seq(rows)
         first = False
-        stored, replaced_blobs = _store_applied(rows, conn.dialect, record, seq,
+        stored, replaced_blobs = _store_applied(rows, rows.conn.dialect, record, seq,
                                                 stamps.newest_other(record))
         stamps.stored(stored)
         answers.append(ApplyResult(verdict, stored, unreferenced(replaced_blobs, stored),
@@ -291,77 +296,55 @@ def apply_replicated_delete(
 def register_states(db: Database, registers: Sequence[tuple[str, str, str]]
                     ) -> list[tuple[ObjectRecord | None, float | None]]:
     """For each (bucket, key, version_id): its local row and its tombstone's stamp (None
-    when absent), read in one read transaction: what `decide` needs, for a page of
-    replicated rows at once (anti-entropy asks it before fetching any bytes). One
-    register (a peer's row of a quorum write) is one statement on the driver
-    (`REGISTER_STATE`: one snapshot)."""
-    if len(registers) == 1:
-        row = fetch_one(db.engine, REGISTER_STATE, register_values(*registers[0]))
-        assert row is not None, "REGISTER_STATE returns one row"
-        return [(register_of(row[1:]), stamp_of(row[0]))]
-    with read_transaction(db.engine) as conn:
-        return _states(conn, registers)
-
-
-_STATES_CHUNK = 250  # registers per query (3 bound parameters each)
-
-
-def _states(conn: Connection, registers: Sequence[tuple[str, str, str]]
-            ) -> list[tuple[ObjectRecord | None, float | None]]:
-    """`register_states` inside a transaction: two queries per chunk of registers (the
-    rows by primary key, the tombstones by key), not two per register."""
-    rows: dict[tuple[str, str, str], ObjectRecord] = {}
-    stamps: dict[str, float] = {}
+    when absent): what `decide` needs, for a page of replicated rows at once (anti-entropy
+    asks it before fetching any bytes). On the driver with statements compiled once: one
+    register is `REGISTER_STATE`, several (any number) are one `REGISTER_STATES`
+    statement. One statement reads one snapshot, so a register's row
+    and tombstone are never of different moments (a verdict never rests on an
+    inconsistent pair), and the page is read as of one moment, on both backends. (No
+    verdict depends on another register, and the apply decides again in its own
+    transaction: `apply_replicated_object(s)`.)"""
     unique = list(dict.fromkeys(registers))
-    for start in range(0, len(unique), _STATES_CHUNK):
-        chunk = unique[start:start + _STATES_CHUNK]
-        found = conn.execute(sa.select(_o).where(
-            sa.tuple_(_o.c.bucket, _o.c.key, _o.c.version_id).in_(chunk))).mappings()
-        for row in found:
-            record = schema.object_record(row)
-            rows[(record.bucket, record.key, record.version_id)] = record
-        keys = [object_tombstone_key(*register) for register in chunk]
-        for key, deleted_at in conn.execute(sa.select(_t.c.key, _t.c.deleted_at).where(
-                _t.c.family == TOMBSTONE_OBJECT, _t.c.key.in_(keys))):
-            stamps[str(key)] = float(deleted_at)
-    return [(rows.get(register), stamps.get(object_tombstone_key(*register)))
-            for register in registers]
+    if not unique:
+        return []
+    if len(unique) == 1:
+        states = {unique[0]: _state_of(fetch_one(db.engine, REGISTER_STATE,
+                                                 register_values(*unique[0])))}
+    else:
+        found = fetch_all(db.engine, REGISTER_STATES[db.engine.dialect.name],
+                          register_states_values(unique))
+        states = _states_of(unique, found)
+    return [states[register] for register in registers]
+
+
+def _states_of(registers: Sequence[tuple[str, str, str]], found: Sequence[Sequence[Any]]
+               ) -> dict[tuple[str, str, str], tuple[ObjectRecord | None, float | None]]:
+    """The distinct `registers`' states from the rows of their `REGISTER_STATES`."""
+    return {registers[row[0]]: _state_of(row[1:]) for row in found}
+
+
+def _state_of(row: Sequence[Any] | None) -> tuple[ObjectRecord | None, float | None]:
+    """A `REGISTER_STATE` row as (local row, tombstone stamp)."""
+    assert row is not None, "REGISTER_STATE returns one row"
+    return register_of(row[1:]), stamp_of(row[0])
 
 
 # -- the pieces ---------------------------------------------------------------------------
-
-
-def _tombstone_key(record: ObjectRecord) -> str:
-    return object_tombstone_key(record.bucket, record.key, record.version_id)
-
-
-def _local_row(conn: Connection, bucket: str, key: str, version_id: str
-               ) -> ObjectRecord | None:
-    row = conn.execute(sa.select(_o).where(
-        _o.c.bucket == bucket, _o.c.key == key, _o.c.version_id == version_id)).mappings().first()
-    return None if row is None else schema.object_record(row)
-
-
-def _tombstone_at(conn: Connection, tombstone_key: str) -> float | None:
-    found = conn.execute(sa.select(_t.c.deleted_at).where(
-        _t.c.family == TOMBSTONE_OBJECT, _t.c.key == tombstone_key)).scalar()
-    return None if found is None else float(found)
 
 
 class _KeyStamps:
     """The `last_modified` of every version of a batch's keys, read at once and kept up
     to date as the batch stores rows: the newest other stamp without a query per row."""
 
-    def __init__(self, conn: Connection, records: Sequence[ObjectRecord]) -> None:
+    def __init__(self, rows: CoreRows, records: Sequence[ObjectRecord]) -> None:
         self._versions: dict[tuple[str, str], dict[str, float]] = {}
         keys = list(dict.fromkeys((r.bucket, r.key) for r in records))
-        for start in range(0, len(keys), _STATES_CHUNK):
-            chunk = keys[start:start + _STATES_CHUNK]
-            for bucket, key, version_id, stamp in conn.execute(
-                    sa.select(_o.c.bucket, _o.c.key, _o.c.version_id, _o.c.last_modified)
-                    .where(sa.tuple_(_o.c.bucket, _o.c.key).in_(chunk))):
-                self._versions.setdefault((str(bucket), str(key)), {})[str(version_id)] = \
-                    float(stamp)
+        if not keys:
+            return
+        for bucket, key, version_id, stamp in rows.all(KEY_STAMPS[rows.conn.dialect.name],
+                                                      key_stamps_values(keys)):
+            self._versions.setdefault((str(bucket), str(key)), {})[str(version_id)] = \
+                float(stamp)
 
     def newest_other(self, record: ObjectRecord) -> float | None:
         others = [stamp for version_id, stamp
