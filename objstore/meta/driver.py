@@ -110,21 +110,7 @@ def fetch_one(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, 
               ) -> tuple[Any, ...] | None:
     """The first row of `statement` run alone (no explicit transaction) on a pooled
     connection, as a plain tuple; None when there is none."""
-    dialect = engine.dialect
-    query = driver_statement(dialect, statement)
-    parameters = query.parameters(values)
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        try:
-            cursor.execute(query.sql, parameters)
-            row = cursor.fetchone()
-        except dialect.loaded_dbapi.Error as error:
-            raise _driver_error(engine, raw, cursor, query.sql, parameters, error) from error
-        finally:
-            cursor.close()
-    finally:
-        raw.close()  # back to the pool, which ends any implicit transaction
+    row = _run_alone(engine, statement, values, _first_row)
     return None if row is None else tuple(row)
 
 
@@ -158,6 +144,21 @@ def fetch_each(engine: Engine, statement: sa.ClauseElement,
 def fetch_all(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> list[tuple[Any, ...]]:
     """Every row of `statement` run alone (as `fetch_one`), as plain tuples."""
+    return [tuple(row) for row in _run_alone(engine, statement, values, _all_rows)]
+
+
+def _first_row(cursor: Any) -> Any:
+    return cursor.fetchone()
+
+
+def _all_rows(cursor: Any) -> Any:
+    return cursor.fetchall()
+
+
+def _run_alone(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, Any],
+               fetch: Callable[[Any], Any]) -> Any:
+    """Run `statement` alone on a pooled connection and `fetch` its rows from the
+    cursor; the connection goes back to the pool, which ends any implicit transaction."""
     dialect = engine.dialect
     query = driver_statement(dialect, statement)
     parameters = query.parameters(values)
@@ -166,14 +167,13 @@ def fetch_all(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, 
         cursor = raw.cursor()
         try:
             cursor.execute(query.sql, parameters)
-            rows = cursor.fetchall()
+            return fetch(cursor)
         except dialect.loaded_dbapi.Error as error:
             raise _driver_error(engine, raw, cursor, query.sql, parameters, error) from error
         finally:
             cursor.close()
     finally:
         raw.close()
-    return [tuple(row) for row in rows]
 
 
 class DriverTransaction:

@@ -123,6 +123,12 @@ def test_a_batch_delete_killed_leaves_each_key_deleted_or_whole(
         assert set(states.values()) == {"whole"}, "the batch did not commit"
     elif moment == "removing":
         assert set(states.values()) == {"deleted"}, "the batch committed"
+    assert_settled(node, s3, states)
+
+
+def assert_settled(node: CrashingDaemon, s3: Any, states: dict[str, str]) -> None:
+    """After the restart: the listing holds exactly the whole keys, no delete is left in
+    doubt in `deleting/`, and `objstore check --deep` finds nothing but orphans."""
     listed = {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bkt")
               for o in page.get("Contents", [])}
     assert listed == {key for key, state in states.items() if state == "whole"}

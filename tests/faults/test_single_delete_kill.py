@@ -16,10 +16,16 @@ from typing import Any
 
 import pytest
 
-from tests.faults.test_batch_delete_kill import HOOKS, KEYS, body_of, node, state_of
+from tests.faults.test_batch_delete_kill import (
+    HOOKS,
+    KEYS,
+    assert_settled,
+    body_of,
+    node,
+    state_of,
+)
 from tests.faults.test_recover import CrashingDaemon
 from tests.integration.conftest import make_client
-from tests.integration.daemon import ORPHANS, check_findings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -86,10 +92,4 @@ def test_concurrent_single_deletes_killed_keep_every_answered_delete(
         assert "deleted" in states.values(), "no delete was committed before the kill"
     else:
         assert answered, "the node died before answering any delete"
-    listed = {o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bkt")
-              for o in page.get("Contents", [])}
-    assert listed == {key for key, state in states.items() if state == "whole"}
-    deleting = node.data_dir / "deleting"
-    assert not deleting.is_dir() or not any(deleting.iterdir()), "a delete left in doubt"
-    report, findings = check_findings(node, "--deep", "--orphan-grace-seconds", "0")
-    assert set(findings) <= {ORPHANS}, report.stdout + report.stderr
+    assert_settled(node, s3, states)

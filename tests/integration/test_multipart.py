@@ -11,8 +11,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,14 @@ def sidecar_only_blobs(daemon: Daemon) -> set[str]:
     files = set(data_files(daemon))
     return {p.name[: -len(".meta.json")] for p in (daemon.data_dir / "blobs").rglob("*.meta.json")
             if p.name[: -len(".meta.json")] not in files}
+
+
+def removed_in_time(done: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Wait (bounded) for files whose removal runs after the answer."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, "the deleted files were not removed in time"
+        time.sleep(0.02)
 
 
 class Upload:
@@ -159,8 +169,9 @@ def test_unlisted_and_replaced_parts_are_deleted(s3: Any, daemon: Daemon) -> Non
     again.put(1, b"x")
     again.complete()
     s3.delete_object(Bucket=bucket, Key="k")
-    assert data_files(daemon) == before
-    assert sidecar_only_blobs(daemon) == composites_before
+    # A delete removes its version's files after the answer (engine/removals.py).
+    removed_in_time(lambda: data_files(daemon) == before
+                    and sidecar_only_blobs(daemon) == composites_before)
 
 
 def test_abort(s3: Any, daemon: Daemon) -> None:
