@@ -58,6 +58,23 @@ def fails(work: Coroutine[Any, Any, Any] | Deferred[Any]) -> S3Error:
 
 
 @dataclass
+class ManualRunner:
+    """A pool (`objstore.threads.Runner`) whose jobs run when the test says, in order
+    (`step`), their results delivered on the test's thread."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[Callable[..., Any], tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self.jobs.append((fn, args, done))
+        return done
+
+    def step(self) -> None:
+        fn, args, done = self.jobs.pop(0)
+        done.callback(fn(*args))
+
+
 class LocalStores:
     sql: SyncMetaStore
     meta: MetaStore

@@ -10,10 +10,8 @@ import dataclasses
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred
 
 from objstore.blobs import writer as writer_module
 from objstore.blobs.factory import BlobStages, StagesUnavailable, stored_bytes_writer
@@ -33,6 +31,7 @@ from objstore.crypto.master_key import LocalMasterKey
 from objstore.crypto.packages import PACKAGE_PLAINTEXT, stored_size
 from objstore.http.spool import BodySpool
 from objstore.meta.records import ObjectRecord, PartRef
+from tests.unit.conftest import ManualRunner
 
 P = PACKAGE_PLAINTEXT
 MARKER = b"PLAINTEXT-MARKER-7f3c"
@@ -249,22 +248,6 @@ def test_a_plan_document_round_trips_and_junk_is_the_identity() -> None:
     assert plan_from_document({"encryption": 3}) is IDENTITY
 
 
-class _ManualRunner:
-    """A pool whose jobs run when the test says (in order), results on the 'reactor'."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
-
-    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
-        done: Deferred[Any] = Deferred()
-        self.jobs.append((fn, args, done))
-        return done
-
-    def step(self) -> None:
-        fn, args, done = self.jobs.pop(0)
-        done.callback(fn(*args))
-
-
 def test_a_large_staged_body_goes_through_the_ordered_pipeline(
         store: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the memory limit a staged body is hashed, encrypted and written by pool jobs,
@@ -272,7 +255,7 @@ def test_a_large_staged_body_goes_through_the_ordered_pipeline(
     are ready (and the body can be handed over) only once the pipeline has drained."""
     monkeypatch.setattr(writer_module, "PIPELINE_HIGH_BYTES", 3 * P)
     monkeypatch.setattr(writer_module, "PIPELINE_LOW_BYTES", P)
-    runner = _ManualRunner()
+    runner = ManualRunner()
     pressure: list[bool] = []
     plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
     writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner,
@@ -302,7 +285,7 @@ def test_a_large_staged_body_goes_through_the_ordered_pipeline(
 
 
 def test_closing_a_body_while_a_pipeline_job_runs_waits_for_it(store: BlobStore) -> None:
-    runner = _ManualRunner()
+    runner = ManualRunner()
     plan = StagePlan(encryption=SSE_S3, key_id=store.stages.key_id)
     writer = store.stages.writer(store.tmp_dir, plan, hash_runner=runner, memory_limit=P)
     writer.write(_body(3 * P))

@@ -4,26 +4,10 @@ version leaves the others to be removed. The IO pool is a fake the test runs by 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
-
-from twisted.internet.defer import Deferred
+from collections.abc import Sequence
 
 from objstore.engine.removals import RemovalQueue
-
-
-class HandRunner:
-    def __init__(self) -> None:
-        self.jobs: list[tuple[Callable[..., Any], tuple[Any, ...], Deferred[Any]]] = []
-
-    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Deferred[Any]:
-        done: Deferred[Any] = Deferred()
-        self.jobs.append((fn, args, done))
-        return done
-
-    def step(self) -> None:
-        fn, args, done = self.jobs.pop(0)
-        done.callback(fn(*args))
+from tests.unit.conftest import ManualRunner
 
 
 class Blobs:
@@ -38,7 +22,7 @@ class Blobs:
 
 
 def test_removals_asked_while_a_job_runs_share_the_next_job() -> None:
-    io, blobs = HandRunner(), Blobs()
+    io, blobs = ManualRunner(), Blobs()
     queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
     queue.remove([("a", [])])
     queue.remove([("b", ["p1", "p2"])])
@@ -53,7 +37,7 @@ def test_removals_asked_while_a_job_runs_share_the_next_job() -> None:
 
 
 def test_a_version_that_can_not_be_removed_leaves_the_others_to_go() -> None:
-    io, blobs = HandRunner(), Blobs(failing="b")
+    io, blobs = ManualRunner(), Blobs(failing="b")
     queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
     queue.remove([("a", []), ("b", []), ("c", [])])
     io.step()
@@ -62,7 +46,7 @@ def test_a_version_that_can_not_be_removed_leaves_the_others_to_go() -> None:
 
 
 def test_nothing_to_remove_starts_no_job() -> None:
-    io = HandRunner()
+    io = ManualRunner()
     queue = RemovalQueue(Blobs(), io)  # type: ignore[arg-type]
     queue.remove([])
     assert io.jobs == [] and queue.drained().called
