@@ -63,12 +63,16 @@ class Coalescer(Generic[_I, _R]):
                 raise AssertionError(f"{len(outcomes)} outcomes for {len(batch)} items")
         except Exception:  # every item of the batch hears it
             outcomes = Failure()
-        for index, (_, done) in enumerate(batch):
-            if isinstance(outcomes, Failure):
-                done.errback(outcomes)
-            elif isinstance(outcomes[index], Exception):
-                done.errback(Failure(outcomes[index]))
-            else:
-                done.callback(outcomes[index])  # type: ignore[arg-type]
-        self._busy = False  # calls made while the outcomes were delivered: the next batch
-        self._next()
+        try:
+            for index, (_, done) in enumerate(batch):
+                if done.called:  # its caller cancelled it: nobody takes the outcome
+                    continue
+                if isinstance(outcomes, Failure):
+                    done.errback(outcomes)
+                elif isinstance(outcomes[index], Exception):
+                    done.errback(Failure(outcomes[index]))
+                else:
+                    done.callback(outcomes[index])  # type: ignore[arg-type]
+        finally:
+            self._busy = False  # calls made while the outcomes were delivered: the next
+            self._next()  # batch (never stuck busy, whatever a caller's callback did)

@@ -112,3 +112,21 @@ def test_a_batch_holds_at_most_max_items() -> None:
     steps.finish([1, 2])
     steps.finish([3, 4])
     assert steps.batches == [[0], [1, 2], [3, 4]]
+
+
+def test_a_cancelled_call_does_not_stop_the_coalescer() -> None:
+    """A caller that gives up (its Deferred cancelled) is skipped when its batch's
+    outcomes are delivered; the others get theirs and the next batch runs."""
+    steps = Steps()
+    coalescer: Coalescer[int, int] = Coalescer(steps.run)
+    first = coalescer.submit(1)
+    given_up, kept = coalescer.submit(2), coalescer.submit(3)
+    given_up.cancel()
+    given_up.addErrback(lambda failure: None)
+    steps.finish([10])
+    steps.finish([20, 30])
+    assert outcome(first) == 10 and outcome(kept) == 30
+    after = coalescer.submit(4)
+    assert steps.batches[-1] == [4]
+    steps.finish([40])
+    assert outcome(after) == 40
