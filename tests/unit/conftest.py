@@ -57,7 +57,6 @@ def fails(work: Coroutine[Any, Any, Any] | Deferred[Any]) -> S3Error:
     return caught.value
 
 
-@dataclass
 class ManualRunner:
     """A pool (`objstore.threads.Runner`) whose jobs run when the test says, in order
     (`step`), their results delivered on the test's thread."""
@@ -75,6 +74,7 @@ class ManualRunner:
         done.callback(fn(*args))
 
 
+@dataclass
 class LocalStores:
     sql: SyncMetaStore
     meta: MetaStore

@@ -16,10 +16,10 @@ from twisted.internet import defer, tcp
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactorClock
 
-from objstore.blobs import page_cache
 from objstore.blobs.reader import ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment
 from objstore.blobs.store import BlobStore, new_blob_id
+from objstore.http import sendfile as sendfile_module
 from objstore.http.producers import BlobProducer, body_producer
 from objstore.http.sendfile import WARM_BYTES, SendfileProducer, sendfile_transport
 from objstore.threads import InlinePool
@@ -315,13 +315,19 @@ def test_other_transports_keep_python_reads(store: BlobStore) -> None:
 
 
 class HeldWarmUps:
-    """A ChunkStream whose warm-ups wait for the test (`finish_warm_up` does the real
-    one then), to see what the producer does meanwhile."""
+    """A ChunkStream whose blob is cold (the page-cache question answers "not cached"
+    outside the ranges warmed so far: the kernel's own answer is tested in
+    test_page_cache.py) and whose warm-ups wait for the test (`finish_warm_up`)."""
 
-    def __init__(self, stream: ChunkStream) -> None:
+    def __init__(self, stream: ChunkStream, monkeypatch: pytest.MonkeyPatch) -> None:
         self._stream = stream
         self.asked: list[tuple[int, int, int]] = []
         self.pending: list[defer.Deferred[None]] = []
+        self.warmed: list[tuple[int, int]] = []
+        monkeypatch.setattr(sendfile_module.page_cache, "cached", self.cached)
+
+    def cached(self, fd: int, offset: int, count: int) -> bool:
+        return any(start <= offset and offset + count <= end for start, end in self.warmed)
 
     def file_spans(self) -> Any:
         return self._stream.file_spans()
@@ -332,32 +338,23 @@ class HeldWarmUps:
         return self.pending[-1]
 
     def finish_warm_up(self) -> None:
-        fd, offset, count = self.asked[-1]
-        page_cache.warm(fd, offset, count)
-        self.pending.pop().callback(None)
+        fd, offset, count = self.asked[len(self.asked) - len(self.pending)]
+        self.warmed.append((offset, offset + count))
+        self.pending.pop(0).callback(None)
 
     def close(self) -> None:
         self._stream.close()
 
 
-def cold_blob(store: BlobStore, data: bytes) -> str:
-    blob_id = put(store, data)
-    fd = os.open(store.blob_path(blob_id), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        if page_cache.cached(fd, 0, len(data)):
-            pytest.skip("this file system keeps the pages (or refuses RWF_NOWAIT)")
-    finally:
-        os.close(fd)
-    return blob_id
+def stream_of(store: BlobStore, data: bytes) -> ChunkStream:
+    return ChunkStream(store.reader([Segment(put(store, data), 0, len(data))]),
+                       InlinePool())
 
 
 def test_a_cold_blob_is_read_in_off_the_reactor_before_it_is_sent(
-        store: BlobStore, connection: Connection) -> None:
+        store: BlobStore, connection: Connection, monkeypatch: pytest.MonkeyPatch) -> None:
     data = os.urandom(3 * 1024 * 1024)
-    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
-                                                           len(data))]), InlinePool()))
+    source = HeldWarmUps(stream_of(store, data), monkeypatch)
     done = SendfileProducer(connection.request, source, connection.transport).start()
     for _ in range(50):  # the head goes; no body byte while the warm-up waits
         if connection.transport in connection.reactor.getWriters():
@@ -372,10 +369,9 @@ def test_a_cold_blob_is_read_in_off_the_reactor_before_it_is_sent(
 
 
 def test_a_client_leaving_during_a_warm_up_closes_the_blob_after_it(
-        store: BlobStore, connection: Connection) -> None:
+        store: BlobStore, connection: Connection, monkeypatch: pytest.MonkeyPatch) -> None:
     data = os.urandom(1024 * 1024)
-    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
-                                                           len(data))]), InlinePool()))
+    source = HeldWarmUps(stream_of(store, data), monkeypatch)
     producer = SendfileProducer(connection.request, source, connection.transport)
     done = producer.start()
     for _ in range(10):
@@ -390,14 +386,13 @@ def test_a_client_leaving_during_a_warm_up_closes_the_blob_after_it(
 
 
 def test_a_cold_blob_keeps_one_window_warming_ahead_and_a_stop_waits_for_it(
-        store: BlobStore, connection: Connection) -> None:
+        store: BlobStore, connection: Connection, monkeypatch: pytest.MonkeyPatch) -> None:
     """Once a blob was found cold, the next window is read in while this one is sent
     (one job at a time, never past the span); a stop while that job runs ends the
     response once it is over, and only then closes the blob."""
     size = WARM_BYTES + WARM_BYTES // 2
     data = os.urandom(size)
-    source = HeldWarmUps(ChunkStream(store.reader([Segment(cold_blob(store, data), 0,
-                                                           size)]), InlinePool()))
+    source = HeldWarmUps(stream_of(store, data), monkeypatch)
     producer = SendfileProducer(connection.request, source, connection.transport)
     done = producer.start()
     for _ in range(10):
