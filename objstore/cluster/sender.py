@@ -5,8 +5,9 @@ file, its size and SHA-256); the client speaks in `Ack | SendFailure` and takes 
 body producer. This module owns only that translation:
 
 - a row may carry its blob's bytes (`blob`, read by the fan-out: fanout.py);
-- a blob is read on the IO pool when it is small (`INLINE_BLOB_BYTES`) and streamed from
-  its file by a `FileBodyProducer` of known length otherwise;
+- a blob is read whole on the IO pool when it is small (`INLINE_BLOB_BYTES`) and
+  streamed otherwise by a `SliceProducer` whose slices are `os.pread` on the IO pool (the
+  reactor never reads the file; the file stays open until the request is over);
 - a `SendFailure` is logged at info and becomes None (False for a blob);
 - `send_op` posts the op (POST /cluster/v1/op); a `SendFailure` is False;
 - the fan-out's `deadline` (one per write and peer) is handed to every request of it.
@@ -14,15 +15,16 @@ body producer. This module owns only that translation:
 
 from __future__ import annotations
 
+import os
 from typing import Any, Protocol
 
 from twisted.logger import Logger
-from twisted.web.client import FileBodyProducer
 
 from objstore.cluster.client import SendFailure
 from objstore.cluster.fanout import BlobPayload, ClusterOp
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.convergence.ack import Ack
+from objstore.http.slice_producer import SliceProducer
 from objstore.meta.records import ObjectRecord
 from objstore.threads import Runner
 
@@ -78,13 +80,18 @@ class ClientSender:
         if blob.size <= INLINE_BLOB_BYTES:
             body: Any = await self._io.run(_read, blob.path)
             return await self._put(base_url, blob_id, body, blob.sha256, deadline)
-        handle = await self._io.run(open, blob.path, "rb")
+        fd = await self._io.run(os.open, blob.path, os.O_RDONLY | os.O_CLOEXEC)
+
+        def read(offset: int, size: int) -> Any:
+            return self._io.run(os.pread, fd, size, offset)
+
+        producer = SliceProducer(read, blob.size)
         try:
-            producer = FileBodyProducer(handle)
-            producer.length = blob.size
             return await self._put(base_url, blob_id, producer, blob.sha256, deadline)
         finally:
-            handle.close()
+            producer.stopProducing()
+            await producer.idle()  # the close never races a read still in flight
+            await self._io.run(os.close, fd)
 
     async def _put(self, base_url: str, blob_id: str, body: Any, sha256: str,
                    deadline: float | None) -> bool:

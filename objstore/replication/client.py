@@ -3,10 +3,11 @@ signed with SigV4 by the project's own signer (`http/sigv4/signing.py`, the way 
 verifier checks them; no botocore at run time), on treq over an agent and connection pool
 of its own.
 
-Bodies are streamed (`SliceProducer` reads the source object slice by slice as the
-connection takes it) and sent as UNSIGNED-PAYLOAD; the destination's answered ETag is
-what the worker checks the copy against. Every call is bounded by a timeout. Answers
-are `Answer` (status, lower-case headers, a bounded body); transport failures raise.
+Bodies are streamed (`http/slice_producer.SliceProducer` reads the source object slice
+by slice as the connection takes it) and sent as UNSIGNED-PAYLOAD; the destination's
+answered ETag is what the worker checks the copy against. Every call is bounded by a
+timeout. Answers are `Answer` (status, lower-case headers, a bounded body); transport
+failures raise.
 """
 
 from __future__ import annotations
@@ -14,25 +15,21 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
 
 import treq
-from twisted.internet import defer
-from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IConsumer
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgent, IBodyProducer, IResponse
-from zope.interface import implementer
 
 from objstore.http.sigv4.canonical import UNSIGNED_PAYLOAD
 from objstore.http.sigv4.signing import sign_headers
+from objstore.http.slice_producer import SliceProducer
 
 MAX_ANSWER_BYTES = 1024 * 1024
-SLICE_BYTES = 1024 * 1024
 EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 
@@ -57,47 +54,6 @@ class Answer:
 def object_url(target: Target, key: str, query: str = "") -> str:
     path = f"{target.endpoint}/{quote(target.bucket, safe='')}/{quote(key, safe='/-_.~')}"
     return f"{path}?{query}" if query else path
-
-
-@implementer(IBodyProducer)
-class SliceProducer:
-    """Streams `length` bytes read by `read(offset, size)` (awaitable), one slice at a
-    time, waiting while the connection is paused."""
-
-    def __init__(self, read: Callable[[int, int], Awaitable[bytes]], length: int,
-                 slice_bytes: int = SLICE_BYTES) -> None:
-        self.length = length
-        self._read = read
-        self._slice = slice_bytes
-        self._paused: Deferred[None] | None = None
-        self._stopped = False
-
-    def startProducing(self, consumer: IConsumer) -> Deferred[None]:  # noqa: N802
-        return defer.ensureDeferred(self._produce(consumer))
-
-    async def _produce(self, consumer: IConsumer) -> None:
-        offset = 0
-        while offset < self.length and not self._stopped:
-            if self._paused is not None:
-                await self._paused
-            data = await self._read(offset, min(self._slice, self.length - offset))
-            if not data:
-                raise OSError("the source object ended early")
-            cast(Any, consumer).write(data)
-            offset += len(data)
-
-    def pauseProducing(self) -> None:  # noqa: N802
-        if self._paused is None:
-            self._paused = Deferred()
-
-    def resumeProducing(self) -> None:  # noqa: N802
-        paused, self._paused = self._paused, None
-        if paused is not None:
-            paused.callback(None)
-
-    def stopProducing(self) -> None:  # noqa: N802
-        self._stopped = True
-        self.resumeProducing()
 
 
 class S3Client:
@@ -151,4 +107,4 @@ async def _bounded(response: IResponse) -> bytes:
     return b"".join(chunks)
 
 
-__all__ = ["Answer", "S3Client", "SliceProducer", "Target", "object_url"]
+__all__ = ["Answer", "S3Client", "Target", "object_url"]

@@ -41,9 +41,10 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from objstore.http.slice_producer import SliceProducer
 from objstore.meta.records import ObjectRecord
 from objstore.meta.replication_queries import JournalEntry
-from objstore.replication.client import Answer, S3Client, SliceProducer, Target
+from objstore.replication.client import Answer, S3Client, Target
 from objstore.replication.credentials import InvalidCredential
 from objstore.replication.journal import DELETE, DELETE_MARKER, LOCK, PUT, TAGS
 from objstore.replication.service import COMPLETED, FAILED, REPLICA

@@ -66,9 +66,24 @@ def test_writes_and_deletes_reach_every_node(nodes: dict[str, Node]) -> None:
         assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
 
 
-def _has_bucket(node: Node) -> bool:
+def test_a_blob_over_the_inline_size_streams_to_every_node(nodes: dict[str, Node]) -> None:
+    """Over cluster/sender.INLINE_BLOB_BYTES (8 MiB) the fan-out streams the blob from its
+    file in slices read on the IO pool (http/slice_producer.py)."""
+    for name in NAMES:
+        wait_for(f"node {name} trusts both peers", lambda name=name: all_trusted(nodes[name], 2))
+    nodes["a"].s3.create_bucket(Bucket="big-blobs")
+    for name in NAMES:
+        wait_for(f"the bucket on {name}",
+                 lambda name=name: _has_bucket(nodes[name], "big-blobs"))
+    body = bytes(range(256)) * (36 * 1024) + b"tail"  # 9 MiB and a bit
+    nodes["a"].s3.put_object(Bucket="big-blobs", Key="big", Body=body)
+    for name in ("b", "c"):
+        assert nodes[name].s3.get_object(Bucket="big-blobs", Key="big")["Body"].read() == body
+
+
+def _has_bucket(node: Node, bucket: str = BUCKET) -> bool:
     try:
-        node.s3.head_bucket(Bucket=BUCKET)
+        node.s3.head_bucket(Bucket=bucket)
     except ClientError:
         return False
     return True

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.web.client import FileBodyProducer
 
 from objstore.cluster import sender as sender_module
 from objstore.cluster.client import SendFailure
@@ -15,6 +14,7 @@ from objstore.cluster.fanout import BlobPayload, ClusterOp
 from objstore.cluster.sender import ClientSender
 from objstore.cluster.wire import ReplicatedDelete
 from objstore.convergence.ack import FULL_ACK, Ack
+from objstore.http.slice_producer import SliceProducer
 from objstore.meta.records import ObjectRecord
 from objstore.threads import InlinePool
 
@@ -94,7 +94,49 @@ def test_a_large_blob_is_streamed_with_its_length(tmp_path: Path, monkeypatch: A
     payload = BlobPayload(str(path), 16, "cd" * 32)
     assert result(ClientSender(client, InlinePool()).put_blob(PEER, "id-2", payload)) is True
     body = client.calls[0][3]
-    assert isinstance(body, FileBodyProducer) and body.length == 16
+    assert isinstance(body, SliceProducer) and body.length == 16
+
+
+class StreamingClient(FakeClient):
+    """Takes the body as a connection would: starts the producer, keeps what it writes."""
+
+    def __init__(self) -> None:
+        super().__init__(FULL_ACK)
+        self.received: list[bytes] = []
+
+    async def put_blob(self, base_url: str, blob_id: str, body: Any, sha256: str, *,
+                       deadline: float | None = None) -> Ack | SendFailure:
+        await body.startProducing(self)
+        return self.answer
+
+    def write(self, data: bytes) -> None:
+        self.received.append(data)
+
+
+class CountingPool(InlinePool):
+    """The inline runner, naming every function it ran (the reactor ran none of them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ran: list[str] = []
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        self.ran.append(fn.__name__)
+        return super().run(fn, *args, **kwargs)
+
+
+def test_a_large_blob_is_read_on_the_io_pool_and_closed_after(tmp_path: Path,
+                                                             monkeypatch: Any) -> None:
+    monkeypatch.setattr(sender_module, "INLINE_BLOB_BYTES", 4)
+    data = b"0123456789abcdefXYZ"
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    client, pool = StreamingClient(), CountingPool()
+    payload = BlobPayload(str(path), len(data), "cd" * 32)
+    assert result(ClientSender(client, pool).put_blob(PEER, "id-2", payload)) is True
+    assert b"".join(client.received) == data
+    assert pool.ran[0] == "open" and pool.ran[-1] == "close"
+    assert set(pool.ran[1:-1]) == {"pread"}
 
 
 def test_an_op_is_posted_and_a_failure_is_false() -> None:

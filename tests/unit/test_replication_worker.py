@@ -9,8 +9,9 @@ from typing import Any
 
 from twisted.internet import defer
 
+from objstore.http.slice_producer import SliceProducer
 from objstore.meta.records import ObjectRecord
-from objstore.replication.client import Answer, SliceProducer, object_url
+from objstore.replication.client import Answer, object_url
 from objstore.replication.client import Target as ReplicationTarget
 from objstore.replication.journal import (
     _KINDS,
