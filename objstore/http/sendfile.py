@@ -31,7 +31,8 @@ would be read from the disk there, with every other connection waiting. So befor
 piece (`CALL_BYTES`) it asks whether the piece's first and last byte are cached
 (blobs/page_cache.py `cached`, two RWF_NOWAIT reads); when not, the source reads the next
 `WARM_BYTES` on the IO pool (`SpanSource.warm`) while nothing is sent, and sending resumes
-when they are in (not asked again inside a range just warmed, so it always moves on).
+when they are in. From then on the file is sent only up to the bytes warmed, with the next
+window warming meanwhile: a piece reaching past them would read the rest on the reactor.
 A stop, a cancel or a client leaving meanwhile closes the source only once the warm-up is
 over (a pool thread reads through its descriptor).
 """
@@ -189,10 +190,11 @@ class SendfileProducer:
             if left == 0:
                 self._span = None
                 continue
-            if not self._ready(fd, offset, left):
+            sendable = self._sendable(fd, offset, left)
+            if not sendable:
                 return False  # `_warm_done` sends on
             try:
-                count = os.sendfile(self._socket_fd, fd, offset, min(left, CALL_BYTES))
+                count = os.sendfile(self._socket_fd, fd, offset, sendable)
             except BlockingIOError:
                 break
             except InterruptedError:
@@ -211,28 +213,33 @@ class SendfileProducer:
         self._wait_for_socket()
         return False
 
-    def _ready(self, fd: int, offset: int, left: int) -> bool:
-        """Whether the next piece at `offset` of `fd` (`left` bytes to its span's end) may
-        be sent now; False when sending must wait for a warm-up (one is started when the
-        piece is not cached). A file once found cold keeps one window warming ahead."""
+    def _sendable(self, fd: int, offset: int, left: int) -> int:
+        """How many bytes at `offset` of `fd` (`left` to its span's end) may be sent now,
+        at most CALL_BYTES; 0 when sending must wait for a warm-up (one is started when
+        none is in flight). A piece whose first and last byte are cached goes whole; once
+        a piece was found cold, the file is sent only up to what the warm-ups brought in,
+        with one window warming ahead (a piece reaching past the warmed bytes would read
+        the rest from the disk on the reactor)."""
+        want = min(left, CALL_BYTES)
         if self._warm_serial != self._span_serial:  # a new span (a descriptor number
             self._warm_serial = self._span_serial  # may be reused for another file)
             self._ready_to = self._asked_to = offset
             self._cold_file = False
-        if offset >= self._asked_to:  # nothing asked covers it: is it cached?
-            if page_cache.cached(fd, offset, min(left, CALL_BYTES)):
-                self._ready_to = self._asked_to = offset
-            else:
-                self._cold_file = True
+        if not self._cold_file:
+            if page_cache.cached(fd, offset, want):
+                return want
+            self._cold_file = True
+            self._ready_to = self._asked_to = offset
+        if offset >= self._ready_to:
+            if not self._warming:
                 self._warm(fd, offset, min(left, WARM_BYTES))
-        if offset >= self._ready_to and self._warming:
-            self._blocked = True  # the job in flight reads what comes next
-            return False
+            self._blocked = True  # `_warm_done` sends on
+            return 0
         end = offset + left
-        if (self._cold_file and not self._warming and self._asked_to < end
+        if (not self._warming and self._asked_to < end
                 and self._asked_to - offset <= WARM_BYTES):
             self._warm(fd, self._asked_to, min(end - self._asked_to, WARM_BYTES))
-        return True
+        return min(want, self._ready_to - offset)
 
     def _warm(self, fd: int, offset: int, count: int) -> None:
         self._warming = True

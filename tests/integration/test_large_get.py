@@ -269,6 +269,76 @@ def test_a_client_leaving_mid_body_leaves_nothing_behind(
     s3.delete_object(Bucket=BUCKET, Key=big_key)
 
 
+def blob_files(node: Daemon) -> list[Path]:
+    return [path for path in (node.data_dir / "blobs").rglob("*")
+            if path.is_file() and not path.name.endswith(".json")]
+
+
+def resident_bytes(paths: list[Path]) -> int:
+    """Bytes of the files in the page cache, by util-linux's fincore (mincore: asking
+    does not read anything in, where a read probe would start a read-ahead). A file gone
+    meanwhile (an earlier test's delete removes its files after the answer) counts 0."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES",
+                          *map(str, paths)], capture_output=True, text=True, check=False)
+    return sum(int(line) for line in out.stdout.split())
+
+
+def evict(paths: list[Path]) -> bool:
+    """Drop the files' pages from the page cache (clean once written durably); whether
+    the kernel let them all go. Asked again for a while: a read-ahead the daemon started
+    may still bring pages back in."""
+    deadline = time.monotonic() + 5.0
+    while True:
+        for path in paths:
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        if resident_bytes(paths) == 0:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def test_objects_out_of_the_page_cache_are_sent_whole_and_right(
+        plain: tuple[Daemon, Any]) -> None:
+    """http/sendfile.py asks whether each piece is in the page cache before sendfile(2)
+    and has the IO pool read it in when not (which thread reads is unit-tested in
+    test_sendfile.py: the kernel's own read-ahead makes per-thread disk counters no
+    measure of it here): GETs of objects evicted from the cache give the same bytes,
+    whole, ranged and across parts, and clients leaving during the warm-up leave no
+    descriptor behind."""
+    node, s3 = plain
+    logged = node.log_size()
+    if not evict(blob_files(node)):
+        pytest.skip("the kernel kept the blob files in the page cache")
+    check_reads(s3)
+    cold = os.urandom(24 * MIB)
+    s3.put_object(Bucket=BUCKET, Key="cold", Body=cold)
+    before = open_descriptors(node)
+    for _ in range(3):
+        assert evict(blob_files(node))
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": "cold"})
+        client = socket.create_connection(("127.0.0.1", node.port), timeout=30)
+        client.sendall(f"GET {url.split(str(node.port), 1)[1]} HTTP/1.1\r\n"
+                       f"Host: 127.0.0.1:{node.port}\r\n\r\n".encode())
+        assert client.recv(1024).startswith(b"HTTP/1.1 200")
+        client.close()  # while the first window may still be warming
+    deadline = time.monotonic() + WAIT_SECONDS
+    while blob_descriptors(node) or open_descriptors(node) > before:
+        assert time.monotonic() < deadline, f"{blob_descriptors(node)} open on blobs"
+        time.sleep(0.05)
+    assert evict(blob_files(node))
+    assert hashlib.sha256(body_of(s3, "cold")).digest() == hashlib.sha256(cold).digest()
+    node.assert_no_tracebacks(since=logged)
+    s3.delete_object(Bucket=BUCKET, Key="cold")
+
+
 def test_tls_client_leaving_mid_body(tls: tuple[Daemon, Any]) -> None:
     node, s3 = tls
     s3.put_object(Bucket=BUCKET, Key="tls-big", Body=os.urandom(32 * MIB))

@@ -410,3 +410,37 @@ def test_a_cold_blob_keeps_one_window_warming_ahead_and_a_stop_waits_for_it(
     assert not done.called and blob_fds(store) == 1
     source.finish_warm_up()
     assert done.called and blob_fds(store) == 0
+
+
+def test_a_cold_blob_is_never_sent_past_the_bytes_warmed(
+        store: BlobStore, connection: Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The socket takes pieces of any size, so a piece may start anywhere in the warmed
+    window: none reaches past its end while the next window is still being read in
+    (the kernel would read those bytes from the disk on the reactor thread)."""
+    size = WARM_BYTES + WARM_BYTES // 2
+    data = os.urandom(size)
+    source = HeldWarmUps(stream_of(store, data), monkeypatch)
+    calls: list[tuple[int, int]] = []
+    real_sendfile = os.sendfile
+
+    def sendfile(out_fd: int, in_fd: int, offset: int, count: int) -> int:
+        calls.append((offset, count))
+        return real_sendfile(out_fd, in_fd, offset, count)
+
+    monkeypatch.setattr(sendfile_module.os, "sendfile", sendfile)
+    producer = SendfileProducer(connection.request, source, connection.transport)
+    done = producer.start()
+    for _ in range(10):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+    source.finish_warm_up()  # [0, WARM_BYTES) is in; the rest is asked, and held
+    for _ in range(400):
+        if connection.transport in connection.reactor.getWriters():
+            connection.transport.doWrite()
+        connection.read()
+    assert calls and len(connection.received) == len(HEAD) + WARM_BYTES
+    assert all(offset + count <= WARM_BYTES for offset, count in calls)
+    assert any(offset % (1024 * 1024) for offset, _ in calls)  # pieces did not align
+    source.finish_warm_up()
+    connection.run(done)
+    assert bytes(connection.received) == HEAD + data
