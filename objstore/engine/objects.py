@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from twisted.internet.defer import DeferredSemaphore, gatherResults
+from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
@@ -190,12 +190,13 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> None:
+    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> Deferred[None]:
         """Remove the files of versions whose rows a commit removed (`delete_version` of
-        each) after the answer: nobody waits, and the removals asked for while an IO job
-        runs share the next one (engine/removals.py). A crash before they end leaves the
-        withdrawn sidecars to `settle_withdrawn`."""
-        self._removals.remove(versions_of(removed))
+        each) after the answer: the removals asked for while an IO job runs share the next
+        one (engine/removals.py). The Deferred fires at once unless the queue is full,
+        then once it has room: the caller awaits it before it answers. A crash before
+        they end leaves the withdrawn sidecars to `settle_withdrawn`."""
+        return self._removals.remove(versions_of(removed))
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -703,7 +704,7 @@ class ObjectService:
             if removed is None or removed.blob_id != record.blob_id:
                 await self._reinstate_if_kept(record)
             if removed is not None:
-                self._files.delete_versions_later([removed])
+                await self._files.delete_versions_later([removed])
                 await self._report(ChangeKind.VERSION_DELETED, caller, removed,
                                    deleted_at=result.deleted_at)
             return DeleteOutcome(version_id, record.is_delete_marker)
@@ -912,7 +913,7 @@ class ObjectService:
                                    deleted_at=deleted_at)
             except Exception as error:  # a sink's refusal: that key's answer, as `delete`
                 outcomes[_index_of(doomed, gone)] = error
-        self._files.delete_versions_later(removed)
+        await self._files.delete_versions_later(removed)
 
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
         """After a delete that did not commit (or whose outcome is unknown): the sidecar

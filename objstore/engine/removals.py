@@ -11,6 +11,13 @@ key, ten at a time) cost one IO pool hand-off per batch, not one each.
 
 `RemovalQueue` keeps its state on the reactor thread (where `remove` is called); its jobs
 run `BlobStore.delete_version` of each version on the IO pool, one job at a time.
+
+The queue is bounded: `remove` returns a Deferred that fires at once while fewer than
+`MAX_WAITING` versions wait, and otherwise once the next job has taken them. A caller
+that waits for it before answering (DeleteObjects) is slowed to the pace of the removals
+when deletes outrun them for long (one IO thread removes about 1,400 versions a second;
+DeleteObjects deletes rows several times faster), instead of the queue growing without
+end; at most about twice `MAX_WAITING` versions are held (the job's and the waiting).
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ log = Logger()
 # (the version's own blob id, its parts' blob ids)
 Version = tuple[str | None, Sequence[str]]
 
+MAX_WAITING = 50_000  # versions waiting for a job before `remove` makes its caller wait
+
 
 def versions_of(removed: Sequence[ObjectRecord]) -> list[Version]:
     """The files of versions whose rows a commit removed: those that have any."""
@@ -39,21 +48,29 @@ def versions_of(removed: Sequence[ObjectRecord]) -> list[Version]:
 class RemovalQueue:
     """Versions whose files are to go, removed by one IO job at a time (module notes)."""
 
-    def __init__(self, blobs: BlobStore, io: Runner) -> None:
+    def __init__(self, blobs: BlobStore, io: Runner, *,
+                 max_waiting: int = MAX_WAITING) -> None:
         self._blobs = blobs
         self._io = io
+        self._max_waiting = max_waiting
         self._waiting: list[Version] = []
         self._busy = False
         self._drained: list[Deferred[None]] = []
+        self._room: list[Deferred[None]] = []
 
-    def remove(self, versions: Sequence[Version]) -> None:
-        """Queue the removal of `versions`. Never fails: a file that can not be removed is
-        logged, and left to `objstore check --repair`."""
-        if not versions:
-            return
-        self._waiting.extend(versions)
-        if not self._busy:
-            self._next()
+    def remove(self, versions: Sequence[Version]) -> Deferred[None]:
+        """Queue the removal of `versions`; the Deferred fires once the queue has room
+        (module notes). Never fails: a file that can not be removed is logged, and left
+        to `objstore check --repair`."""
+        if versions:
+            self._waiting.extend(versions)
+            if not self._busy:
+                self._next()
+        if len(self._waiting) < self._max_waiting:
+            return succeed(None)
+        room: Deferred[None] = Deferred()
+        self._room.append(room)
+        return room
 
     def drained(self) -> Deferred[None]:
         """Fires once nothing waits or is being removed (tests, an orderly stop)."""
@@ -77,6 +94,9 @@ class RemovalQueue:
             return
         self._busy = True
         batch, self._waiting = self._waiting, []
+        room, self._room = self._room, []
+        for each in room:
+            each.callback(None)
         job = self._io.run(self._remove_all, batch)
         job.addErrback(lambda failure: log.failure(
             "could not delete the unreachable blobs of deleted versions", failure))

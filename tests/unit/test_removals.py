@@ -50,3 +50,17 @@ def test_nothing_to_remove_starts_no_job() -> None:
     queue = RemovalQueue(Blobs(), io)  # type: ignore[arg-type]
     queue.remove([])
     assert io.jobs == [] and queue.drained().called
+
+
+def test_a_full_queue_makes_its_callers_wait_until_the_next_job_takes_it() -> None:
+    io, blobs = ManualRunner(), Blobs()
+    queue = RemovalQueue(blobs, io, max_waiting=3)  # type: ignore[arg-type]
+    assert queue.remove([("a", [])]).called  # taken by the first job at once
+    assert queue.remove([("b", []), ("c", [])]).called  # 2 waiting: room left
+    full = queue.remove([("d", [])])
+    also = queue.remove([])
+    assert not full.called and not also.called and queue.pending == 3
+    io.step()  # the first job ends; the next one takes the three waiting
+    assert full.called and also.called and queue.pending == 0
+    io.step()
+    assert [blob for blob, _ in blobs.removed] == ["a", "b", "c", "d"]
