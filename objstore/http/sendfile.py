@@ -233,8 +233,9 @@ class SendfileProducer:
         if offset >= self._ready_to:
             if not self._warming:
                 self._warm(fd, offset, min(left, WARM_BYTES))
-            self._blocked = True  # `_warm_done` sends on
-            return 0
+            if self._warming:  # (a warm-up may also be over at once)
+                self._blocked = True  # `_warm_done` sends on
+                return 0
         end = offset + left
         if (not self._warming and self._asked_to < end
                 and self._asked_to - offset <= WARM_BYTES):

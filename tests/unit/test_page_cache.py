@@ -54,3 +54,22 @@ def test_empty_ranges_and_the_end_of_the_file(blob: int) -> None:
     page_cache.warm(blob, 4 * MIB - 10, 100)  # stops at the end of the file
     page_cache.warm(blob, 0, 0)
     assert page_cache.cached(blob, 4 * MIB - 10, 10)
+
+
+def test_a_page_missing_between_the_ends_is_seen_where_cachestat_is(blob: int) -> None:
+    evict(blob)
+    if page_cache.cached_pages(blob, 0, 4 * MIB) is None:
+        pytest.skip("no cachestat(2) here: the RWF_NOWAIT probe sees the two ends only")
+    page_cache.warm(blob, 0, MIB)
+    page_cache.warm(blob, 3 * MIB, MIB)
+    assert page_cache.cached(blob, 0, MIB) and page_cache.cached(blob, 3 * MIB, MIB)
+    in_cache, pages = page_cache.cached_pages(blob, 0, 4 * MIB) or (0, 0)
+    assert pages == 1024 and in_cache < pages  # the kernel may read ahead past a warm-up
+    assert not page_cache.cached(blob, 0, 4 * MIB)
+
+
+def test_pages_are_counted_from_the_page_the_range_starts_in(blob: int) -> None:
+    if page_cache.cached_pages(blob, 0, 1) is None:
+        pytest.skip("no cachestat(2) here")
+    assert page_cache.cached_pages(blob, 4095, 2) == (2, 2)  # the bytes straddle two pages
+    assert page_cache.cached_pages(blob, 4096, 4096) == (1, 1)
