@@ -129,10 +129,17 @@ class Connection:
         for _ in range(limit):
             if done.called:
                 return
+            self.turns(1)
+        raise AssertionError("the response did not end")
+
+    def turns(self, count: int, *, read: bool = True) -> None:
+        """`count` times: the transport writes if it asked to, then (unless not `read`)
+        the client reads what arrived."""
+        for _ in range(count):
             if self.transport in self.reactor.getWriters():
                 self.transport.doWrite()
-            self.read()
-        raise AssertionError("the response did not end")
+            if read:
+                self.read()
 
     def read(self) -> None:
         while True:
@@ -215,10 +222,7 @@ def test_no_byte_before_a_held_head(store: BlobStore, connection: Connection) ->
     producer = SendfileProducer(request, stream, connection.transport)
     done = producer.start()
     producer.resumeProducing()  # resumed (by the channel) while the head is still held
-    for _ in range(20):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
-        connection.read()
+    connection.turns(20)
     assert connection.received == b"" and not done.called
     request.held = False
     request.write(b"")  # the head goes, then the request resumes its producer
@@ -356,10 +360,7 @@ def test_a_cold_blob_is_read_in_off_the_reactor_before_it_is_sent(
     data = os.urandom(3 * 1024 * 1024)
     source = HeldWarmUps(stream_of(store, data), monkeypatch)
     done = SendfileProducer(connection.request, source, connection.transport).start()
-    for _ in range(50):  # the head goes; no body byte while the warm-up waits
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
-        connection.read()
+    connection.turns(50)  # the head goes; no body byte while the warm-up waits
     assert bytes(connection.received) == HEAD and not done.called
     assert [(offset, count) for _, offset, count in source.asked] == [(0, len(data))]
     source.finish_warm_up()
@@ -374,9 +375,7 @@ def test_a_client_leaving_during_a_warm_up_closes_the_blob_after_it(
     source = HeldWarmUps(stream_of(store, data), monkeypatch)
     producer = SendfileProducer(connection.request, source, connection.transport)
     done = producer.start()
-    for _ in range(10):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
+    connection.turns(10, read=False)
     assert source.pending, "no warm-up was asked"
     producer.stopProducing()
     assert blob_fds(store) == 1 and not done.called  # a pool thread may be reading it
@@ -395,16 +394,11 @@ def test_a_cold_blob_keeps_one_window_warming_ahead_and_a_stop_waits_for_it(
     source = HeldWarmUps(stream_of(store, data), monkeypatch)
     producer = SendfileProducer(connection.request, source, connection.transport)
     done = producer.start()
-    for _ in range(10):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
+    connection.turns(10, read=False)
     source.finish_warm_up()  # the first window is in: it is sent, the next one asked
     assert [(offset, count) for _, offset, count in source.asked] == [
         (0, WARM_BYTES), (WARM_BYTES, size - WARM_BYTES)]
-    for _ in range(20):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
-        connection.read()
+    connection.turns(20)
     assert len(connection.received) > len(HEAD)  # sending went on meanwhile
     producer.stopProducing()
     assert not done.called and blob_fds(store) == 1
@@ -430,14 +424,9 @@ def test_a_cold_blob_is_never_sent_past_the_bytes_warmed(
     monkeypatch.setattr(sendfile_module.os, "sendfile", sendfile)
     producer = SendfileProducer(connection.request, source, connection.transport)
     done = producer.start()
-    for _ in range(10):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
+    connection.turns(10, read=False)
     source.finish_warm_up()  # [0, WARM_BYTES) is in; the rest is asked, and held
-    for _ in range(400):
-        if connection.transport in connection.reactor.getWriters():
-            connection.transport.doWrite()
-        connection.read()
+    connection.turns(400)
     assert calls and len(connection.received) == len(HEAD) + WARM_BYTES
     assert all(offset + count <= WARM_BYTES for offset, count in calls)
     assert any(offset % (1024 * 1024) for offset, _ in calls)  # pieces did not align
