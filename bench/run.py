@@ -385,10 +385,11 @@ class Bench:
                     "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
                     None, {})
 
-        def note(ours: str, theirs: str) -> str:
+        def note(ours: str, theirs: str, kind: str) -> str:
             return (f"median of {self.plan.large_runs} curl run(s); server CPU "
                     f"{statistics.median(cpu[ours]):.2f} / {statistics.median(cpu[theirs]):.2f}"
-                    " cores")
+                    + "".join(f" / {peer.name} {statistics.median(cpu[f'{peer.name}_{kind}']):.2f}"
+                              for peer in self.peers) + " cores")
 
         def median(name: str) -> float | None:
             return statistics.median(rates[name]) if rates[name] else None
@@ -400,16 +401,16 @@ class Bench:
         unsigned_rate = median("ours_unsigned")
         return [
             Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
-                median("ours_put"), median("put"), note("ours_put", "put"),
+                median("ours_put"), median("put"), note("ours_put", "put", "put"),
                 **peers("put")),
             Row("64 MiB PUT, UNSIGNED-PAYLOAD (objstore: MD5 only)", "MiB/s",
-                unsigned_rate, median("put"), note("ours_unsigned", "put")
+                unsigned_rate, median("put"), note("ours_unsigned", "put", "unsigned")
                 + (f"; {unsigned_rate / md5:.2f}x the MD5 bound" if unsigned_rate else ""),
                 **peers("unsigned")),
             Row("MD5 of 64 MiB, hashlib alone (the UNSIGNED-PAYLOAD PUT's bound)", "MiB/s",
                 md5, None, f"median of {len(md5_rates)}, each the best of 3, 1 MiB updates"),
             Row("64 MiB GET", "MiB/s", median("ours_get"), median("get"),
-                note("ours_get", "get"), **peers("get")),
+                note("ours_get", "get", "get"), **peers("get")),
         ]
 
     # -- DeleteObjects of 1,000 keys -------------------------------------------------------------
