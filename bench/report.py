@@ -25,20 +25,28 @@ class Row:
     baseline: float | None = None
     note: str = ""
     peer: float | None = None  # a peer S3 server in the same run (moto), when measured
+    rgw: float | None = None  # Ceph RGW in the same run, when measured (--rgw)
 
     @property
     def ratio(self) -> float | None:
         """objstore / baseline: above 1 is better for rates, worse for latencies."""
-        if self.objstore is None or not self.baseline:
-            return None
-        return self.objstore / self.baseline
+        return _over(self.objstore, self.baseline)
 
     @property
     def peer_ratio(self) -> float | None:
         """objstore / peer, read like `ratio`."""
-        if self.objstore is None or not self.peer:
-            return None
-        return self.objstore / self.peer
+        return _over(self.objstore, self.peer)
+
+    @property
+    def rgw_ratio(self) -> float | None:
+        """objstore / RGW, read like `ratio`."""
+        return _over(self.objstore, self.rgw)
+
+
+def _over(ours: float | None, theirs: float | None) -> float | None:
+    if ours is None or not theirs:
+        return None
+    return ours / theirs
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -56,23 +64,30 @@ def format_ratio(ratio: float | None) -> str:
 
 
 def format_table(rows: Sequence[Row], baseline_name: str = "nginx",
-                 measured_name: str = "objstore", peer_name: str = "moto") -> str:
+                 measured_name: str = "objstore", peer_name: str = "moto",
+                 rgw_name: str = "rgw") -> str:
     """A markdown table: workload, unit, objstore (or `measured_name`), baseline, ratio,
-    note. When any row has a peer figure, the ratios come first: objstore / peer, then
-    objstore / baseline, then the three figures."""
-    if any(row.peer is not None for row in rows):
+    note. When any row has a peer figure (moto, RGW), the ratios come first: objstore / each
+    peer that was measured, then objstore / baseline, then the figures."""
+    peers = [(name, value, ratio) for name, value, ratio in (
+        (peer_name, lambda row: row.peer, lambda row: row.peer_ratio),
+        (rgw_name, lambda row: row.rgw, lambda row: row.rgw_ratio),
+    ) if any(value(row) is not None for row in rows)]
+    if peers:
+        names = [name for name, _, _ in peers]
         lines = [
-            f"| workload | unit | {measured_name} / {peer_name} | "
-            f"{measured_name} / {baseline_name} | {measured_name} | {peer_name} | "
-            f"{baseline_name} | note |",
-            "|---|---|--:|--:|--:|--:|--:|---|",
+            "| workload | unit | " + "".join(f"{measured_name} / {name} | " for name in names)
+            + f"{measured_name} / {baseline_name} | {measured_name} | "
+            + "".join(f"{name} | " for name in names) + f"{baseline_name} | note |",
+            "|---|---|" + "--:|" * (2 * len(peers) + 3) + "---|",
         ]
         for row in rows:
             lines.append(
-                f"| {row.workload} | {row.unit} | {format_ratio(row.peer_ratio)} | "
-                f"{format_ratio(row.ratio)} | {format_value(row.objstore, row.unit)} | "
-                f"{format_value(row.peer, row.unit)} | {format_value(row.baseline, row.unit)} "
-                f"| {row.note} |")
+                f"| {row.workload} | {row.unit} | "
+                + "".join(f"{format_ratio(ratio(row))} | " for _, _, ratio in peers)
+                + f"{format_ratio(row.ratio)} | {format_value(row.objstore, row.unit)} | "
+                + "".join(f"{format_value(value(row), row.unit)} | " for _, value, _ in peers)
+                + f"{format_value(row.baseline, row.unit)} | {row.note} |")
         return "\n".join(lines)
     lines = [
         f"| workload | unit | {measured_name} | {baseline_name} | "

@@ -1,11 +1,13 @@
-"""The objstore benchmark: one run measures objstore, moto (a peer S3 server) and an nginx
-baseline side by side, prints one table with objstore's ratio to each.
+"""The objstore benchmark: one run measures objstore, moto (a peer S3 server), with --rgw
+Ceph RGW (a second peer), and an nginx baseline side by side, prints one table with
+objstore's ratio to each.
 
 Usage (from the repository root):  .venv/bin/python -m bench.run [--quick] [--out FILE]
                                     [--only large ...]
 
 This module owns the plan of a run (what is measured, for how long) and its sequence. It
-starts a real daemon (SQLite, fsync on), moto (unless --no-moto) and nginx on loopback
+starts a real daemon (SQLite, fsync on), moto (unless --no-moto), a throwaway Ceph RGW
+(with --rgw) and nginx on loopback
 ports in a temporary directory, drives them with wrk (small objects) and curl (large
 objects), times DeleteObjects of 1,000 keys, walks a listing with a signed Python client,
 and stops everything it started, also on Ctrl-C or SIGTERM.
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from itertools import chain
@@ -40,7 +42,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `bench` and `objsto
 from bench.ab import run_ab
 from bench.report import Row, begin_command, format_table, percentile, release_workdir
 from bench.s3 import S3Session, S3Target
-from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Moto, Nginx, Objstore
+from bench.servers import ROOT_ACCESS_KEY, ROOT_SECRET_KEY, Moto, Nginx, Objstore, Rgw
 from bench.wrk import WrkResult, WrkRun, run_wrk, write_paths
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,6 +102,27 @@ class Server(Protocol):
 
 
 @dataclass(frozen=True)
+class Peer:
+    """A peer S3 server, driven exactly as objstore is: the same presigned and signed
+    requests with the root credential (moto checks no signature; RGW's user has it)."""
+
+    name: str  # its column in the table: "moto" or "rgw"
+    server: Server
+    target: S3Target
+    session: S3Session
+
+    @classmethod
+    def of(cls, name: str, server: Server) -> Peer:
+        target = S3Target(server.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+        return cls(name, server, target, S3Session(target))
+
+
+def peer_fields(figures: Mapping[str, float | None]) -> dict[str, float | None]:
+    """The Row fields of the peers' figures, by peer name (moto is `peer`)."""
+    return {"peer": figures.get("moto"), "rgw": figures.get("rgw")}
+
+
+@dataclass(frozen=True)
 class Measured:
     result: WrkResult
     cores: float  # the server's CPU seconds per second of the run
@@ -136,18 +159,15 @@ class CpuMeter:
 
 class Bench:
     def __init__(self, plan: Plan, workdir: Path, objstore: Objstore, nginx: Nginx,
-                 threads: int, moto: Moto | None = None) -> None:
+                 threads: int, peers: Sequence[Peer] = ()) -> None:
         self.plan = plan
         self.workdir = workdir
         self.objstore = objstore
         self.nginx = nginx
-        self.moto = moto
+        self.peers = tuple(peers)
         self.threads = threads
         self.s3 = S3Target(objstore.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.session = S3Session(self.s3)
-        # The peer is driven exactly as objstore is: the same presigned and signed requests.
-        self.peer = S3Target(moto.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY) if moto else None
-        self.peer_session = S3Session(self.peer) if self.peer else None
         self.small_body = self._file("small.bin", os.urandom(SMALL_BYTES))
         self.empty_body = self._file("empty.bin", b"")
         self.notes: list[str] = []
@@ -191,91 +211,96 @@ class Bench:
                          self.s3.presigned_paths("PUT", "bench-small",
                                                  (f"put/{i:07d}" for i in range(count))),
                          "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
-        peer = None
-        if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            peer = self._wrk(self.moto, "moto-put-4k",
-                             self.peer.presigned_paths("PUT", "bench-small",
-                                                       (f"put/{i:07d}" for i in range(count))),
-                             "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
+        peers = {
+            peer.name: self._wrk(peer.server, f"{peer.name}-put-4k",
+                                 peer.target.presigned_paths(
+                                     "PUT", "bench-small", (f"put/{i:07d}" for i in range(count))),
+                                 "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
+            for peer in self.peers}
         count = plan.duration_seconds * plan.nginx_put_paths_per_second + self.spares
         theirs = self._wrk(self.nginx, "nginx-put-4k",
                            (f"/put/small/{i:07d}" for i in range(count)),
                            "PUT", self.small_body, once=True, seconds=plan.duration_seconds)
-        return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections, peer)
+        return latency_rows("4 KiB PUT, new keys", ours, theirs, plan.connections, peers)
 
     def _small_bucket(self) -> None:
-        """The 4 KiB phases' bucket on both S3 servers, made by the first phase that runs."""
+        """The 4 KiB phases' bucket on every S3 server, made by the first phase that runs."""
         if self._small_made:
             return
         self.session.create_bucket("bench-small")
-        if self.peer_session is not None:
-            self.peer_session.create_bucket("bench-small")
+        for peer in self.peers:
+            peer.session.create_bucket("bench-small")
         self._small_made = True
 
     def small_get(self) -> list[Row]:
         plan = self.plan
         self._small_bucket()
         keys = self._seed_get_keys()
-        results = []
-        for server, paths in self._sides(
+        results: dict[str, Measured] = {}
+        for label, server, paths in self._sides(
             lambda target: target.presigned_paths("GET", "bench-small", iter(keys)),
             lambda: (f"/{key}" for key in keys),
         ):
-            name = f"{type(server).__name__.lower()}-get-4k"
+            name = f"{label}-get-4k"
             if plan.warmup_seconds:
                 self._wrk(server, name + "-warmup", paths(), "GET", None,
                           once=False, seconds=plan.warmup_seconds)
-            results.append(self._wrk(server, name, paths(), "GET", None,
-                                     once=False, seconds=plan.duration_seconds))
-        rows = latency_rows("4 KiB GET", results[0], results[1], plan.connections,
-                            results[2] if len(results) > 2 else None)
+            results[label] = self._wrk(server, name, paths(), "GET", None,
+                                       once=False, seconds=plan.duration_seconds)
+        rows = self._latency_rows("4 KiB GET", results)
         return rows + self._small_head(keys[0]) + self._missing_get(keys)
 
-    def _sides(self, s3_paths: Any, nginx_paths: Any) -> list[tuple[Server, Any]]:
-        """(server, paths factory) for objstore, nginx and, when it runs, moto: in that
-        order, so results[0], [1], [2] are ours, the baseline's and the peer's."""
-        sides: list[tuple[Server, Any]] = [(self.objstore, lambda: s3_paths(self.s3)),
-                                           (self.nginx, nginx_paths)]
-        if self.moto is not None and self.peer is not None:
-            peer = self.peer
-            sides.append((self.moto, lambda: s3_paths(peer)))
+    def _sides(self, s3_paths: Any, nginx_paths: Any) -> list[tuple[str, Server, Any]]:
+        """(label, server, paths factory) for objstore, nginx and each peer that runs, in
+        that order; the label is "objstore", "nginx" or the peer's name."""
+        sides: list[tuple[str, Server, Any]] = [
+            ("objstore", self.objstore, lambda: s3_paths(self.s3)),
+            ("nginx", self.nginx, nginx_paths)]
+        for peer in self.peers:
+            sides.append((peer.name, peer.server,
+                          lambda target=peer.target: s3_paths(target)))
         return sides
+
+    def _latency_rows(self, workload: str, results: Mapping[str, Measured]) -> list[Row]:
+        """latency_rows of results labelled as `_sides` labels them."""
+        return latency_rows(workload, results["objstore"], results["nginx"],
+                            self.plan.connections,
+                            {peer.name: results[peer.name] for peer in self.peers})
 
     def _small_head(self, key: str) -> list[Row]:
         """HEAD of one existing 4 KiB object, with ab (wrk 4.1 can not parse HEAD answers)."""
         plan = self.plan
         now = datetime.datetime.now(datetime.UTC)
-        results = []
-        urls: list[tuple[Server, str]] = [
-            (self.objstore, self.objstore.base_url + self.s3.presigned_path(
+        results: dict[str, Measured] = {}
+        urls: list[tuple[str, Server, str]] = [
+            ("objstore", self.objstore, self.objstore.base_url + self.s3.presigned_path(
                 "HEAD", "bench-small", key, now)),
-            (self.nginx, f"{self.nginx.base_url}/{key}"),
+            ("nginx", self.nginx, f"{self.nginx.base_url}/{key}"),
         ]
-        if self.moto is not None and self.peer is not None:
-            urls.append((self.moto, self.moto.base_url + self.peer.presigned_path(
-                "HEAD", "bench-small", key, now)))
-        for server, url in urls:
-            name = f"{type(server).__name__.lower()}-head-4k"
+        for peer in self.peers:
+            urls.append((peer.name, peer.server, peer.server.base_url
+                         + peer.target.presigned_path("HEAD", "bench-small", key, now)))
+        for label, server, url in urls:
+            name = f"{label}-head-4k"
             meter = CpuMeter(server)
             result = run_ab(url, method="HEAD", connections=plan.connections,
                             seconds=plan.duration_seconds, workdir=self.workdir, name=name)
-            results.append(Measured(result, meter.cores()))
+            results[label] = Measured(result, meter.cores())
             if result.failed:
                 self.notes.append(f"{name}: {result.status_errors} error statuses, "
                                   f"{result.socket_errors} failed of {result.requests}")
-        return latency_rows("HEAD of a 4 KiB object", results[0], results[1],
-                            plan.connections, results[2] if len(results) > 2 else None)
+        return self._latency_rows("HEAD of a 4 KiB object", results)
 
     def _missing_get(self, keys: list[str]) -> list[Row]:
         """GET of keys that do not exist: objstore answers NoSuchKey, nginx 404."""
         plan = self.plan
         missing = [f"missing/{key}" for key in keys]
-        results = []
-        for server, paths in self._sides(
+        results: dict[str, Measured] = {}
+        for label, server, paths in self._sides(
             lambda target: target.presigned_paths("GET", "bench-small", iter(missing)),
             lambda: (f"/{key}" for key in missing),
         ):
-            name = f"{type(server).__name__.lower()}-get-missing"
+            name = f"{label}-get-missing"
             before = len(self.notes)
             measured = self._wrk(server, name, paths(), "GET", None, once=False,
                                  seconds=plan.duration_seconds)
@@ -285,12 +310,12 @@ class Bench:
                 self.notes.append(f"{name}: {result.requests - result.status_errors} answers "
                                   f"were not 404, {result.socket_errors} socket errors of "
                                   f"{result.requests}")
-            results.append(measured)
-        return latency_rows("GET of a missing key (404)", results[0], results[1],
-                            plan.connections, results[2] if len(results) > 2 else None)
+            results[label] = measured
+        return self._latency_rows("GET of a missing key (404)", results)
 
     def _seed_get_keys(self) -> list[str]:
-        """The same 4 KiB under the same names in objstore (through wrk) and nginx's root."""
+        """The same 4 KiB under the same names in objstore and the peers (through wrk) and in
+        nginx's root."""
         keys = [f"get/{i:07d}" for i in range(self.plan.get_keys)]
         spares = (f"get-spare/{i:07d}" for i in range(self.spares))
         self._wrk(self.objstore, "objstore-seed-get",
@@ -304,15 +329,15 @@ class Bench:
         (self.nginx.root / "get").mkdir(parents=True, exist_ok=True)
         for key in keys:
             shutil.copyfile(self.small_body, self.nginx.root / key)
-        if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            self._wrk(self.moto, "moto-seed-get",
-                      self.peer.presigned_paths("PUT", "bench-small",
-                                                chain(keys, (f"get-spare/{i:07d}"
-                                                             for i in range(self.spares)))),
+        for peer in self.peers:
+            self._wrk(peer.server, f"{peer.name}-seed-get",
+                      peer.target.presigned_paths("PUT", "bench-small",
+                                                  chain(keys, (f"get-spare/{i:07d}"
+                                                               for i in range(self.spares)))),
                       "PUT", self.small_body, once=True, seconds=60)
-            missing = set(keys) - set(self.peer_session.list_keys("bench-small", "get/"))
+            missing = set(keys) - set(peer.session.list_keys("bench-small", "get/"))
             for key in sorted(missing):
-                self.peer_session.put("bench-small", key, self.small_body.read_bytes())
+                peer.session.put("bench-small", key, self.small_body.read_bytes())
         return keys
 
     # -- 64 MiB objects, sequential curl transfers ---------------------------------------------
@@ -320,11 +345,13 @@ class Bench:
         body = self._file("large.bin", os.urandom(LARGE_BYTES))
         sha256 = hashlib.sha256(body.read_bytes()).hexdigest()
         self.session.create_bucket("bench-large")
-        rates: dict[str, list[float]] = {"ours_put": [], "ours_get": [], "put": [], "get": [],
-                                         "peer_put": [], "peer_get": [], "ours_unsigned": [],
-                                         "peer_unsigned": []}
-        if self.peer_session is not None:
-            self.peer_session.create_bucket("bench-large")
+        rates: dict[str, list[float]] = {
+            name: [] for name in chain(
+                ("ours_put", "ours_get", "ours_unsigned", "put", "get"),
+                (f"{peer.name}_{kind}" for peer in self.peers
+                 for kind in ("put", "get", "unsigned")))}
+        for peer in self.peers:
+            peer.session.create_bucket("bench-large")
         cpu: dict[str, list[float]] = {name: [] for name in rates}
 
         def transfer(name: str, server: Server, url: str, upload: Path | None,
@@ -348,37 +375,42 @@ class Bench:
                 None, {})
             transfer("put", self.nginx, f"{self.nginx.base_url}/put/big-{run}", body, {})
             transfer("get", self.nginx, f"{self.nginx.base_url}/put/big-{run}", None, {})
-            if self.moto is not None and self.peer is not None:
-                transfer("peer_put", self.moto, self.moto.base_url + path, body,
-                         self.peer.signed_headers("PUT", path, sha256))
-                transfer("peer_unsigned", self.moto, self.moto.base_url + unsigned, body,
-                         self.peer.signed_headers("PUT", unsigned))
-                transfer("peer_get", self.moto, self.moto.base_url + self.peer.presigned_path(
+            for peer in self.peers:
+                base = peer.server.base_url
+                transfer(f"{peer.name}_put", peer.server, base + path, body,
+                         peer.target.signed_headers("PUT", path, sha256))
+                transfer(f"{peer.name}_unsigned", peer.server, base + unsigned, body,
+                         peer.target.signed_headers("PUT", unsigned))
+                transfer(f"{peer.name}_get", peer.server, base + peer.target.presigned_path(
                     "GET", "bench-large", f"big-{run}", datetime.datetime.now(datetime.UTC)),
                     None, {})
 
-        def note(ours: str, theirs: str) -> str:
+        def note(ours: str, theirs: str, kind: str) -> str:
             return (f"median of {self.plan.large_runs} curl run(s); server CPU "
                     f"{statistics.median(cpu[ours]):.2f} / {statistics.median(cpu[theirs]):.2f}"
-                    " cores")
+                    + "".join(f" / {peer.name} {statistics.median(cpu[f'{peer.name}_{kind}']):.2f}"
+                              for peer in self.peers) + " cores")
 
         def median(name: str) -> float | None:
             return statistics.median(rates[name]) if rates[name] else None
+
+        def peers(kind: str) -> dict[str, float | None]:
+            return peer_fields({peer.name: median(f"{peer.name}_{kind}") for peer in self.peers})
 
         md5 = statistics.median(md5_rates)
         unsigned_rate = median("ours_unsigned")
         return [
             Row("64 MiB PUT (objstore: MD5 + SHA-256 signed payload)", "MiB/s",
-                median("ours_put"), median("put"), note("ours_put", "put"),
-                peer=median("peer_put")),
+                median("ours_put"), median("put"), note("ours_put", "put", "put"),
+                **peers("put")),
             Row("64 MiB PUT, UNSIGNED-PAYLOAD (objstore: MD5 only)", "MiB/s",
-                unsigned_rate, median("put"), note("ours_unsigned", "put")
+                unsigned_rate, median("put"), note("ours_unsigned", "put", "unsigned")
                 + (f"; {unsigned_rate / md5:.2f}x the MD5 bound" if unsigned_rate else ""),
-                peer=median("peer_unsigned")),
+                **peers("unsigned")),
             Row("MD5 of 64 MiB, hashlib alone (the UNSIGNED-PAYLOAD PUT's bound)", "MiB/s",
                 md5, None, f"median of {len(md5_rates)}, each the best of 3, 1 MiB updates"),
             Row("64 MiB GET", "MiB/s", median("ours_get"), median("get"),
-                note("ours_get", "get"), peer=median("peer_get")),
+                note("ours_get", "get", "get"), **peers("get")),
         ]
 
     # -- DeleteObjects of 1,000 keys -------------------------------------------------------------
@@ -388,13 +420,12 @@ class Bench:
         keys = [f"del/{i:05d}" for i in range(1000)]
         ours = [self._timed_delete(self.objstore, self.s3, self.session, f"bench-del-{n}", keys)
                 for n in range(self.plan.large_runs)]
-        peer = None
-        if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            peer = statistics.median(
-                self._timed_delete(self.moto, self.peer, self.peer_session, f"bench-del-{n}",
-                                   keys) for n in range(self.plan.large_runs))
+        peers = {peer.name: statistics.median(
+            self._timed_delete(peer.server, peer.target, peer.session, f"bench-del-{n}", keys)
+            for n in range(self.plan.large_runs)) for peer in self.peers}
         return [Row("DeleteObjects of 1,000 keys", "ms", statistics.median(ours), None,
-                    f"median of {self.plan.large_runs} run(s), quiet mode", peer=peer)]
+                    f"median of {self.plan.large_runs} run(s), quiet mode",
+                    **peer_fields(peers))]
 
     def _timed_delete(self, server: Server, target: S3Target, session: S3Session,
                       bucket: str, keys: list[str]) -> float:
@@ -414,23 +445,24 @@ class Bench:
     # -- aws s3 rm --recursive of a big prefix (optional phase) -----------------------------
     def rm_recursive(self) -> list[Row]:
         """`aws s3 rm --recursive` of a prefix of `rm_keys` 0-byte keys seeded with wrk,
-        against objstore and (unless --no-moto) moto: keys removed per second. The CLI
+        against objstore and each peer (moto unless --no-moto, RGW with --rgw): keys
+        removed per second. The CLI
         lists 1,000 keys a page and sends one DeleteObject per key, 10 requests at a time
         (its default): this measures single-key deletes, not DeleteObjects. The CLI's own
         CPU (user + system of the process and its children, over the wall time) is shown
         beside the server's: near one core, the CLI is the bound (it is Python too)."""
         ours = self._rm_recursive(self.objstore, self.s3, self.session)
-        theirs = None
-        if self.moto is not None and self.peer is not None and self.peer_session is not None:
-            theirs = self._rm_recursive(self.moto, self.peer, self.peer_session)
         note = (f"{ours.seconds:.1f} s; seeded at {ours.seeded:,.0f}/s; server CPU "
                 f"{ours.server_cores:.2f} cores, aws CLI {ours.client_cores:.2f} cores")
-        if theirs is not None:
-            note += (f"; moto: {theirs.present:,} keys in {theirs.seconds:.1f} s, server "
-                     f"{theirs.server_cores:.2f} cores, aws CLI {theirs.client_cores:.2f} cores")
+        rates: dict[str, float | None] = {}
+        for peer in self.peers:
+            theirs = self._rm_recursive(peer.server, peer.target, peer.session)
+            note += (f"; {peer.name}: {theirs.present:,} keys in {theirs.seconds:.1f} s, "
+                     f"server {theirs.server_cores:.2f} cores, aws CLI "
+                     f"{theirs.client_cores:.2f} cores")
+            rates[peer.name] = theirs.keys_per_second
         return [Row(f"aws s3 rm --recursive of {ours.present:,} keys", "keys/s",
-                    ours.keys_per_second, None, note,
-                    peer=theirs.keys_per_second if theirs is not None else None)]
+                    ours.keys_per_second, None, note, **peer_fields(rates))]
 
     def _rm_recursive(self, server: Server, target: S3Target, session: S3Session) -> RmRun:
         """Seed `rm_keys` keys on one server, then time `aws s3 rm --recursive` of them."""
@@ -479,18 +511,23 @@ class Bench:
 
 
 def latency_rows(workload: str, ours: Measured, theirs: Measured, connections: int,
-                 peer: Measured | None = None) -> list[Row]:
+                 peers: Mapping[str, Measured] | None = None) -> list[Row]:
+    """ops/s, p50 and p99 rows of one workload; `peers` by name ("moto", "rgw")."""
     a, b = ours.result, theirs.result
-    c = peer.result if peer is not None else None
-    cpu = f"server CPU {ours.cores:.2f} / {theirs.cores:.2f}"
-    if peer is not None:
-        cpu += f" / moto {peer.cores:.2f}"
+    peers = peers or {}
+    cpu = f"server CPU {ours.cores:.2f} / {theirs.cores:.2f}" + "".join(
+        f" / {name} {measured.cores:.2f}" for name, measured in peers.items())
+
+    def of(figure: str) -> dict[str, float | None]:
+        return peer_fields({name: getattr(measured.result, figure)
+                            for name, measured in peers.items()})
+
     return [
         Row(f"{workload}, c={connections}", "ops/s", a.ops_per_second, b.ops_per_second,
             f"{a.requests:,} requests in {a.duration_seconds:.1f} s; {cpu} cores",
-            peer=c.ops_per_second if c else None),
-        Row(f"{workload}, p50", "ms", a.p50_ms, b.p50_ms, peer=c.p50_ms if c else None),
-        Row(f"{workload}, p99", "ms", a.p99_ms, b.p99_ms, peer=c.p99_ms if c else None),
+            **of("ops_per_second")),
+        Row(f"{workload}, p50", "ms", a.p50_ms, b.p50_ms, "", **of("p50_ms")),
+        Row(f"{workload}, p99", "ms", a.p99_ms, b.p99_ms, "", **of("p99_ms")),
     ]
 
 
@@ -560,6 +597,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--no-moto", action="store_true",
                         help="leave out the moto peer (needs the `bench` extra otherwise)")
+    parser.add_argument("--rgw", action="store_true",
+                        help="also run Ceph RGW (Debian's radosgw on a throwaway memstore "
+                             "OSD) as a peer; about 20 s to set up and 1-2 GiB of RAM")
     parser.add_argument("--only", default="",
                         help="comma-separated phases to run, in that order: "
                              + ", ".join(PHASES) + " (rm is never in the default run)")
@@ -588,13 +628,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with ExitStack() as stack:
             objstore, nginx = Objstore(workdir / "objstore"), Nginx(workdir / "nginx")
-            moto = None if args.no_moto else Moto(workdir / "moto")
-            for server in (objstore, nginx, moto):
-                if server is None:
-                    continue
+            peers: dict[str, Moto | Rgw] = {}
+            if not args.no_moto:
+                peers["moto"] = Moto(workdir / "moto")
+            if args.rgw:
+                peers["rgw"] = Rgw(workdir / "rgw")
+            for server in (objstore, nginx, *peers.values()):
                 stack.callback(server.stop)
                 server.start()
-            bench = Bench(plan, workdir, objstore, nginx, args.threads, moto)
+            bench = Bench(plan, workdir, objstore, nginx, args.threads,
+                          [Peer.of(name, server) for name, server in peers.items()])
             rows = bench.run(only)
     except KeyboardInterrupt:
         print("interrupted: every server and wrk process started has been stopped",

@@ -110,3 +110,44 @@ def test_only_picks_phases_in_the_order_given() -> None:
     assert selected_phases("listing, small_get,get,rm") == ("list", "get", "rm")
     with pytest.raises(ValueError, match="small_gets"):
         selected_phases("small_gets")
+
+
+def test_table_with_rgw_beside_moto_and_alone() -> None:
+    both = format_table([
+        Row("4 KiB PUT, c=32", "ops/s", 400.0, 4000.0, "cpu", peer=100.0, rgw=800.0),
+        Row("list page", "ms", 7.0),
+    ]).splitlines()
+    assert both[0] == ("| workload | unit | objstore / moto | objstore / rgw | objstore / nginx "
+                       "| objstore | moto | rgw | nginx | note |")
+    assert both[1] == "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"
+    assert both[2] == ("| 4 KiB PUT, c=32 | ops/s | 4.00 | 0.50 | 0.10 | 400 | 100 | 800 | "
+                       "4,000 | cpu |")
+    assert both[3] == "| list page | ms | — | — | — | 7.00 | — | — | — |  |"
+    alone = format_table([Row("DeleteObjects of 1,000 keys", "ms", 3000.0, rgw=540.0)])
+    assert alone.splitlines()[0] == ("| workload | unit | objstore / rgw | objstore / nginx | "
+                                     "objstore | rgw | nginx | note |")
+    assert alone.splitlines()[2] == ("| DeleteObjects of 1,000 keys | ms | 5.56 | — | 3000 | "
+                                     "540 | — |  |")
+
+
+def test_peer_figures_go_to_their_columns() -> None:
+    from bench.run import peer_fields
+
+    assert peer_fields({"moto": 1.0, "rgw": 2.0}) == {"peer": 1.0, "rgw": 2.0}
+    assert peer_fields({"rgw": 2.0}) == {"peer": None, "rgw": 2.0}
+    assert peer_fields({}) == {"peer": None, "rgw": None}
+
+
+def test_ceph_conf_keeps_everything_under_its_directory(tmp_path: Path) -> None:
+    from bench.servers import ceph_conf
+
+    text = ceph_conf(tmp_path, "fsid-1", "[v2:127.0.0.1:1,v1:127.0.0.1:2]", memstore_bytes=7)
+    settings = dict(line.split(" = ", 1) for line in text.splitlines() if " = " in line)
+    assert settings["osd objectstore"] == "memstore"
+    assert settings["memstore device bytes"] == "7"
+    assert settings["osd pool default size"] == settings["osd pool default min size"] == "1"
+    assert settings["mon allow pool size one"] == "true"
+    assert settings["public addr"] == settings["cluster addr"] == "127.0.0.1"
+    for name in ("keyring", "run dir", "admin socket", "pid file", "log file", "crash dir",
+                 "mon data", "osd data"):
+        assert settings[name].startswith(str(tmp_path) + "/"), name
