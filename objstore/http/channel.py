@@ -12,6 +12,12 @@ same way. It also hands the request line to the request as soon as the headers a
 complete (twisted.web sets it only once the body has arrived), so that the request can be
 authenticated before its body is read.
 
+An HTTP/1.0 request that asks `Connection: keep-alive` keeps its connection when its answer
+is delimited without a close (a Content-Length, or no body: HEAD, 204, 304), and the
+answer says `Connection: Keep-Alive`; any other HTTP/1.0 answer ends with a close.
+twisted.web closes every HTTP/1.0 connection: it decides before the answer's length is
+known, so the decision is taken here when the answer's head is written (`writeHeaders`).
+
 It owns request ids too. It must never run an API's code.
 """
 
@@ -123,6 +129,13 @@ def early_answer_bytes(answer: EarlyAnswer, *, request_id: str, host_id: str,
     return b"\r\n".join(head) + b"\r\n\r\n" + answer.body
 
 
+def asks_keep_alive(connection: list[bytes] | None) -> bool:
+    """Whether the Connection header values name `keep-alive` (tokens separated by commas,
+    any case)."""
+    return any(token.strip().lower() == b"keep-alive"
+               for value in connection or () for token in value.split(b","))
+
+
 class ObjstoreChannel(http.HTTPChannel):
     """See the module docstring. The site sets `header_timeout_seconds`, `server_header` and
     `clock` (its reactor)."""
@@ -146,6 +159,7 @@ class ObjstoreChannel(http.HTTPChannel):
         # system call, an interface adaptation): looked up once.
         self._host: Any = None
         self._secure: bool | None = None
+        self._keep_alive_1_0: Any = None  # the HTTP/1.0 request that asked to keep it
 
     def getHost(self) -> Any:  # noqa: N802
         if self._host is None:
@@ -192,6 +206,26 @@ class ObjstoreChannel(http.HTTPChannel):
     def requestDone(self, request: Any) -> None:  # noqa: N802
         self._reading_head = True
         super().requestDone(request)
+
+    # -- HTTP/1.0 keep-alive (module notes) ------------------------------------------------
+    def checkPersistence(self, request: Any, version: bytes) -> bool:  # noqa: N802
+        self._keep_alive_1_0 = None
+        if version == b"HTTP/1.0" and asks_keep_alive(
+                request.requestHeaders.getRawHeaders(b"connection")):
+            self._keep_alive_1_0 = request
+            return True
+        return bool(super().checkPersistence(request, version))
+
+    def writeHeaders(self, version: bytes, code: bytes, reason: bytes,  # noqa: N802
+                     headers: Any) -> None:
+        request, self._keep_alive_1_0 = self._keep_alive_1_0, None
+        if request is not None:
+            if (request.method == b"HEAD" or int(code) in http.NO_BODY_CODES
+                    or headers.hasHeader(b"content-length")):
+                headers.setRawHeaders(b"Connection", [b"Keep-Alive"])
+            else:  # the body ends with the connection
+                self.persistent = False
+        super().writeHeaders(version, code, reason, headers)
 
     def _head_read(self) -> None:
         self._reading_head = False

@@ -357,3 +357,46 @@ def test_tls_client_leaving_mid_body(tls: tuple[Daemon, Any]) -> None:
         time.sleep(0.05)
     assert body_of(s3, "plain") == PLAIN
     node.assert_no_tracebacks(since=logged)
+
+
+def read_answer(client: socket.socket, method: str) -> tuple[bytes, bytes]:
+    """One answer's head and body (by its Content-Length; none for HEAD)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = client.recv(65536)
+        assert chunk, f"closed before the head: {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0 if method == "HEAD" else int(
+        [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+         ][0].split(b":")[1])
+    while len(body) < length:
+        chunk = client.recv(65536)
+        assert chunk
+        body += chunk
+    return head, body
+
+
+def test_http_1_0_keep_alive_serves_several_requests_on_one_connection(
+        plain: tuple[Daemon, Any]) -> None:
+    """ab -k and other HTTP/1.0 clients: `Connection: keep-alive` keeps the connection
+    when the answer has a length (twisted.web alone closed every HTTP/1.0 connection)."""
+    node, s3 = plain
+    client = socket.create_connection(("127.0.0.1", node.port), timeout=10)
+    try:
+        for method, operation, keep in (("HEAD", "head_object", True),
+                                        ("GET", "get_object", True),
+                                        ("GET", "get_object", False)):
+            url = s3.generate_presigned_url(operation, Params={"Bucket": BUCKET,
+                                                               "Key": "small"})
+            path = url.split(str(node.port), 1)[1]
+            client.sendall(f"{method} {path} HTTP/1.0\r\nHost: 127.0.0.1:{node.port}\r\n"
+                           f"{'Connection: keep-alive' if keep else 'X-Other: 1'}\r\n\r\n"
+                           .encode())
+            head, body = read_answer(client, method)
+            assert head.startswith(b"HTTP/1.0 200 ")
+            assert (b"\r\nConnection: Keep-Alive" in head) is keep
+            assert body == (b"" if method == "HEAD" else b"small body")
+        assert client.recv(1) == b""  # the request without keep-alive: closed after it
+    finally:
+        client.close()

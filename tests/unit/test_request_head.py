@@ -16,10 +16,11 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET
 
 from objstore.config import ServerLimits
 from objstore.errors import S3Error
-from objstore.http.channel import Refusal, s3_answer
+from objstore.http.channel import Refusal, asks_keep_alive, s3_answer
 from objstore.http.site import ObjstoreRequest, ObjstoreSite
 
 HEADER_TIMEOUT = 20.0
@@ -301,3 +302,71 @@ def test_open_connections_are_closed_after_the_drain(tmp_path: Path) -> None:
     closed.transport = None  # what a lost connection leaves
     assert site.close_connections() == 1
     assert idle.disconnecting
+
+
+# -- HTTP/1.0 keep-alive -----------------------------------------------------------------
+
+
+class StreamingApi(Api):
+    """Answers GET /stream by writes without a Content-Length (its end is the close)."""
+
+    def render(self, request: Any) -> Any:
+        if request.uri == b"/stream":
+            request.write(b"part one ")
+            request.write(b"part two")
+            request.finish()
+            return NOT_DONE_YET
+        return super().render(request)
+
+
+def get_1_0(path: bytes, *connection: bytes, method: bytes = b"GET") -> bytes:
+    lines = [method + b" " + path + b" HTTP/1.0", b"Host: s3.test"]
+    lines += [b"Connection: " + value for value in connection]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def test_http_1_0_keep_alive_keeps_a_connection_whose_answer_has_a_length(
+        tmp_path: Path, clock: Clock) -> None:
+    conn = Connection(tmp_path, Api(), clock)
+    conn.send(get_1_0(b"/a", b"Keep-Alive"))
+    first = conn.sent()
+    assert first.startswith(b"HTTP/1.0 200 OK\r\n")
+    assert b"Connection: Keep-Alive\r\n" in first and b"Content-Length: 5\r\n" in first
+    assert first.endswith(b"got 0") and not conn.transport.disconnecting
+    conn.transport.clear()
+    conn.send(get_1_0(b"/b", b"TE, keep-alive", method=b"HEAD"))  # a HEAD: no body
+    second = conn.sent()
+    assert second.startswith(b"HTTP/1.0 200 OK\r\n") and b"Connection: Keep-Alive" in second
+    assert not conn.transport.disconnecting
+    conn.close()
+
+
+def test_http_1_0_without_keep_alive_or_without_a_length_ends_with_a_close(
+        tmp_path: Path, clock: Clock) -> None:
+    plain = Connection(tmp_path, Api(), clock)
+    plain.send(get_1_0(b"/a"))
+    assert plain.sent().endswith(b"got 0") and b"Keep-Alive" not in plain.sent()
+    assert plain.transport.disconnecting
+    plain.close()
+    streamed = Connection(tmp_path, StreamingApi(), clock)
+    streamed.send(get_1_0(b"/stream", b"keep-alive"))
+    answer = streamed.sent()
+    assert answer.startswith(b"HTTP/1.0 200 OK\r\n") and b"Keep-Alive" not in answer
+    assert b"Transfer-Encoding" not in answer and answer.endswith(b"part one part two")
+    assert streamed.transport.disconnecting  # the close is what ends the body
+    streamed.close()
+
+
+def test_http_1_1_persistence_is_unchanged(conn: Connection) -> None:
+    conn.send(b"GET /a HTTP/1.1\r\nHost: s3.test\r\n\r\n")
+    assert b"Connection" not in conn.sent() and not conn.transport.disconnecting
+    conn.transport.clear()
+    conn.send(b"GET /a HTTP/1.1\r\nHost: s3.test\r\nConnection: close\r\n\r\n")
+    assert b"Connection: close" in conn.sent() and conn.transport.disconnecting
+
+
+@pytest.mark.parametrize(("values", "asks"), [
+    (None, False), ([b"close"], False), ([b"Keep-Alive"], True), ([b"TE,keep-alive"], True),
+    ([b"upgrade", b" KEEP-ALIVE "], True), ([b"keep-alive-not"], False)])
+def test_keep_alive_tokens(values: list[bytes] | None, asks: bool) -> None:
+    assert asks_keep_alive(values) is asks
