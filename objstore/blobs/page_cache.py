@@ -23,11 +23,13 @@ import errno
 import mmap
 import os
 import platform
+import threading
 from typing import Any
 
 WARM_BUFFER_BYTES = 1024 * 1024
 _NOWAIT = getattr(os, "RWF_NOWAIT", None)
 _refused = False  # the file system refused RWF_NOWAIT once: stop asking
+_PAGE = mmap.PAGESIZE
 # cachestat(2)'s number in the common syscall table (these architectures use it).
 _CACHESTAT_SYSCALL = 451 if platform.machine() in ("x86_64", "aarch64") else None
 
@@ -51,19 +53,32 @@ def _libc_syscall() -> Any:
 _syscall: Any = _libc_syscall() if _CACHESTAT_SYSCALL is not None else None
 
 
+class _Buffers(threading.local):
+    """cachestat's two structures and their pointers, made once per thread (the small-GET
+    path asks once per request)."""
+
+    def __init__(self) -> None:
+        self.span, self.stat = _Range(), _Stat()
+        self.span_ref, self.stat_ref = ctypes.byref(self.span), ctypes.byref(self.stat)
+
+
+_buffers = _Buffers()
+
+
 def cached_pages(fd: int, offset: int, count: int) -> tuple[int, int] | None:
     """(pages of the range in the page cache, pages of the range) by cachestat(2), or None
     where the kernel can not tell (an older kernel: then never asked again)."""
     global _syscall
     if _syscall is None or count <= 0:
         return None
-    span, stat = _Range(offset, count), _Stat()
-    if _syscall(_CACHESTAT_SYSCALL, fd, ctypes.byref(span), ctypes.byref(stat), 0) != 0:
+    buffers = _buffers
+    buffers.span.off, buffers.span.len = offset, count
+    if _syscall(_CACHESTAT_SYSCALL, fd, buffers.span_ref, buffers.stat_ref, 0) != 0:
         if ctypes.get_errno() in (errno.ENOSYS, errno.EPERM):  # no such call (or filtered)
             _syscall = None
         return None
-    first, last = offset // mmap.PAGESIZE, (offset + count - 1) // mmap.PAGESIZE
-    return stat.nr_cache, last - first + 1
+    first, last = offset // _PAGE, (offset + count - 1) // _PAGE
+    return buffers.stat.nr_cache, last - first + 1
 
 
 def cached(fd: int, offset: int, count: int) -> bool:

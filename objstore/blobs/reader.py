@@ -148,6 +148,19 @@ class BlobReader:
             index += 1
         return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
+    def in_page_cache(self) -> bool | None:
+        """Whether reading everything needs no disk read: the one plain blob file of a
+        single-segment reader (opened here, kept open for the read) asked for its range
+        (blobs/page_cache.py). None when that can not be told (several segments, a staged
+        source): the caller decides as before."""
+        if len(self._segments) != 1:
+            return None
+        segment = self._segments[0]
+        fileno = getattr(self._source_of(segment.blob_id), "fileno", None)
+        if fileno is None:
+            return None
+        return page_cache.cached(fileno(), segment.offset, segment.length)
+
     def read_all(self) -> bytes:
         """Everything, then close (a small object's bytes, or a slice)."""
         try:

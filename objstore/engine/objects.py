@@ -558,9 +558,9 @@ class ObjectService:
     async def read_bytes(self, record: ObjectRecord, start: int, length: int,
                          customer_key: CustomerKey | None = None) -> bytes:
         """A small object's bytes (or a slice). Up to INLINE_READ_BYTES are read on the
-        calling (reactor) thread, like the small GETs they serve: the data is normally in
-        the page cache, and a pool round trip would cost more than the read itself. Larger
-        slices are read on the IO pool. Raises VersionVanished when a write replaced or
+        calling (reactor) thread, like the small GETs they serve, when they are in the page
+        cache (a pool round trip would cost more than the read itself); those not cached
+        and larger slices are read on the IO pool. Raises VersionVanished when a write replaced or
         removed the version since it was looked up."""
         try:
             return await self._read_all(record, start, length, customer_key)
@@ -575,9 +575,18 @@ class ObjectService:
 
     async def _read_all(self, record: ObjectRecord, start: int, length: int,
                         customer_key: CustomerKey | None = None) -> bytes:
+        """Bytes a small GET answers: read on the reactor when the page cache holds them
+        (or that can not be told), on the IO pool when they would come from the disk, so
+        that a cold small object never holds up every other connection."""
         reader = self.reader(record, start, length, customer_key)
         if length <= INLINE_READ_BYTES:
-            return reader.read_all()
+            try:
+                cached = reader.in_page_cache()
+            except BaseException:
+                reader.close()
+                raise
+            if cached is not False:
+                return reader.read_all()
         return await self._io.run(reader.read_all)
 
     async def stream(self, record: ObjectRecord, start: int, length: int,

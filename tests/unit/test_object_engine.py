@@ -23,6 +23,7 @@ from objstore.errors import S3Error
 from objstore.iam.identity import Principal
 from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
 from objstore.meta.store import SyncMetaStore
+from objstore.threads import InlinePool
 from tests.unit.conftest import local_stores, run
 
 T = TypeVar("T")
@@ -249,3 +250,40 @@ def test_a_stream_within_one_part_holds_only_that_blob(
     assert blob_files(blobs) == set()
     assert drain(stream) == b"b" * 10  # read through the descriptor opened before
     stream.close()
+
+
+# -- small reads: on the reactor from the page cache, on the IO pool from the disk ------
+
+
+class RecordingPool:
+    """The inline pool, naming what it ran (what the test's thread ran itself is not)."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.ran: list[str] = []
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        self.ran.append(getattr(fn, "__name__", repr(fn)))
+        return InlinePool().run(fn, *args, **kwargs)
+
+
+def test_a_small_read_goes_to_the_io_pool_only_when_its_bytes_are_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stores = local_stores(tmp_path, buckets=["b"])
+    pool = RecordingPool()
+    service = ObjectService(stores.meta, stores.blobs, pool, clock=lambda: 2000.0)
+    record = plain_object(stores.blobs, stores.sql, b"0123456789")
+    asked: list[tuple[int, int]] = []
+    cold = [False]
+
+    def cached(fd: int, offset: int, count: int) -> bool:
+        asked.append((offset, count))
+        return not cold[0]
+
+    monkeypatch.setattr("objstore.blobs.page_cache.cached", cached)
+    assert run(service.read_bytes(record, 2, 5)) == b"23456" and pool.ran == []
+    cold[0] = True  # the kernel's answer itself is tested in test_page_cache.py
+    assert run(service.read_bytes(record, 2, 5)) == b"23456" and pool.ran == ["read_all"]
+    assert asked == [(2, 5), (2, 5)]
+    stores.close()

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from objstore.blobs import page_cache
+from objstore.blobs.reader import BlobFile, BlobReader
+from objstore.blobs.segments import Segment
 
 MIB = 1024 * 1024
 
@@ -19,7 +21,10 @@ pytestmark = pytest.mark.skipif(getattr(os, "RWF_NOWAIT", None) is None,
 
 
 def evict(fd: int) -> None:
+    """Drop the file's pages, and turn the kernel's read-ahead off for this descriptor
+    (it reads up to read_ahead_kb past a read: what a test warms must be all there is)."""
     os.fsync(fd)  # only clean pages can be dropped
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
@@ -73,3 +78,24 @@ def test_pages_are_counted_from_the_page_the_range_starts_in(blob: int) -> None:
         pytest.skip("no cachestat(2) here")
     assert page_cache.cached_pages(blob, 4095, 2) == (2, 2)  # the bytes straddle two pages
     assert page_cache.cached_pages(blob, 4096, 4096) == (1, 1)
+
+
+def test_a_readers_one_blob_says_whether_its_range_is_cached(tmp_path: Path) -> None:
+    path = tmp_path / "blob"
+    path.write_bytes(os.urandom(MIB))
+    opened = lambda blob_id: BlobFile(blob_id, str(path))  # noqa: E731
+    reader = BlobReader([Segment("b1", 4096, 8192)], opened)
+    evict(reader_fd(reader))
+    if page_cache.cached(reader_fd(reader), 4096, 8192):
+        pytest.skip("this file system keeps the pages (or refuses RWF_NOWAIT)")
+    assert reader.in_page_cache() is False
+    page_cache.warm(reader_fd(reader), 4096, 8192)
+    assert reader.in_page_cache() is True
+    assert reader.read_all() == path.read_bytes()[4096:12288]
+    two = BlobReader([Segment("b1", 0, 10), Segment("b2", 0, 10)], opened)
+    assert two.in_page_cache() is None  # several blobs: not asked
+    two.close()
+
+
+def reader_fd(reader: BlobReader) -> int:
+    return next(reader.file_spans())[0]
