@@ -25,7 +25,7 @@ from objstore.meta.notification_queries import (
 )
 from objstore.meta.outbox_queries import OutboxEntry
 from objstore.meta.store import SyncMetaStore
-from objstore.notify.delivery import NotificationDelivery, retry_delay
+from objstore.notify.delivery import NotificationDelivery, event_time_of, retry_delay
 from objstore.notify.records import EventContext, event_document, event_name
 from objstore.notify.targets.base import DeliveryError, Event, TargetConfigError
 from objstore.notify.targets.webhook import KIND as WEBHOOK
@@ -82,6 +82,18 @@ def test_event_document_fields() -> None:
                                       "arn": "arn:aws:s3:::b"}
     assert record["s3"]["object"] == {"key": "a+b/c%2Bd", "size": 5, "eTag": "abc",
                                       "versionId": "v1", "sequencer": "0000000000000007"}
+
+
+def test_event_time_of_a_document() -> None:
+    written = event_document(entry("object_written", key='k"eventTime":"1999'),
+                             "s3:ObjectCreated:Put", EventContext("eu-1", "n", "r"))
+    assert event_time_of(written.decode()) == "2023-11-14T22:13:20.000Z"
+    spaced = json.dumps({"Records": [{"eventTime": "2020-01-01T00:00:00.000Z"}]})
+    assert event_time_of(spaced) == "2020-01-01T00:00:00.000Z"  # parsed, not searched
+    escaped = '{"Records":[{"eventTime":"a\\"b"}]}'
+    assert event_time_of(escaped) == 'a"b'
+    for other in ('{"Event":"s3:TestEvent"}', '{"Records":[]}', "not json", "[1]"):
+        assert event_time_of(other) == ""
 
 
 def test_webhook_settings_are_checked() -> None:
