@@ -3,6 +3,7 @@
 Usage (from the repository root):
     .venv/bin/python -m bench.notify [--seconds 5] [--rounds 3]
                                      [--receivers nginx,python] [--profile DIR]
+                                     [--baseline CHECKOUT]
 
 One one-worker daemon (SQLite, fsync on) and one or more local webhook receivers
 (bench/receivers.py, each answering 200 and counting what it got): `nginx` (the default:
@@ -20,7 +21,10 @@ delivered`: the run's work with all of its deliveries) and the receiver's CPU pe
 the entry in the PUT's transaction, the consumer's page into the delivery queue, the POST
 and the row marked delivered.
 
-`--profile DIR` records the daemon under `py-spy record` (raw, nonblocking, 250 Hz)
+`--baseline CHECKOUT` runs a second daemon from another checkout (its `.venv`'s twistd,
+e.g. /work/main: the code before a change) with the same cases, its lines labelled
+`before`, every case of both daemons alternating in each round: before/after figures
+from one run. `--profile DIR` records the daemon under `py-spy record` (raw, nonblocking, 250 Hz)
 during every case of the last round, catch-up included (plain.txt, hooked-nginx.txt ...),
 and prints the functions whose time per request grew most from plain to each hooked case
 (microseconds of samples per request, inclusive). Profiled rounds are left out of the
@@ -94,6 +98,8 @@ def profile_delta(base: Counter[str], base_requests: int, other: Counter[str],
 
 @dataclass
 class Case:
+    label: str
+    daemon: Objstore
     bucket: str
     receiver: Receiver | None = None
 
@@ -106,6 +112,8 @@ def main() -> None:
                         help=f"comma-separated, of {', '.join(KINDS)} (default nginx)")
     parser.add_argument("--profile", type=Path,
                         help="py-spy the daemon during the last round into DIR")
+    parser.add_argument("--baseline", type=Path,
+                        help="also run the daemon of this checkout (its .venv), as `before`")
     args = parser.parse_args()
     kinds = [kind.strip() for kind in args.receivers.split(",") if kind.strip()]
     if not kinds or set(kinds) - set(KINDS):
@@ -113,41 +121,52 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-notify-") as tmp:
         workdir = Path(tmp)
         receivers = {kind: make_receiver(kind, workdir) for kind in kinds}
-        daemon = Objstore(workdir / "objstore", workers=1)
+        daemons = {"": Objstore(workdir / "objstore", workers=1)}
+        if args.baseline is not None:
+            twistd = args.baseline.resolve() / ".venv" / "bin" / "twistd"
+            if not twistd.exists():
+                parser.error(f"--baseline: no {twistd}")
+            daemons["before "] = Objstore(workdir / "objstore-before", workers=1,
+                                          twistd=str(twistd))
         try:
             for receiver in receivers.values():
                 receiver.start()
-            daemon.start()
-            run(daemon, receivers, workdir, args.seconds, args.rounds, args.profile)
+            for daemon in daemons.values():
+                daemon.start()
+            run(daemons, receivers, workdir, args.seconds, args.rounds, args.profile)
         finally:
-            daemon.stop()
+            for daemon in daemons.values():
+                daemon.stop()
             for receiver in receivers.values():
                 receiver.stop()
 
 
-def run(daemon: Objstore, receivers: dict[str, Receiver], workdir: Path, seconds: int,
-        rounds: int, profile: Path | None) -> None:
-    s3: Any = boto3.client("s3", endpoint_url=daemon.base_url,
-                           aws_access_key_id=ROOT_ACCESS_KEY,
-                           aws_secret_access_key=ROOT_SECRET_KEY, region_name="us-east-1",
-                           config=BotoConfig(s3={"addressing_style": "path"}))
-    cases = [Case("plain")] + [Case(f"hooked-{kind}", receiver)
-                               for kind, receiver in receivers.items()]
-    for case in cases:
-        s3.create_bucket(Bucket=case.bucket)
-        if case.receiver is not None:
-            s3.put_bucket_notification_configuration(
-                Bucket=case.bucket, NotificationConfiguration={"QueueConfigurations": [
-                    {"QueueArn": case.receiver.url, "Events": ["s3:ObjectCreated:*"]}]})
-    target = S3Target(daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+def run(daemons: dict[str, Objstore], receivers: dict[str, Receiver], workdir: Path,
+        seconds: int, rounds: int, profile: Path | None) -> None:
+    cases: list[Case] = []
+    for prefix, daemon in daemons.items():
+        s3: Any = boto3.client("s3", endpoint_url=daemon.base_url,
+                               aws_access_key_id=ROOT_ACCESS_KEY,
+                               aws_secret_access_key=ROOT_SECRET_KEY, region_name="us-east-1",
+                               config=BotoConfig(s3={"addressing_style": "path"}))
+        mine = [Case(f"{prefix}plain", daemon, "plain")] + [
+            Case(f"{prefix}hooked-{kind}", daemon, f"hooked-{kind}", receiver)
+            for kind, receiver in receivers.items()]
+        for case in mine:
+            s3.create_bucket(Bucket=case.bucket)
+            if case.receiver is not None:
+                s3.put_bucket_notification_configuration(
+                    Bucket=case.bucket, NotificationConfiguration={"QueueConfigurations": [
+                        {"QueueArn": case.receiver.url, "Events": ["s3:ObjectCreated:*"]}]})
+        cases += mine
     body = workdir / "small.bin"
     body.write_bytes(os.urandom(SMALL_BYTES))
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"load at start: {os.getloadavg()[0]:.2f}, receivers: {', '.join(receivers)}")
-    assert daemon.process is not None
     serial = 0
-    totals: dict[str, list[float]] = {case.bucket: [] for case in cases}
-    cpu_totals: dict[str, list[float]] = {case.bucket: [] for case in cases}
+    totals: dict[str, list[float]] = {case.label: [] for case in cases}
+    cpu_totals: dict[str, list[float]] = {case.label: [] for case in cases}
+    delivered_totals: dict[str, list[float]] = {case.label: [] for case in cases}
     profiled: dict[str, tuple[Counter[str], int]] = {}
     for round_ in range(rounds):
         profiling = profile is not None and round_ == rounds - 1
@@ -155,16 +174,18 @@ def run(daemon: Objstore, receivers: dict[str, Receiver], workdir: Path, seconds
             count = seconds * 3000 + CONNECTIONS
             keys = (f"k/{i:08d}" for i in range(serial, serial + count))
             serial += count
-            paths = workdir / f"{case.bucket}.paths"
+            daemon = case.daemon
+            target = S3Target(daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+            paths = workdir / "case.paths"
             write_paths(paths, target.presigned_paths("PUT", case.bucket, keys))
             spy = None
             if profiling:
-                assert profile is not None
+                assert profile is not None and daemon.process is not None
                 profile.mkdir(parents=True, exist_ok=True)
                 spy = subprocess.Popen(
                     [py_spy(), "record", "--pid", str(daemon.process.pid), "--format", "raw",
                      "--rate", str(PROFILE_RATE), "--nonblocking",
-                     "--output", str(profile / f"{case.bucket}.txt")],
+                     "--output", str(profile / f"{case.label.replace(' ', '-')}.txt")],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
                 time.sleep(1)
@@ -178,9 +199,9 @@ def run(daemon: Objstore, receivers: dict[str, Receiver], workdir: Path, seconds
             rate = result.requests / result.duration_seconds
             per_request = used / max(1, result.requests) * 1e6
             if not profiling:
-                totals[case.bucket].append(rate)
-                cpu_totals[case.bucket].append(per_request)
-            line = (f"round {round_ + 1} {case.bucket:14s}: {rate:7.0f} ops/s  p50 "
+                totals[case.label].append(rate)
+                cpu_totals[case.label].append(per_request)
+            line = (f"round {round_ + 1} {case.label:21s}: {rate:7.0f} ops/s  p50 "
                     f"{result.p50_ms:6.1f} ms  p99 {result.p99_ms:6.1f} ms  "
                     f"{per_request:6.0f} us CPU/request")
             if receiver is not None:
@@ -191,11 +212,12 @@ def run(daemon: Objstore, receivers: dict[str, Receiver], workdir: Path, seconds
                     time.sleep(0.05)
                     got = receiver.count()
                 waited = time.monotonic() - started
-                to_delivered = daemon.cpu_seconds() - cpu
+                to_delivered = (daemon.cpu_seconds() - cpu) / max(1, result.requests) * 1e6
+                if not profiling:
+                    delivered_totals[case.label].append(to_delivered)
                 receiver_used = receiver.cpu_seconds() - receiver_cpu
                 line += (f"  events {got - before_events}/{result.requests} after "
-                         f"+{waited:.1f} s; to delivered "
-                         f"{to_delivered / max(1, result.requests) * 1e6:5.0f} us CPU/request,"
+                         f"+{waited:.1f} s; to delivered {to_delivered:5.0f} us CPU/request,"
                          f" receiver {receiver_used / max(1, got - before_events) * 1e6:4.0f}"
                          " us/event")
             if spy is not None:
@@ -203,31 +225,47 @@ def run(daemon: Objstore, receivers: dict[str, Receiver], workdir: Path, seconds
                 spy.send_signal(signal.SIGINT)
                 spy.wait(60)
                 assert profile is not None
-                out = profile / f"{case.bucket}.txt"
+                out = profile / f"{case.label.replace(' ', '-')}.txt"
                 if out.exists():
-                    profiled[case.bucket] = (function_samples(out.read_text().splitlines()),
-                                             result.requests)
+                    profiled[case.label] = (function_samples(out.read_text().splitlines()),
+                                            result.requests)
                 line += "  (profiled)"
             print(line, flush=True)
-    plain = mean(totals["plain"])
-    plain_cpu = mean(cpu_totals["plain"])
-    for case in cases[1:]:
-        hooked = mean(totals[case.bucket])
-        print(f"mean: plain {plain:.0f} ops/s {plain_cpu:.0f} us CPU/request, {case.bucket} "
-              f"{hooked:.0f} ops/s {mean(cpu_totals[case.bucket]):.0f} us CPU/request "
-              f"({(hooked - plain) / plain * 100 if plain else 0.0:+.1f} %, "
-              f"{hooked / plain if plain else 0.0:.2f}x)")
-    if "plain" in profiled:
-        base, base_requests = profiled["plain"]
-        for case in cases[1:]:
-            if case.bucket not in profiled:
+    print(f"load at end: {os.getloadavg()[0]:.2f}")
+    for prefix in daemons:
+        plain = mean(totals[f"{prefix}plain"])
+        plain_cpu = mean(cpu_totals[f"{prefix}plain"])
+        for case in cases:
+            if case.daemon is not daemons[prefix] or case.receiver is None:
                 continue
-            other, other_requests = profiled[case.bucket]
-            print(f"\n-- functions grown most per request, plain -> {case.bucket} "
-                  "(us of samples per request, inclusive)")
-            for name, before, after in profile_delta(base, base_requests, other,
-                                                     other_requests, PROFILE_RATE):
-                print(f"{after - before:+8.0f}  {before:7.0f} -> {after:7.0f}  {name}")
+            hooked = mean(totals[case.label])
+            print(f"mean: {prefix}plain {plain:.0f} ops/s {plain_cpu:.0f} us CPU/request, "
+                  f"{case.label} {hooked:.0f} ops/s {mean(cpu_totals[case.label]):.0f} us "
+                  f"CPU/request ({mean(delivered_totals[case.label]):.0f} to delivered): "
+                  f"{hooked / plain if plain else 0.0:.2f}x plain")
+    for case in cases:
+        if case.receiver is None or case.label.startswith("before ") or \
+                f"before {case.label}" not in totals:
+            continue
+        before = f"before {case.label}"
+        print(f"after/before, {case.label}: {_ratio(totals[case.label], totals[before])} "
+              f"ops/s, CPU/request to delivered "
+              f"{mean(delivered_totals[case.label]):.0f} against "
+              f"{mean(delivered_totals[before]):.0f} us")
+    for label, (other, other_requests) in profiled.items():
+        base_label = ("before " if label.startswith("before ") else "") + "plain"
+        if "hooked" not in label or base_label not in profiled:
+            continue
+        base, base_requests = profiled[base_label]
+        print(f"\n-- functions grown most per request, {base_label} -> {label} "
+              "(us of samples per request, inclusive)")
+        for name, before_us, after_us in profile_delta(base, base_requests, other,
+                                                       other_requests, PROFILE_RATE):
+            print(f"{after_us - before_us:+8.0f}  {before_us:7.0f} -> {after_us:7.0f}  {name}")
+
+
+def _ratio(after: list[float], before: list[float]) -> str:
+    return f"{mean(after) / mean(before):.2f}x" if mean(before) else "-"
 
 
 def mean(values: list[float]) -> float:
