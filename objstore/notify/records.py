@@ -7,12 +7,14 @@ Pure: plain data in, plain data out; no Twisted, no I/O.
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from dataclasses import dataclass
 from urllib.parse import quote_plus
 
 from objstore.meta.outbox_queries import OutboxEntry
-from objstore.utc_dates import utc_moment
+from objstore.utc_dates import clamped, utc_moment
 
 LIFECYCLE_PREFIX = "Lifecycle::"
 
@@ -42,9 +44,19 @@ def event_name(entry: OutboxEntry) -> str | None:
 
 
 def event_time(timestamp: float) -> str:
-    """2026-11-28T03:39:38.123Z, as AWS writes eventTime."""
-    moment = utc_moment(timestamp)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """2026-11-28T03:39:38.123Z, as AWS writes eventTime: the stamp rounded to the
+    microsecond as `datetime.fromtimestamp` rounds it (half to even), the date and time
+    of its second formatted once per second (a burst of events shares a few)."""
+    fraction, whole = math.modf(clamped(timestamp))
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    return f"{_second_text(int(whole))}{micros // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=64)
+def _second_text(second: int) -> str:
+    return utc_moment(second).strftime("%Y-%m-%dT%H:%M:%S.")
 
 
 @dataclass(frozen=True, slots=True)

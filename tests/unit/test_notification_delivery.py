@@ -26,10 +26,11 @@ from objstore.meta.notification_queries import (
 from objstore.meta.outbox_queries import OutboxEntry
 from objstore.meta.store import SyncMetaStore
 from objstore.notify.delivery import NotificationDelivery, event_time_of, retry_delay
-from objstore.notify.records import EventContext, event_document, event_name
+from objstore.notify.records import EventContext, event_document, event_name, event_time
 from objstore.notify.targets.base import DeliveryError, Event, TargetConfigError
 from objstore.notify.targets.webhook import KIND as WEBHOOK
 from objstore.notify.targets.webhook import with_default_timeout
+from objstore.utc_dates import utc_moment
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -82,6 +83,15 @@ def test_event_document_fields() -> None:
                                       "arn": "arn:aws:s3:::b"}
     assert record["s3"]["object"] == {"key": "a+b/c%2Bd", "size": 5, "eTag": "abc",
                                       "versionId": "v1", "sequencer": "0000000000000007"}
+
+
+@pytest.mark.parametrize("stamp", [
+    0.0, -5.0, NOW, NOW + 0.0005, NOW + 0.9995, 1.9999995, 1.9999996, 1.0000015,
+    253402300799.999, 1e20, float("nan"), float("inf"), 1_700_000_123.456789])
+def test_event_time_is_the_datetime_rendering(stamp: float) -> None:
+    moment = utc_moment(stamp)  # what eventTime was: rounded as fromtimestamp rounds
+    assert event_time(stamp) == (moment.strftime("%Y-%m-%dT%H:%M:%S.")
+                                 + f"{moment.microsecond // 1000:03d}Z")
 
 
 def test_event_time_of_a_document() -> None:
