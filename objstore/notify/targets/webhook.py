@@ -5,11 +5,14 @@ included) is a DeliveryError (retried by the caller).
 
 The POST goes through Twisted's `Agent`, called directly (as the cluster client does,
 cluster/http_agent.py): treq's `HTTPClient` parsed and IDNA-encoded the URL again, merged
-cookies and wrapped the agent in redirect and decoding layers on every POST, about half
-of a delivery's CPU (bench.notify). Here the URL is encoded once per target (as treq
-encoded it), the headers are built once, the body is written in one call, and of the
-answer's body at most MAX_ERROR_BODY bytes are kept (for the error message), the rest
-read and dropped so that the connection goes back to the pool.
+cookies and wrapped the agent in redirect and decoding layers on every POST, and the
+Agent's own endpoint factory made a new endpoint (for https a new TLS connection creator)
+per request: half of a POST's CPU (bench.notify_stages). Here the endpoint is kept per
+origin (`KeptEndpoints`), the URL is encoded once per target (as treq encoded it), the
+headers are built once, the body is written in one call, and of the answer's body at most
+MAX_ERROR_BODY bytes are kept (for the error message), the rest read and dropped so that
+the connection goes back to the pool. Redirects are not followed (a 3xx is a failed
+attempt).
 
 Keys: url (http:// or https://), auth_token (sent as `Authorization: Bearer <token>`;
 never logged or shown), tls_verify (default true: the server's certificate is checked
@@ -134,6 +137,7 @@ class WebhookTarget:
         self._agent: Any = agent  # zope interfaces are not mypy types
         self._clock: Any = clock
         self._pool: HTTPConnectionPool | None = None
+        self._url_problem = ""
         try:
             self._url: bytes | None = encoded_url(settings.url)
         except ValueError as problem:  # delivery fails with it, as it did per POST
