@@ -104,8 +104,10 @@ class Objstore:
     """`twistd -n --pidfile= objstore --config ...` with SQLite and fsync on."""
 
     def __init__(self, workdir: Path, workers: int | None = None,
-                 limits: str = "", extra: str = "") -> None:
+                 limits: str = "", extra: str = "", twistd: str | None = None) -> None:
         self.workdir = workdir
+        # Another checkout's daemon (its venv's twistd: a before/after run), or this one's.
+        self.twistd = twistd or str(Path(sys.executable).with_name("twistd"))
         self.extra = extra  # more sections of the config, e.g. "[encryption]\nenabled = true\n"
         self.port = free_port()
         self.workers = workers  # None: the daemon's default (one per CPU)
@@ -131,7 +133,7 @@ class Objstore:
             + f'[storage]\ndata_dir = "{self.workdir / "data"}"\nmetadata_backend = "sqlite"\n'
             "fsync = true\n" + self.extra
         )
-        twistd = str(Path(sys.executable).with_name("twistd"))
+        twistd = self.twistd
         env = dict(os.environ, OBJSTORE_ROOT_ACCESS_KEY=ROOT_ACCESS_KEY,
                    OBJSTORE_ROOT_SECRET_KEY=ROOT_SECRET_KEY)
         with open(self.log_path, "ab") as log:

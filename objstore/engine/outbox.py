@@ -16,7 +16,10 @@ the client must back off, and SDKs retry SlowDown with backoff). Background work
 
 `tick` (on a timer, clock injected): for each consumer, the page after its cursor is handed
 to `Consumer.deliver`; the cursor moves past the page only once it returned (at-least-once:
-a crash or a failure before then delivers the page again); a failure retries with
+a crash or a failure before then delivers the page again), and while pages come full the
+next one follows, up to `pages_per_tick` pages (one page a tick capped a consumer at
+PAGE_SIZE / TICK_SECONDS = 400 entries a second, below the node's small-PUT rate, so the
+backlog grew under a sustained load until writes were refused); a failure retries with
 exponential backoff. Then the entries every consumer has passed are purged and the backlog
 is counted (`backlog`, the gauge `objstore_outbox_backlog`).
 """
@@ -42,6 +45,7 @@ from objstore.meta.outbox_queries import OutboxEntry, OutboxNote
 log = Logger()
 
 PAGE_SIZE = 200
+PAGES_PER_TICK = 25  # at most 5,000 entries per consumer per tick (10,000 a second)
 RETRY_BASE_SECONDS = 1.0
 RETRY_MAX_SECONDS = 300.0
 TICK_SECONDS = 0.5
@@ -75,6 +79,7 @@ def backoff(failures: int, base: float = RETRY_BASE_SECONDS,
 class OutboxDelivery:
     def __init__(self, meta: MetaStore, *, clock: Callable[[], float], max_backlog: int,
                  consumers: Sequence[Consumer] = (), page_size: int = PAGE_SIZE,
+                 pages_per_tick: int = PAGES_PER_TICK,
                  interest: BucketInterest | None = None) -> None:
         """`consumers` given here get every bucket's changes; `interest` (None: every
         bucket is of interest) judges buckets for those `register`ed with documents."""
@@ -86,6 +91,7 @@ class OutboxDelivery:
         self._consumers = list(consumers)
         self._states = {c.name: _State() for c in self._consumers}
         self._page_size = page_size
+        self._pages_per_tick = max(1, pages_per_tick)
         self.backlog = 0
         self.delivered = 0
 
@@ -142,22 +148,26 @@ class OutboxDelivery:
         if self._clock() < state.retry_at:
             return
         cursor = await self._meta.outbox_cursor(consumer.name)
-        page = await self._meta.outbox_read_after(cursor, self._page_size)
-        if not page.entries:
-            return
-        try:
-            await consumer.deliver(page.entries)
-        except Exception as error:  # a target down is expected: a warning, then retries
-            state.failures += 1
-            delay = backoff(state.failures)
-            state.retry_at = self._clock() + delay
-            log.warn("outbox consumer {name} failed ({failures} in a row), retrying in "
-                     "{delay:g} s: {error!r}", name=consumer.name, failures=state.failures,
-                     delay=delay, error=error)
-            return
-        state.failures, state.retry_at = 0, 0.0
-        await self._meta.outbox_advance(consumer.name, page.entries[-1].seq)
-        self.delivered += len(page.entries)
+        for _ in range(self._pages_per_tick):
+            page = await self._meta.outbox_read_after(cursor, self._page_size)
+            if not page.entries:
+                return
+            try:
+                await consumer.deliver(page.entries)
+            except Exception as error:  # a target down is expected: a warning, then retries
+                state.failures += 1
+                delay = backoff(state.failures)
+                state.retry_at = self._clock() + delay
+                log.warn("outbox consumer {name} failed ({failures} in a row), retrying in "
+                         "{delay:g} s: {error!r}", name=consumer.name,
+                         failures=state.failures, delay=delay, error=error)
+                return
+            state.failures, state.retry_at = 0, 0.0
+            cursor = page.entries[-1].seq
+            await self._meta.outbox_advance(consumer.name, cursor)
+            self.delivered += len(page.entries)
+            if len(page.entries) < self._page_size:
+                return
 
 
 class FileConsumer:
@@ -203,5 +213,5 @@ async def note_for(outbox: OutboxDelivery | None, caller: Caller, kind: ChangeKi
     return OutboxKeyword() if note is None else OutboxKeyword(outbox=note)
 
 
-__all__ = ["TEST_CONSUMER_ENV", "Consumer", "FileConsumer", "OutboxDelivery", "OutboxKeyword",
-           "backoff", "env_consumers", "note_for"]
+__all__ = ["PAGES_PER_TICK", "PAGE_SIZE", "TEST_CONSUMER_ENV", "Consumer", "FileConsumer",
+           "OutboxDelivery", "OutboxKeyword", "backoff", "env_consumers", "note_for"]

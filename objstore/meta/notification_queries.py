@@ -80,8 +80,9 @@ class QueueFigures:
 
 
 def _event(row: Any) -> NotificationEvent:
-    try:
-        errors = tuple(json.loads(row["errors"] or "[]"))
+    text = row["errors"]
+    try:  # most rows have none: no parse for them
+        errors = tuple(json.loads(text)) if text and text != "[]" else ()
     except ValueError:
         errors = ()
     return NotificationEvent(

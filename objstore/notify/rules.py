@@ -13,6 +13,7 @@ is not checked against the server's (clients copy ARNs between deployments).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -80,8 +81,10 @@ class NotificationConfiguration:
     rules: tuple[NotificationRule, ...] = ()
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_arn(arn: str) -> Destination | None:
-    """The destination an ARN names; None for one of neither form."""
+    """The destination an ARN names; None for one of neither form. Kept per ARN (the
+    consumer asks for every rule of every event; Destination is immutable)."""
     if arn.startswith(("http://", "https://")):
         try:
             parts = urlsplit(arn)

@@ -25,11 +25,18 @@ from objstore.meta.notification_queries import (
 )
 from objstore.meta.outbox_queries import OutboxEntry
 from objstore.meta.store import SyncMetaStore
-from objstore.notify.delivery import NotificationDelivery, retry_delay
-from objstore.notify.records import EventContext, event_document, event_name
+from objstore.notify.delivery import NotificationDelivery, event_time_of, retry_delay
+from objstore.notify.records import (
+    EventContext,
+    event_document,
+    event_name,
+    event_record,
+    event_time,
+)
 from objstore.notify.targets.base import DeliveryError, Event, TargetConfigError
 from objstore.notify.targets.webhook import KIND as WEBHOOK
 from objstore.notify.targets.webhook import with_default_timeout
+from objstore.utc_dates import utc_moment
 from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
     backend,
     db_engine,
@@ -82,6 +89,46 @@ def test_event_document_fields() -> None:
                                       "arn": "arn:aws:s3:::b"}
     assert record["s3"]["object"] == {"key": "a+b/c%2Bd", "size": 5, "eTag": "abc",
                                       "versionId": "v1", "sequencer": "0000000000000007"}
+
+
+@pytest.mark.parametrize("stamp", [
+    0.0, -5.0, NOW, NOW + 0.0005, NOW + 0.9995, 1.9999995, 1.9999996, 1.0000015,
+    253402300799.999, 1e20, float("nan"), float("inf"), 1_700_000_123.456789])
+def test_event_time_is_the_datetime_rendering(stamp: float) -> None:
+    moment = utc_moment(stamp)  # what eventTime was: rounded as fromtimestamp rounds
+    assert event_time(stamp) == (moment.strftime("%Y-%m-%dT%H:%M:%S.")
+                                 + f"{moment.microsecond // 1000:03d}Z")
+
+
+@pytest.mark.parametrize("name", ["s3:ObjectCreated:Put", "s3:ObjectRemoved:Delete",
+                                  "s3:ObjectRemoved:DeleteMarkerCreated",
+                                  "s3:LifecycleExpiration:Delete"])
+@pytest.mark.parametrize("marker, version, etag, principal, owner", [
+    (False, "v1", "abc", "u1", "owner"), (True, "null", "", "", ""),
+    (True, "ü\u2028v", '"q"', "ü", "o\tw")])
+def test_event_document_is_the_json_of_its_record(name: str, marker: bool, version: str,
+                                                  etag: str, principal: str,
+                                                  owner: str) -> None:
+    written = OutboxEntry(seq=2**62 + 5, kind="object_written", operation="PutObject",
+                          bucket="bück", key='ünï/c d+"e\\f\n\x00😀', version_id=version,
+                          size=2**40, etag=etag, is_delete_marker=marker,
+                          principal=principal, source_address="::1", request_id='R"1',
+                          event_time=NOW + 0.9995)
+    context = EventContext("ü-1", "node\u2029", 'rule"1', owner)
+    assert event_document(written, name, context) == json.dumps(
+        {"Records": [event_record(written, name, context)]}, separators=(",", ":")).encode()
+
+
+def test_event_time_of_a_document() -> None:
+    written = event_document(entry("object_written", key='k"eventTime":"1999'),
+                             "s3:ObjectCreated:Put", EventContext("eu-1", "n", "r"))
+    assert event_time_of(written.decode()) == "2023-11-14T22:13:20.000Z"
+    spaced = json.dumps({"Records": [{"eventTime": "2020-01-01T00:00:00.000Z"}]})
+    assert event_time_of(spaced) == "2020-01-01T00:00:00.000Z"  # parsed, not searched
+    escaped = '{"Records":[{"eventTime":"a\\"b"}]}'
+    assert event_time_of(escaped) == 'a"b'
+    for other in ('{"Event":"s3:TestEvent"}', '{"Records":[]}', "not json", "[1]"):
+        assert event_time_of(other) == ""
 
 
 def test_webhook_settings_are_checked() -> None:

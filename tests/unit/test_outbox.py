@@ -92,14 +92,15 @@ class Node:
 
 
 def node(sql: SyncMetaStore, directory: Path, *consumers: Recording,
-         max_backlog: int = 100) -> Node:
+         max_backlog: int = 100, page_size: int = 200, pages_per_tick: int = 25) -> Node:
     meta = MetaStore(sql, SyncDbPool())
     blobs = BlobStore(str(directory / "data"), fsync=False)
     blobs.prepare()
     control = ControlRecord(str(directory / "data"), fsync=False)
     control.prepare()
     io, clock, locks = InlinePool(), Clock(), KeyLocks()
-    outbox = OutboxDelivery(meta, clock=clock, max_backlog=max_backlog, consumers=consumers)
+    outbox = OutboxDelivery(meta, clock=clock, max_backlog=max_backlog, consumers=consumers,
+                            page_size=page_size, pages_per_tick=pages_per_tick)
     built = Node(
         sql, blobs,
         BucketService(meta, control, io, region="us-east-1", clock=clock),
@@ -171,6 +172,28 @@ def test_a_failing_consumer_gets_the_page_again_after_its_backoff(
     run(engine.outbox.tick())
     assert [[e.key for e in page] for page in hooks.pages] == [["a"], ["a", "b"], ["a", "b"]]
     assert engine.outbox.backlog == 0
+
+
+def test_full_pages_are_followed_by_the_next_up_to_the_bound_per_tick(
+        meta_store: SyncMetaStore, tmp_path: Path) -> None:  # noqa: F811
+    hooks = Recording("hooks")
+    engine = node(meta_store, tmp_path, hooks, page_size=2, pages_per_tick=2)
+    for key in "abcde":
+        engine.put(key)
+    run(engine.outbox.tick())  # two full pages, the bound: the fifth waits
+    assert [[e.key for e in page] for page in hooks.pages] == [["a", "b"], ["c", "d"]]
+    assert engine.outbox.backlog == 1 and engine.outbox.delivered == 4
+    engine.put("f")
+    engine.put("g")
+    run(engine.outbox.tick())  # a full page, then a short one ends the tick
+    assert [[e.key for e in page] for page in hooks.pages[2:]] == [["e", "f"], ["g"]]
+    assert engine.outbox.backlog == 0
+    hooks.failing = True
+    engine.put("h")
+    engine.put("i")
+    engine.put("j")
+    run(engine.outbox.tick())  # a failure ends the tick: the cursor stays before it
+    assert [e.key for e in hooks.pages[-1]] == ["h", "i"] and engine.outbox.backlog == 3
 
 
 def test_backoff_doubles_up_to_its_cap() -> None:
