@@ -92,7 +92,7 @@ def profile_delta(base: Counter[str], base_requests: int, other: Counter[str],
 
     rows = [(name, per_request(base[name], base_requests),
              per_request(other[name], other_requests)) for name in set(base) | set(other)]
-    rows.sort(key=lambda row: row[1] - row[2])
+    rows.sort(key=lambda row: (row[1] - row[2], row[0]))  # ties by name: a stable table
     return rows[:top]
 
 
