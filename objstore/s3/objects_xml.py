@@ -30,7 +30,10 @@ _COMPOSITE_SUFFIX = re.compile(r"-\d+$")
 
 
 def _localname(element: etree._Element) -> str | None:
-    return etree.QName(element).localname if isinstance(element.tag, str) else None
+    """The tag's local name (`{namespace}Key` or `Key`: Key); None for a comment or a
+    processing instruction."""
+    tag = element.tag
+    return tag.rpartition("}")[2] if isinstance(tag, str) else None
 
 
 def checksum_element(algorithm: str) -> str:
