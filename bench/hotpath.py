@@ -8,9 +8,12 @@ Usage (from the repository root):
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
 directory and the six hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
 of new keys, 4 KiB GET and GET of a missing key, ab for HEAD (see bench/ab.py), curl
-for a 64 MiB PUT header-signed with the real SHA-256, and wrk for single-key DELETE
+for a 64 MiB PUT header-signed with the real SHA-256, wrk for single-key DELETE
 (DeleteObject, what `aws s3 rm --recursive` sends) of existing 0-byte keys of the
-unversioned bucket, seeded by wrk just before and not counted. For each it prints ops/s and the
+unversioned bucket, seeded by wrk just before and not counted, and `delete-many`:
+DELETE_BATCHES DeleteObjects (quiet) of 1,000 such keys each, sent one after another by
+one client (its "p50/p99" are the median and the slowest request's milliseconds, signing
+excluded; its CPU includes the files' removal after the answers). For each it prints ops/s and the
 daemon's CPU time per request in microseconds: on a busy 2-core machine that figure moves
 far less than the rate does, and a per-thread split (reactor, DB pools, IO pool).
 With `--profile DIR` each workload runs a second time under `py-spy record` (raw format,
@@ -56,9 +59,12 @@ MIB = 1024**2
 CONNECTIONS = 32
 GET_KEYS = 1000
 BUCKET = "hot"
-WORKLOADS = ("put", "get", "head", "missing", "large", "delete")
+WORKLOADS = ("put", "get", "head", "missing", "large", "delete", "delete-many")
 # Keys seeded for one delete run, per second of it: more than it can delete.
 DELETE_KEYS_PER_SECOND = 1500
+# delete-many: this many DeleteObjects (quiet) of DELETE_BATCH keys each, one after another.
+DELETE_BATCHES = 20
+DELETE_BATCH = 1000
 SEED_SECONDS = 120  # the bound on seeding them
 
 
@@ -289,17 +295,21 @@ class HotPath:
             return self._large()
         if workload == "delete":
             return self._delete()
+        if workload == "delete-many":
+            return self._delete_many()
         raise ValueError(workload)
 
     def _prepare(self, workload: str) -> None:
         """What a workload needs before its measured run (outside the CPU split)."""
         if workload == "delete":
             self.delete_keys = self._seed_delete_keys()
+        if workload == "delete-many":
+            self.delete_keys = self._seed_delete_keys(DELETE_BATCHES * DELETE_BATCH)
 
-    def _seed_delete_keys(self) -> list[str]:
-        """Keys that exist, for one delete run: 0-byte PUTs with wrk, any it missed
-        retried one by one."""
-        count = self.seconds * DELETE_KEYS_PER_SECOND
+    def _seed_delete_keys(self, count: int | None = None) -> list[str]:
+        """Keys that exist, for one delete run (`count`, else enough for the run's
+        seconds): 0-byte PUTs with wrk, any it missed retried one by one."""
+        count = count or self.seconds * DELETE_KEYS_PER_SECOND
         start, self.delete_serial = self.delete_serial, self.delete_serial + count
         keys = [f"delete/{i:08d}" for i in range(start, start + count)]
         spares = (f"delete-seed-spare/{i:08d}" for i in range(start, start + CONNECTIONS))
@@ -318,6 +328,19 @@ class HotPath:
         return self._wrk("delete", self.s3.presigned_paths("DELETE", BUCKET,
                                                            chain(keys, spares)),
                          "DELETE", None, once=True, settle=self._files_removed)
+
+    def _delete_many(self) -> Figure:
+        """DeleteObjects of the seeded keys, DELETE_BATCH at a time, one request after the
+        other; the files' removal after the answers is waited for and its CPU counted."""
+        keys, self.delete_keys = self.delete_keys, []
+        cpu = self.daemon.cpu_seconds()
+        elapsed = [self.session.timed_delete_objects(BUCKET, keys[i:i + DELETE_BATCH])
+                   for i in range(0, len(keys), DELETE_BATCH)]
+        self._files_removed()
+        used = self.daemon.cpu_seconds() - cpu
+        elapsed.sort()
+        return Figure("delete-many", len(elapsed), sum(elapsed) / 1e3, used,
+                      latency_ms=(elapsed[len(elapsed) // 2], elapsed[-1]))
 
     def _files_removed(self, deadline_seconds: float = 60) -> None:
         """Wait until the deleted versions' files are gone (removed after the answers,

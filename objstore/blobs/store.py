@@ -85,12 +85,15 @@ COPY_CHUNK_BYTES = 1024 * 1024
 SIDECAR_FORMAT = 1
 
 
+# The canonical text of a UUID (`str(uuid.UUID(...))`: lowercase, hyphenated), matched
+# whole: a regular expression costs a sixth of parsing the UUID and printing it again, and
+# every blob path (each key of a DeleteObjects: three or four) checks one.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def is_valid_blob_id(blob_id: str) -> bool:
     """Blob ids become paths: only canonical UUID strings are accepted."""
-    try:
-        return str(uuid.UUID(blob_id)) == blob_id
-    except (ValueError, AttributeError, TypeError):
-        return False
+    return isinstance(blob_id, str) and _CANONICAL_UUID.fullmatch(blob_id) is not None
 
 
 # Upload ids become file names: what `new_upload_id` makes (hex), and nothing with a dot or
@@ -393,10 +396,11 @@ class BlobStore:
         files go)."""
         self._ensure_dir(self.withdrawn_root)
         directories: set[str] = set()
+        withdrawn = self.withdrawn_root + os.sep
         for blob_id in blob_ids:
-            path = self.sidecar_path(blob_id)
+            path = self.sidecar_path(blob_id)  # checks the id: `withdrawn_path`, inlined
             try:
-                os.rename(path, self.withdrawn_path(blob_id))
+                os.rename(path, withdrawn + blob_id + SIDECAR_SUFFIX)
             except FileNotFoundError:
                 continue
             directories.add(os.path.dirname(path))

@@ -48,7 +48,7 @@ from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_miss
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
 from objstore.engine.coalesce import Coalescer
-from objstore.engine.lock_rules import LockRequest
+from objstore.engine.lock_rules import LockRequest, may_delete
 from objstore.engine.names import key_problem
 from objstore.engine.outbox import OutboxDelivery, note_for
 from objstore.engine.quota import QUOTA_RULE
@@ -863,12 +863,15 @@ class ObjectService:
             if record is None:
                 outcomes[index] = DeleteOutcome(shown)
                 continue
-            try:
-                await check_deletable(self._authority, caller.principal, record, now,
-                                      bypass_governance)
-            except Exception as error:
-                outcomes[index] = error
-                continue
+            # Most versions are not locked: the rules allow them without asking whether
+            # the caller may bypass a governance retention (which only allows more).
+            if may_delete(record, now, bypass_governance, False) is not None:
+                try:
+                    await check_deletable(self._authority, caller.principal, record, now,
+                                          bypass_governance)
+                except Exception as error:
+                    outcomes[index] = error
+                    continue
             doomed.append((index, record))
         if doomed:
             await self._remove_versions(caller, bucket_name, requests, doomed, outcomes,

@@ -241,10 +241,13 @@ class KeyLocks:
         slots: list[int] = []
         try:
             for name in ordered:
-                lock, users = self._locks.get(name, (DeferredLock(), 0))
+                entry = self._locks.get(name)
+                lock, users = entry if entry is not None else (DeferredLock(), 0)
                 self._locks[name] = (lock, users + 1)
                 taken.append(name)
-                await lock.acquire()
+                acquired = lock.acquire()
+                if not acquired.called:  # a free lock's is (most keys of a batch)
+                    await acquired
                 held.add(name)
             if self._across is not None:
                 for slot in sorted({self._across.slot_of(*name) for name in ordered}):

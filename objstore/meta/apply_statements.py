@@ -80,7 +80,7 @@ REGISTER_STATE = (
 _OBJECT_COLUMNS = ", ".join(f'o."{name}"' for name in _COLUMNS)
 # The JSON array of a statement's binds, as rows: SQLite's json_each (`at`: the index
 # from 0), PostgreSQL's json_array_elements (WITH ORDINALITY, from 1).
-_EACH = {
+JSON_ROWS = {
     "sqlite": ("json_each(:{name}) AS r", "r.key", "json_extract(r.value, '$[{i}]')"),
     "postgresql": ("json_array_elements(CAST(:{name} AS json)) WITH ORDINALITY AS r(v, at)",
                    "r.at - 1", "r.v ->> {i}"),
@@ -88,7 +88,7 @@ _EACH = {
 
 
 def _register_states(dialect: str) -> sa.TextClause:
-    each, at, item = _EACH[dialect]
+    each, at, item = JSON_ROWS[dialect]
     return sa.text(
         f"SELECT {at} AS at, (SELECT t.deleted_at FROM tombstones AS t "
         f"WHERE t.family = :p_family AND t.\"key\" = {item.format(i=3)}) AS deleted_at, "
@@ -98,7 +98,7 @@ def _register_states(dialect: str) -> sa.TextClause:
 
 
 def _key_stamps(dialect: str) -> sa.TextClause:
-    each, _, item = _EACH[dialect]
+    each, _, item = JSON_ROWS[dialect]
     return sa.text(
         f"SELECT o.bucket, o.\"key\", o.version_id, o.last_modified "
         f"FROM {each.format(name='p_keys')} JOIN objects AS o "
@@ -107,10 +107,10 @@ def _key_stamps(dialect: str) -> sa.TextClause:
 
 # Per dialect. Columns: the register's index in `p_registers`, then REGISTER_STATE's.
 # One row per register (each register once: the caller removes repeats).
-REGISTER_STATES = {name: _register_states(name) for name in _EACH}
+REGISTER_STATES = {name: _register_states(name) for name in JSON_ROWS}
 # Per dialect. Columns: bucket, key, version_id, last_modified of every version of the
 # keys of `p_keys` (each key once).
-KEY_STAMPS = {name: _key_stamps(name) for name in _EACH}
+KEY_STAMPS = {name: _key_stamps(name) for name in JSON_ROWS}
 
 
 def register_states_values(registers: Sequence[tuple[str, str, str]]) -> dict[str, str]:

@@ -15,8 +15,7 @@ interface (`first`, `execute`):
 - `fetch_one`: one statement alone on a pooled DBAPI connection (no explicit transaction:
   SQLite in autocommit mode reads one snapshot per statement; psycopg2 opens one
   implicitly and the pool rolls it back on return): one execute, one fetch.
-  `fetch_all` is the same for every row; `fetch_each` runs one statement for each of
-  many values, one after the other, on one pooled connection.
+  `fetch_all` is the same for every row.
 - `driver_transaction`: one write transaction on a pooled DBAPI connection, inside the
   engine's write gate: `BEGIN IMMEDIATE` on SQLite (the write lock up front, as
   `dialect.write_transaction` takes it), the implicit transaction of psycopg2 on
@@ -112,33 +111,6 @@ def fetch_one(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, 
     connection, as a plain tuple; None when there is none."""
     row = _run_alone(engine, statement, values, _first_row)
     return None if row is None else tuple(row)
-
-
-def fetch_each(engine: Engine, statement: sa.ClauseElement,
-               values: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...] | None]:
-    """`fetch_one` of `statement` for each of `values`, in order, on one pooled
-    connection (a batch of point reads: each its own statement, no common snapshot)."""
-    dialect = engine.dialect
-    query = driver_statement(dialect, statement)
-    found: list[tuple[Any, ...] | None] = []
-    raw = engine.raw_connection()
-    try:
-        cursor = raw.cursor()
-        try:
-            for each in values:
-                parameters = query.parameters(each)
-                try:
-                    cursor.execute(query.sql, parameters)
-                    row = cursor.fetchone()
-                except dialect.loaded_dbapi.Error as error:
-                    raise _driver_error(engine, raw, cursor, query.sql, parameters,
-                                        error) from error
-                found.append(None if row is None else tuple(row))
-        finally:
-            cursor.close()
-    finally:
-        raw.close()
-    return found
 
 
 def fetch_all(engine: Engine, statement: sa.ClauseElement, values: Mapping[str, Any]

@@ -18,9 +18,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from objstore.meta import schema, usage_counters
+from objstore.meta.batch_statements import VERSIONS_OF, versions_of_values
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction
-from objstore.meta.driver import fetch_each, fetch_one
+from objstore.meta.driver import fetch_all, fetch_one
 from objstore.meta.keyspace import prefix_upper_bound
 from objstore.meta.records import ObjectRecord
 
@@ -64,17 +65,18 @@ def get_object_versions(
     db: Database, bucket: str, versions: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], ObjectRecord]:
     """The named (key, version_id) versions of a bucket that exist, by (key, version_id):
-    a batch delete's lookups, each the point read of `get_object` (compiled once), on
-    one connection. Each row is read as it is then (no common snapshot): the batch
-    delete guards each version by its seq."""
+    a batch delete's lookups, in one statement whatever their number
+    (batch_statements.py `VERSIONS_OF`, one snapshot). The batch delete still guards
+    each version by its seq."""
     wanted = list(dict.fromkeys(versions))
-    rows = fetch_each(db.engine, OBJECT_VERSION, [
-        {"bucket": bucket, "key": key, "version_id": version_id}
-        for key, version_id in wanted])
+    if not wanted:
+        return {}
+    rows = fetch_all(db.engine, VERSIONS_OF[db.engine.dialect.name],
+                     versions_of_values(bucket, wanted))
     found: dict[tuple[str, str], ObjectRecord] = {}
-    for pair, row in zip(wanted, rows, strict=True):
-        if row is not None:
-            found[pair] = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+    for row in rows:
+        record = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
+        found[(record.key, record.version_id)] = record
     return found
 
 

@@ -47,6 +47,12 @@ from sqlalchemy.engine import Connection
 
 from objstore.convergence import lww
 from objstore.meta import schema, usage_counters
+from objstore.meta.batch_statements import (
+    DELETE_KNOWN_ROWS,
+    NEWEST_REMAINING,
+    delete_known_rows_values,
+    newest_remaining_values,
+)
 from objstore.meta.database import Database, changes_objects
 from objstore.meta.dialect import write_transaction
 from objstore.meta.driver import (
@@ -475,10 +481,12 @@ class _DeleteBatch:
 
     def delete_distinct(self, items: Sequence[VersionDelete]) -> list[VersionDeleteOutcome]:
         """Items of distinct keys, which can not see each other's changes: every row
-        first, then the removals' seqs as one block, their tombstones in one statement
-        (executemany), the promotions, the outbox entries. The same outcomes and rows as
-        `delete` item by item, with the seqs in another order (in one transaction)."""
-        removals = [(item, self._remove_row(item)) for item in items]
+        first (those the caller read in one statement: `_remove_rows`), then the
+        removals' seqs as one block, their tombstones in one statement (executemany),
+        the keys' newest remaining versions in one statement, the promotions, the outbox
+        entries. The same outcomes and rows as `delete` item by item, with the seqs in
+        another order (in one transaction)."""
+        removals = list(zip(items, self._remove_rows(items), strict=True))
         done = [(item, removed) for item, removed in removals
                 if isinstance(removed, ObjectRecord)]
         if not done:
@@ -492,15 +500,58 @@ class _DeleteBatch:
         self._rows.execute_many(self._tombstone, [
             self._tombstone_values(item, seq, stamp)
             for (item, _), seq, stamp in zip(done, seqs, stamps, strict=True)])
+        newest = self._newest_remaining([item.key for item, removed in done
+                                         if removed.is_latest])
         results: dict[int, DeleteResult] = {}
         for (item, removed), seq, stamp in zip(done, seqs, stamps, strict=True):
-            new_latest = self._promote_newest(item.key) if removed.is_latest else None
+            new_latest = (self._promote(item.key, newest.get(item.key))
+                          if removed.is_latest else None)
             if item.outbox is not None:
                 record_outbox(self._rows, seq, removed, item.outbox, self._db.clock())
             results[id(item)] = DeleteResult(removed=removed, new_latest=new_latest,
                                               deleted_at=stamp)
         return [results[id(item)] if isinstance(removed, ObjectRecord) else removed
                 for item, removed in removals]
+
+    def _remove_rows(self, items: Sequence[VersionDelete]
+                     ) -> list[ObjectRecord | VersionDeleteOutcome]:
+        """`_remove_row` of items of distinct keys: those whose row the caller read
+        (`known`, guarded by its seq) in ONE statement (`DELETE_KNOWN_ROWS`), the others
+        one by one; an item whose row is not removed is checked as `_remove_row` checks
+        it (RowChanged when the row is still there)."""
+        known = [(item, item.known) for item in items
+                 if item.known is not None and item.known.seq == item.expected_seq]
+        if len(known) < 2:
+            return [self._remove_row(item) for item in items]
+        dialect = self._db.engine.dialect.name
+        gone = {(str(key), str(version_id)): bool(latest)
+                for key, version_id, latest in self._rows.execute(
+                    DELETE_KNOWN_ROWS[dialect], delete_known_rows_values(
+                        self._bucket, [(item.key, item.version_id, record.seq)
+                                       for item, record in known])).fetchall()}
+        read = {id(item): record for item, record in known}
+        removals: list[ObjectRecord | VersionDeleteOutcome] = []
+        for item in items:
+            record = read.get(id(item))
+            if record is None:
+                removals.append(self._remove_row(item))
+                continue
+            latest = gone.get((item.key, item.version_id))
+            if latest is None:
+                removals.append(self._not_removed(item))
+            elif record.is_latest != latest:
+                removals.append(replace(record, is_latest=latest))
+            else:
+                removals.append(record)
+        return removals
+
+    def _not_removed(self, item: VersionDelete) -> VersionDeleteOutcome:
+        """The outcome of an item whose DELETE removed nothing: RowChanged when its guard
+        (`expected_seq`) is what kept its row, else nothing to delete."""
+        same = {"p_bucket": self._bucket, "p_key": item.key, "p_version_id": item.version_id}
+        if item.expected_seq is not None and self._rows.first(ROW_EXISTS, same) is not None:
+            return RowChanged(f"{self._bucket}/{item.key} version {item.version_id}")
+        return DeleteResult(removed=None)
 
     def _remove_row(self, item: VersionDelete) -> ObjectRecord | VersionDeleteOutcome:
         """The DELETE of an item's row, which is its check (guarded by the seq): the
@@ -519,9 +570,7 @@ class _DeleteBatch:
         else:
             row = rows.first(DELETE_GUARDED_ROW, {**same, "p_seq": item.expected_seq})
         if row is None:
-            if item.expected_seq is not None and rows.first(ROW_EXISTS, same) is not None:
-                return RowChanged(f"{bucket}/{item.key} version {item.version_id}")
-            return DeleteResult(removed=None)
+            return self._not_removed(item)
         if removed is None:
             removed = schema.object_record(dict(zip(_COLUMNS, row, strict=True)))
         return removed
@@ -534,11 +583,29 @@ class _DeleteBatch:
 
     def _promote_newest(self, key: str) -> ObjectRecord | None:
         """`promote_newest` on the driver."""
-        same_key = {"p_bucket": self._bucket, "p_key": key}
-        newest = self._rows.first(NEWEST_VERSION, {**self._newest_defaults, **same_key})
-        if newest is None:
+        return self._promote(key, self._newest_version(key))
+
+    def _newest_remaining(self, keys: Sequence[str]) -> dict[str, str | None]:
+        """The version each of distinct `keys` promotes once its latest went (None: no
+        version left), in one statement (`NEWEST_REMAINING`) for several keys."""
+        if len(keys) < 2:
+            return {key: self._newest_version(key) for key in keys}
+        return {str(key): None if version_id is None else str(version_id)
+                for key, version_id in self._rows.execute(
+                    NEWEST_REMAINING[self._db.engine.dialect.name],
+                    newest_remaining_values(self._bucket, keys)).fetchall()}
+
+    def _newest_version(self, key: str) -> str | None:
+        newest = self._rows.first(NEWEST_VERSION, {**self._newest_defaults,
+                                                   "p_bucket": self._bucket, "p_key": key})
+        return None if newest is None else str(newest[0])
+
+    def _promote(self, key: str, version_id: str | None) -> ObjectRecord | None:
+        """Make `version_id` of `key` its latest, with a fresh seq (None: no version)."""
+        if version_id is None:
             return None
-        row = self._rows.first(PROMOTE, {**same_key, "p_version_id": newest[0],
+        row = self._rows.first(PROMOTE, {"p_bucket": self._bucket, "p_key": key,
+                                         "p_version_id": version_id,
                                          "p_new_seq": self._seq()})
         assert row is not None
         return schema.object_record(dict(zip(_COLUMNS, row, strict=True)))

@@ -13,6 +13,8 @@ The router checks no action for this operation: every key is authorized here, on
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -45,10 +47,11 @@ async def delete_objects(call: S3Call) -> S3Response:
     bypass = bypass_requested(headers)
     refused: dict[int, Exception] = {}
     allowed: list[int] = []
+    checked = not call.principal.is_root  # `permits` allows root whatever the key
     for index, entry in enumerate(request.entries):
         try:
-            if not await permits(call, delete_key_need(call.bucket, entry.key,
-                                                       entry.version_id)):
+            if checked and not await permits(call, delete_key_need(call.bucket, entry.key,
+                                                                   entry.version_id)):
                 raise S3Error("AccessDenied")
             _check_entry(entry)
         except Exception as error:
@@ -57,9 +60,14 @@ async def delete_objects(call: S3Call) -> S3Response:
         allowed.append(index)
     done = await _delete_allowed(call, [request.entries[index] for index in allowed], bypass)
     results = dict(zip(allowed, done, strict=True))
-    outcomes = [_entry_result(call, entry, refused.get(index) or results[index])
-                for index, entry in enumerate(request.entries)]
-    body = delete_result_document(outcomes, quiet=request.quiet)
+    answers: Iterable[tuple[DeleteEntry, DeleteOutcome | Exception]] = (
+        (entry, refused.get(index) or results[index])
+        for index, entry in enumerate(request.entries))
+    if request.quiet:  # only the errors are listed: no entry built for a key deleted
+        answers = ((entry, answer) for entry, answer in answers
+                   if isinstance(answer, Exception))
+    body = delete_result_document((_entry_result(call, entry, answer)
+                                   for entry, answer in answers), quiet=request.quiet)
     return S3Response(body=body, content_type=XML)
 
 

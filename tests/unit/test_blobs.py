@@ -26,10 +26,15 @@ def store(tmp_path: Path) -> BlobStore:
 
 def test_blob_ids_must_be_canonical_uuids(store: BlobStore) -> None:
     assert is_valid_blob_id(new_blob_id())
-    for bad in ["../../etc/passwd", "x", "", new_blob_id().upper(), "a" * 36]:
+    blob_id = new_blob_id()
+    other_spellings = [blob_id.upper(), "{" + blob_id + "}", "urn:uuid:" + blob_id,
+                       blob_id.replace("-", ""), blob_id + "\n", " " + blob_id,
+                       blob_id[:-1] + "g", blob_id[:8] + "-" + blob_id[9:] + "0"]
+    for bad in ["../../etc/passwd", "x", "", "a" * 36, *other_spellings]:
         assert not is_valid_blob_id(bad)
         with pytest.raises(ValueError):
             store.blob_path(bad)
+    assert not is_valid_blob_id(None)  # type: ignore[arg-type]
 
 
 def test_small_body_stays_in_memory_and_commits(store: BlobStore) -> None:

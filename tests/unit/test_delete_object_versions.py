@@ -176,3 +176,45 @@ def test_get_object_versions_reads_the_versions_that_exist(store: SyncMetaStore)
     found = store.get_object_versions(BUCKET, wanted)
     assert found == {(r.key, r.version_id): r for r in written}
     assert store.get_object_versions(BUCKET, []) == {}
+
+
+ODD_KEYS = ["plain", 'quote"d', "back\\slash", "ünï/cødé ✓", "tab\there", "x" * 1000]
+
+
+def test_rows_as_read_go_in_one_statement_with_each_outcome(store: SyncMetaStore) -> None:
+    """Items of rows as the caller read them (`VersionDelete.of`, what DeleteObjects
+    sends) are removed set-based: keys JSON must carry as they are, a guard that no
+    longer holds (RowChanged), a row gone meanwhile (nothing removed), the newest
+    remaining version of several keys promoted, and a key left without any version."""
+    for key in ODD_KEYS[:3]:  # an older version to promote once the latest goes
+        store.put_object(obj(key, "v1", 10.0))
+    read = {key: store.put_object(obj(key, "v2", 20.0)).record for key in ODD_KEYS}
+    changed, gone = ODD_KEYS[3], ODD_KEYS[4]
+    before = read[changed]
+    assert before is not None
+    store.update_object(replace(before, tags={"t": "1"}))  # a fresh seq
+    store.delete_object_version(BUCKET, gone, "v2")
+    outcomes = store.delete_object_versions(BUCKET, [
+        VersionDelete.of(record, NOTE) for record in read.values() if record is not None])
+    by_key = dict(zip(ODD_KEYS, outcomes, strict=True))
+    assert isinstance(by_key[changed], RowChanged)
+    assert by_key[gone] == DeleteResult(removed=None)
+    assert store.get_object(BUCKET, changed, "v2") is not None
+    for key in ODD_KEYS[:3]:
+        done = by_key[key]
+        assert isinstance(done, DeleteResult) and done.removed == read[key]
+        assert done.new_latest is not None and done.new_latest.version_id == "v1"
+        assert store.get_object(BUCKET, key) == done.new_latest
+        assert tombstone_seq(store, key, "v2") is not None
+    last = by_key[ODD_KEYS[5]]
+    assert isinstance(last, DeleteResult) and last.removed == read[ODD_KEYS[5]]
+    assert last.new_latest is None and store.get_object(BUCKET, ODD_KEYS[5]) is None
+    # the same seqs as one by one: one per tombstone, one per promotion
+    assert [e.key for e in store.outbox_read_after(0, 10).entries] == [
+        ODD_KEYS[0], ODD_KEYS[1], ODD_KEYS[2], ODD_KEYS[5]]
+
+
+def test_get_object_versions_reads_keys_as_they_are(store: SyncMetaStore) -> None:
+    written = {(key, "v1"): store.put_object(obj(key, "v1")).record for key in ODD_KEYS}
+    wanted = [*written, ("Plain", "v1"), ("plain", "V1")]
+    assert store.get_object_versions(BUCKET, wanted) == written

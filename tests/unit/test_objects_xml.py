@@ -71,6 +71,21 @@ def test_delete_request_entries_in_order() -> None:
     )
 
 
+@pytest.mark.parametrize(("fields", "expected"), [
+    ("<Key>k</Key>", DeleteEntry("k")),
+    ("<Key>k</Key><VersionId>v</VersionId>", DeleteEntry("k", "v")),
+    ("<VersionId>v</VersionId><!-- c --><Key>k</Key>", DeleteEntry("k", "v")),
+    ("<Key>k</Key><VersionId>v</VersionId><Size>3</Size>", DeleteEntry("k", "v", True)),
+    ("<Key>k</Key><LastModifiedTime>x</LastModifiedTime>", DeleteEntry("k", None, True)),
+    ("<Key>k</Key><ETag>e</ETag><Size>3</Size>", DeleteEntry("k", None, True)),
+    ("<Key></Key>", DeleteEntry("")),
+])
+def test_delete_entry_fields(fields: str, expected: DeleteEntry) -> None:
+    """VersionId names a version; any other field but Key asks for a conditional delete."""
+    body = f"<Delete><Object>{fields}</Object></Delete>".encode()
+    assert parse_delete_request(body).entries == (expected,)
+
+
 @pytest.mark.parametrize(("quiet", "expected"), [
     ("false", False), ("FALSE", False), ("0", False), ("True", True), (" 1 ", True),
 ])

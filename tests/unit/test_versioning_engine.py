@@ -571,3 +571,26 @@ def test_key_locks_run_many_holds_every_key_and_each_slot_once() -> None:
     for d in (many, one):
         d.addCallback(results.append)
     assert results == ["batch", "single"] and len(locks) == 0 and across.held == []
+
+
+def test_key_locks_run_many_waits_for_a_key_held_by_another() -> None:
+    """Free keys are taken at once; a held one is waited for, in sorted order."""
+    locks = KeyLocks()
+    order: list[str] = []
+    gate: Deferred[None] = Deferred()
+
+    async def holder() -> None:
+        order.append("holder-in")
+        await gate
+        order.append("holder-out")
+
+    async def batch() -> None:
+        order.append("batch")
+
+    held = Deferred.fromCoroutine(locks.run("b", "k2", holder))
+    many = Deferred.fromCoroutine(locks.run_many([("b", "k1"), ("b", "k2"), ("b", "k3")],
+                                                 batch))
+    assert order == ["holder-in"] and not many.called and len(locks) == 2  # k3 not yet
+    gate.callback(None)
+    assert order == ["holder-in", "holder-out", "batch"]
+    assert held.called and many.called and len(locks) == 0
