@@ -134,8 +134,10 @@ class Objstore:
             "fsync = true\n" + self.extra
         )
         twistd = self.twistd
+        # TMPDIR: the node's runtime directory (objstore-run-*) goes under the run's own
+        # directory, removed with it, not into /tmp where a killed daemon leaves it.
         env = dict(os.environ, OBJSTORE_ROOT_ACCESS_KEY=ROOT_ACCESS_KEY,
-                   OBJSTORE_ROOT_SECRET_KEY=ROOT_SECRET_KEY)
+                   OBJSTORE_ROOT_SECRET_KEY=ROOT_SECRET_KEY, TMPDIR=str(self.workdir))
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [twistd, "-n", "--pidfile=", "objstore", "--config", str(config)],
