@@ -9,8 +9,10 @@ with other work its CPU per request moves with the load; each stage here is time
 the stages alternating for `--rounds` rounds. A real SQLite database and DbPool, as the
 daemon runs them; an nginx receiver (bench/receivers.py) in its own process:
 
-- `post, treq`: the webhook POST as it was (treq's HTTPClient on an Agent, the answer
-  buffered), one at a time; `post, agent`: `WebhookTarget.deliver` (a bare Agent);
+- `post, treq`: the webhook POST as it was first (treq's HTTPClient on an Agent, the
+  answer buffered), one at a time; `post, agent`: as it was in session 12 (a bare
+  `Agent` with its endpoints kept, the body producer, the answer read to its end);
+  `post, webhook`: `WebhookTarget.deliver` (its own HTTP/1.1 client, session 13);
 - `consumer + enqueue`: `NotificationConsumer.deliver` over pages of 200 outbox entries
   (event documents, rule matching, one `notification_enqueue` transaction per page);
 - `delivery, null target`: `NotificationDelivery` runs over the queued rows with a
@@ -23,6 +25,7 @@ It never runs in the test suite.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import tempfile
@@ -37,7 +40,18 @@ if __package__ in (None, ""):
 import treq
 from treq.client import HTTPClient
 from twisted.internet import defer, reactor, task
-from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.internet.endpoints import HostnameEndpoint
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.python.failure import Failure
+from twisted.web.client import (
+    URI,
+    Agent,
+    FileBodyProducer,
+    HTTPConnectionPool,
+)
+from twisted.web.http_headers import Headers
+from twisted.web.iweb import IAgentEndpointFactory
+from zope.interface import implementer
 
 from bench.receivers import NginxReceiver
 from bench.report import machine_description
@@ -75,6 +89,50 @@ class TreqTarget:
             headers={b"Content-Type": [b"application/json"],
                      b"User-Agent": [b"objstore-notifications"]})
         await treq.content(response)
+        assert 200 <= response.code < 300, response.code
+
+    async def close(self) -> None:
+        await self._pool.closeCachedConnections()
+
+
+class _Drain(Protocol):
+    """Reads an answer's body to its end and drops it (as session 12's `read_capped`)."""
+
+    def __init__(self, done: defer.Deferred[None]) -> None:
+        self._done = done
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:  # noqa: N802
+        self._done.callback(None)
+
+
+class AgentTarget:
+    """The webhook POST as session 12's target made it: an `Agent` on a persistent pool
+    with its endpoint kept, the body in one producer, the answer's body read to its end."""
+
+    name = kind = "agent"
+
+    def __init__(self, url: str) -> None:
+        self._url = url.encode("ascii")
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool.maxPersistentPerHost = 2
+        uri = URI.fromBytes(self._url)
+        endpoint = HostnameEndpoint(reactor, uri.host.decode("ascii"), uri.port)
+
+        @implementer(IAgentEndpointFactory)
+        class Kept:
+            def endpointForURI(self, uri: URI) -> Any:  # noqa: N802 (Twisted's)
+                return endpoint
+
+        self._agent = Agent.usingEndpointFactory(reactor, Kept(), pool=self._pool)
+        self._headers = Headers({b"Content-Type": [b"application/json"],
+                                 b"User-Agent": [b"objstore-notifications"]})
+
+    async def deliver(self, event: Event) -> None:
+        response = await self._agent.request(b"POST", self._url, self._headers,
+                                             FileBodyProducer(io.BytesIO(event.body)))
+        done: defer.Deferred[None] = defer.Deferred()
+        response.deliverBody(_Drain(done))
+        await done
         assert 200 <= response.code < 300, response.code
 
     async def close(self) -> None:
@@ -176,13 +234,16 @@ async def main(args: argparse.Namespace, workdir: Path) -> None:
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"{args.events} events per stage, load at start {json.dumps(list(_load()))}")
     try:
-        await stages.post(lambda: TreqTarget(url))  # warm both clients up
+        await stages.post(lambda: TreqTarget(url))  # warm the clients up
+        await stages.post(lambda: AgentTarget(url))
         await stages.post(lambda: WebhookTarget(adhoc_settings(url, 10.0)))
         for round_ in range(args.rounds):
             figures: dict[str, float] = {}
             figures["post, treq (before)"] = await timed(
                 lambda: stages.post(lambda: TreqTarget(url)))
-            figures["post, agent"] = await timed(
+            figures["post, agent (session 12)"] = await timed(
+                lambda: stages.post(lambda: AgentTarget(url)))
+            figures["post, webhook"] = await timed(
                 lambda: stages.post(lambda: WebhookTarget(adhoc_settings(url, 10.0))))
             figures["consumer + enqueue + null delivery"] = await timed(stages.consumer)
             await stages.queue()

@@ -3,16 +3,16 @@ URL, on the reactor. A 2xx answer is a delivery; any other status, a refused or 
 connection, a TLS failure or no complete answer within the timeout (the answer's body
 included) is a DeliveryError (retried by the caller).
 
-The POST goes through Twisted's `Agent`, called directly (as the cluster client does,
-cluster/http_agent.py): treq's `HTTPClient` parsed and IDNA-encoded the URL again, merged
-cookies and wrapped the agent in redirect and decoding layers on every POST, and the
-Agent's own endpoint factory made a new endpoint (for https a new TLS connection creator)
-per request: half of a POST's CPU (bench.notify_stages). Here the endpoint is kept per
-origin (`KeptEndpoints`), the URL is encoded once per target (as treq encoded it), the
-headers are built once, the body is written in one call, and of the answer's body at most
-MAX_ERROR_BODY bytes are kept (for the error message), the rest read and dropped so that
-the connection goes back to the pool. Redirects are not followed (a 3xx is a failed
-attempt).
+The POST goes through the target's own HTTP/1.1 client (http1_client.py, http1_answer.py):
+persistent connections to the URL's origin (at most MAX_CONNECTIONS), the request built
+once per target but for its length and written with the body in one buffer, the answer
+parsed for its status, its framing and at most MAX_ERROR_BODY bytes of its body (for the
+error message; the rest read and dropped). Twisted's `Agent` and its `HTTP11ClientProtocol`
+cost about half of a delivery's CPU (bench.notify --profile). Redirects are not followed
+(a 3xx is a failed attempt); interim 1xx answers are skipped; an answer the client cannot
+read, or a connection closed before the answer is complete, is a failed attempt.
+TLS: the endpoint is TLS over TCP with Twisted's browser-like policy (the certificate is
+checked against the system roots for the URL's host name), made once per target.
 
 Keys: url (http:// or https://), auth_token (sent as `Authorization: Bearer <token>`;
 never logged or shown), tls_verify (default true: the server's certificate is checked
@@ -34,29 +34,18 @@ from urllib.parse import urlsplit
 import hyperlink
 from twisted.internet import ssl
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.defer import TimeoutError as ExchangeTimeout
 from twisted.internet.endpoints import HostnameEndpoint, wrapClientTLS
-from twisted.internet.error import TimeoutError as ConnectTimeout
-from twisted.internet.protocol import Protocol, connectionDone
-from twisted.python.failure import Failure
-from twisted.web.client import (
-    URI,
-    Agent,
-    BrowserLikePolicyForHTTPS,
-    HTTPConnectionPool,
-    ResponseDone,
-)
-from twisted.web.error import SchemeNotSupported
-from twisted.web.http import PotentialDataLoss
-from twisted.web.http_headers import Headers
-from twisted.web.iweb import IAgentEndpointFactory, IPolicyForHTTPS
+from twisted.web.client import BrowserLikePolicyForHTTPS
+from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
-from objstore.cluster.http_agent import BytesProducer
 from objstore.notify.targets.base import DeliveryError, Event, Target, TargetConfigError
+from objstore.notify.targets.http1_answer import AnswerError, request, request_head
+from objstore.notify.targets.http1_client import Http1Client
 
 KEYS = ("kind", "url", "auth_token", "tls_verify", "timeout_seconds")
 MAX_ERROR_BODY = 200
+MAX_CONNECTIONS = 2  # per target (deliveries are one at a time; test-webhook beside them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,75 +114,111 @@ def with_default_timeout(settings: Any, timeout_seconds: float) -> Any:
     return settings
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a webhook URL's requests go: scheme, host and port to connect to, the Host
+    header and the request target (path and query)."""
+
+    tls: bool
+    host: str  # a name or an IP address (an IPv6 one without brackets)
+    port: int
+    host_header: str
+    target: str
+
+
+def origin_of(url: bytes) -> Origin:
+    """The origin of an encoded URL (`encoded_url`); ValueError for one without a host."""
+    parts = urlsplit(url.decode("ascii"))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http:// or https:// URL with a host")
+    tls = parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return Origin(tls, parts.hostname, port, parts.netloc.rpartition("@")[2], target)
+
+
 class WebhookTarget:
     kind = "webhook"
 
-    def __init__(self, settings: WebhookSettings, *, agent: Any = None,
+    def __init__(self, settings: WebhookSettings, *, endpoint: Any = None,
                  clock: Any = None) -> None:
-        """`agent` (an IAgent) and `clock` (an IReactorTime): the tests' (default: an
-        `Agent` with its own persistent pool, and the running reactor, on first use)."""
+        """`endpoint` (an IStreamClientEndpoint) and `clock` (an IReactorTime): the
+        tests' (default: TCP or TLS to the URL's origin, and the running reactor, made
+        on first use)."""
         self.name = settings.name
         self._settings = settings
-        self._agent: Any = agent  # zope interfaces are not mypy types
+        self._endpoint: Any = endpoint
         self._clock: Any = clock
-        self._pool: HTTPConnectionPool | None = None
-        self._url_problem = ""
+        self._client: Http1Client | None = None
+        self._problem = ""
+        self._origin: Origin | None = None
+        self._head = b""
+        token = settings.auth_token
         try:
-            self._url: bytes | None = encoded_url(settings.url)
+            self._origin = origin_of(encoded_url(settings.url))
         except ValueError as problem:  # delivery fails with it, as it did per POST
-            self._url, self._url_problem = None, str(problem)
-        headers = {b"Content-Type": [b"application/json"],
-                   b"User-Agent": [b"objstore-notifications"]}
-        if settings.auth_token:
-            headers[b"Authorization"] = [f"Bearer {settings.auth_token}".encode()]
-        self._headers = Headers(headers)
+            self._problem = f"the URL cannot be sent: {problem}"
+        if any(c in token for c in "\r\n\0"):  # test-webhook's token is not checked
+            self._problem = "the auth_token must be on one line"
+        if self._origin is not None and not self._problem:
+            fields = [("Content-Type", "application/json"),
+                      ("User-Agent", "objstore-notifications")]
+            if token:
+                fields.append(("Authorization", f"Bearer {token}"))
+            self._head = request_head("POST", self._origin.target, self._origin.host_header,
+                                      fields)
 
-    def _http(self) -> tuple[Any, Any]:
-        if self._agent is None or self._clock is None:
+    def _http(self) -> tuple[Http1Client, Any]:
+        if self._client is None or self._clock is None:
             from twisted.internet import reactor  # the running one (never installed here)
 
-            if self._agent is None:
-                self._pool = HTTPConnectionPool(reactor, persistent=True)
-                self._pool.maxPersistentPerHost = 2
-                policy = (BrowserLikePolicyForHTTPS() if self._settings.tls_verify
-                          else AnyCertificate())
-                self._agent = Agent.usingEndpointFactory(
-                    reactor, KeptEndpoints(reactor, policy), pool=self._pool)
             if self._clock is None:
                 self._clock = reactor
-        return self._agent, self._clock
+            if self._client is None:
+                self._client = Http1Client(self._endpoint or self._make_endpoint(reactor),
+                                           MAX_ERROR_BODY, MAX_CONNECTIONS)
+        return self._client, self._clock
+
+    def _make_endpoint(self, reactor: Any) -> Any:
+        origin = self._origin
+        assert origin is not None
+        endpoint: Any = HostnameEndpoint(reactor, origin.host, origin.port)
+        if origin.tls:
+            policy = (BrowserLikePolicyForHTTPS() if self._settings.tls_verify
+                      else AnyCertificate())
+            endpoint = wrapClientTLS(policy.creatorForNetloc(origin.host.encode("ascii"),
+                                                             origin.port), endpoint)
+        return endpoint
 
     async def deliver(self, event: Event) -> None:
-        if self._url is None:
-            raise DeliveryError(f"the URL cannot be sent: {self._url_problem}")
-        agent, clock = self._http()
+        if self._problem:
+            raise DeliveryError(self._problem)
+        client, clock = self._http()
         timeout = self._settings.timeout_seconds or 10.0
-        exchange = Deferred.fromCoroutine(self._exchange(agent, self._url, event.body))
-        exchange.addTimeout(timeout, clock)
+        exchange = Deferred.fromCoroutine(client.exchange(request(self._head, event.body)))
+        timer = clock.callLater(timeout, exchange.cancel)
         try:
-            code, body = await exchange
-        except (CancelledError, ExchangeTimeout, ConnectTimeout):
+            answer = await exchange
+        except CancelledError:
             raise DeliveryError(f"no answer within {timeout:g} s") from None
+        except AnswerError as error:
+            raise DeliveryError(self._scrub(str(error))) from None
         except Exception as error:  # connection refused, reset, TLS, DNS
             raise DeliveryError(self._scrub(f"{type(error).__name__}: {error}")) from None
-        if not 200 <= code < 300:
-            text = body.decode("utf-8", "replace")
-            raise DeliveryError(self._scrub(f"HTTP {code}: {text}"))
-
-    async def _exchange(self, agent: Any, url: bytes, body: bytes) -> tuple[int, bytes]:
-        """The POST and its whole answer: (status, at most MAX_ERROR_BODY bytes of it)."""
-        response: Any = await agent.request(b"POST", url, self._headers,
-                                            BytesProducer(body))
-        kept = await read_capped(response, MAX_ERROR_BODY)
-        return response.code, kept
+        finally:
+            if timer.active():
+                timer.cancel()
+        if not 200 <= answer.code < 300:
+            text = answer.body.decode("utf-8", "replace")
+            raise DeliveryError(self._scrub(f"HTTP {answer.code}: {text}"))
 
     def _scrub(self, message: str) -> str:
         token = self._settings.auth_token
         return message.replace(token, "***") if token else message
 
     async def close(self) -> None:
-        if self._pool is not None:
-            await self._pool.closeCachedConnections()
+        if self._client is not None:
+            self._client.close()
 
 
 def encoded_url(url: str) -> bytes:
@@ -208,72 +233,6 @@ def encoded_url(url: str) -> bytes:
         raise ValueError(f"{type(problem).__name__}: {problem}") from None
 
 
-class _CappedBody(Protocol):
-    """Keeps the first `limit` bytes of an answer's body, reads and drops the rest; fires
-    `finished` with the kept bytes once the body is complete."""
-
-    def __init__(self, limit: int, finished: Deferred[bytes]) -> None:
-        self._limit = limit
-        self._finished = finished
-        self._chunks: list[bytes] = []
-        self._kept = 0
-
-    def dataReceived(self, data: bytes) -> None:  # noqa: N802 (Twisted's)
-        if self._kept < self._limit:
-            data = data[:self._limit - self._kept]
-            self._chunks.append(data)
-            self._kept += len(data)
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:  # noqa: N802
-        if self._finished.called:  # cancelled (timed out) meanwhile
-            return
-        if reason.check(ResponseDone, PotentialDataLoss):
-            self._finished.callback(b"".join(self._chunks))
-        else:
-            self._finished.errback(reason)
-
-
-def read_capped(response: Any, limit: int) -> Deferred[bytes]:
-    """At most `limit` bytes of `response`'s body (an IResponse), once all of it has been
-    read; cancelling it drops the connection."""
-    protocol: _CappedBody
-
-    def cancel(_: Deferred[bytes]) -> None:
-        if protocol.transport is not None:
-            protocol.transport.stopProducing()
-
-    finished: Deferred[bytes] = Deferred(cancel)
-    protocol = _CappedBody(limit, finished)
-    response.deliverBody(protocol)
-    return finished
-
-
-@implementer(IAgentEndpointFactory)
-class KeptEndpoints:
-    """The endpoints an `Agent` connects with, as its own factory makes them (TCP for
-    http, TLS over TCP for https), each made once per (scheme, host, port) and kept: the
-    Agent's own factory makes the endpoint, and for https a TLS connection creator, on
-    every request, even one that goes over a pooled connection."""
-
-    def __init__(self, reactor: Any, policy: Any) -> None:
-        self._reactor = reactor
-        self._policy = policy  # an IPolicyForHTTPS
-        self._kept: dict[tuple[bytes, bytes, int], Any] = {}
-
-    def endpointForURI(self, uri: URI) -> Any:  # noqa: N802 (Twisted's)
-        key = (uri.scheme, uri.host, uri.port)
-        endpoint: Any = self._kept.get(key)
-        if endpoint is None:
-            if uri.scheme not in (b"http", b"https"):
-                raise SchemeNotSupported(f"Unsupported scheme: {uri.scheme!r}")
-            endpoint = HostnameEndpoint(self._reactor, uri.host.decode("ascii"), uri.port)
-            if uri.scheme == b"https":
-                endpoint = wrapClientTLS(self._policy.creatorForNetloc(uri.host, uri.port),
-                                         endpoint)
-            self._kept[key] = endpoint
-        return endpoint
-
-
 @implementer(IPolicyForHTTPS)
 class AnyCertificate:
     """The HTTPS policy of `tls_verify = false`: any certificate is accepted."""
@@ -284,6 +243,6 @@ class AnyCertificate:
 
 KIND = WebhookKind()
 
-__all__ = ["KIND", "MAX_ERROR_BODY", "WebhookKind", "WebhookSettings", "WebhookTarget",
-           "adhoc_settings", "check_url", "encoded_url", "read_capped",
-           "with_default_timeout"]
+__all__ = ["KIND", "MAX_CONNECTIONS", "MAX_ERROR_BODY", "AnyCertificate", "Origin",
+           "WebhookKind", "WebhookSettings", "WebhookTarget", "adhoc_settings", "check_url",
+           "encoded_url", "origin_of", "with_default_timeout"]
