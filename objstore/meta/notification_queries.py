@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, upsert, write_transaction
+from objstore.meta.driver import CoreRows, driver_transaction
 
 _n = schema.notification_events
 _cur = schema.outbox_cursors
@@ -79,17 +80,36 @@ class QueueFigures:
     oldest: dict[str, float] = field(default_factory=dict)  # created_at of the oldest
 
 
-def _event(row: Any) -> NotificationEvent:
-    text = row["errors"]
+_EVENT_COLUMNS = ("id", "seq", "target", "bucket", "key", "event_name", "body", "status",
+                  "attempts", "errors", "created_at", "next_attempt_at", "updated_at")
+DUE = (sa.select(*(_n.c[name] for name in _EVENT_COLUMNS))
+       .where(_n.c.status == PENDING, _n.c.target == sa.bindparam("p_target"))
+       .order_by(_n.c.id).limit(sa.bindparam("p_limit")))
+
+
+def _errors(text: str | None) -> tuple[dict[str, Any], ...]:
     try:  # most rows have none: no parse for them
-        errors = tuple(json.loads(text)) if text and text != "[]" else ()
+        return tuple(json.loads(text)) if text and text != "[]" else ()
     except ValueError:
-        errors = ()
+        return ()
+
+
+def _event(row: Any) -> NotificationEvent:
     return NotificationEvent(
         id=int(row["id"]), seq=int(row["seq"]), target=row["target"], bucket=row["bucket"],
         key=row["key"], event_name=row["event_name"], body=row["body"], status=row["status"],
-        attempts=int(row["attempts"]), errors=errors, created_at=float(row["created_at"]),
-        next_attempt_at=float(row["next_attempt_at"]), updated_at=float(row["updated_at"]))
+        attempts=int(row["attempts"]), errors=_errors(row["errors"]),
+        created_at=float(row["created_at"]), next_attempt_at=float(row["next_attempt_at"]),
+        updated_at=float(row["updated_at"]))
+
+
+def _event_of_tuple(row: Sequence[Any]) -> NotificationEvent:
+    """A row of `_EVENT_COLUMNS`, as the driver returned it."""
+    (id_, seq, target, bucket, key, event_name, body, status, attempts, errors, created_at,
+     next_attempt_at, updated_at) = row
+    return NotificationEvent(int(id_), int(seq), target, bucket, key, event_name, body, status,
+                             int(attempts), _errors(errors), float(created_at),
+                             float(next_attempt_at), float(updated_at))
 
 
 def notification_enqueue(db: Database, consumer: str, upto_seq: int,
@@ -119,13 +139,13 @@ def notification_pending_targets(db: Database) -> list[str]:
 def notification_due(db: Database, target: str, now: float, limit: int
                      ) -> list[NotificationEvent]:
     """The oldest pending rows of `target`, in id order, when the oldest is due; empty
-    while it waits for its retry."""
+    while it waits for its retry. A statement compiled once, rows as tuples (read for
+    every delivery run)."""
     with read_transaction(db.engine) as conn:
-        rows = conn.execute(sa.select(_n).where(_n.c.status == PENDING, _n.c.target == target)
-                            .order_by(_n.c.id).limit(max(1, limit))).mappings().all()
-    if not rows or float(rows[0]["next_attempt_at"]) > now:
+        rows = CoreRows(conn).all(DUE, {"p_target": target, "p_limit": max(1, limit)})
+    if not rows or float(rows[0][_EVENT_COLUMNS.index("next_attempt_at")]) > now:
         return []
-    return [_event(row) for row in rows]
+    return [_event_of_tuple(row) for row in rows]
 
 
 def notification_attempted(db: Database, event_id: int, status: str, error: str,
@@ -151,14 +171,22 @@ def notification_attempted(db: Database, event_id: int, status: str, error: str,
         conn.execute(sa.update(_n).where(_n.c.id == event_id).values(**values))
 
 
+MARK_DELIVERED = (sa.update(_n).where(_n.c.id == sa.bindparam("p_id"))
+                  .values(status=sa.bindparam("p_status"),
+                          attempts=_n.c.attempts + sa.literal_column("1"),
+                          updated_at=sa.bindparam("p_now"),
+                          next_attempt_at=sa.literal_column("0.0")))
+
+
 def notification_delivered(db: Database, event_ids: Sequence[int], now: float) -> None:
-    """Mark rows delivered at their first successful attempt, in one transaction."""
+    """Mark rows delivered at their first successful attempt, in one transaction: one
+    statement compiled once, run by the driver for every id (a run's marks are most of
+    the queue's writes)."""
     if not event_ids:
         return
-    with write_transaction(db.engine) as conn:
-        conn.execute(sa.update(_n).where(_n.c.id.in_(list(event_ids)))
-                     .values(status=DELIVERED, attempts=_n.c.attempts + 1, updated_at=now,
-                             next_attempt_at=0.0))
+    with driver_transaction(db.engine) as rows:
+        rows.execute_many(MARK_DELIVERED, [{"p_id": event_id, "p_status": DELIVERED,
+                                            "p_now": now} for event_id in event_ids])
 
 
 def notification_queue_figures(db: Database) -> QueueFigures:

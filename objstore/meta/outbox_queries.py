@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, upsert, write_transaction
-from objstore.meta.driver import RowSource
+from objstore.meta.driver import CoreRows, RowSource
 from objstore.meta.records import ObjectRecord
 
 _x = schema.outbox
@@ -121,18 +121,32 @@ def record(rows: RowSource, seq: int, stored: ObjectRecord, note: OutboxNote,
     rows.execute(INSERT_ENTRY, {f"p_{name}": value for name, value in values.items()})
 
 
+_ENTRY_COLUMNS = ("seq", "kind", "operation", "bucket", "key", "version_id", "size", "etag",
+                  "is_delete_marker", "principal", "source_address", "request_id",
+                  "event_time")  # OutboxEntry's fields, in order
+READ_COUNTER = sa.select(_counter.c.value).where(_counter.c.name == sa.bindparam("p_name"))
+READ_AFTER = (sa.select(*(_x.c[name] for name in _ENTRY_COLUMNS))
+              .where(_x.c.seq > sa.bindparam("p_cursor"), _x.c.seq <= sa.bindparam("p_max"))
+              .order_by(_x.c.seq).limit(sa.bindparam("p_limit")))
+
+
 def outbox_read_after(db: Database, cursor: int, limit: int) -> OutboxPage:
-    """Entries above `cursor`, in commit order, at most `limit` (1..MAX_OUTBOX_PAGE)."""
+    """Entries above `cursor`, in commit order, at most `limit` (1..MAX_OUTBOX_PAGE). The
+    counter and the entries are read in one snapshot, by statements compiled once (the
+    rows as tuples: a page is read for every consumer on every tick)."""
     limit = max(1, min(limit, MAX_OUTBOX_PAGE))
     with read_transaction(db.engine) as conn:
-        max_seq = int(conn.execute(sa.select(_counter.c.value).where(
-            _counter.c.name == schema.OBJECTS_SEQ_NAME)).scalar_one())
-        rows = conn.execute(sa.select(_x).where(_x.c.seq > cursor, _x.c.seq <= max_seq)
-                            .order_by(_x.c.seq).limit(limit)).mappings().all()
-    entries = tuple(OutboxEntry(**{**row, "seq": int(row["seq"]), "size": int(row["size"]),
-                                   "is_delete_marker": bool(row["is_delete_marker"]),
-                                   "event_time": float(row["event_time"])})
-                    for row in rows)
+        rows = CoreRows(conn)
+        counter = rows.first(READ_COUNTER, {"p_name": schema.OBJECTS_SEQ_NAME})
+        assert counter is not None, "the seq counter row is missing"
+        max_seq = int(counter[0])
+        found = rows.all(READ_AFTER, {"p_cursor": cursor, "p_max": max_seq, "p_limit": limit})
+    entries = tuple(OutboxEntry(int(seq), kind, operation, bucket, key, version_id, int(size),
+                                etag, bool(delete_marker), principal, source_address,
+                                request_id, float(event_time))
+                    for (seq, kind, operation, bucket, key, version_id, size, etag,
+                         delete_marker, principal, source_address, request_id, event_time)
+                    in found)
     return OutboxPage(entries, max_seq)
 
 

@@ -193,6 +193,26 @@ def test_queue_queries(meta_store: SyncMetaStore) -> None:  # noqa: F811
         == ["t2"]
 
 
+def test_rows_delivered_at_once_are_marked_in_one_call(meta_store: SyncMetaStore  # noqa: F811
+                                                       ) -> None:
+    meta_store.notification_enqueue("notifications", 9, [
+        delivery(4), delivery(5, "t2"), delivery(6), delivery(7), delivery(8, "t2")], NOW)
+    first, second, third = meta_store.notification_due("t1", NOW, 10)
+    assert [first.seq, second.seq, third.seq] == [4, 6, 7]
+    assert (first.body, first.bucket, first.event_name, first.errors) == \
+        (delivery(4).body, "b", delivery(4).event_name, ())
+    meta_store.notification_delivered([first.id, third.id], NOW + 3)
+    meta_store.notification_delivered([], NOW + 4)  # nothing to mark: no transaction
+    (left,) = meta_store.notification_due("t1", NOW, 10)
+    assert left == second and left.attempts == 0
+    marked = {e.seq: e for e in meta_store.query_notification_events(
+        NotificationFilter(status=DELIVERED))}
+    assert sorted(marked) == [4, 7]
+    assert all((e.attempts, e.updated_at, e.next_attempt_at, e.target) == (1, NOW + 3, 0.0, "t1")
+               for e in marked.values())
+    assert [e.seq for e in meta_store.notification_due("t2", NOW, 10)] == [5, 8]
+
+
 class Clock:
     """A clock that stands still until the test moves it."""
 
