@@ -12,6 +12,8 @@ per (event, target)) for both backends:
   age per target), `notification_purge` (delivered and failed rows past retention),
   `query_notification_events` (the admin view: filters, keyset pages newest first).
 
+The statements run for every event (the enqueue's inserts, the due rows, the delivered
+marks) are compiled once and run with the driver's own parameters (meta/driver.py).
 No Twisted here.
 """
 
@@ -26,7 +28,7 @@ import sqlalchemy as sa
 
 from objstore.meta import schema
 from objstore.meta.database import Database
-from objstore.meta.dialect import read_transaction, upsert, write_transaction
+from objstore.meta.dialect import read_transaction, write_transaction
 from objstore.meta.driver import CoreRows, driver_transaction
 
 _n = schema.notification_events
@@ -112,22 +114,38 @@ def _event_of_tuple(row: Sequence[Any]) -> NotificationEvent:
                              float(next_attempt_at), float(updated_at))
 
 
+_NEW_COLUMNS = ("seq", "target", "bucket", "key", "event_name", "body", "status", "attempts",
+                "errors", "created_at", "next_attempt_at", "updated_at")
+INSERT_DELIVERY = sa.insert(_n).values({name: sa.bindparam(f"p_{name}")
+                                        for name in _NEW_COLUMNS})
+READ_CURSOR = (sa.select(_cur.c.cursor).where(_cur.c.consumer == sa.bindparam("p_consumer"))
+               .with_for_update())
+INSERT_CURSOR = sa.insert(_cur).values(consumer=sa.bindparam("p_consumer"),
+                                       cursor=sa.bindparam("p_cursor"))
+MOVE_CURSOR = (sa.update(_cur).where(_cur.c.consumer == sa.bindparam("p_consumer"))
+               .values(cursor=sa.bindparam("p_cursor")))
+
+
 def notification_enqueue(db: Database, consumer: str, upto_seq: int,
                          rows: Sequence[NewDelivery], now: float) -> None:
     """Queue `rows` and move `consumer`'s outbox cursor to `upto_seq`, in one transaction;
-    nothing when the cursor is already there (a page delivered again after a crash)."""
-    with write_transaction(db.engine) as conn:
-        current = conn.execute(sa.select(_cur.c.cursor).where(
-            _cur.c.consumer == consumer).with_for_update()).scalar()
-        if current is not None and int(current) >= upto_seq:
+    nothing when the cursor is already there (a page delivered again after a crash).
+    Statements compiled once, the rows inserted by the driver's executemany. The cursor
+    row is read under its lock (FOR UPDATE on PostgreSQL; SQLite's transaction holds the
+    write lock) and then updated, or inserted when there was none (one consumer queues:
+    a second inserting it at the same time fails on the key, and its page is read again)."""
+    with driver_transaction(db.engine) as tx:
+        current = tx.first(READ_CURSOR, {"p_consumer": consumer})
+        if current is not None and int(current[0]) >= upto_seq:
             return
         if rows:
-            conn.execute(sa.insert(_n), [
-                {"seq": r.seq, "target": r.target, "bucket": r.bucket, "key": r.key,
-                 "event_name": r.event_name, "body": r.body, "status": PENDING,
-                 "attempts": 0, "errors": "[]", "created_at": now, "next_attempt_at": now,
-                 "updated_at": now} for r in rows])
-        upsert(conn, _cur, {"consumer": consumer, "cursor": upto_seq}, ["consumer"])
+            tx.execute_many(INSERT_DELIVERY, [
+                {"p_seq": r.seq, "p_target": r.target, "p_bucket": r.bucket, "p_key": r.key,
+                 "p_event_name": r.event_name, "p_body": r.body, "p_status": PENDING,
+                 "p_attempts": 0, "p_errors": "[]", "p_created_at": now,
+                 "p_next_attempt_at": now, "p_updated_at": now} for r in rows])
+        tx.execute(INSERT_CURSOR if current is None else MOVE_CURSOR,
+                   {"p_consumer": consumer, "p_cursor": upto_seq})
 
 
 def notification_pending_targets(db: Database) -> list[str]:

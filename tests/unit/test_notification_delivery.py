@@ -211,6 +211,10 @@ def test_rows_delivered_at_once_are_marked_in_one_call(meta_store: SyncMetaStore
     assert all((e.attempts, e.updated_at, e.next_attempt_at, e.target) == (1, NOW + 3, 0.0, "t1")
                for e in marked.values())
     assert [e.seq for e in meta_store.notification_due("t2", NOW, 10)] == [5, 8]
+    meta_store.notification_enqueue("notifications", 12, [delivery(11, "t2")], NOW)
+    meta_store.notification_enqueue("notifications", 10, [delivery(10, "t2")], NOW)  # behind
+    assert meta_store.outbox_cursor("notifications") == 12  # the cursor row moved on
+    assert [e.seq for e in meta_store.notification_due("t2", NOW, 10)] == [5, 8, 11]
 
 
 class Clock:
