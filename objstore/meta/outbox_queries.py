@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -110,15 +109,14 @@ def record(rows: RowSource, seq: int, stored: ObjectRecord, note: OutboxNote,
     if note.stale is not None and (
             not note.stale() or not _holds_document(rows, stored.bucket, note.documents)):
         return
-    values: dict[str, Any] = {
-        "seq": seq, "kind": note.kind, "operation": note.operation,
-        "bucket": stored.bucket, "key": stored.key, "version_id": stored.version_id,
-        "size": stored.size, "etag": stored.etag or "",
-        "is_delete_marker": stored.is_delete_marker, "principal": note.principal,
-        "source_address": note.source_address, "request_id": note.request_id,
-        "event_time": now,
-    }
-    rows.execute(INSERT_ENTRY, {f"p_{name}": value for name, value in values.items()})
+    rows.execute(INSERT_ENTRY, {
+        "p_seq": seq, "p_kind": note.kind, "p_operation": note.operation,
+        "p_bucket": stored.bucket, "p_key": stored.key, "p_version_id": stored.version_id,
+        "p_size": stored.size, "p_etag": stored.etag or "",
+        "p_is_delete_marker": stored.is_delete_marker, "p_principal": note.principal,
+        "p_source_address": note.source_address, "p_request_id": note.request_id,
+        "p_event_time": now,
+    })
 
 
 _ENTRY_COLUMNS = ("seq", "kind", "operation", "bucket", "key", "version_id", "size", "etag",
