@@ -1,7 +1,7 @@
 """The cost of a bucket notification rule on the write path (issue 31: within 15 %).
 
 Usage (from the repository root):
-    .venv/bin/python -m bench.notify [--seconds 5] [--rounds 3]
+    .venv/bin/python -m bench.notify [--seconds 5] [--rounds 3] [--warmup 2]
                                      [--receivers nginx,python] [--profile DIR]
                                      [--baseline CHECKOUT]
 
@@ -12,11 +12,13 @@ own process) and `python` (http.server on a thread of this process, the receiver
 first figures: its CPU per POST is about the daemon's and competes with it for the same
 two cores). One bucket per case in the same daemon: `plain` (no configuration) and
 `hooked-<receiver>` (a webhook rule for s3:ObjectCreated:* to that receiver, an ad-hoc URL
-ARN). Rounds alternate wrk runs of 4 KiB PUTs of new keys at c=32 into each bucket (the
-order reversed every other round); each prints ops/s, p50/p99 latency and the daemon's
-CPU per request during the run; a hooked case then waits until its receiver counted every
-event and prints how long that took, the daemon's CPU per request up to then (`to
-delivered`: the run's work with all of its deliveries) and the receiver's CPU per event.
+ARN). A warm-up run of `--warmup` seconds into each case comes first, not counted (the
+first run of a daemon was up to a third slower). Rounds alternate wrk runs of 4 KiB PUTs
+of new keys at c=32 into each bucket (the order reversed every other round); each prints
+ops/s, p50/p99 latency and the daemon's CPU per request during the run; a hooked case
+then waits until its receiver counted every event and prints how long that took, the
+daemon's CPU per request up to then (`to delivered`: the run's work with all of its
+deliveries) and the receiver's CPU per event.
 `plain` writes no outbox entry (no consumer is interested in the bucket); `hooked` adds
 the entry in the PUT's transaction, the consumer's page into the delivery queue, the POST
 and the row marked delivered.
@@ -108,6 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2,
+                        help="seconds of PUTs into each case first, not counted (0: none)")
     parser.add_argument("--receivers", default="nginx",
                         help=f"comma-separated, of {', '.join(KINDS)} (default nginx)")
     parser.add_argument("--profile", type=Path,
@@ -133,7 +137,8 @@ def main() -> None:
                 receiver.start()
             for daemon in daemons.values():
                 daemon.start()
-            run(daemons, receivers, workdir, args.seconds, args.rounds, args.profile)
+            run(daemons, receivers, workdir, args.seconds, args.rounds, args.profile,
+                args.warmup)
         finally:
             for daemon in daemons.values():
                 daemon.stop()
@@ -142,7 +147,7 @@ def main() -> None:
 
 
 def run(daemons: dict[str, Objstore], receivers: dict[str, Receiver], workdir: Path,
-        seconds: int, rounds: int, profile: Path | None) -> None:
+        seconds: int, rounds: int, profile: Path | None, warmup: int = 2) -> None:
     cases: list[Case] = []
     for prefix, daemon in daemons.items():
         s3: Any = boto3.client("s3", endpoint_url=daemon.base_url,
@@ -164,6 +169,22 @@ def run(daemons: dict[str, Objstore], receivers: dict[str, Receiver], workdir: P
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
     print(f"load at start: {os.getloadavg()[0]:.2f}, receivers: {', '.join(receivers)}")
     serial = 0
+    for case in cases if warmup > 0 else ():  # a daemon's first run was slower
+        count = warmup * 3000 + CONNECTIONS
+        paths = workdir / "case.paths"
+        write_paths(paths, S3Target(case.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
+                    .presigned_paths("PUT", case.bucket,
+                                     (f"w/{i:08d}" for i in range(serial, serial + count))))
+        serial += count
+        before_events = case.receiver.count() if case.receiver is not None else 0
+        result = run_wrk(WrkRun(case.daemon.base_url, paths, "PUT", workdir / "small.bin",
+                                True, warmup, connections=CONNECTIONS, threads=2))
+        started = time.monotonic()
+        while case.receiver is not None and time.monotonic() - started < CATCH_UP_SECONDS \
+                and case.receiver.count() < before_events + result.requests:
+            time.sleep(0.05)
+        print(f"warm-up {case.label:19s}: {result.requests / result.duration_seconds:7.0f} "
+              "ops/s (not counted)", flush=True)
     totals: dict[str, list[float]] = {case.label: [] for case in cases}
     cpu_totals: dict[str, list[float]] = {case.label: [] for case in cases}
     delivered_totals: dict[str, list[float]] = {case.label: [] for case in cases}
