@@ -5,10 +5,13 @@ capped, and hostile answers (huge heads, garbage, no line end, bad lengths, bad 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from objstore.notify.targets.http1_answer import (
     MAX_CHUNK_LINE,
+    MAX_HEAD,
     Answer,
     AnswerError,
     AnswerParser,
@@ -191,3 +194,18 @@ def test_bytes_after_a_complete_answer_only_spoil_the_connection() -> None:
     assert parser.feed(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") == \
         Answer(200, b"", True)
     assert parser.feed(b"HTTP/1.1 200 OK\r\n") is None  # nobody asked: no second answer
+
+
+@pytest.mark.parametrize("prefix", [
+    b"HTTP/1.1 200 OK\r\n",  # a head
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: ",  # a trailer line
+])
+def test_an_answer_sent_a_byte_at_a_time_costs_linear_time(prefix: bytes) -> None:
+    """Each byte is not a search of all the bytes before it (64 KiB a byte at a time took
+    13 s of CPU when it was: a receiver could burn the reactor's time)."""
+    parser = AnswerParser(200)
+    assert parser.feed(prefix) is None
+    started = time.process_time()
+    for _ in range(MAX_HEAD - 200):
+        assert parser.feed(b"a") is None
+    assert time.process_time() - started < 2.0

@@ -13,7 +13,9 @@ What the parser accepts (a client that only POSTs and only needs the status):
   coding is named or no Content-Length is given; else exactly Content-Length bytes (one
   or more equal decimal values; a sign, a non-digit or two different values is an error);
 - every head (interim ones and the trailers included) within `max_head` bytes and
-  `max_fields` lines, a chunk-size line within MAX_CHUNK_LINE bytes.
+  `max_fields` lines, a chunk-size line within MAX_CHUNK_LINE bytes; bytes already
+  searched for a line's end are not searched again (an answer sent a byte at a time
+  costs time linear in its size).
 Of the body only the first `keep` bytes are kept (for the error message), the rest is
 counted and dropped. The connection is reusable after an HTTP/1.1 answer framed by its
 length or chunks, without `Connection: close`, and with nothing sent after it (bytes
@@ -91,6 +93,7 @@ class AnswerParser:
         self._kept: list[bytes] = []
         self._kept_size = 0
         self._trailer_bytes = 0
+        self._scanned = 0  # buffer bytes already searched for the end of a head or line
         self.started = False  # some byte of an answer arrived
 
     def feed(self, data: bytes) -> Answer | None:
@@ -143,11 +146,13 @@ class AnswerParser:
 
     def _head(self) -> bool:
         """Parse one head if the buffer holds it (True: go on)."""
-        found = _END_OF_HEAD.search(self._buffer)
+        found = _END_OF_HEAD.search(self._buffer, max(0, self._scanned - 3))
         if found is None:
             if len(self._buffer) > self._max_head:
                 raise AnswerError(f"an answer head over {self._max_head} bytes")
+            self._scanned = len(self._buffer)  # a head sent a byte at a time: linear
             return False
+        self._scanned = 0
         end = found.end()
         if end > self._max_head + 4:
             raise AnswerError(f"an answer head over {self._max_head} bytes")
@@ -214,11 +219,13 @@ class AnswerParser:
             self._left -= size
 
     def _line(self, limit: int, what: str) -> bytes | None:
-        end = self._buffer.find(b"\n")
+        end = self._buffer.find(b"\n", self._scanned)
         if end < 0:
             if len(self._buffer) > limit:
                 raise AnswerError(f"{what} over {limit} bytes")
+            self._scanned = len(self._buffer)
             return None
+        self._scanned = 0
         if end > limit:
             raise AnswerError(f"{what} over {limit} bytes")
         line = bytes(self._buffer[:end]).rstrip(b"\r")
