@@ -157,7 +157,11 @@ def outbox_cursor(db: Database, consumer: str) -> int:
 
 
 def outbox_advance(db: Database, consumer: str, seq: int) -> None:
-    """Move the consumer's cursor to `seq` (never back)."""
+    """Move the consumer's cursor to `seq` (never back). A cursor already there (the
+    notification consumer moves its own in the transaction that queues its page) is
+    seen by a read, without taking the write lock: a cursor never moves back."""
+    if outbox_cursor(db, consumer) >= seq:
+        return
     with write_transaction(db.engine) as conn:
         current = conn.execute(sa.select(_cur.c.cursor).where(
             _cur.c.consumer == consumer)).scalar()
