@@ -18,7 +18,8 @@ of new keys at c=32 into each bucket (the order reversed every other round); eac
 ops/s, p50/p99 latency and the daemon's CPU per request during the run; a hooked case
 then waits until its receiver counted every event and prints how long that took, the
 daemon's CPU per request up to then (`to delivered`: the run's work with all of its
-deliveries) and the receiver's CPU per event.
+deliveries) and the receiver's CPU per event. The means add the CPU per event: `to
+delivered` less plain's CPU per request.
 `plain` writes no outbox entry (no consumer is interested in the bucket); `hooked` adds
 the entry in the PUT's transaction, the consumer's page into the delivery queue, the POST
 and the row marked delivered.
@@ -263,7 +264,8 @@ def run(daemons: dict[str, Objstore], receivers: dict[str, Receiver], workdir: P
             print(f"mean: {prefix}plain {plain:.0f} ops/s {plain_cpu:.0f} us CPU/request, "
                   f"{case.label} {hooked:.0f} ops/s {mean(cpu_totals[case.label]):.0f} us "
                   f"CPU/request ({mean(delivered_totals[case.label]):.0f} to delivered): "
-                  f"{hooked / plain if plain else 0.0:.2f}x plain")
+                  f"{hooked / plain if plain else 0.0:.2f}x plain; "
+                  f"{mean(delivered_totals[case.label]) - plain_cpu:.0f} us CPU per event")
     for case in cases:
         if case.receiver is None or case.label.startswith("before ") or \
                 f"before {case.label}" not in totals:
