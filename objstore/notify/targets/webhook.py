@@ -159,7 +159,7 @@ class WebhookTarget:
         except ValueError as problem:  # delivery fails with it, as it did per POST
             self._problem = f"the URL cannot be sent: {problem}"
         if any(c in token for c in "\r\n\0"):  # test-webhook's token is not checked
-            self._problem = "the auth_token must be on one line"
+            self._problem = "the auth_token holds a line break or a NUL: it is never sent"
         if self._origin is not None and not self._problem:
             fields = [("Content-Type", "application/json"),
                       ("User-Agent", "objstore-notifications")]
