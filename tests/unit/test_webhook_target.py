@@ -312,3 +312,34 @@ def test_a_failed_connect_lets_a_waiting_delivery_try() -> None:
     for _ in range(MAX_CONNECTIONS):
         endpoint.accept().answer(OK)
     assert all(outcome.result is None for outcome in outcomes[1:])
+
+
+def test_the_bound_holds_when_a_retry_needs_a_fresh_connection() -> None:
+    """Both kept connections busy and a delivery waiting; the server closes one before
+    answering: its room goes to the waiting delivery, and the retry (never on a kept
+    connection) waits, then takes the room of the next connection let go, ahead of a
+    delivery that came after it; never more than MAX_CONNECTIONS at once."""
+    hook, endpoint, _ = target()
+    first, second = start(hook), start(hook)
+    for server in endpoint.servers:
+        server.answer(OK)
+    assert first.result is None and second.result is None
+    a, b = endpoint.servers
+    retried, other = start(hook), start(hook)  # b (the last kept), then a
+    waiting = start(hook)
+    b.close()  # before its answer
+    late = start(hook)
+    assert hook._client is not None and hook._client.open_connections == MAX_CONNECTIONS
+    c = endpoint.servers[2]  # the waiting delivery's
+    c.answer(OK)  # let go: the retry closes it and connects afresh
+    assert waiting.result is None and c.dropped
+    assert hook._client.open_connections == MAX_CONNECTIONS and len(endpoint.servers) == 4
+    d = endpoint.servers[3]
+    assert d.received().endswith(EVENT.body) and not retried.called and not late.called
+    d.answer(OK)  # the retry's answer; `late` goes next on d
+    assert retried.result is None
+    assert d.received().endswith(EVENT.body)
+    d.answer(OK)
+    a.answer(OK)
+    assert late.result is None and other.result is None
+    assert len(endpoint.servers) == 4

@@ -167,9 +167,11 @@ class Http1Client:
             await waiter
 
     def _evict(self) -> bool:
-        """Close an idle connection to make room for a fresh one (True if there was)."""
+        """Close an idle connection to make room for a fresh one (True): its room goes to
+        the caller, not to a waiting exchange."""
         connection = self._idle.pop(0)
-        self._drop(connection)
+        self._members.discard(connection)
+        connection.abort()
         return True
 
     async def _connect(self) -> Http1Connection:
