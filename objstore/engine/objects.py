@@ -192,21 +192,24 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    async def withdraw_batch(self, bucket: str, records: Sequence[ObjectRecord],
-                             gate: WithdrawalGate) -> str | None:
-        """`withdraw` of a batch delete's versions of `bucket`: ONE manifest naming them,
-        durable on return, their sidecars left in place (blobs/manifests.py); `gate` opens
-        when it ends (engine/withdrawal_gate.py). Returns its name, for
-        `delete_versions_later` or `drop_manifest`; None when each sidecar was withdrawn
-        on its own instead (a full volume: `BlobStore.withdraw_versions`) or no version
-        has a blob."""
+    def batch_withdrawal(self, bucket: str, records: Sequence[ObjectRecord]
+                         ) -> WithdrawalGate[str | None]:
+        """`withdraw` of a batch delete's versions of `bucket`, to run (`withdraw_batch`):
+        ONE manifest naming them, their sidecars left in place (blobs/manifests.py). Its
+        result is the manifest's name, for `delete_versions_later` or `drop_manifest`;
+        None when each sidecar was withdrawn on its own instead (a full volume:
+        `BlobStore.withdraw_versions`) or no version has a blob."""
         versions = [WithdrawnVersion(record.blob_id, bucket, record.key, record.version_id,
                                      tuple(part.blob_id for part in record.parts))
                     for record in records if record.blob_id is not None]
         if not versions:
-            gate.open()
-            return None
-        return await self._io.run(gate.run, self._blobs.withdraw_versions, bucket, versions)
+            return WithdrawalGate(lambda: None)
+        return WithdrawalGate(lambda: self._blobs.withdraw_versions(bucket, versions))
+
+    async def withdraw_batch(self, gate: WithdrawalGate[str | None]) -> str | None:
+        """Run a batch's withdrawal on the IO pool (unless the database writer, waiting at
+        the COMMIT, took it first: engine/withdrawal_gate.py); durable on return."""
+        return await self._io.run(gate.run)
 
     async def moved_aside(self, records: Sequence[ObjectRecord]) -> list[ObjectRecord]:
         """Those of `records` whose sidecar is in `deleting/` (moved by a withdrawal)."""
@@ -936,9 +939,8 @@ class ObjectService:
         records = [record for _, record in doomed]
         # The withdrawal is written while the transaction's statements run; its COMMIT
         # waits until the withdrawal is durable (engine/withdrawal_gate.py).
-        gate = WithdrawalGate()
-        withdrawal = Deferred.fromCoroutine(
-            self._files.withdraw_batch(bucket_name, records, gate))
+        gate = self._files.batch_withdrawal(bucket_name, records)
+        withdrawal = Deferred.fromCoroutine(self._files.withdraw_batch(gate))
         try:
             note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
                                   bucket_name)
@@ -946,7 +948,6 @@ class ObjectService:
                 VersionDelete.of(record, note.get("outbox")) for record in records],
                 before_commit=gate.wait)
         except BaseException as error:
-            gate.open()  # nothing waits any more
             problem: BaseException = error
             try:
                 manifest = await withdrawal

@@ -22,65 +22,65 @@ from tests.unit.meta_fixtures import (  # noqa: F401  (fixtures)
 )
 
 
-def waiter(gate: WithdrawalGate) -> tuple[threading.Thread, list[BaseException | None]]:
-    outcome: list[BaseException | None] = []
-
-    def wait() -> None:
-        try:
-            gate.wait()
-            outcome.append(None)
-        except BaseException as error:  # noqa: BLE001 - what the test looks at
-            outcome.append(error)
-
-    thread = threading.Thread(target=wait)
-    thread.start()
-    return thread, outcome
-
-
-def test_the_commit_waits_until_the_withdrawal_ended() -> None:
-    gate = WithdrawalGate()
+def test_the_commit_waits_for_a_withdrawal_running_on_the_io_pool() -> None:
     writing, release = threading.Event(), threading.Event()
 
-    def withdraw(name: str) -> str:
+    def withdraw() -> str:
         writing.set()
         release.wait(10)
-        return name
+        return "manifest"
 
-    io = threading.Thread(target=lambda: gate.run(withdraw, "manifest"))
+    gate = WithdrawalGate(withdraw)
+    ran: list[str | None] = []
+    io = threading.Thread(target=lambda: ran.append(gate.run()))
     io.start()
     writing.wait(10)
-    thread, outcome = waiter(gate)
-    thread.join(0.05)
-    assert thread.is_alive() and outcome == []  # still waiting: the withdrawal runs
+    waited: list[bool] = []
+    writer = threading.Thread(target=lambda: (gate.wait(), waited.append(True)))
+    writer.start()
+    writer.join(0.05)
+    assert writer.is_alive() and waited == []  # the withdrawal still runs
     release.set()
-    thread.join(10)
+    writer.join(10)
     io.join(10)
-    assert outcome == [None]
+    assert waited == [True] and ran == ["manifest"]
+
+
+def test_the_writer_runs_a_withdrawal_no_io_thread_started_and_the_job_gets_its_result(
+        ) -> None:
+    threads: list[str] = []
+    gate = WithdrawalGate(lambda: threads.append(threading.current_thread().name) or "m")
+    writer = threading.Thread(target=gate.wait, name="writer")
+    writer.start()
+    writer.join(10)
+    assert gate.run() == "m" and threads == ["writer"]  # run once, by the writer
 
 
 def test_a_failed_withdrawal_fails_the_commit_with_its_cause() -> None:
-    gate = WithdrawalGate()
     refused = OSError("Input/output error")
 
     def withdraw() -> None:
         raise refused
 
+    gate = WithdrawalGate(withdraw)
     with pytest.raises(OSError):
-        gate.run(withdraw)
+        gate.run()
     with pytest.raises(WithdrawalFailed) as raised:
         gate.wait()
     assert raised.value.__cause__ is refused
 
 
-def test_a_withdrawal_that_does_not_end_in_time_fails_the_commit() -> None:
+def test_a_running_withdrawal_that_does_not_end_in_time_fails_the_commit() -> None:
+    writing, release = threading.Event(), threading.Event()
+    gate = WithdrawalGate(lambda: (writing.set(), release.wait(10))[1],
+                          timeout_seconds=0)
+    io = threading.Thread(target=gate.run)
+    io.start()
+    writing.wait(10)
     with pytest.raises(WithdrawalFailed):
-        WithdrawalGate(timeout_seconds=0).wait()
-
-
-def test_nothing_to_withdraw_opens_the_gate() -> None:
-    gate = WithdrawalGate()
-    gate.open()
-    gate.wait()
+        gate.wait()
+    release.set()
+    io.join(10)
 
 
 # -- delete_object_versions' before_commit -------------------------------------------------
