@@ -69,7 +69,6 @@ from objstore.engine.versioning import (
     new_version_id,
     refuse_locked_overwrite,
 )
-from objstore.engine.withdrawal_gate import WithdrawalGate
 from objstore.errors import S3Error
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.object_write_queries import VersionDelete, VersionDeleteOutcome
@@ -192,24 +191,18 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    def batch_withdrawal(self, bucket: str, records: Sequence[ObjectRecord]
-                         ) -> WithdrawalGate[str | None]:
-        """`withdraw` of a batch delete's versions of `bucket`, to run (`withdraw_batch`):
-        ONE manifest naming them, their sidecars left in place (blobs/manifests.py). Its
-        result is the manifest's name, for `delete_versions_later` or `drop_manifest`;
-        None when each sidecar was withdrawn on its own instead (a full volume:
-        `BlobStore.withdraw_versions`) or no version has a blob."""
+    async def withdraw_batch(self, bucket: str, records: Sequence[ObjectRecord]) -> str | None:
+        """`withdraw` of a batch delete's versions of `bucket`: ONE manifest naming them,
+        durable on return, their sidecars left in place (blobs/manifests.py). Returns its
+        name, for `delete_versions_later` or `drop_manifest`; None when each sidecar was
+        withdrawn on its own instead (a full volume: `BlobStore.withdraw_versions`) or no
+        version has a blob."""
         versions = [WithdrawnVersion(record.blob_id, bucket, record.key, record.version_id,
                                      tuple(part.blob_id for part in record.parts))
                     for record in records if record.blob_id is not None]
         if not versions:
-            return WithdrawalGate(lambda: None)
-        return WithdrawalGate(lambda: self._blobs.withdraw_versions(bucket, versions))
-
-    async def withdraw_batch(self, gate: WithdrawalGate[str | None]) -> str | None:
-        """Run a batch's withdrawal on the IO pool (unless the database writer, waiting at
-        the COMMIT, took it first: engine/withdrawal_gate.py); durable on return."""
-        return await self._io.run(gate.run)
+            return None
+        return await self._io.run(self._blobs.withdraw_versions, bucket, versions)
 
     async def moved_aside(self, records: Sequence[ObjectRecord]) -> list[ObjectRecord]:
         """Those of `records` whose sidecar is in `deleting/` (moved by a withdrawal)."""
@@ -937,38 +930,31 @@ class ObjectService:
         outcomes: list[DeleteOutcome | Exception | None], bypass_governance: bool,
     ) -> None:
         records = [record for _, record in doomed]
-        # The withdrawal is written while the transaction's statements run; its COMMIT
-        # waits until the withdrawal is durable (engine/withdrawal_gate.py).
-        gate = self._files.batch_withdrawal(bucket_name, records)
-        withdrawal = Deferred.fromCoroutine(self._files.withdraw_batch(gate))
+        try:
+            manifest = await self._files.withdraw_batch(bucket_name, records)
+        except Exception as error:
+            # A manifest that failed withdrew nothing; the sidecars that a fallback moved
+            # before it failed (a full volume) go back.
+            for record in await self._files.moved_aside(records):
+                await self._keep_or_remove(record, None)
+            for index, _ in doomed:
+                outcomes[index] = error
+            return
         try:
             note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
                                   bucket_name)
             results = await self._meta.delete_object_versions(bucket_name, [
-                VersionDelete.of(record, note.get("outbox")) for record in records],
-                before_commit=gate.wait)
+                VersionDelete.of(record, note.get("outbox")) for record in records])
         except BaseException as error:
-            problem: BaseException = error
-            try:
-                manifest = await withdrawal
-            except Exception as failed:
-                # A manifest that failed withdrew nothing; the sidecars that a fallback
-                # moved before it failed (a full volume) go back.
-                problem = failed
-                for record in await self._files.moved_aside(records):
-                    await self._keep_or_remove(record, None)
-            else:
-                settled = True
-                for record in records:
-                    settled = await self._keep_or_remove(record, manifest) and settled
-                if settled and manifest is not None:
-                    await self._drop_manifest(manifest)
-            for index, _ in doomed:
-                outcomes[index] = problem if isinstance(problem, Exception) else None
+            settled = True
+            for index, record in doomed:
+                settled = await self._keep_or_remove(record, manifest) and settled
+                outcomes[index] = error if isinstance(error, Exception) else None
+            if settled and manifest is not None:
+                await self._drop_manifest(manifest)
             if not isinstance(error, Exception):
                 raise
             return
-        manifest = await withdrawal  # done: the COMMIT waited for it
         removed: list[ObjectRecord] = []
         reports: list[tuple[ObjectRecord, float | None]] = []
         settled = True  # every version the batch did not remove is resolved

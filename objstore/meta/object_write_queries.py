@@ -412,7 +412,6 @@ LEAVE_TOMBSTONE = {name: _leave_tombstone_statement(name) for name in ("sqlite",
 @changes_objects
 def delete_object_versions(
     db: Database, bucket: str, items: Sequence[VersionDelete],
-    before_commit: Callable[[], None] | None = None,
 ) -> list[VersionDeleteOutcome]:
     """`delete_object_version` for many versions of one bucket in ONE transaction (one
     commit, one sync: DeleteObjects), with an outcome per item, in order. Each item is
@@ -424,10 +423,7 @@ def delete_object_versions(
     as the single delete leaves them; so a later item naming a version that an earlier
     one promoted finds its seq changed. Items naming the same version twice: the second
     finds nothing. Any other failure rolls the whole batch back and raises. Runs on the
-    driver with statements compiled once (1,000 items a batch). `before_commit` runs
-    right before the COMMIT of a batch that removed a row (DeleteObjects waits there for
-    its withdrawal to be durable: engine/withdrawal_gate.py); what it raises rolls the
-    batch back."""
+    driver with statements compiled once (1,000 items a batch)."""
     outcomes: list[VersionDeleteOutcome] = []
     if not items:
         return outcomes
@@ -440,8 +436,6 @@ def delete_object_versions(
                 outcomes = [batch.delete(item) for item in items]
             if batch.reserved is not None:
                 raise _NothingRemoved  # nothing to commit: roll back, no seq used
-            if before_commit is not None:
-                before_commit()
     except _NothingRemoved:
         pass
     return outcomes
