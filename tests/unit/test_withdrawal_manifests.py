@@ -270,3 +270,17 @@ def test_a_failed_fallback_puts_back_the_sidecars_it_moved(
     monkeypatch.undo()
     assert os.listdir(node.blobs.withdrawn_root) == []
     assert node.findings() == ([], [], []) and len(node.recovered_keys()) == 3
+
+
+def test_a_batch_delete_whose_withdrawal_fails_removes_no_row(
+        node: Node, monkeypatch: pytest.MonkeyPatch) -> None:
+    records = put_keys(node, 3)
+
+    def failing(bucket: str, versions: Any) -> str:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(node.blobs, "withdraw_versions", failing)
+    assert all(isinstance(outcome, OSError) for outcome in delete_all(node, records))
+    monkeypatch.undo()
+    assert os.listdir(node.blobs.withdrawn_root) == []
+    assert node.findings() == ([], [], []) and len(node.recovered_keys()) == 3
