@@ -607,7 +607,10 @@ class BlobStore:
         last such reader removes them when it lets go. Last, its withdrawn sidecar, if a
         delete left one: until then a crash leaves the removal to `settle_withdrawn`.
         `sidecar_withdrawn` False: a batch delete's version (withdrawn by a manifest, its
-        sidecar in place), whose `deleting/` has no sidecar of its own to remove.
+        sidecar in place), whose `deleting/` has no sidecar of its own to remove. A
+        version whose sidecar was moved still has `blobs/` tried first (`delete`): it is
+        usually gone, but a `check --repair` that ran during the delete may have written
+        it back from the row, and left there it would outlive the blob for `recover`.
 
         A version can be let go twice at once (a delete that lost its row to an
         overwrite, and the overwrite, both remove the replaced version): the removal that
