@@ -4,6 +4,7 @@ Usage (from the repository root):
     .venv/bin/python -m bench.hotpath [--seconds 8] [--profile DIR] [--only get,head]
                                       [--workers N] [--rate-limit R]
                                       [--audit-strict off|on|both]
+                                      [--baseline CHECKOUT]
 
 This module owns a one-worker daemon (SQLite, fsync on, 127.0.0.1 only) in a temporary
 directory and the six hot-path workloads measured against it at c=32: wrk for 4 KiB PUT
@@ -21,6 +22,9 @@ non-blocking, so the measured run above is not disturbed) and the heaviest funct
 printed with their share of the samples. A profile follows one process, so it needs the
 default of one worker; `--workers N` measures rates, latencies and the CPU of the whole
 process tree (no per-thread split) of an N-worker node.
+`--baseline CHECKOUT` also runs a daemon from another checkout (its `.venv`'s twistd: the
+code before a change), each workload measured on it and on this one in turn, its lines
+labelled `before`: before/after figures from one run on a shared machine.
 It never runs in the test suite; the summary of a raw profile is a pure, tested function.
 """
 
@@ -173,13 +177,15 @@ def _function_name(frame: str) -> str:
 
 class HotPath:
     def __init__(self, workdir: Path, seconds: int, workers: int = 1,
-                 rate_limit: float = 0.0, as_user: bool = False, extra: str = "") -> None:
+                 rate_limit: float = 0.0, as_user: bool = False, extra: str = "",
+                 twistd: str | None = None) -> None:
         self.as_user = as_user
         self.workdir = workdir
         self.seconds = seconds
         self.workers = workers
         self.daemon = Objstore(workdir / "objstore", workers=workers,
-                               limits=rate_limit_lines(rate_limit), extra=extra)
+                               limits=rate_limit_lines(rate_limit), extra=extra,
+                               twistd=twistd)
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
         self.delete_serial = 0
@@ -454,9 +460,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--audit-strict", choices=("off", "on", "both"), default="off",
                         help="[audit] strict on the daemon; both: two daemons, default and "
                              "strict, each workload measured on one then the other")
+    parser.add_argument("--baseline", type=Path,
+                        help="also measure a daemon of this checkout (its .venv's twistd), "
+                             "labelled 'before'")
     args = parser.parse_args(argv)
     if args.profile is not None and args.workers != 1:
         parser.error("--profile follows one process: it needs --workers 1")
+    baseline = None
+    if args.baseline is not None:
+        baseline = str(args.baseline.resolve() / ".venv" / "bin" / "twistd")
+        if not os.path.exists(baseline):
+            parser.error(f"--baseline: no {baseline}")
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _terminate)
     print("\n".join(machine_description(Path(__file__).resolve().parents[1])))
@@ -465,9 +479,13 @@ def main(argv: list[str] | None = None) -> int:
           f"workers {args.workers}, rate limit {args.rate_limit or 'off'}, "
           f"audit strict {args.audit_strict}", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="objstore-hotpath-"))
-    settings = audit_settings(args.audit_strict)
+    settings = [(label, extra, None) for label, extra in audit_settings(args.audit_strict)]
+    if baseline is not None:
+        settings += [(f"before-{label}" if len(settings) > 1 else "before", extra, baseline)
+                     for label, extra, _ in settings]
     benches = [(label, HotPath(workdir / label, args.seconds, args.workers, args.rate_limit,
-                               args.as_user, extra)) for label, extra in settings]
+                               args.as_user, extra, twistd))
+               for label, extra, twistd in settings]
     try:
         for _, bench in benches:
             bench.workdir.mkdir(parents=True, exist_ok=True)

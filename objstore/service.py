@@ -270,13 +270,13 @@ def with_key_ids(config: Config, stages: BlobStages) -> Config:
 
 
 def settle_deletes_in_doubt(sync_store: SyncMetaStore, blobs: BlobStore) -> None:
-    """Deletes a crash stopped between their sidecar's withdrawal and their end: the
-    version stays whole when its row does, else its files go (`BlobStore.settle_withdrawn`;
-    reads `deleting/` only)."""
+    """Deletes a crash stopped between their withdrawal (a sidecar, or a batch's
+    manifest) and their end: the version stays whole when its row does, else its files go
+    (`BlobStore.settle_withdrawn`; reads `deleting/` only)."""
     settled = resolve_withdrawn(sync_store, blobs)
-    for blob_id in settled.unresolved:
-        warn_startup(f"a delete left in doubt could not be resolved (blob {blob_id}, "
-                     f"{blobs.withdrawn_path(blob_id)}): see `objstore check`")
+    for item in settled.unresolved:  # a blob id, or an unreadable manifest's name
+        warn_startup(f"a delete left in doubt could not be resolved ({item} in "
+                     f"{blobs.withdrawn_root}): see `objstore check`")
 
 
 def check_private_storage(config: Config, control: ControlRecord) -> None:

@@ -32,8 +32,11 @@ not commit: the engine writes it back when the row stays (`reinstate_sidecar`), 
 the version's files after the commit also drops it (`delete_version`). What a crash leaves in
 `deleting/` is a delete in doubt, resolved by `settle_withdrawn` (at start-up and by `check
 --repair`): a row that still holds the blob gets its sidecar back, otherwise the removal is
-finished. That small directory is all start-up reads; it never scans the blobs. An open
-upload's record is written the same
+finished. A batch delete withdraws its versions with ONE manifest in `deleting/` instead
+(`withdraw_versions`, manifests.py): the sidecars stay in place, recover skips the blobs a
+manifest names, and `settle_withdrawn` resolves a manifest a crash left entry by entry.
+That small directory is all start-up reads; it never scans the blobs. An open upload's
+record is written the same
 way before its row and withdrawn before an abort's; a completion removes it after its
 commit (recover knows a completed upload by its parts, which the object then references).
 
@@ -73,6 +76,13 @@ from typing import Any
 from objstore.blobs.barrier import SyncBarrier
 from objstore.blobs.factory import BlobStages, StagedObject
 from objstore.blobs.files import fsync_dir, unlink_quietly, write_all
+from objstore.blobs.manifests import (
+    MANIFEST_NAME,
+    MANIFEST_SUFFIX,
+    WithdrawnVersion,
+    encode_manifest,
+    parse_manifest,
+)
 from objstore.blobs.plan import plan_of
 from objstore.blobs.reader import BlobFile, BlobReader
 from objstore.blobs.segments import Segment
@@ -83,6 +93,8 @@ from objstore.private_files import OWNER_ONLY_DIR, make_private_dir
 SIDECAR_SUFFIX = ".meta.json"
 COPY_CHUNK_BYTES = 1024 * 1024
 SIDECAR_FORMAT = 1
+# A write refused for want of room: the volume is full, or the daemon's quota is spent.
+_NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT))
 
 
 # The canonical text of a UUID (`str(uuid.UUID(...))`: lowercase, hyphenated), matched
@@ -108,11 +120,13 @@ def new_blob_id() -> str:
 
 @dataclass
 class SettledDeletes:
-    """What `settle_withdrawn` did with each delete left in doubt (blob ids)."""
+    """What `settle_withdrawn` did with each delete left in doubt (blob ids; a manifest's
+    name for a manifest that could not be read)."""
 
     put_back: list[str] = field(default_factory=list)  # the row stays: sidecar restored
     finished: list[str] = field(default_factory=list)  # no row: the files went
     unresolved: list[str] = field(default_factory=list)  # unreadable, or the row unknown
+    torn: list[str] = field(default_factory=list)  # manifests never made durable: dropped
 
 
 def withdrawn_part_ids(sidecar: dict[str, Any]) -> list[str]:
@@ -416,6 +430,70 @@ class BlobStore:
         # syncs them (a syncfs would also flush whatever else is being written).
         self._sync(each_directory, whole=len(directories) > 1)
 
+    def withdraw_versions(self, bucket: str, versions: Sequence[WithdrawnVersion]
+                          ) -> str | None:
+        """Before a batch delete's commit: ONE manifest in `deleting/` naming `versions`
+        (of `bucket`), durable on return (one round of the barrier: alone, the manifest's
+        data and `deleting/`); the sidecars stay in place (manifests.py). Returns the
+        manifest's name, for `drop_manifest` once the batch is resolved. On a volume
+        without room for it (deletes must work on a full disk) each sidecar is withdrawn
+        on its own instead (`withdraw_sidecars`: renames need no new block), and None is
+        returned."""
+        self._ensure_dir(self.withdrawn_root)
+        name = self._tmp_name(MANIFEST_SUFFIX)
+        path = os.path.join(self.withdrawn_root, name)
+        data = encode_manifest(bucket, versions)
+        began = self._begin()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                write_all(fd, data)
+                self._sync(_manifest_syncs(fd, self.withdrawn_root), began)
+            finally:
+                os.close(fd)
+        except BaseException as error:
+            unlink_quietly(path)
+            if not (isinstance(error, OSError) and error.errno in _NO_ROOM):
+                raise
+        else:
+            return name
+        self.withdraw_sidecars([version.blob_id for version in versions])
+        return None
+
+    def manifest_path(self, name: str) -> str:
+        if not MANIFEST_NAME.fullmatch(name):
+            raise ValueError(f"invalid manifest name {name!r}")
+        return os.path.join(self.withdrawn_root, name)
+
+    def drop_manifest(self, name: str) -> None:
+        """A batch delete is resolved (its versions' files removed, or their rows kept):
+        its manifest goes. No sync: should it come back after a crash, `settle_withdrawn`
+        resolves its versions again, which changes nothing."""
+        unlink_quietly(self.manifest_path(name))
+
+    def manifest_names(self) -> list[str]:
+        """The manifests of batch deletes in progress (or left in doubt by a crash)."""
+        if not os.path.isdir(self.withdrawn_root):
+            return []
+        return sorted(name for name in os.listdir(self.withdrawn_root)
+                      if MANIFEST_NAME.fullmatch(name))
+
+    def read_manifest(self, name: str) -> list[WithdrawnVersion]:
+        """A manifest's versions; ValueError when it is torn (manifests.py)."""
+        with open(self.manifest_path(name), "rb") as handle:
+            return parse_manifest(handle.read(), is_valid_blob_id)
+
+    def manifest_blob_ids(self) -> set[str]:
+        """Every blob a readable manifest names: versions whose delete is in progress, or
+        was left in doubt by a crash (`recover` skips their sidecars)."""
+        named: set[str] = set()
+        for name in self.manifest_names():
+            try:
+                named.update(version.blob_id for version in self.read_manifest(name))
+            except (OSError, ValueError):
+                continue  # gone meanwhile, or torn: it names nothing
+        return named
+
     def reinstate_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """A delete did not commit: the sidecar is written back (from the row, which is
         the truth) and the withdrawn one dropped. Dropping it needs no fsync: should it come
@@ -480,14 +558,59 @@ class BlobStore:
                 held = None
             if held is None:
                 settled.unresolved.append(blob_id)
+        for name in self.manifest_names():
+            self._settle_manifest(name, holds, older_than, settled)
         return settled
 
+    def _settle_manifest(self, name: str,
+                         holds: Callable[[str, dict[str, Any]], bool | None],
+                         older_than: float | None, settled: SettledDeletes) -> None:
+        """`settle_withdrawn` of a batch delete's manifest: each version whose row still
+        holds its blob stays (its sidecar never moved), the others' files go; the manifest
+        goes once every version is resolved. A torn one names nothing (manifests.py)."""
+        path = self.manifest_path(name)
+        try:
+            if older_than is not None and os.stat(path).st_mtime >= older_than:
+                return
+            versions = self.read_manifest(name)
+        except FileNotFoundError:
+            return  # resolved meanwhile
+        except ValueError:
+            self.drop_manifest(name)
+            settled.torn.append(name)
+            return
+        except OSError:
+            settled.unresolved.append(name)
+            return
+        resolved = True
+        for version in versions:
+            held = holds(version.blob_id, version.identity())
+            try:
+                if held:
+                    settled.put_back.append(version.blob_id)
+                elif held is not None:
+                    self.delete_version(version.blob_id, version.part_ids, settling=True,
+                                        sidecar_withdrawn=False)
+                    settled.finished.append(version.blob_id)
+            except OSError:
+                held = None
+            if held is None:
+                settled.unresolved.append(version.blob_id)
+                resolved = False
+        if resolved:
+            self.drop_manifest(name)
+
     def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = (), *,
-                       settling: bool = False) -> None:
+                       settling: bool = False, sidecar_withdrawn: bool = True) -> None:
         """Remove the files of a version that no row references any more: its own blob,
         then the blobs of its parts, unless a streamed read holds them (`pin_parts`): the
         last such reader removes them when it lets go. Last, its withdrawn sidecar, if a
         delete left one: until then a crash leaves the removal to `settle_withdrawn`.
+        `sidecar_withdrawn` False: a batch delete's version (withdrawn by a manifest, its
+        sidecar in place), whose `deleting/` has no sidecar of its own to remove. A
+        version whose sidecar was moved still has `blobs/` tried first (`delete`): it is
+        usually gone, but a `check --repair` that ran during the delete may have written
+        it back from the row, and left there it would outlive the blob for `recover`.
 
         A version can be let go twice at once (a delete that lost its row to an
         overwrite, and the overwrite, both remove the replaced version): the removal that
@@ -499,7 +622,7 @@ class BlobStore:
             self.delete(blob_id)
         if part_ids:
             self._delete_pinned_parts(part_ids, settling=settling)
-        if blob_id is not None:
+        if blob_id is not None and sidecar_withdrawn:
             unlink_quietly(self.withdrawn_path(blob_id))  # the delete is done
 
     def _delete_pinned_parts(self, part_ids: Sequence[str], *, settling: bool) -> None:
@@ -713,6 +836,14 @@ def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
         for fd in fds:
             os.fdatasync(fd)
         _fsync_parents_of(fresh_dirs)()
+    return sync
+
+
+def _manifest_syncs(fd: int, directory: str) -> Callable[[], None]:
+    """The syncs of a manifest alone on the barrier: its data, then its entry."""
+    def sync() -> None:
+        os.fdatasync(fd)
+        fsync_dir(directory)
     return sync
 
 

@@ -3,7 +3,8 @@
 Reports rows whose blob is missing or has the wrong size (or, with --deep, the wrong MD5),
 rows whose sidecar is missing (and open uploads without their record in `uploads/`), and
 orphans (blobs or sidecars no row references, records of uploads that are not open), and
-deletes left in doubt (a sidecar withdrawn into `deleting/` by a delete a crash stopped).
+deletes left in doubt (a sidecar withdrawn into `deleting/`, or a batch delete's manifest
+there, by a delete a crash stopped).
 --repair removes orphans older than the grace period (younger ones may be uploads in
 flight), resolves deletes left in doubt as the start-up does (`resolve_withdrawn`), and
 rewrites missing sidecars and upload records from their rows; it never deletes a row. Exit
@@ -53,8 +54,8 @@ class Report:
 
 
 def row_holds(store: SyncMetaStore) -> Callable[[str, dict[str, Any]], bool | None]:
-    """Whether the row a withdrawn sidecar describes still holds its blob (None: the
-    sidecar does not name an object version)."""
+    """Whether the row a withdrawn sidecar (or a manifest's entry) describes still holds
+    its blob (None: it does not name an object version)."""
     def holds(blob_id: str, sidecar: dict[str, Any]) -> bool | None:
         try:
             ident = (sidecar["bucket"], sidecar["key"], sidecar["version_id"])
@@ -157,7 +158,24 @@ def _check_withdrawn(store: SyncMetaStore, blobs: BlobStore, repair: bool,
         report.deletes_in_doubt.extend(
             blob_id for blob_id in blobs.withdrawn_ids()
             if not _is_young(blobs.withdrawn_path(blob_id), now, grace_seconds))
-    return set(blobs.withdrawn_ids())
+        report.deletes_in_doubt.extend(_manifests_in_doubt(blobs, now, grace_seconds))
+    return set(blobs.withdrawn_ids()) | blobs.manifest_blob_ids()
+
+
+def _manifests_in_doubt(blobs: BlobStore, now: float, grace_seconds: float) -> list[str]:
+    """The blobs that batch deletes' manifests older than the grace period name (the
+    manifest's own name when it can not be read)."""
+    found: list[str] = []
+    for name in blobs.manifest_names():
+        if _is_young(blobs.manifest_path(name), now, grace_seconds):
+            continue
+        try:
+            found.extend(version.blob_id for version in blobs.read_manifest(name))
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError):
+            found.append(name)
+    return found
 
 
 def _is_young(path: str, now: float, grace_seconds: float) -> bool:

@@ -9,7 +9,8 @@ and, per key, which version is latest (the newest, delete markers included: each
 sidecar of its own); pass 2 inserts rows in batches, lock state and tags as the sidecars
 hold them. A permanently deleted version has no sidecar in `blobs/` from before its row
 went (its bytes may outlive a crash: an orphan, never a version again). A delete a crash
-left in doubt has its sidecar in `deleting/`, which recover does not read: the version
+left in doubt has its sidecar in `deleting/`, which recover does not read, or (a batch
+delete's) is named by a manifest there, whose blobs' sidecars recover skips: the version
 counts as deleted (either outcome is acceptable for it, a torn version never is), and the
 next start finishes its removal, as no row holds it.
 
@@ -167,8 +168,10 @@ class Scan:
 
 
 def _sidecars(blobs: BlobStore) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every sidecar in `blobs/` but those of versions a batch delete withdrew."""
+    withdrawn = blobs.manifest_blob_ids()
     for info in blobs.iter_blobs():
-        if not info.has_sidecar:
+        if not info.has_sidecar or info.blob_id in withdrawn:
             continue
         try:
             yield info.blob_id, blobs.read_sidecar(info.blob_id)

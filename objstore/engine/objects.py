@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.logger import Logger
 
+from objstore.blobs.manifests import WithdrawnVersion
 from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
 from objstore.blobs.reader import BlobReader, ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment, plan_segments
@@ -190,13 +191,56 @@ class BlobFiles:
         if blob_ids:
             await self._io.run(self._blobs.withdraw_sidecars, blob_ids)
 
-    def delete_versions_later(self, removed: Sequence[ObjectRecord]) -> Deferred[None]:
+    async def withdraw_batch(self, bucket: str, records: Sequence[ObjectRecord]) -> str | None:
+        """`withdraw` of a batch delete's versions of `bucket`: ONE manifest naming them,
+        durable on return, their sidecars left in place (blobs/manifests.py). Returns its
+        name, for `delete_versions_later` or `drop_manifest`; None when each sidecar was
+        withdrawn on its own instead (a full volume: `BlobStore.withdraw_versions`) or no
+        version has a blob."""
+        versions = [WithdrawnVersion(record.blob_id, bucket, record.key, record.version_id,
+                                     tuple(part.blob_id for part in record.parts))
+                    for record in records if record.blob_id is not None]
+        if not versions:
+            return None
+        return await self._io.run(self._blobs.withdraw_versions, bucket, versions)
+
+    async def moved_aside(self, records: Sequence[ObjectRecord]) -> list[ObjectRecord]:
+        """Those of `records` whose sidecar is in `deleting/` (moved by a withdrawal)."""
+        moved = set(await self._io.run(self._blobs.withdrawn_ids))
+        return [record for record in records if record.blob_id in moved]
+
+    async def drop_manifest(self, manifest: str) -> None:
+        """A batch delete that removed nothing is resolved: its manifest goes."""
+        await self._io.run(self._blobs.drop_manifest, manifest)
+
+    async def keep_or_remove(self, record: ObjectRecord, current: ObjectRecord | None, *,
+                             in_place: bool) -> None:
+        """A version of a batch delete that the batch did not remove: whole when `current`
+        (its row now) still holds its blob (`in_place`: withdrawn by a manifest, its
+        sidecar never moved; else it is written back), otherwise no row holds it and its
+        files go. Raises what fails."""
+        if current is not None and current.blob_id == record.blob_id:
+            if not in_place and current.blob_id is not None:
+                await self._io.run(self._blobs.reinstate_sidecar, current.blob_id,
+                                   record_to_sidecar(current))
+        elif record.blob_id is not None or record.parts:
+            await self._io.run(self._blobs.delete_version, record.blob_id,
+                               [part.blob_id for part in record.parts],
+                               sidecar_withdrawn=not in_place)
+
+    def delete_versions_later(self, removed: Sequence[ObjectRecord], *,
+                              manifest: str | None = None,
+                              drop_manifest: bool = True) -> Deferred[None]:
         """Remove the files of versions whose rows a commit removed (`delete_version` of
         each) after the answer: the removals asked for while an IO job runs share the next
         one (engine/removals.py). The Deferred fires at once unless the queue is full,
-        then once it has room: the caller awaits it before it answers. A crash before
-        they end leaves the withdrawn sidecars to `settle_withdrawn`."""
-        return self._removals.remove(versions_of(removed))
+        then once it has room: the caller awaits it before it answers. `manifest`: the
+        versions are a batch's, withdrawn by it, which goes after them (unless not
+        `drop_manifest`: a version of it is in doubt). A crash before they end leaves the
+        withdrawn sidecars (or the manifest) to `settle_withdrawn`."""
+        return self._removals.remove(
+            versions_of(removed), in_place=manifest is not None,
+            then_drop=manifest if drop_manifest else None)
 
     async def delete_replaced(self, orphaned: Sequence[str]) -> None:
         """Remove the files of the version a commit replaced, given as
@@ -887,25 +931,38 @@ class ObjectService:
     ) -> None:
         records = [record for _, record in doomed]
         try:
-            await self._files.withdraw_many(records)
+            manifest = await self._files.withdraw_batch(bucket_name, records)
+        except Exception as error:
+            # A manifest that failed withdrew nothing; the sidecars that a fallback moved
+            # before it failed (a full volume) go back.
+            for record in await self._files.moved_aside(records):
+                await self._keep_or_remove(record, None)
+            for index, _ in doomed:
+                outcomes[index] = error
+            return
+        try:
             note = await note_for(self._outbox, caller, ChangeKind.VERSION_DELETED,
                                   bucket_name)
             results = await self._meta.delete_object_versions(bucket_name, [
                 VersionDelete.of(record, note.get("outbox")) for record in records])
         except BaseException as error:
+            settled = True
             for index, record in doomed:
-                await self._reinstate_if_kept(record)
+                settled = await self._keep_or_remove(record, manifest) and settled
                 outcomes[index] = error if isinstance(error, Exception) else None
+            if settled and manifest is not None:
+                await self._drop_manifest(manifest)
             if not isinstance(error, Exception):
                 raise
             return
         removed: list[ObjectRecord] = []
         reports: list[tuple[ObjectRecord, float | None]] = []
+        settled = True  # every version the batch did not remove is resolved
         for (index, record), result in zip(doomed, results, strict=True):
             request = requests[index]
             shown = None if request.version_id is None else record.version_id
             if isinstance(result, RowChanged):  # changed since it was read: as `delete`
-                await self._reinstate_if_kept(record)
+                settled = await self._keep_or_remove(record, manifest) and settled
                 outcomes[index] = await _outcome_of(self._delete_version(
                     caller, bucket_name, record.key, record.version_id, bypass_governance))
                 if request.version_id is None and isinstance(outcomes[index], DeleteOutcome):
@@ -916,7 +973,7 @@ class ObjectService:
                 removed.append(gone)
                 reports.append((gone, result.deleted_at))
             if gone is None or gone.blob_id != record.blob_id:
-                await self._reinstate_if_kept(record)
+                settled = await self._keep_or_remove(record, manifest) and settled
             outcomes[index] = DeleteOutcome(shown, shown is not None and
                                             record.is_delete_marker)
         for gone, deleted_at in reports:
@@ -925,7 +982,31 @@ class ObjectService:
                                    deleted_at=deleted_at)
             except Exception as error:  # a sink's refusal: that key's answer, as `delete`
                 outcomes[_index_of(doomed, gone)] = error
-        await self._files.delete_versions_later(removed)
+        await self._files.delete_versions_later(removed, manifest=manifest,
+                                                drop_manifest=settled)
+
+    async def _keep_or_remove(self, record: ObjectRecord, manifest: str | None) -> bool:
+        """A version of a batch delete that the batch did not remove (its commit failed,
+        or its row changed), withdrawn by `manifest` (None: its sidecar moved): whole when
+        its row still holds its blob, else its files go (`BlobFiles.keep_or_remove`).
+        False when even that failed: the withdrawal (a manifest, or the sidecar in
+        `deleting/`) then stays for the next start (or `objstore check --repair`)."""
+        try:
+            current = await self._meta.get_object(record.bucket, record.key,
+                                                  record.version_id)
+            await self._files.keep_or_remove(record, current, in_place=manifest is not None)
+        except Exception:
+            log.failure("could not settle the batch delete of {bucket}/{key} ({version_id})",
+                        bucket=record.bucket, key=record.key, version_id=record.version_id)
+            return False
+        return True
+
+    async def _drop_manifest(self, manifest: str) -> None:
+        try:
+            await self._files.drop_manifest(manifest)
+        except OSError:
+            log.failure("could not remove the withdrawal manifest {manifest}",
+                        manifest=manifest)
 
     async def _reinstate_if_kept(self, record: ObjectRecord) -> None:
         """After a delete that did not commit (or whose outcome is unknown): the sidecar

@@ -10,7 +10,11 @@ next job: concurrent single deletes (`aws s3 rm --recursive` sends one DeleteObj
 key, ten at a time) cost one IO pool hand-off per batch, not one each.
 
 `RemovalQueue` keeps its state on the reactor thread (where `remove` is called); its jobs
-run `BlobStore.delete_version` of each version on the IO pool, one job at a time.
+run `BlobStore.delete_version` of each version on the IO pool, one job at a time. The
+versions of a batch delete withdrawn by a manifest (blobs/manifests.py) have their
+sidecars in place (removed with the blob, no withdrawn one to look for), and the manifest
+goes after them, in the same job, unless one of them could not be removed (the next start
+then settles it).
 
 The queue is bounded: `remove` returns a Deferred that fires at once while fewer than
 `MAX_WAITING` versions wait, and otherwise once the next job has taken them. A caller
@@ -35,6 +39,9 @@ log = Logger()
 
 # (the version's own blob id, its parts' blob ids)
 Version = tuple[str | None, Sequence[str]]
+# Versions asked for together: whether their sidecars are in place (withdrawn by a
+# manifest, not moved), and the manifest to remove after them (None: none, or kept).
+Removal = tuple[Sequence[Version], bool, str | None]
 
 MAX_WAITING = 50_000  # versions waiting for a job before `remove` makes its caller wait
 
@@ -53,20 +60,25 @@ class RemovalQueue:
         self._blobs = blobs
         self._io = io
         self._max_waiting = max_waiting
-        self._waiting: list[Version] = []
+        self._waiting: list[Removal] = []
+        self._waiting_versions = 0
         self._busy = False
         self._drained: list[Deferred[None]] = []
         self._room: list[Deferred[None]] = []
 
-    def remove(self, versions: Sequence[Version]) -> Deferred[None]:
-        """Queue the removal of `versions`; the Deferred fires once the queue has room
-        (module notes). Never fails: a file that can not be removed is logged, and left
-        to `objstore check --repair`."""
-        if versions:
-            self._waiting.extend(versions)
+    def remove(self, versions: Sequence[Version], *, in_place: bool = False,
+               then_drop: str | None = None) -> Deferred[None]:
+        """Queue the removal of `versions` (`in_place`: a batch's, whose sidecars a
+        manifest withdrew; `then_drop`: that manifest, to go after them); the Deferred
+        fires once the queue has room (module notes). Never fails: a file that can not be
+        removed is logged, and left to `objstore check --repair` (a manifest, to the next
+        start)."""
+        if versions or then_drop is not None:
+            self._waiting.append((versions, in_place, then_drop))
+            self._waiting_versions += len(versions)
             if not self._busy:
                 self._next()
-        if len(self._waiting) < self._max_waiting:
+        if self._waiting_versions < self._max_waiting:
             return succeed(None)
         room: Deferred[None] = Deferred()
         self._room.append(room)
@@ -83,7 +95,7 @@ class RemovalQueue:
     @property
     def pending(self) -> int:
         """Versions waiting for the next job (diagnostics and tests)."""
-        return len(self._waiting)
+        return self._waiting_versions
 
     def _next(self, _: object = None) -> None:
         if not self._waiting:
@@ -93,7 +105,7 @@ class RemovalQueue:
                 each.callback(None)
             return
         self._busy = True
-        batch, self._waiting = self._waiting, []
+        batch, self._waiting, self._waiting_versions = self._waiting, [], 0
         room, self._room = self._room, []
         for each in room:
             each.callback(None)
@@ -102,11 +114,24 @@ class RemovalQueue:
             "could not delete the unreachable blobs of deleted versions", failure))
         job.addCallback(self._next)
 
-    def _remove_all(self, versions: Sequence[Version]) -> None:
-        """(IO pool) Each version's files; an error stops only that version."""
-        for blob_id, part_ids in versions:
+    def _remove_all(self, removals: Sequence[Removal]) -> None:
+        """(IO pool) Each version's files, then its manifest; an error stops only that
+        version (and keeps its manifest)."""
+        for versions, in_place, manifest in removals:
+            removed = True
+            for blob_id, part_ids in versions:
+                try:
+                    self._blobs.delete_version(blob_id, part_ids,
+                                               sidecar_withdrawn=not in_place)
+                except OSError:
+                    removed = False
+                    log.failure("could not delete the unreachable blobs of {blob_id}",
+                                blob_id=blob_id)
+            if manifest is None:
+                continue
             try:
-                self._blobs.delete_version(blob_id, part_ids)
+                if removed:
+                    self._blobs.drop_manifest(manifest)
             except OSError:
-                log.failure("could not delete the unreachable blobs of {blob_id}",
-                            blob_id=blob_id)
+                log.failure("could not remove the withdrawal manifest {manifest}",
+                            manifest=manifest)

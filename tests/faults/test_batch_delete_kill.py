@@ -1,7 +1,7 @@
-"""SIGKILL during a large DeleteObjects (one withdrawal of every sidecar, one transaction,
-the files removed after the answer): after the restart each key is either deleted or
-whole, nothing is left in `deleting/`, and `objstore check --deep` finds nothing but
-orphans. Three kills: right after the withdrawal (before the commit: every key stays),
+"""SIGKILL during a large DeleteObjects (one withdrawal manifest naming every version, one
+transaction, the files removed after the answer): after the restart each key is either
+deleted or whole, nothing is left in `deleting/`, and `objstore check --deep` finds nothing
+but orphans. Three kills: right after the withdrawal (before the commit: every key stays),
 at the first file removal after the commit (every key is gone), and from outside at a
 moment the test does not choose (each key one or the other)."""
 
@@ -26,24 +26,28 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 KEYS = [f"batch/{i:04d}" for i in range(400)]
 
 WITHDRAWALS_CRASH_HOOK = textwrap.dedent('''
-    """Test-only: SIGKILL this process right after a batch delete withdrew its versions'
-    sidecars (before its commit) while the switch exists."""
+    """Test-only: SIGKILL this process right after a delete withdrew its versions (before
+    its commit) while the switch exists: a batch's manifest (`withdraw_versions`), or the
+    sidecars of concurrent single deletes (`withdraw_sidecars`)."""
     import os
     import signal
 
     from objstore.blobs import store
 
     _switch = os.environ["OBJSTORE_TEST_CRASH_SWITCH"]
-    _withdraw = store.BlobStore.withdraw_sidecars
 
 
-    def _crashing_withdraw(self, blob_ids):
-        _withdraw(self, blob_ids)
-        if os.path.exists(_switch):
-            os.kill(os.getpid(), signal.SIGKILL)
+    def _crashing(withdraw):
+        def crashing_withdraw(self, *args):
+            done = withdraw(self, *args)
+            if os.path.exists(_switch):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return done
+        return crashing_withdraw
 
 
-    store.BlobStore.withdraw_sidecars = _crashing_withdraw
+    store.BlobStore.withdraw_versions = _crashing(store.BlobStore.withdraw_versions)
+    store.BlobStore.withdraw_sidecars = _crashing(store.BlobStore.withdraw_sidecars)
 ''')
 
 HOOKS = {"withdrawn": WITHDRAWALS_CRASH_HOOK, "removing": CRASH_HOOK, "outside": None}

@@ -14,11 +14,20 @@ class Blobs:
     def __init__(self, failing: str = "") -> None:
         self.removed: list[tuple[str | None, list[str]]] = []
         self.failing = failing
+        self.in_place: list[str | None] = []  # removed without a withdrawn sidecar
+        self.dropped: list[str] = []  # manifests, in order
 
-    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = ()) -> None:
+    def delete_version(self, blob_id: str | None, part_ids: Sequence[str] = (), *,
+                       sidecar_withdrawn: bool = True) -> None:
         if blob_id == self.failing:
             raise OSError("read-only file system")
         self.removed.append((blob_id, list(part_ids)))
+        if not sidecar_withdrawn:
+            self.in_place.append(blob_id)
+
+    def drop_manifest(self, name: str) -> None:
+        assert name not in self.dropped
+        self.dropped.append(name)
 
 
 def test_removals_asked_while_a_job_runs_share_the_next_job() -> None:
@@ -64,3 +73,29 @@ def test_a_full_queue_makes_its_callers_wait_until_the_next_job_takes_it() -> No
     assert full.called and also.called and queue.pending == 0
     io.step()
     assert [blob for blob, _ in blobs.removed] == ["a", "b", "c", "d"]
+
+
+def test_a_batch_s_manifest_goes_after_its_versions_whose_sidecars_are_in_place() -> None:
+    io, blobs = ManualRunner(), Blobs()
+    queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
+    queue.remove([("a", [])])  # a single delete's: its sidecar was withdrawn alone
+    queue.remove([("b", ["p"]), ("c", [])], in_place=True, then_drop="m1")
+    queue.remove([], in_place=True, then_drop="m2")  # a batch that removed nothing
+    assert queue.pending == 2
+    io.step()
+    io.step()
+    assert blobs.removed == [("a", []), ("b", ["p"]), ("c", [])]
+    assert blobs.in_place == ["b", "c"] and blobs.dropped == ["m1", "m2"]
+    assert queue.drained().called
+
+
+def test_a_batch_whose_version_could_not_be_removed_keeps_its_manifest() -> None:
+    io, blobs = ManualRunner(), Blobs(failing="b")
+    queue = RemovalQueue(blobs, io)  # type: ignore[arg-type]
+    queue.remove([("a", []), ("b", [])], in_place=True, then_drop="m1")
+    queue.remove([("c", [])], in_place=True, then_drop="m2")
+    queue.remove([("d", [])], in_place=True)  # its manifest kept: a version in doubt
+    io.step()
+    io.step()
+    assert blobs.removed == [("a", []), ("c", []), ("d", [])] and blobs.dropped == ["m2"]
+    assert blobs.in_place == ["a", "c", "d"]
