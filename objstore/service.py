@@ -106,6 +106,7 @@ from objstore.http.health import HealthState
 from objstore.http.held_answer import HeldAnswerRequest
 from objstore.http.ratelimit import RequestRateLimits
 from objstore.http.root import RootResource
+from objstore.http.shared_accept import accept_one_per_wakeup
 from objstore.http.site import HASH_POOL_NAME, HASH_THREADS, ObjstoreSite
 from objstore.http.tls_options import TlsSetupError, listener_options
 from objstore.iam.authorizer import Authorizer
@@ -581,7 +582,8 @@ def build_node(config: Config, reactor: Any = None, *,
     for child in cluster_children:  # peers are probed before this node serves
         child.setServiceParent(top)
     listener = ListenerService(reactor, config, site, health,
-                               listen_fd=role.listen_fd if role.supervised else listen_fd)
+                               listen_fd=role.listen_fd if role.supervised else listen_fd,
+                               shared=role.supervised)
     listener.setServiceParent(top)
     return Node(top, opened.bootstrap, listener, duties)
 
@@ -847,8 +849,9 @@ class ListenerService(service.Service):
     """Owns the listening port and the drain on SIGTERM/SIGINT."""
 
     def __init__(self, reactor: Any, config: Config, site: ObjstoreSite, health: HealthState,
-                 *, listen_fd: int | None = None):
+                 *, listen_fd: int | None = None, shared: bool = False):
         self._reactor = reactor
+        self._shared = shared  # the socket is adopted by the node's other workers too
         self._config = config
         self._site = site
         self._health = health
@@ -889,6 +892,8 @@ class ListenerService(service.Service):
             factory = TLSMemoryBIOFactory(tls_options(self._config), False, factory)
         port = self._reactor.adoptStreamPort(fd, address_family, factory)
         os.close(fd)  # the port holds its own duplicate (IReactorSocket.adoptStreamPort)
+        if self._shared:
+            accept_one_per_wakeup(port)  # a burst of connections spread over the workers
         return port
 
     def startService(self) -> None:  # noqa: N802

@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import hashlib
+import http.client
+import json
 import os
 import signal
 import socket
@@ -158,6 +160,52 @@ def test_parallel_writers_through_both_workers_lose_nothing(daemon: Daemon) -> N
 
 def worker_pids(admins: dict[int, AdminClient]) -> dict[int, int]:
     return {index: admin.ok("GET", "/info")["worker"]["pid"] for index, admin in admins.items()}
+
+
+BURST = 32
+
+
+def _ask_worker(sock: socket.socket, daemon: Daemon) -> None:
+    """Send GET /admin/info (signed, kept alive) on the connected `sock`."""
+    url = f"{daemon.endpoint}/admin/info"
+    headers = sigv4.sign_headers("GET", url, {}, hashlib.sha256(b"").hexdigest(),
+                                 ROOT_ACCESS_KEY, ROOT_SECRET_KEY, "us-east-1",
+                                 datetime.datetime.now(datetime.UTC))
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    sock.sendall(f"GET /admin/info HTTP/1.1\r\n{head}\r\n".encode())  # headers: Host too
+
+
+def _worker_answering(sock: socket.socket) -> int:
+    """The worker index in the answer to `_ask_worker` on `sock`."""
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    assert response.status == 200
+    index = int(json.loads(response.read())["worker"]["index"])
+    sock.close()
+    return index
+
+
+def test_a_burst_of_connections_is_spread_over_the_workers(daemon: Daemon) -> None:
+    """A client that opens its pool at once (32 kept-alive connections with a request each,
+    as ab -k or an SDK's pool) gets both workers, not the one that woke first (twisted.web
+    accepts up to 100 connections per wake-up; objstore/http/shared_accept.py). The workers
+    are stopped while the connections and their requests queue, so that the burst is whole
+    when they wake."""
+    pids = [admin.ok("GET", "/info")["worker"]["pid"] for admin in pinned_admins(daemon).values()]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        sockets = [socket.create_connection(("127.0.0.1", daemon.port), timeout=30)
+                   for _ in range(BURST)]
+        for sock in sockets:
+            _ask_worker(sock, daemon)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    counts = {index: 0 for index in range(WORKERS)}
+    for sock in sockets:
+        counts[_worker_answering(sock)] += 1
+    assert min(counts.values()) >= BURST // 4, counts
 
 
 def test_a_dead_worker_is_replaced(daemon: Daemon) -> None:
