@@ -205,7 +205,9 @@ def test_a_burst_of_connections_is_spread_over_the_workers(daemon: Daemon) -> No
     counts = {index: 0 for index in range(WORKERS)}
     for sock in sockets:
         counts[_worker_answering(sock)] += 1
-    assert min(counts.values()) >= BURST // 4, counts
+    # Without the spread one worker takes all 32; with it, a share each even on a busy
+    # machine where one worker wakes well after the other.
+    assert min(counts.values()) >= BURST // 8, counts
 
 
 def test_a_dead_worker_is_replaced(daemon: Daemon) -> None:
