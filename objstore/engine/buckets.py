@@ -86,7 +86,13 @@ class BucketService:
         )
         created = await self._meta.create_bucket(record)
         if not created:
-            existing = await self.get(name)
+            existing = await self._meta.get_bucket(name)
+            if existing is None:
+                # Deleted between the two statements (a DeleteBucket, or a peer's
+                # replicated deletion): the name is free again, so this create makes the
+                # bucket. A CreateBucket never answers NoSuchBucket.
+                return await self.create(caller, name, location=location,
+                                         object_lock=object_lock)
             if existing.owner_id != caller.principal.user_id:
                 raise S3Error("BucketAlreadyExists", BucketName=name)
             # Idempotent for its owner (spec: CreateBucket is idempotent). With no peers

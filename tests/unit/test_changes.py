@@ -292,3 +292,45 @@ def test_an_owner_creating_its_bucket_again_on_a_cluster_node_restamps_it_and_re
     assert json.loads(data)["data"]["updated_at"] == again.updated_at
     assert [(c.kind, c.bucket) for c in engine.sink.changes] == [
         (ChangeKind.BUCKET_CREATED, "bkt")]
+
+
+class _DeletedBetweenStatements:
+    """A metadata store on which the bucket is deleted (a DeleteBucket, a peer's
+    replicated deletion) right after a create found it existing, before its look-up."""
+
+    def __init__(self, meta: Any) -> None:
+        self._meta = meta
+        self.raced = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._meta, name)
+
+    async def _create_then_lose(self, bucket: Any) -> bool:
+        created: bool = await self._meta.create_bucket(bucket)
+        if not created and not self.raced:
+            self.raced += 1
+            assert await self._meta.delete_bucket(bucket.name) == "deleted"
+        return created
+
+    def create_bucket(self, bucket: Any) -> Deferred[bool]:
+        return Deferred.fromCoroutine(self._create_then_lose(bucket))
+
+
+@pytest.mark.parametrize("restamp", [False, True], ids=["single", "cluster"])
+def test_a_create_racing_a_deletion_makes_the_bucket_and_never_answers_no_such_bucket(
+        stores: LocalStores, restamp: bool) -> None:
+    """The race CI met on a cluster: b still held the bucket a had just deleted, b's
+    CreateBucket found it existing, and the replicated deletion removed it before the
+    create looked it up: the create answered NoSuchBucket."""
+    sink = Recording()
+    racing = _DeletedBetweenStatements(stores.meta)
+    buckets = BucketService(racing, stores.control, stores.io,  # type: ignore[arg-type]
+                            region="us-east-1", clock=lambda: 2000.0,
+                            changes=ChangeHook([sink]), restamp_on_repeat=restamp)
+    run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    sink.changes.clear()
+    made = run(buckets.create(CALLER, "bkt", location=None, object_lock=False))
+    assert racing.raced == 1
+    assert run(stores.meta.get_bucket("bkt")) == made
+    assert [(c.kind, c.bucket) for c in sink.changes] == [
+        (ChangeKind.BUCKET_CREATED, "bkt")]
