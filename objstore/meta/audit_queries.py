@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from objstore.meta import schema
 from objstore.meta.database import Database
 from objstore.meta.dialect import read_transaction, write_transaction
+from objstore.meta.driver import driver_transaction
 
 MAX_PAGE = 1000
 PURGE_BATCH = 5000
@@ -140,8 +141,8 @@ def insert_audit_records(db: Database, records: Sequence[AuditRecord]) -> int:
     """Insert a batch in one transaction; returns the number of rows written."""
     if not records:
         return 0
-    with write_transaction(db.engine) as conn:
-        conn.execute(sa.insert(schema.audit_log), [audit_values(r) for r in records])
+    with driver_transaction(db.engine) as tx:
+        tx.insert_many(schema.audit_log, [audit_values(r) for r in records])
     return len(records)
 
 

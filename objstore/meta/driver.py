@@ -83,6 +83,46 @@ def driver_statement(
     return found
 
 
+# Rows per multi-row INSERT: powers of two down to 1, so a batch of any size runs as a few
+# statements of at most len(_INSERT_CHUNKS) shapes, each compiled once per table.
+_INSERT_CHUNKS = (256, 64, 16, 4, 1)
+_MULTI_INSERTS: dict[tuple[str, int, tuple[str, ...], int], sa.ClauseElement] = {}
+
+
+def multi_row_insert(table: sa.Table, columns: tuple[str, ...], count: int
+                     ) -> sa.ClauseElement:
+    """`INSERT INTO table (columns) VALUES (...), (...)` for `count` rows, with binds named
+    `<column>__<row>` (built once per shape)."""
+    key = (table.name, id(table), columns, count)
+    found = _MULTI_INSERTS.get(key)
+    if found is None:
+        found = sa.insert(table).values([
+            {name: sa.bindparam(f"{name}__{row}") for name in columns}
+            for row in range(count)])
+        _MULTI_INSERTS[key] = found
+    return found
+
+
+def insert_chunks(table: sa.Table, rows: Sequence[Mapping[str, Any]]
+                  ) -> Iterator[tuple[sa.ClauseElement, dict[str, Any]]]:
+    """`rows` (dicts of the same columns) as multi-row INSERT statements and their
+    values: one statement where the driver's executemany runs one per row. That matters
+    on SQLite: its driver releases and retakes the GIL around every row, and a busy
+    reactor thread holds it for up to the switch interval each time (measured: 15 us a
+    row alone, 3.3 ms a row beside a busy thread)."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    start = 0
+    for size in _INSERT_CHUNKS:
+        while len(rows) - start >= size:
+            values = {f"{name}__{row}": each[name]
+                      for row, each in enumerate(rows[start:start + size])
+                      for name in columns}
+            yield multi_row_insert(table, columns, size), values
+            start += size
+
+
 class RowSource(Protocol):
     """Where the statements of the object-row writes run: a `DriverTransaction`, or
     `CoreRows` over a SQLAlchemy connection."""
@@ -179,6 +219,12 @@ class DriverTransaction:
             self._cursor.executemany(query.sql, parameters)
         except self._dialect.loaded_dbapi.Error as error:
             raise self._wrap(query.sql, None, error) from error
+
+    def insert_many(self, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert `rows` (dicts of the same columns) with multi-row INSERTs
+        (`insert_chunks`)."""
+        for statement, values in insert_chunks(table, rows):
+            self.execute(statement, values)
 
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None:

@@ -114,10 +114,6 @@ def _event_of_tuple(row: Sequence[Any]) -> NotificationEvent:
                              float(next_attempt_at), float(updated_at))
 
 
-_NEW_COLUMNS = ("seq", "target", "bucket", "key", "event_name", "body", "status", "attempts",
-                "errors", "created_at", "next_attempt_at", "updated_at")
-INSERT_DELIVERY = sa.insert(_n).values({name: sa.bindparam(f"p_{name}")
-                                        for name in _NEW_COLUMNS})
 READ_CURSOR = (sa.select(_cur.c.cursor).where(_cur.c.consumer == sa.bindparam("p_consumer"))
                .with_for_update())
 INSERT_CURSOR = sa.insert(_cur).values(consumer=sa.bindparam("p_consumer"),
@@ -130,7 +126,7 @@ def notification_enqueue(db: Database, consumer: str, upto_seq: int,
                          rows: Sequence[NewDelivery], now: float) -> None:
     """Queue `rows` and move `consumer`'s outbox cursor to `upto_seq`, in one transaction;
     nothing when the cursor is already there (a page delivered again after a crash).
-    Statements compiled once, the rows inserted by the driver's executemany. The cursor
+    Statements compiled once, the rows inserted by multi-row INSERTs. The cursor
     row is read under its lock (FOR UPDATE on PostgreSQL; SQLite's transaction holds the
     write lock) and then updated, or inserted when there was none (one consumer queues:
     a second inserting it at the same time fails on the key, and its page is read again)."""
@@ -139,11 +135,11 @@ def notification_enqueue(db: Database, consumer: str, upto_seq: int,
         if current is not None and int(current[0]) >= upto_seq:
             return
         if rows:
-            tx.execute_many(INSERT_DELIVERY, [
-                {"p_seq": r.seq, "p_target": r.target, "p_bucket": r.bucket, "p_key": r.key,
-                 "p_event_name": r.event_name, "p_body": r.body, "p_status": PENDING,
-                 "p_attempts": 0, "p_errors": "[]", "p_created_at": now,
-                 "p_next_attempt_at": now, "p_updated_at": now} for r in rows])
+            tx.insert_many(_n, [
+                {"seq": r.seq, "target": r.target, "bucket": r.bucket, "key": r.key,
+                 "event_name": r.event_name, "body": r.body, "status": PENDING,
+                 "attempts": 0, "errors": "[]", "created_at": now,
+                 "next_attempt_at": now, "updated_at": now} for r in rows])
         tx.execute(INSERT_CURSOR if current is None else MOVE_CURSOR,
                    {"p_consumer": consumer, "p_cursor": upto_seq})
 

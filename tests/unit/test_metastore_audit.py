@@ -48,6 +48,21 @@ def test_audit_batch_round_trips_every_field(meta_store: SyncMetaStore) -> None:
     assert oldest == dataclasses.replace(full, id=oldest.id)
 
 
+@pytest.mark.parametrize("size", [1, 3, 17, 256, 341])
+def test_a_batch_of_any_size_is_written_whole_in_its_order(
+        meta_store: SyncMetaStore, size: int) -> None:  # noqa: F811
+    """Batches run as multi-row INSERTs of 256, 64, 16, 4 and 1 rows: every row arrives,
+    in the batch's order (ids ascend with it), each with its own fields."""
+    batch = [entry(NOW + n, f"Op{n}", key=f"k{n}", bytes_out=n, status=200 + n % 300,
+                   details={"n": n} if n % 2 else {}) for n in range(size)]
+    assert meta_store.insert_audit_records(batch) == size
+    stored = meta_store.query_audit(AuditFilter(limit=MAX_PAGE))
+    assert len(stored) == size
+    oldest_first = list(reversed(stored))
+    assert [r.id for r in oldest_first] == sorted(r.id for r in stored)
+    assert [dataclasses.replace(r, id=None) for r in oldest_first] == batch
+
+
 def test_audit_filters(meta_store: SyncMetaStore) -> None:  # noqa: F811
     meta_store.insert_audit_records([
         entry(NOW, "PutObject", bucket="b1", username="alice", user_id="u-a"),
