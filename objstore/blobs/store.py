@@ -89,6 +89,7 @@ from objstore.blobs.segments import Segment
 from objstore.blobs.writer import BlobWriter, HeldBody, HeldBytes
 from objstore.crypto.customer_key import CustomerKey
 from objstore.private_files import OWNER_ONLY_DIR, make_private_dir
+from objstore.random_ids import random_uuid_text
 
 SIDECAR_SUFFIX = ".meta.json"
 COPY_CHUNK_BYTES = 1024 * 1024
@@ -115,7 +116,7 @@ UPLOAD_RECORD_SUFFIX = ".json"
 
 
 def new_blob_id() -> str:
-    return str(uuid.uuid4())
+    return random_uuid_text()
 
 
 @dataclass

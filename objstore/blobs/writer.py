@@ -50,7 +50,6 @@ import base64
 import hashlib
 import io
 import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -65,6 +64,7 @@ from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.stages import WriteStage, apply_write_stages, finish_write_stages
 from objstore.blobs.writebehind import WriteBehind
 from objstore.checksums import Checksummer
+from objstore.random_ids import random_uuid
 
 if TYPE_CHECKING:
     from objstore.threads import Runner
@@ -324,7 +324,7 @@ class BlobWriter:
     def _spill(self) -> None:
         assert self._buffer is not None
         os.makedirs(self._tmp_dir, exist_ok=True)
-        path = os.path.join(self._tmp_dir, f"{uuid.uuid4()}.spool")
+        path = os.path.join(self._tmp_dir, f"{random_uuid()}.spool")
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         self.path = path
         write_all(self._fd, self._buffer.getbuffer())

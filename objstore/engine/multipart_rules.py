@@ -9,7 +9,6 @@ without a reactor; the service that applies them is engine/multipart.py.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from objstore.blobs import checksum_combine as combine
 from objstore.errors import S3Error
 from objstore.meta.records import ObjectRecord, PartRecord, PartRef, UploadRecord
+from objstore.random_ids import random_uuid
 
 MAX_PART_NUMBER = 10_000
 MIN_PART_BYTES = 5 * 1024 * 1024
@@ -28,7 +28,7 @@ FULL_OBJECT = "FULL_OBJECT"
 def new_upload_id() -> str:
     """Opaque, and ordered by creation time, so uploads of one key list oldest first as
     AWS lists them (the store orders by key, then upload id)."""
-    return f"{time.time_ns() // 1000:015x}{uuid.uuid4().hex}"
+    return f"{time.time_ns() // 1000:015x}{random_uuid().hex}"
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from objstore.iam.identity import Principal
 from objstore.meta.keyspace import group_of
 from objstore.meta.listing_queries import ListingEntry
 from objstore.meta.records import NULL_VERSION, BucketRecord, ObjectRecord
+from objstore.random_ids import random_uuid_text
 
 if TYPE_CHECKING:
     from objstore.meta.async_store import MetaStore
@@ -42,7 +43,7 @@ _AFTER_ALL = "\U0010ffff"
 def new_version_id(bucket: BucketRecord) -> str:
     """A fresh UUID on a versioning-Enabled bucket; the null version otherwise (Disabled
     buckets and Suspended ones write the null version)."""
-    return str(uuid.uuid4()) if bucket.versioning == ENABLED else NULL_VERSION
+    return random_uuid_text() if bucket.versioning == ENABLED else NULL_VERSION
 
 
 def is_valid_version_id(version_id: str) -> bool:
