@@ -65,6 +65,8 @@ class ServerCache:
     size: int = 10000
     ttl_seconds: float = 5.0
     objects: int = 10000  # object records kept for GET/HEAD per worker; 0: none
+    # None: 60 s on SQLite, ttl_seconds on PostgreSQL (meta/object_cache.py)
+    objects_ttl_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,6 +515,7 @@ _SERVER_CACHE = _Section("server.cache", ServerCache, (
     _F("size", _int(0)),
     _F("ttl_seconds", _num(0)),
     _F("objects", _int(0)),
+    _F("objects_ttl_seconds", _num(0)),
 ))
 
 _SERVER_TLS = _Section("server.tls", ServerTLS, (

@@ -130,7 +130,7 @@ from objstore.meta.coherence import (
 )
 from objstore.meta.dialect import sqlite_files
 from objstore.meta.node_identity import ensure_node_id
-from objstore.meta.object_cache import ObjectCache
+from objstore.meta.object_cache import ObjectCache, objects_ttl_seconds
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
 from objstore.meta.store import SyncMetaStore, open_sync_store, sqlite_path_for
@@ -342,8 +342,10 @@ def build_node(config: Config, reactor: Any = None, *,
 
     sync_store.objects_changed = objects_changed
     object_cache = ObjectCache(size=config.server.cache.objects,
-                               ttl_seconds=config.server.cache.ttl_seconds, clock=clock,
-                               counters=counters)
+                               ttl_seconds=objects_ttl_seconds(
+                                   config.server.cache.objects_ttl_seconds,
+                                   config.server.cache.ttl_seconds, storage.metadata_backend),
+                               clock=clock, counters=counters)
     io_pool = NamedPool(reactor, "objstore-io", config.storage.io_threads)
     space = space_guard(config, io_pool, counters)
     cluster = cluster_parts(config, node_id, space, clock)

@@ -1,4 +1,5 @@
-"""The cache of object records that GET and HEAD read ([server.cache] objects, ttl_seconds).
+"""The cache of object records that GET and HEAD read ([server.cache] objects,
+objects_ttl_seconds).
 
 A 4 KiB GET spent about a quarter of its server CPU on the one database read of its
 record (the DB read thread, plus the thread hop). Served from this cache, a GET of an
@@ -30,6 +31,27 @@ from objstore.meta.records import ObjectRecord
 
 ObjectKey = tuple[str, str, str | None]
 
+# The TTL of object records on SQLite when `[server.cache] objects_ttl_seconds` is not set.
+SQLITE_OBJECTS_TTL_SECONDS = 60.0
+
+
+def objects_ttl_seconds(configured: float | None, general_ttl: float, backend: str) -> float:
+    """How long a worker may serve an object record without a look-up.
+
+    The OBJECTS counter keeps the caches of a node's workers coherent. The TTL only bounds
+    how long a write by another program on the same database stays unseen. On SQLite
+    that program is a hand edit, or `objstore recover` or `check --repair` run beside
+    the daemon (the manual says to stop it first). So unless set, records there live
+    SQLITE_OBJECTS_TTL_SECONDS (with 1,000 hot keys a 5 s TTL sent ~20 % of GETs to the
+    database). On PostgreSQL another node may share the database, and the general
+    `ttl_seconds` applies. A `ttl_seconds` of 0 (caches off) turns this cache off too
+    unless it is set on its own."""
+    if configured is not None:
+        return configured
+    if general_ttl <= 0 or backend != "sqlite":
+        return general_ttl
+    return max(general_ttl, SQLITE_OBJECTS_TTL_SECONDS)
+
 
 class ObjectCache(TtlCache[ObjectKey, ObjectRecord | None]):
     def __init__(
@@ -44,4 +66,4 @@ class ObjectCache(TtlCache[ObjectKey, ObjectRecord | None]):
                          scope=OBJECTS)
 
 
-__all__ = ["ObjectCache", "ObjectKey"]
+__all__ = ["SQLITE_OBJECTS_TTL_SECONDS", "ObjectCache", "ObjectKey", "objects_ttl_seconds"]

@@ -14,6 +14,7 @@ from objstore.config import (
     ClusterTLS,
     Config,
     ConfigError,
+    ServerCache,
     ServerLimits,
     ServerTLS,
     default_config,
@@ -127,6 +128,8 @@ def test_sample_documents_every_key() -> None:
     for cls in (ServerTLS, ClusterTLS):
         for f in dataclasses.fields(cls):
             assert f"#{f.name} =" in text
+    for f in dataclasses.fields(ServerCache):
+        assert f"{f.name} =" in text, f"[server.cache] {f.name} missing from the sample"
 
 
 def test_full_file(certs: Path) -> None:

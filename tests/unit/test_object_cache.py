@@ -30,7 +30,7 @@ from objstore.meta.async_store import MetaStore
 from objstore.meta.coherence import OBJECTS, LocalCounters, SharedCounters
 from objstore.meta.database import changes_objects
 from objstore.meta.dialect import create_db_engine
-from objstore.meta.object_cache import ObjectCache
+from objstore.meta.object_cache import ObjectCache, objects_ttl_seconds
 from objstore.meta.pool import SyncDbPool
 from objstore.meta.records import (
     NULL_VERSION,
@@ -221,3 +221,17 @@ def test_every_query_that_takes_a_seq_tells_the_caches() -> None:
         "complete_upload",
         "insert_recovered", "apply_replicated_object", "apply_replicated_objects",
         "apply_replicated_delete", "journal_finish", "swap_blob", "swap_wrapped_key"}
+
+
+@pytest.mark.parametrize(("configured", "general", "backend", "expected"), [
+    (None, 5.0, "sqlite", 60.0),  # one node's database: the counter sees every writer
+    (None, 120.0, "sqlite", 120.0),  # never shorter than the general TTL asks
+    (None, 5.0, "postgres", 5.0),  # another node may share the database
+    (None, 0.0, "sqlite", 0.0),  # ttl_seconds = 0 turns the caches off, this one too
+    (2.0, 5.0, "sqlite", 2.0),  # set on its own, it wins
+    (0.0, 5.0, "sqlite", 0.0),
+    (30.0, 0.0, "postgres", 30.0),
+])
+def test_the_ttl_of_object_records_by_backend_unless_set(
+        configured: float | None, general: float, backend: str, expected: float) -> None:
+    assert objects_ttl_seconds(configured, general, backend) == expected
