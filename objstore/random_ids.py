@@ -3,7 +3,7 @@ multipart uploads, drawn on the hot paths (a PUT draws two).
 
 `uuid.uuid4()` reads 16 bytes with one `getrandom` call, and a call that leaves Python
 releases the GIL: on a busy node the thread then waits to get it back while the database
-and IO threads take turns (docs/PERFORMANCE.md, "GIL hand-offs"). Here the bytes come from
+and IO threads take turns (docs/ARCHITECTURE.md, "Threads and the GIL"). Here the bytes come from
 the same kernel source, os.urandom, 4 KiB at a time (256 ids a call). They are as
 unpredictable as uuid4's; the buffer is dropped in a forked child, so two processes never
 share one. Thread-safe.

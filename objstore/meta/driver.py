@@ -107,9 +107,9 @@ def insert_chunks(table: sa.Table, rows: Sequence[Mapping[str, Any]]
                   ) -> Iterator[tuple[sa.ClauseElement, dict[str, Any]]]:
     """`rows` (dicts of the same columns) as multi-row INSERT statements and their
     values: one statement where the driver's executemany runs one per row. That matters
-    on SQLite: its driver releases and retakes the GIL around every row, and a busy
-    reactor thread holds it for up to the switch interval each time (measured: 15 us a
-    row alone, 3.3 ms a row beside a busy thread)."""
+    on SQLite: its driver gives up and retakes the GIL around every row, and beside a
+    busy reactor each retake waits (docs/ARCHITECTURE.md, "Threads and the GIL";
+    measured: 15 us a row alone, 3.3 ms a row beside a busy thread)."""
     if not rows:
         return
     columns = tuple(rows[0])
