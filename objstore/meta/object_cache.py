@@ -40,12 +40,12 @@ def objects_ttl_seconds(configured: float | None, general_ttl: float, backend: s
 
     The OBJECTS counter keeps the caches of a node's workers coherent. The TTL only bounds
     how long a write by another program on the same database stays unseen. On SQLite
-    that program is a hand edit, or `objstore recover` or `check --repair` run beside
-    the daemon (the manual says to stop it first). So unless set, records there live
-    SQLITE_OBJECTS_TTL_SECONDS (with 1,000 hot keys a 5 s TTL sent ~20 % of GETs to the
-    database). On PostgreSQL another node may share the database, and the general
-    `ttl_seconds` applies. A `ttl_seconds` of 0 (caches off) turns this cache off too
-    unless it is set on its own."""
+    that program is a hand edit, or `objstore recover` run beside the daemon (the
+    manual says to stop it first; `check --repair` changes no row). So unless set,
+    records there live SQLITE_OBJECTS_TTL_SECONDS (with 1,000 hot keys a 5 s TTL sent
+    ~20 % of GETs to the database). On PostgreSQL another node may share the database,
+    and the general `ttl_seconds` applies. A `ttl_seconds` of 0 (caches off) turns this
+    cache off too unless it is set on its own."""
     if configured is not None:
         return configured
     if general_ttl <= 0 or backend != "sqlite":
