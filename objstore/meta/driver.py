@@ -86,14 +86,14 @@ def driver_statement(
 # Rows per multi-row INSERT: powers of two down to 1, so a batch of any size runs as a few
 # statements of at most len(_INSERT_CHUNKS) shapes, each compiled once per table.
 _INSERT_CHUNKS = (256, 64, 16, 4, 1)
-_MULTI_INSERTS: dict[tuple[str, int, tuple[str, ...], int], sa.ClauseElement] = {}
+_MULTI_INSERTS: dict[tuple[int, tuple[str, ...], int], sa.ClauseElement] = {}
 
 
 def multi_row_insert(table: sa.Table, columns: tuple[str, ...], count: int
                      ) -> sa.ClauseElement:
     """`INSERT INTO table (columns) VALUES (...), (...)` for `count` rows, with binds named
     `<column>__<row>` (built once per shape)."""
-    key = (table.name, id(table), columns, count)
+    key = (id(table), columns, count)
     found = _MULTI_INSERTS.get(key)
     if found is None:
         found = sa.insert(table).values([
