@@ -14,15 +14,24 @@ the users' objects and metadata, which only the daemon reads (objstore.private_f
 
 Durability order for a write (DESIGN invariant 1): blob fsync, rename into place, sidecar
 written to a temp name, fsync, rename, directory fsync; only then may the caller commit the
-metadata row. A body kept in memory (`commit_bytes`) writes its blob and its sidecar to
-temp names first and makes both durable with one barrier, then renames both and makes the
-directory durable with a second one. A fan-out directory it creates on the way (a new
-store creates one for most of its first writes) is made durable in the first barrier, not
-a barrier of its own; until a sync that covered its entry succeeded, every write into it
-syncs that entry again (`_make_dirs`), so no write relies on a directory another thread
-created and has not yet made durable. Every sync goes through the store's `SyncBarrier`
-(barrier.py): a write alone on the pool runs its own fdatasync/fsync calls, as before; the
-writes in flight together share one `syncfs` of the data volume per barrier.
+metadata row. A body kept in memory (`commit_bytes`, every small PUT) keeps that invariant's
+promise (after a crash, the old state or the new one, never a torn one) with ONE sync
+instead of three: its blob id is new, so the blob and its sidecar are created at their
+final names, where nothing is replaced, and one barrier makes both files' data and the
+directory's entries durable before the row commits. What renaming protected against is a
+sidecar that a crash before that sync left whole beside a torn blob: a write that was
+never answered and has no row, but that `recover` (which reads sidecars) would rebuild.
+Such a sidecar carries the blob's check (`BLOB_CHECK`, the stored bytes' length and
+CRC-32), and `recover` skips a sidecar whose blob fails it (`torn_blob`); the files are
+then an orphan `check --repair` reclaims. A sidecar rewritten later (`write_sidecar`, by a
+tag or lock change or a restamp) goes through a temp name and a rename again and carries no
+check: its blob is durable by then. A fan-out directory the write creates on the way (a
+new store creates one for most of its first writes) is made durable in the same barrier;
+until a sync that covered its entry succeeded, every write into it syncs that entry again
+(`_make_dirs`), so no write relies on a directory another thread created and has not yet
+made durable. Every sync goes through the store's `SyncBarrier` (barrier.py): a write alone
+on the pool runs its own fdatasync/fsync calls, as before; the writes in flight together
+share one `syncfs` of the data volume per barrier.
 
 A permanent delete goes the other way: the sidecar is withdrawn durably
 (`withdraw_sidecar`) before the row goes, so that bytes a crash leaves behind are an orphan
@@ -69,6 +78,7 @@ import os
 import re
 import threading
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +104,9 @@ from objstore.random_ids import random_uuid_text
 SIDECAR_SUFFIX = ".meta.json"
 COPY_CHUNK_BYTES = 1024 * 1024
 SIDECAR_FORMAT = 1
+# The key of the blob's check in a sidecar written in one sync with its blob
+# (`BlobStore.commit_bytes`, `torn_blob`): {"bytes": stored length, "crc32": of the bytes}.
+BLOB_CHECK = "blob_check"
 # A write refused for want of room: the volume is full, or the daemon's quota is spent.
 _NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT))
 
@@ -102,6 +115,11 @@ _NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT))
 # whole: a regular expression costs a sixth of parsing the UUID and printing it again, and
 # every blob path (each key of a DeleteObjects: three or four) checks one.
 _CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def blob_check(data: bytes) -> dict[str, int]:
+    """The check a one-sync sidecar holds of its blob's stored bytes (`BLOB_CHECK`)."""
+    return {"bytes": len(data), "crc32": zlib.crc32(data)}
 
 
 def is_valid_blob_id(blob_id: str) -> bool:
@@ -270,8 +288,45 @@ class BlobStore:
         self._finish_commit(blob_id, sidecar)
 
     def commit_bytes(self, data: bytes, blob_id: str, sidecar: dict[str, Any]) -> None:
-        """Same as commit_file for a body that was kept in memory: the blob and its
-        sidecar are written to temp names, made durable together (one barrier), renamed
+        """Same as commit_file for a body that was kept in memory, in ONE sync: the blob
+        and its sidecar are created at their final names (the blob id is new, so there is
+        nothing to replace and nothing to rename), then one barrier makes both files'
+        data and the directory's entries durable. The sidecar carries the blob's check
+        (`BLOB_CHECK`: its stored length and CRC-32), so that a crash before that sync,
+        which can leave a whole sidecar beside a torn blob (a write never answered, with
+        no row), is never rebuilt into a version by `recover` (`torn_blob`). Should a name
+        exist already (a peer's blob delivered twice at once, the same bytes; a repair of
+        a lost blob whose sidecar stayed), the write takes the renaming path
+        (`_commit_bytes_renamed`), which replaces what is there."""
+        path = self.blob_path(blob_id)
+        directory = os.path.dirname(path)
+        created: list[str] = []
+        fds: list[int] = []
+        try:
+            try:
+                began = self._begin()
+                fresh = self._make_dirs(directory)  # their entries go in the same sync
+                fds.append(self._create(created, path, data))
+                fds.append(self._create(created, path + SIDECAR_SUFFIX,
+                                        self._sidecar_bytes(sidecar, blob_check(data))))
+                self._sync(_one_sync(fds, fresh, directory), began)
+                self._dirs_durable(fresh)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        except FileExistsError:  # a repeat, or a repair: replace what is there
+            for name in reversed(created):
+                unlink_quietly(name)
+            self._commit_bytes_renamed(data, blob_id, sidecar)
+        except BaseException:
+            for name in reversed(created):  # the sidecar first
+                unlink_quietly(name)
+            raise
+
+    def _commit_bytes_renamed(self, data: bytes, blob_id: str, sidecar: dict[str, Any]
+                              ) -> None:
+        """`commit_bytes` over a blob that exists: the blob and its sidecar are written
+        to temp names, made durable together (one barrier), renamed over the names
         (blob first: a crash between the renames leaves an orphan blob, never a sidecar
         without its bytes), then the directory is made durable (a second barrier)."""
         path = self.blob_path(blob_id)
@@ -315,8 +370,26 @@ class BlobStore:
         self._write_atomically(path, self._sidecar_bytes(sidecar))
 
     @staticmethod
-    def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
-        return json.dumps({"format": SIDECAR_FORMAT, **sidecar}, sort_keys=True).encode()
+    def _sidecar_bytes(sidecar: dict[str, Any], check: dict[str, int] | None = None
+                       ) -> bytes:
+        document = {"format": SIDECAR_FORMAT, **sidecar}
+        if check is not None:
+            document[BLOB_CHECK] = check
+        return json.dumps(document, sort_keys=True).encode()
+
+    @staticmethod
+    def _create(created: list[str], path: str, data: bytes) -> int:
+        """Create `path` (never an existing file: FileExistsError) holding `data` (its
+        name appended to `created` as soon as it exists, for the caller to remove on
+        failure); returns its open descriptor."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        created.append(path)
+        try:
+            write_all(fd, data)  # ENOSPC on a full disk: the caller removes the file
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _write_temp(self, written: list[str], data: bytes) -> int:
         """Write `data` to a new temporary file (its name appended to `written` as soon as
@@ -766,6 +839,21 @@ class BlobStore:
             data: dict[str, Any] = json.load(handle)
         return data
 
+    def torn_blob(self, blob_id: str, sidecar: dict[str, Any]) -> bool:
+        """Whether a sidecar written in one sync with its blob (`commit_bytes`: it holds
+        `BLOB_CHECK`) stands beside bytes that are not the ones it was written with: a
+        crash came before that sync, so the write was never answered and has no row. A
+        sidecar without the check was written after its blob was durable (False)."""
+        check = sidecar.get(BLOB_CHECK)
+        if not isinstance(check, dict):
+            return False
+        try:
+            with open(self.blob_path(blob_id), "rb") as handle:
+                data = handle.read(int(check.get("bytes", -1)) + 1)
+        except (OSError, ValueError, TypeError):
+            return True
+        return blob_check(data) != check
+
     def blob_size(self, blob_id: str) -> int | None:
         try:
             return os.stat(self.blob_path(blob_id)).st_size
@@ -837,6 +925,18 @@ def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
         for fd in fds:
             os.fdatasync(fd)
         _fsync_parents_of(fresh_dirs)()
+    return sync
+
+
+def _one_sync(fds: Sequence[int], fresh_dirs: Sequence[str], directory: str
+              ) -> Callable[[], None]:
+    """The syncs of a one-sync write alone on the barrier (`commit_bytes`): its files'
+    data, the entries of the directories it created, then its own directory's entries."""
+    def sync() -> None:
+        for fd in fds:
+            os.fdatasync(fd)
+        _fsync_parents_of(fresh_dirs)()
+        fsync_dir(directory)
     return sync
 
 

@@ -12,7 +12,9 @@ went (its bytes may outlive a crash: an orphan, never a version again). A delete
 left in doubt has its sidecar in `deleting/`, which recover does not read, or (a batch
 delete's) is named by a manifest there, whose blobs' sidecars recover skips: the version
 counts as deleted (either outcome is acceptable for it, a torn version never is), and the
-next start finishes its removal, as no row holds it.
+next start finishes its removal, as no row holds it. A sidecar written in one sync with its
+blob (a small body's, blobs/store.py `commit_bytes`) is skipped when its blob fails the
+check it carries: a crash cut that write short before it was answered.
 
 Then the open multipart uploads, from their records (`uploads/`, written before their row,
 withdrawn before an abort's) and the sidecars of their parts (per part number, the newest
@@ -168,15 +170,23 @@ class Scan:
 
 
 def _sidecars(blobs: BlobStore) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every sidecar in `blobs/` but those of versions a batch delete withdrew."""
+    """Every sidecar in `blobs/` but those of versions a batch delete withdrew and those
+    beside a torn blob (`BlobStore.torn_blob`)."""
     withdrawn = blobs.manifest_blob_ids()
     for info in blobs.iter_blobs():
         if not info.has_sidecar or info.blob_id in withdrawn:
             continue
         try:
-            yield info.blob_id, blobs.read_sidecar(info.blob_id)
+            sidecar = blobs.read_sidecar(info.blob_id)
         except (OSError, ValueError) as exc:
             sys.stderr.write(f"objstore: unreadable sidecar of {info.blob_id}: {exc}\n")
+            continue
+        if blobs.torn_blob(info.blob_id, sidecar):
+            sys.stderr.write(f"objstore: blob {info.blob_id} is not the one its sidecar was "
+                             "written with (a write a crash cut short, never answered): "
+                             "skipped, an orphan for check --repair\n")
+            continue
+        yield info.blob_id, sidecar
 
 
 def read_upload_records(blobs: BlobStore) -> dict[str, UploadRecord]:

@@ -7,13 +7,14 @@ import errno
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from objstore.blobs.barrier import SYNCFS, SyncBarrier, reports_writeback_errors
-from objstore.blobs.store import SIDECAR_SUFFIX, BlobStore, new_blob_id
+from objstore.blobs.store import BLOB_CHECK, SIDECAR_SUFFIX, BlobStore, new_blob_id
 
 DEADLINE_SECONDS = 10.0
 
@@ -226,30 +227,98 @@ def _watching_store(tmp_path: Path, blob_id: str) -> tuple[BlobStore, WatchingBa
     return store, barrier
 
 
-def test_a_small_commit_renames_only_after_its_data_is_durable(tmp_path: Path) -> None:
+def test_a_small_commit_is_made_durable_in_one_sync_at_its_final_names(
+        tmp_path: Path) -> None:
+    """A small body's blob id is new: its blob and sidecar are created where they stay,
+    and one barrier round makes them durable (lever 5 of issue 31); nothing is renamed
+    and no temp file is made."""
     blob_id = new_blob_id()
     store, barrier = _watching_store(tmp_path, blob_id)
     store.commit_bytes(b"hello", blob_id, {"key": "k"})
-    # first barrier: data of both temp files, nothing renamed yet; second: the directory,
-    # after both renames
-    assert barrier.seen == [(False, False), (True, True)]
+    assert barrier.seen == [(True, True)]  # the one sync: both files in place
+    assert barrier.rounds == 1
     with open(store.blob_path(blob_id), "rb") as handle:
         assert handle.read() == b"hello"
-    assert store.read_sidecar(blob_id)["key"] == "k"
+    sidecar = store.read_sidecar(blob_id)
+    assert sidecar["key"] == "k"
+    assert sidecar[BLOB_CHECK] == {"bytes": 5, "crc32": zlib.crc32(b"hello")}
     assert os.listdir(store.tmp_dir) == []
 
 
-@pytest.mark.parametrize("fail_at", [1, 2])
 def test_a_small_commit_that_can_not_be_made_durable_leaves_nothing(
-        tmp_path: Path, fail_at: int) -> None:
+        tmp_path: Path) -> None:
     blob_id = new_blob_id()
     store, barrier = _watching_store(tmp_path, blob_id)
-    barrier.fail_at = fail_at
+    barrier.fail_at = 1
     with pytest.raises(OSError):
         store.commit_bytes(b"hello", blob_id, {"key": "k"})
     assert not os.path.exists(store.blob_path(blob_id))
     assert not os.path.exists(store.sidecar_path(blob_id))
     assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_small_commit_on_a_full_disk_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore.blobs import store as store_module
+
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    writes = iter([None, OSError(errno.ENOSPC, "No space left on device")])
+
+    def write_all(fd: int, data: bytes) -> int:
+        error = next(writes)
+        if error is not None:
+            raise error
+        return os.write(fd, data)
+
+    monkeypatch.setattr(store_module, "write_all", write_all)
+    with pytest.raises(OSError) as raised:
+        store.commit_bytes(b"hello", blob_id, {"key": "k"})  # the sidecar's write fails
+    assert raised.value.errno == errno.ENOSPC
+    assert not os.path.exists(store.blob_path(blob_id))
+    assert not os.path.exists(store.sidecar_path(blob_id))
+    assert barrier.seen == []
+
+
+def test_a_blob_delivered_twice_at_once_takes_the_renaming_path(tmp_path: Path) -> None:
+    """A peer's blob sent twice (the same bytes under one id): the second write finds the
+    name taken and replaces both files through temp names and renames, as before."""
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    store.commit_bytes(b"hello", blob_id, {"kind": "provisional"})
+    barrier.seen.clear()
+    store.commit_bytes(b"hello", blob_id, {"kind": "provisional"})
+    assert barrier.seen == [(True, True), (True, True)]  # data of the temps, then renames
+    with open(store.blob_path(blob_id), "rb") as handle:
+        assert handle.read() == b"hello"
+    assert store.read_sidecar(blob_id) == {"format": 1, "kind": "provisional"}
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_sidecar_whose_blob_is_not_the_one_it_was_written_with_is_torn(
+        tmp_path: Path) -> None:
+    """What a crash before a one-sync write's sync can leave (a whole sidecar, a torn
+    blob) is told apart from a whole write; a sidecar written after its blob was durable
+    (no check) never is."""
+    store = BlobStore(str(tmp_path / "data"), fsync=False)
+    store.prepare()
+    whole, short, garbled, missing = (new_blob_id() for _ in range(4))
+    for blob_id in (whole, short, garbled, missing):
+        store.commit_bytes(b"0123456789", blob_id, {"key": blob_id})
+    os.truncate(store.blob_path(short), 4)
+    with open(store.blob_path(garbled), "r+b") as handle:
+        handle.write(b"\0\0\0\0")
+    os.unlink(store.blob_path(missing))
+    assert not store.torn_blob(whole, store.read_sidecar(whole))
+    for torn in (short, garbled, missing):
+        assert store.torn_blob(torn, store.read_sidecar(torn)), torn
+    store.write_sidecar(short, {"key": short})  # rewritten: no check, not judged
+    assert not store.torn_blob(short, store.read_sidecar(short))
+    longer = new_blob_id()
+    store.commit_bytes(b"0123", longer, {"key": longer})
+    with open(store.blob_path(longer), "ab") as handle:
+        handle.write(b"more")
+    assert store.torn_blob(longer, store.read_sidecar(longer))
 
 
 def test_a_sidecar_rewrite_syncs_data_before_rename_and_directory_after(
@@ -351,13 +420,13 @@ def _recording_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_a_new_fan_out_directory_is_made_durable_in_the_writes_first_sync(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The directories a small commit creates get their entries synced with its data
-    (one barrier round, before the renames), not in a round of their own."""
+    and its own directory (one barrier round), not in a round of their own."""
     store, synced = _recording_store(tmp_path, monkeypatch)
     blob_id = new_blob_id()
     leaf = os.path.dirname(store.blob_path(blob_id))
     store.commit_bytes(b"hello", blob_id, {"key": "k"})
     assert synced == ["data", "data", store.blob_root, os.path.dirname(leaf), leaf]
-    assert store.barrier is not None and store.barrier.rounds == 2
+    assert store.barrier is not None and store.barrier.rounds == 1
     synced.clear()
     other = blob_id[:4] + new_blob_id()[4:]  # the same fan-out directory, now durable
     store.commit_bytes(b"again", other, {"key": "k2"})
