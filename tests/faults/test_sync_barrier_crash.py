@@ -5,9 +5,9 @@ The kill is injected, not timed: the daemon runs with a `sitecustomize` module (
 PYTHONPATH only) that SIGKILLs the process when a round of the barrier that groups two or
 more writes is about to sync, on the third such round after the switch file appears (once
 the burst is in full flow). The
-writes of that round are between their two barriers: some have written their temp files
-and not yet renamed them, some have renamed both files and wait for the directory. None
-of them was answered. After the restart:
+writes of that round have created their blob and sidecar at their final names (a small
+body is made durable in one sync, blobs/store.py `commit_bytes`) and wait for that sync.
+None of them was answered. After the restart:
 
 * every answered PUT reads back exact (bytes by MD5), and every listed key was written
   (an unanswered PUT is absent or whole, never torn);
