@@ -28,6 +28,28 @@ DIGEST_BATCH_BYTES = 4 * 1024 * 1024
 READ_BLOCK_BYTES = 256 * 1024
 
 
+# hashlib lets go of the GIL for an update of HASHLIB_GIL_MINSIZE (2,048) bytes or more.
+# On the reactor thread of a busy node each such release cost a wait of ~0.7 ms to get
+# the GIL back from the pool threads (bench/RESULTS.md session 15), far more than hashing
+# a few KiB takes. `update_keeping_gil` feeds a small buffer in pieces below that size
+# instead; past KEEP_GIL_BYTES a hash takes long enough that releasing is worth it.
+GIL_RELEASE_BYTES = 2048
+KEEP_GIL_BYTES = 32 * 1024
+
+
+def update_keeping_gil(hasher: Any, data: bytes) -> None:
+    """`hasher.update(data)` without releasing the GIL when `data` is small (see above);
+    the digest is the same."""
+    size = len(data)
+    if size < GIL_RELEASE_BYTES or size > KEEP_GIL_BYTES:
+        hasher.update(data)
+        return
+    view = memoryview(data)
+    piece = GIL_RELEASE_BYTES - 1
+    for start in range(0, size, piece):
+        hasher.update(view[start:start + piece])
+
+
 class FileDigest:
     """One digest (a hashlib object) of a file that is still being written, computed on a
     thread pool behind the writer. The reactor thread calls `advance` with the length

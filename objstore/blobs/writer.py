@@ -58,7 +58,7 @@ from twisted.internet import defer
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from objstore.blobs.digests import FileDigest, first_error
+from objstore.blobs.digests import FileDigest, first_error, update_keeping_gil
 from objstore.blobs.files import unlink_quietly, write_all
 from objstore.blobs.plan import IDENTITY, StagePlan
 from objstore.blobs.stages import WriteStage, apply_write_stages, finish_write_stages
@@ -211,10 +211,10 @@ class BlobWriter:
                            and self.length > self._memory_limit):
             self._enqueue(data)
             return
-        if not self._offloaded:
-            self._md5.update(data)
+        if not self._offloaded:  # on the reactor: a small body keeps the GIL (digests.py)
+            update_keeping_gil(self._md5, data)
             if self._sha256 is not None:
-                self._sha256.update(data)
+                update_keeping_gil(self._sha256, data)
         for summer in self.checksummers.values():
             summer.update(data)
         if self._stages:

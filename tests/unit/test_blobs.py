@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from objstore.blobs.control import ControlRecord
+from objstore.blobs.digests import GIL_RELEASE_BYTES, KEEP_GIL_BYTES, update_keeping_gil
 from objstore.blobs.sidecar import record_from_sidecar, record_to_sidecar
 from objstore.blobs.store import BlobStore, is_valid_blob_id, new_blob_id
 from objstore.blobs.writer import SpoolFile
@@ -176,3 +177,29 @@ def test_copy_segments_with_and_without_md5(store: BlobStore) -> None:
     assert store.copy_segments([Segment(a, 0, 10)], plain, {}, want_md5=False) is None
     assert store.blob_reader(plain, 10).read_all() == b"0123456789"
     assert store.read_sidecar(copy)["k"] == 1
+
+
+@pytest.mark.parametrize("size", [0, 1, 2047, 2048, 4096, 4095 * 3 + 7, 32 * 1024,
+                                  32 * 1024 + 1, 200_000])
+def test_updating_a_digest_in_pieces_that_keep_the_gil_gives_the_same_digest(
+        size: int) -> None:
+    data = os.urandom(size)
+    for algorithm in ("md5", "sha256"):
+        whole, pieces = hashlib.new(algorithm, data), hashlib.new(algorithm)
+        update_keeping_gil(pieces, data)
+        assert pieces.hexdigest() == whole.hexdigest()
+
+
+def test_only_a_small_buffer_is_fed_in_pieces_below_the_gil_release_size() -> None:
+    class Recording:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def update(self, data: bytes | memoryview) -> None:
+            self.sizes.append(len(data))
+
+    small, large = Recording(), Recording()
+    update_keeping_gil(small, b"x" * 10_000)
+    update_keeping_gil(large, b"x" * (KEEP_GIL_BYTES + 1))
+    assert sum(small.sizes) == 10_000 and max(small.sizes) < GIL_RELEASE_BYTES
+    assert large.sizes == [KEEP_GIL_BYTES + 1]  # long enough to hash off the GIL

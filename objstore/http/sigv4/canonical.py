@@ -96,8 +96,12 @@ def wire(text: str) -> bytes:
 
 
 def hmac_sha256(key: bytes, message: str | bytes) -> bytes:
+    """HMAC-SHA256 without letting go of the GIL. `hmac.digest` is one C call, but it
+    releases the GIL whatever the message's length, and on the reactor thread of a busy
+    node getting it back waited ~0.7 ms per call (bench/RESULTS.md session 15); an HMAC
+    object releases it only for a message of 2,048 bytes or more, which SigV4's are not."""
     data = message.encode("utf-8") if isinstance(message, str) else message
-    return hmac.digest(key, data, "sha256")  # one C call (hmac.new builds two objects)
+    return hmac.new(key, data, hashlib.sha256).digest()
 
 
 def derive_signing_key(secret_key: str, scope_date: str, region: str, service: str) -> bytes:
