@@ -183,9 +183,17 @@ def _run_alone(engine: Engine, statement: sa.ClauseElement, values: Mapping[str,
         except dialect.loaded_dbapi.Error as error:
             raise _driver_error(engine, raw, cursor, query.sql, parameters, error) from error
         finally:
-            cursor.close()
+            _close_cursor(raw, cursor)
     finally:
         raw.close()
+
+
+def _close_cursor(raw: Any, cursor: Any) -> None:
+    """Close `cursor`, unless a disconnect invalidated its connection (`_driver_error`),
+    which closed the DBAPI connection and its cursors with it (sqlite3 then refuses the
+    call)."""
+    if raw.dbapi_connection is not None:
+        cursor.close()
 
 
 class DriverTransaction:
@@ -255,6 +263,12 @@ class DriverTransaction:
         self._driver_call("COMMIT", self._raw.commit)
 
     def rollback(self) -> None:
+        """Roll back, unless a disconnect invalidated the connection (`_driver_error`):
+        the server ended the transaction with it, and the pooled connection no longer
+        has a DBAPI connection to call (its attributes raised AttributeError, which then
+        hid the disconnect's own error)."""
+        if self._raw.dbapi_connection is None:
+            return
         self._driver_call("ROLLBACK", self._raw.rollback)
 
 
@@ -286,7 +300,7 @@ def driver_transaction(engine: Engine) -> Iterator[DriverTransaction]:
                     raise
                 transaction.commit()
         finally:
-            cursor.close()
+            _close_cursor(raw, cursor)
     finally:
         raw.close()  # back to the pool (which rolls back anything left open)
 
@@ -316,7 +330,7 @@ def _group_savepoint(engine: Engine, group: write_group.WriteGroup
                 write_group.mark_broken(error)
             raise
     finally:
-        cursor.close()
+        _close_cursor(raw, cursor)
 
 
 class CoreRows:
