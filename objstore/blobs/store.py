@@ -339,7 +339,10 @@ class BlobStore:
                 began = self._begin()
                 fresh = self._make_dirs(directory)  # their entries go in the first sync
                 fds.append(self._write_temp(written, data))
-                fds.append(self._write_temp(written, self._sidecar_bytes(sidecar)))
+                # The same sidecar as the one-sync path writes, check included (it always
+                # holds here: both files are durable before either name appears).
+                fds.append(self._write_temp(written,
+                                            self._sidecar_bytes(sidecar, blob_check(data))))
                 self._sync(_fdatasync_all(fds, fresh), began)
                 self._dirs_durable(fresh)
             finally:

@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from objstore.blobs.barrier import SYNCFS, SyncBarrier, reports_writeback_errors
-from objstore.blobs.store import BLOB_CHECK, SIDECAR_SUFFIX, BlobStore, new_blob_id
+from objstore.blobs.store import (
+    BLOB_CHECK,
+    SIDECAR_SUFFIX,
+    BlobStore,
+    blob_check,
+    new_blob_id,
+)
 
 DEADLINE_SECONDS = 10.0
 
@@ -291,7 +297,8 @@ def test_a_blob_delivered_twice_at_once_takes_the_renaming_path(tmp_path: Path) 
     assert barrier.seen == [(True, True), (True, True)]  # data of the temps, then renames
     with open(store.blob_path(blob_id), "rb") as handle:
         assert handle.read() == b"hello"
-    assert store.read_sidecar(blob_id) == {"format": 1, "kind": "provisional"}
+    assert store.read_sidecar(blob_id) == {  # the same document either way
+        "format": 1, "kind": "provisional", BLOB_CHECK: blob_check(b"hello")}
     assert os.listdir(store.tmp_dir) == []
 
 
