@@ -397,15 +397,7 @@ class BlobStore:
     def _write_temp(self, written: list[str], data: bytes) -> int:
         """Write `data` to a new temporary file (its name appended to `written` as soon as
         it exists, for the caller to remove on failure); returns its open descriptor."""
-        tmp = os.path.join(self.tmp_dir, self._tmp_name(".tmp"))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        written.append(tmp)
-        try:
-            write_all(fd, data)  # ENOSPC on a full disk: the temporary file goes
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return self._create(written, os.path.join(self.tmp_dir, self._tmp_name(".tmp")), data)
 
     def _write_atomically(self, path: str, data: bytes) -> None:
         written: list[str] = []
