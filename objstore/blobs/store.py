@@ -25,7 +25,10 @@ Such a sidecar carries the blob's check (`BLOB_CHECK`, the stored bytes' length 
 CRC-32), and `recover` skips a sidecar whose blob fails it (`torn_blob`); the files are
 then an orphan `check --repair` reclaims. A sidecar rewritten later (`write_sidecar`, by a
 tag or lock change or a restamp) goes through a temp name and a rename again and carries no
-check: its blob is durable by then. A fan-out directory the write creates on the way (a
+check: its blob is durable by then. A sidecar of a new id that holds no bytes (a delete
+marker, a completed multipart object: `create_sidecar`) is created at its final name in one
+sync the same way; torn by a crash before that sync, it is not JSON, and recover skips
+it. A fan-out directory the write creates on the way (a
 new store creates one for most of its first writes) is made durable in the same barrier;
 until a sync that covered its entry succeeded, every write into it syncs that entry again
 (`_make_dirs`), so no write relies on a directory another thread created and has not yet
@@ -364,6 +367,34 @@ class BlobStore:
             self.write_sidecar(blob_id, sidecar)
         except BaseException:
             unlink_quietly(self.blob_path(blob_id))
+            raise
+
+    def create_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
+        """Make durable the sidecar of a blob id that holds no bytes of its own (a delete
+        marker, a composite object whose bytes are its parts'), in ONE sync where the id
+        is new: the sidecar is created at its final name and one barrier round makes its
+        data and the directory's entries durable (`commit_bytes`' way, without a blob).
+        A crash before that sync can leave a torn file, which is not a JSON document and
+        which `recover` skips (the write was never answered); a whole one beside no row is
+        the unanswered write `write_sidecar` can leave too. A name that exists already (a
+        replicated row's sidecar written again) takes `write_sidecar`'s renaming path."""
+        path = self.sidecar_path(blob_id)
+        directory = os.path.dirname(path)
+        created: list[str] = []
+        try:
+            began = self._begin()
+            fresh = self._make_dirs(directory)  # their entries go in the same sync
+            fd = self._create(created, path, self._sidecar_bytes(sidecar))
+            try:
+                self._sync(_one_sync([fd], fresh, directory), began)
+            finally:
+                os.close(fd)
+            self._dirs_durable(fresh)
+        except FileExistsError:  # nothing was created: replace what is there
+            self.write_sidecar(blob_id, sidecar)
+        except BaseException:
+            for name in created:
+                unlink_quietly(name)
             raise
 
     def write_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
@@ -925,8 +956,9 @@ def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
 
 def _one_sync(fds: Sequence[int], fresh_dirs: Sequence[str], directory: str
               ) -> Callable[[], None]:
-    """The syncs of a one-sync write alone on the barrier (`commit_bytes`): its files'
-    data, the entries of the directories it created, then its own directory's entries."""
+    """The syncs of a one-sync write alone on the barrier (`commit_bytes`,
+    `create_sidecar`): its files' data, the entries of the directories it created, then
+    its own directory's entries."""
     def sync() -> None:
         for fd in fds:
             os.fdatasync(fd)

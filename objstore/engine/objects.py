@@ -115,8 +115,9 @@ class BlobFiles:
 
     async def store_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make durable a blob id that holds only a sidecar (a delete marker, a composite
-        object whose bytes are its parts')."""
-        await self._io.run(self._blobs.write_sidecar, blob_id, sidecar)
+        object whose bytes are its parts'): one sync for a new id, a replacement of the
+        sidecar for one that has it (a replicated row written again)."""
+        await self._io.run(self._blobs.create_sidecar, blob_id, sidecar)
 
     async def restamp(self, written: ObjectRecord, stored: ObjectRecord) -> None:
         """After a commit that raised the version's stamp past what it replaces (the store's

@@ -336,6 +336,70 @@ def test_a_sidecar_rewrite_syncs_data_before_rename_and_directory_after(
     assert barrier.seen == [(False, False), (False, True)]
 
 
+def test_a_sidecar_of_a_new_id_is_made_durable_in_one_sync_at_its_final_name(
+        tmp_path: Path) -> None:
+    """A delete marker's or a completed multipart object's sidecar (a new id, no bytes of
+    its own) is created where it stays and made durable in one barrier round."""
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    store.create_sidecar(blob_id, {"key": "k", "delete_marker": True})
+    assert barrier.seen == [(False, True)]
+    assert barrier.rounds == 1
+    assert store.read_sidecar(blob_id) == {"format": 1, "key": "k", "delete_marker": True}
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_sidecar_created_where_one_exists_replaces_it_by_renaming(
+        tmp_path: Path) -> None:
+    """A replicated row's sidecar written again: the name is taken, so the document is
+    replaced through a temp name and a rename (two rounds), never written over in place."""
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    store.create_sidecar(blob_id, {"key": "k", "tags": {}})
+    barrier.seen.clear()
+    store.create_sidecar(blob_id, {"key": "k", "tags": {"a": "b"}})
+    assert barrier.seen == [(False, True), (False, True)]
+    assert store.read_sidecar(blob_id)["tags"] == {"a": "b"}
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_new_sidecar_that_can_not_be_made_durable_leaves_nothing(tmp_path: Path) -> None:
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    barrier.fail_at = 1
+    with pytest.raises(OSError):
+        store.create_sidecar(blob_id, {"key": "k"})
+    assert not os.path.exists(store.sidecar_path(blob_id))
+    assert os.listdir(store.tmp_dir) == []
+
+
+def test_a_new_sidecar_on_a_full_disk_leaves_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from objstore.blobs import store as store_module
+
+    def write_all(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    blob_id = new_blob_id()
+    store, barrier = _watching_store(tmp_path, blob_id)
+    monkeypatch.setattr(store_module, "write_all", write_all)
+    with pytest.raises(OSError) as raised:
+        store.create_sidecar(blob_id, {"key": "k"})
+    assert raised.value.errno == errno.ENOSPC
+    assert not os.path.exists(store.sidecar_path(blob_id))
+    assert barrier.seen == []
+
+
+def test_a_new_sidecar_in_a_new_fan_out_directory_syncs_its_entry_in_the_same_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, synced = _recording_store(tmp_path, monkeypatch)
+    blob_id = new_blob_id()
+    leaf = os.path.dirname(store.sidecar_path(blob_id))
+    store.create_sidecar(blob_id, {"key": "k"})
+    assert synced == ["data", store.blob_root, os.path.dirname(leaf), leaf]
+    assert store.barrier is not None and store.barrier.rounds == 1
+
+
 @pytest.mark.parametrize(("release", "expected"), [
     ("6.1.0-18-amd64", True), ("5.8.0", True), ("5.10.0-28-cloud-amd64", True),
     ("5.7.19", False), ("4.19.0-26-amd64", False), ("3.10.0-1160.el7.x86_64", False),
