@@ -11,6 +11,7 @@ the whole node is built here, in this process (objstore.service.build_node).
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import socket
@@ -40,6 +41,7 @@ def makeService(options: Options) -> service.Service:  # noqa: N802 (twistd's na
     if config.server.workers > 1:
         prepare_in_child(options["config"])
         return supervisor(config, options["config"], listen_socket)
+    gc.disable()  # until settle_heap: no collections while the heap only grows
     from objstore.iam.bootstrap import BootstrapError
     from objstore.service import build_node, settle_heap
 

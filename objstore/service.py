@@ -305,11 +305,16 @@ def one_line(exc: BaseException) -> str:
 
 def settle_heap() -> None:
     """Once the node is built: collect, then move every object alive now (modules, routes,
-    tables, compiled statements) out of the collector's generations (`gc.freeze`). A full
-    collection then walks only what requests allocate, instead of the whole start-up heap
-    each time, which showed as tens of milliseconds at the p99 of small requests."""
+    tables, compiled statements) out of the collector's generations (`gc.freeze`), and
+    collect from then on. A full collection then walks only what requests allocate,
+    instead of the whole start-up heap each time, which showed as tens of milliseconds at
+    the p99 of small requests. The entry points (objstore/daemon.py, prefork/child.py)
+    stop the collector before importing this module: the start-up heap only grows, so the
+    collections its imports would trigger walk it again and again for nothing (~10 % of a
+    start's CPU, which every daemon start pays; the test suite starts hundreds)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 def build_node(config: Config, reactor: Any = None, *,

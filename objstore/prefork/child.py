@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent(args.parent_pid)
     globalLogBeginner.beginLoggingTo([line_observer(sys.stdout, args.index)],
                                      redirectStandardIO=False)
+    gc.disable()  # until settle_heap: no collections while the heap only grows
     from twisted.internet import reactor as installed
 
     reactor: Any = installed
