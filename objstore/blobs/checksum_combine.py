@@ -20,26 +20,19 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from awscrt import checksums
-
 from objstore.blobs.store import BlobStore
-from objstore.checksums import Checksummer
+from objstore.checksums import Checksummer, crc_functions
 
 READ_CHUNK_BYTES = 1024 * 1024
 
-# algorithm -> (digest width in bytes, crc(data, previous), combine(crc1, crc2, len2))
-_CRC: dict[str, tuple[int, Callable[[bytes, int], int], Callable[[int, int, int], int]]] = {
-    "crc32": (4, checksums.crc32, checksums.combine_crc32),
-    "crc32c": (4, checksums.crc32c, checksums.combine_crc32c),
-    "crc64nvme": (8, checksums.crc64nvme, checksums.combine_crc64nvme),
-}
+_CRC_WIDTH = {"crc32": 4, "crc32c": 4, "crc64nvme": 8}
 _HASHES = ("sha1", "sha256")
 
-CRC_ALGORITHMS = frozenset(_CRC)
-ALGORITHMS = frozenset(_CRC) | frozenset(_HASHES)
+CRC_ALGORITHMS = frozenset(_CRC_WIDTH)
+ALGORITHMS = frozenset(_CRC_WIDTH) | frozenset(_HASHES)
 
 
 class ChecksumValueError(ValueError):
@@ -69,8 +62,8 @@ def raw_digest(algorithm: str, value_b64: str) -> bytes:
 def composite_checksum(algorithm: str, part_values_b64: Sequence[str]) -> str:
     """base64(H(concat(raw part digests))) + "-N" for a COMPOSITE multipart checksum."""
     joined = b"".join(raw_digest(algorithm, v) for v in part_values_b64)
-    if algorithm in _CRC:
-        width, crc, _ = _CRC[algorithm]
+    if algorithm in _CRC_WIDTH:
+        width, (crc, _) = _CRC_WIDTH[algorithm], crc_functions(algorithm)
         digest = crc(joined, 0).to_bytes(width, "big")
     else:
         digest = hashlib.new(algorithm, joined).digest()
@@ -79,9 +72,9 @@ def composite_checksum(algorithm: str, part_values_b64: Sequence[str]) -> str:
 
 def full_object_crc(algorithm: str, parts: Sequence[tuple[str, int]]) -> str:
     """The CRC of the concatenation of parts given as (base64 CRC, length in bytes)."""
-    if algorithm not in _CRC:
+    if algorithm not in _CRC_WIDTH:
         raise ValueError(f"{algorithm} has no full-object combination")
-    width, _, combine = _CRC[algorithm]
+    width, (_, combine) = _CRC_WIDTH[algorithm], crc_functions(algorithm)
     combined = 0
     for index, (value_b64, length) in enumerate(parts):
         value = int.from_bytes(raw_digest(algorithm, value_b64), "big")
@@ -119,8 +112,8 @@ def chunks_checksum(algorithm: str, chunks: Iterable[bytes]) -> str:
 
 
 def _width(algorithm: str) -> int:
-    if algorithm in _CRC:
-        return _CRC[algorithm][0]
+    if algorithm in _CRC_WIDTH:
+        return _CRC_WIDTH[algorithm]
     if algorithm in _HASHES:
         return hashlib.new(algorithm).digest_size
     raise ValueError(f"unknown checksum algorithm {algorithm!r}")
