@@ -430,8 +430,11 @@ def test_replication_to_moto_as_a_foreign_s3(pair: tuple[Daemon, Daemon],
     raw_put(sa, "to-moto", rule_xml(moto_endpoint, "foreign", credential="moto"))
     put = sa.put_object(Bucket="to-moto", Key="dir/one", Body=b"x" * 5000,
                         ContentType="text/plain", Metadata={"k": "v"}, Tagging="a=b")
-    head = wait_for(lambda: foreign.head_object(Bucket="foreign", Key="dir/one"),
-                    "the object on moto")
+    # moto makes the key visible before its PUT has set the metadata and tags (a HEAD
+    # racing the PUT saw the object without them): look once moto has answered the copy.
+    wait_for(lambda: [e["status"] for e in journal(a, bucket="to-moto")["entries"]]
+             == ["COMPLETED"], "moto's answer to the copy")
+    head = foreign.head_object(Bucket="foreign", Key="dir/one")
     assert head["ETag"] == put["ETag"] and head["Metadata"] == {"k": "v"}
     assert head["ContentType"] == "text/plain"
     assert foreign.get_object_tagging(Bucket="foreign", Key="dir/one")["TagSet"] == [
