@@ -20,8 +20,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", default=None)
     args = parser.parse_args(argv)
     from objstore.iam.bootstrap import BootstrapError
-    from objstore.service import open_storage
     from objstore.startup import announce, checked_config, fail_startup
+    from objstore.storage_open import open_storage
 
     config = checked_config(args.config)
     try:

@@ -195,7 +195,7 @@ def test_the_node_refuses_to_start_on_a_malformed_master_key(tmp_path: Path) -> 
     from objstore.config import Config, Encryption, Storage, load_config
     from objstore.crypto.keyring import master_key_path
     from objstore.iam.bootstrap import BootstrapError
-    from objstore.service import blob_stages
+    from objstore.storage_open import blob_stages
 
     base = load_config(None)
     config: Config = dataclasses.replace(
