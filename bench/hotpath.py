@@ -14,7 +14,9 @@ for a 64 MiB PUT header-signed with the real SHA-256, wrk for single-key DELETE
 unversioned bucket, seeded by wrk just before and not counted, and `delete-many`:
 DELETE_BATCHES DeleteObjects (quiet) of 1,000 such keys each, sent one after another by
 one client (its "p50/p99" are the median and the slowest request's milliseconds, signing
-excluded; its CPU includes the files' removal after the answers). For each it prints ops/s and the
+excluded; its CPU includes the files' removal after the answers), and `delete-marker`: wrk
+for DELETE without a version id of new keys in a versioned bucket (each writes a delete
+marker: a version that is only a sidecar). For each it prints ops/s and the
 daemon's CPU time per request in microseconds: on a busy 2-core machine that figure moves
 far less than the rate does, and a per-thread split (reactor, DB pools, IO pool).
 With `--profile DIR` each workload runs a second time under `py-spy record` (raw format,
@@ -63,7 +65,9 @@ MIB = 1024**2
 CONNECTIONS = 32
 GET_KEYS = 1000
 BUCKET = "hot"
-WORKLOADS = ("put", "get", "head", "missing", "large", "delete", "delete-many")
+WORKLOADS = ("put", "get", "head", "missing", "large", "delete", "delete-many",
+             "delete-marker")
+VERSIONED_BUCKET = "hot-versions"  # delete-marker's
 # Keys seeded for one delete run, per second of it: more than it can delete.
 DELETE_KEYS_PER_SECOND = 1500
 # delete-many: this many DeleteObjects (quiet) of DELETE_BATCH keys each, one after another.
@@ -189,6 +193,7 @@ class HotPath:
         self.s3 = S3Target(self.daemon.base_url, ROOT_ACCESS_KEY, ROOT_SECRET_KEY)
         self.put_serial = 0
         self.delete_serial = 0
+        self.marker_serial = 0
         self.delete_keys: list[str] = []
         self.empty_body = workdir / "empty.bin"
         self.get_keys: list[str] = []
@@ -200,6 +205,8 @@ class HotPath:
         self.daemon.start()
         self.session = S3Session(self.s3)
         self.session.create_bucket(BUCKET)
+        self.session.create_bucket(VERSIONED_BUCKET)
+        self.session.enable_versioning(VERSIONED_BUCKET)
         self.small_body.write_bytes(os.urandom(SMALL_BYTES))
         self.empty_body.write_bytes(b"")
         self.large_body.write_bytes(os.urandom(LARGE_BYTES))
@@ -303,6 +310,8 @@ class HotPath:
             return self._delete()
         if workload == "delete-many":
             return self._delete_many()
+        if workload == "delete-marker":
+            return self._delete_marker()
         raise ValueError(workload)
 
     def _prepare(self, workload: str) -> None:
@@ -334,6 +343,17 @@ class HotPath:
         return self._wrk("delete", self.s3.presigned_paths("DELETE", BUCKET,
                                                            chain(keys, spares)),
                          "DELETE", None, once=True, settle=self._files_removed)
+
+    def _delete_marker(self) -> Figure:
+        """DELETE without a version id in the versioned bucket, of a new key each time:
+        every request writes a delete marker (a new version holding only a sidecar), as on
+        AWS even where the key never existed. No seeding: the work is the marker's."""
+        count = self.seconds * 3000 + CONNECTIONS
+        start, self.marker_serial = self.marker_serial, self.marker_serial + count
+        keys = (f"marker/{i:08d}" for i in range(start, start + count))
+        return self._wrk("delete-marker", self.s3.presigned_paths("DELETE", VERSIONED_BUCKET,
+                                                                  keys),
+                         "DELETE", None, once=True)
 
     def _delete_many(self) -> Figure:
         """DeleteObjects of the seeded keys, DELETE_BATCH at a time, one request after the

@@ -86,6 +86,16 @@ class S3Session:
         if response.status != 200:
             raise RuntimeError(f"CreateBucket {bucket}: {response.status} {response.data!r}")
 
+    def enable_versioning(self, bucket: str) -> None:
+        body = (b'<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+                b"<Status>Enabled</Status></VersioningConfiguration>")
+        path = f"/{bucket}?versioning"
+        headers = self.target.signed_headers("PUT", path, hashlib.sha256(body).hexdigest())
+        response = self._pool.request("PUT", path, body=body, headers=headers)
+        if response.status != 200:
+            raise RuntimeError(f"PutBucketVersioning {bucket}: {response.status} "
+                               f"{response.data[:300]!r}")
+
     def put(self, bucket: str, key: str, body: bytes) -> None:
         path = f"/{bucket}/{quote(key)}"
         headers = self.target.signed_headers("PUT", path)
