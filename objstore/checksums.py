@@ -44,7 +44,7 @@ class Checksummer:
         self.algorithm = name
         self._crc = 0
         self._hash = hashlib.new(name) if name not in _CRC_WIDTH else None
-        # zlib's CRC-32 is awscrt's; for a hash this is never called
+        # CRC-32 from zlib (the same function as awscrt's); never called for a hash
         self._crc_of: Callable[[bytes, int], int] = (
             crc_functions(name)[0] if name in ("crc32c", "crc64nvme") else zlib.crc32)
 
