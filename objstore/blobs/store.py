@@ -302,27 +302,34 @@ class BlobStore:
         a lost blob whose sidecar stayed), the write takes the renaming path
         (`_commit_bytes_renamed`), which replaces what is there."""
         path = self.blob_path(blob_id)
-        directory = os.path.dirname(path)
+        try:
+            self._create_in_one_sync(os.path.dirname(path), [
+                (path, data),
+                (path + SIDECAR_SUFFIX, self._sidecar_bytes(sidecar, blob_check(data)))])
+        except FileExistsError:  # a repeat, or a repair: replace what is there
+            self._commit_bytes_renamed(data, blob_id, sidecar)
+
+    def _create_in_one_sync(self, directory: str, files: Sequence[tuple[str, bytes]]
+                            ) -> None:
+        """Create each (path, data) of `files` in `directory` (never over an existing name:
+        FileExistsError), then make their data and the directory's entries (and those of
+        any fan-out directory made on the way) durable in one barrier round. On failure
+        nothing stays: the files created so far are removed, the last first."""
         created: list[str] = []
         fds: list[int] = []
         try:
             try:
                 began = self._begin()
                 fresh = self._make_dirs(directory)  # their entries go in the same sync
-                fds.append(self._create(created, path, data))
-                fds.append(self._create(created, path + SIDECAR_SUFFIX,
-                                        self._sidecar_bytes(sidecar, blob_check(data))))
+                for path, data in files:
+                    fds.append(self._create(created, path, data))
                 self._sync(_one_sync(fds, fresh, directory), began)
                 self._dirs_durable(fresh)
             finally:
                 for fd in fds:
                     os.close(fd)
-        except FileExistsError:  # a repeat, or a repair: replace what is there
-            for name in reversed(created):
-                unlink_quietly(name)
-            self._commit_bytes_renamed(data, blob_id, sidecar)
         except BaseException:
-            for name in reversed(created):  # the sidecar first
+            for name in reversed(created):
                 unlink_quietly(name)
             raise
 
@@ -379,23 +386,11 @@ class BlobStore:
         the unanswered write `write_sidecar` can leave too. A name that exists already (a
         replicated row's sidecar written again) takes `write_sidecar`'s renaming path."""
         path = self.sidecar_path(blob_id)
-        directory = os.path.dirname(path)
-        created: list[str] = []
         try:
-            began = self._begin()
-            fresh = self._make_dirs(directory)  # their entries go in the same sync
-            fd = self._create(created, path, self._sidecar_bytes(sidecar))
-            try:
-                self._sync(_one_sync([fd], fresh, directory), began)
-            finally:
-                os.close(fd)
-            self._dirs_durable(fresh)
+            self._create_in_one_sync(os.path.dirname(path),
+                                     [(path, self._sidecar_bytes(sidecar))])
         except FileExistsError:  # nothing was created: replace what is there
             self.write_sidecar(blob_id, sidecar)
-        except BaseException:
-            for name in created:
-                unlink_quietly(name)
-            raise
 
     def write_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Write (or replace) the sidecar of a blob atomically and durably."""
