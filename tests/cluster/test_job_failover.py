@@ -48,7 +48,9 @@ def test_the_new_leader_resumes_the_job(nodes: dict[str, Node]) -> None:
         found = job_on(b, job_id)
         return found is not None and found["job"]["done"] >= 5
     wait_for("the job's progress on node-b", progressed_on_b, deadline=30)
-    assert a.admin.get("/health").status == 503  # node-a runs it: drained
+    # node-a runs it, so it drains: its health reads the job rows once a second
+    # (MaintenanceWatch), and node-b may see the progress before that tick.
+    wait_for("node-a drains", lambda: a.admin.get("/health").status == 503, deadline=5)
     assert b.admin.get("/health").status == 200  # node-b does not
 
     a.daemon.kill()
