@@ -138,7 +138,37 @@ def test_flushes_never_overlap(clock: Clock) -> None:
     clock.advance(1.0)
     assert len(store.batches) == 1  # the first write is still open
     store.held.pop(0).callback(1)
+    assert [r.key for r in store.written] == ["a"]  # b came after that flush began
+    clock.advance(1.0)
+    store.held.pop(0).callback(1)
     assert [r.key for r in store.written] == ["a", "b"]
+
+
+def test_a_flush_writes_what_was_queued_then_only_full_batches(clock: Clock) -> None:
+    # Under a steady load a flush that chased the queue to empty wrote back-to-back
+    # batches of the few records that arrived during each write.
+    store = FakeStore()
+    store.hold = True
+    audit = make_log(store, clock, batch_size=3)
+    audit.startService()
+    for n in range(4):
+        audit.record("Op", key=f"q{n}")
+    clock.advance(1.0)  # the flush takes q0-q2 (one batch), q3 is due too
+    audit.record("Op", key="late0")
+    store.held.pop(0).callback(3)
+    assert [len(batch) for batch in store.batches] == [3, 1]  # q3, not late0
+    audit.record("Op", key="late1")
+    audit.record("Op", key="late2")
+    store.held.pop(0).callback(1)  # now a full batch is waiting: written in this flush
+    assert [len(batch) for batch in store.batches] == [3, 1, 3]
+    audit.record("Op", key="late3")
+    store.held.pop(0).callback(3)
+    assert [len(batch) for batch in store.batches] == [3, 1, 3]  # late3 waits for a tick
+    assert audit.depth == 1
+    clock.advance(1.0)
+    store.held.pop(0).callback(1)
+    assert [r.key for r in store.written] == [
+        "q0", "q1", "q2", "q3", "late0", "late1", "late2", "late3"]
 
 
 def test_a_failing_batch_is_retried_then_dropped(
