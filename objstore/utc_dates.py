@@ -1,6 +1,9 @@
 """Stamps (float seconds since the epoch) as UTC dates, for every place that renders one:
 S3 XML and HTTP dates, admin and cluster views, export documents.
 
+The views' times (`iso_milliseconds`) are cut to the millisecond, never rounded up: a
+client that sends one back as a `since` filter must find the row it came from.
+
 S3 shows dates of years 1970 to 9999 (ISO 8601 and HTTP dates have four-digit years);
 `datetime` cannot hold a later year and raises OverflowError or OSError ("Value too
 large") for stamps far outside it, and ValueError for NaN. `utc_moment` never raises: a
@@ -36,3 +39,15 @@ def clamped(stamp: float) -> float:
 def utc_moment(stamp: float) -> datetime.datetime:
     """The aware UTC datetime of `stamp`, clamped to the renderable range."""
     return datetime.datetime.fromtimestamp(clamped(stamp), datetime.UTC)
+
+
+def iso_milliseconds(stamp: float) -> str:
+    """`stamp` (clamped) as ISO 8601 with its UTC offset, to the millisecond, never later
+    than the stamp itself. `fromtimestamp` rounds to the microsecond, so a stamp of
+    x.3449996 would read .345 and, sent back as a view's `since`, leave out the very row
+    it was read from (about one stamp in 2,400)."""
+    moment = utc_moment(stamp)
+    moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+    if moment.timestamp() > clamped(stamp):  # rounded up to the next millisecond
+        moment -= datetime.timedelta(milliseconds=1)
+    return moment.isoformat(timespec="milliseconds")

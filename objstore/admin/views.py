@@ -26,14 +26,13 @@ from objstore.meta.iam_records import (
     UserSummary,
 )
 from objstore.meta.records import CredentialRecord, UserRecord
-from objstore.utc_dates import utc_moment
+from objstore.utc_dates import iso_milliseconds
 
 JsonObject = dict[str, Any]
 
 def iso(timestamp: float) -> str:
-    """ISO 8601 with an explicit UTC offset, millisecond precision."""
-    moment = utc_moment(timestamp)
-    return moment.isoformat(timespec="milliseconds")
+    """ISO 8601 with an explicit UTC offset, millisecond precision (cut, not rounded)."""
+    return iso_milliseconds(timestamp)
 
 
 # -- request bodies ----------------------------------------------------------------------

@@ -29,14 +29,13 @@ from objstore.cluster.gate import gate_state, size_exceeded
 from objstore.cluster.membership import Membership, PeerState, eligible
 from objstore.cluster.wire import PROTOCOL_VERSION
 from objstore.config import Cluster
-from objstore.utc_dates import utc_moment
+from objstore.utc_dates import iso_milliseconds
 
 
 def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
-    moment = utc_moment(timestamp)
-    return moment.isoformat(timespec="milliseconds")
+    return iso_milliseconds(timestamp)
 
 
 def empty_sync() -> dict[str, Any]:

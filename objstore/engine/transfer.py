@@ -52,7 +52,7 @@ from objstore.notify import rules as notification_rules
 from objstore.notify.rules import NOTIFICATION_CONFIG_KEY, NotificationConfiguration
 from objstore.replication import rules as replication_rules
 from objstore.replication.rules import REPLICATION_CONFIG_KEY
-from objstore.utc_dates import utc_moment
+from objstore.utc_dates import iso_milliseconds
 
 if TYPE_CHECKING:
     from objstore.engine.bucket_config import BucketConfigService
@@ -68,8 +68,7 @@ __all__ = ["DRY_RUN", "FORMAT", "MODES", "OVERWRITE", "SECTIONS", "SKIP", "Trans
 
 
 def iso(timestamp: float) -> str:
-    moment = utc_moment(timestamp)
-    return moment.isoformat(timespec="milliseconds")
+    return iso_milliseconds(timestamp)
 
 
 def parse_sections(raw: str | None) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from objstore.utc_dates import (
     FIRST_STAMP,
     LAST_STAMP,
     clamped,
+    iso_milliseconds,
     renderable,
     utc_moment,
 )
@@ -102,3 +103,23 @@ def test_any_float_gives_a_moment_in_range(stamp: float) -> None:
         assert moment == datetime.datetime.fromtimestamp(stamp, datetime.UTC)
         assert clamped(stamp) == stamp
     assert year_of_iso(iso8601(stamp)) == moment.year
+
+
+def parsed(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+@given(st.floats(min_value=FIRST_STAMP, max_value=4102444800.0))  # up to the year 2100
+def test_view_times_are_cut_to_the_millisecond_never_rounded_up(stamp: float) -> None:
+    # A view's time sent back as its `since` filter must find the row it came from.
+    shown = parsed(iso_milliseconds(stamp))
+    assert shown <= stamp < shown + 0.001 + 1e-6
+
+
+def test_a_stamp_just_below_a_millisecond_shows_the_millisecond_before() -> None:
+    stamp = 1764412345.3449996  # datetime.fromtimestamp rounds it to .345000
+    assert utc_moment(stamp).microsecond == 345000
+    for render in (iso_milliseconds, admin_views.iso, transfer.iso, cluster_views.iso):
+        assert str(render(stamp)) == "2025-11-29T10:32:25.344+00:00"
+    # A stamp written as a whole millisecond (its float a hair below it) shows it.
+    assert iso_milliseconds(1700000000.123) == "2023-11-14T22:13:20.123+00:00"
