@@ -30,9 +30,8 @@ from objstore.utc_dates import iso_milliseconds
 
 JsonObject = dict[str, Any]
 
-def iso(timestamp: float) -> str:
-    """ISO 8601 with an explicit UTC offset, millisecond precision (cut, not rounded)."""
-    return iso_milliseconds(timestamp)
+# ISO 8601 with an explicit UTC offset, millisecond precision (cut, not rounded).
+iso = iso_milliseconds
 
 
 # -- request bodies ----------------------------------------------------------------------

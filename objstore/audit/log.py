@@ -184,9 +184,9 @@ class AuditLog(service.MultiService):
         try:
             while True:
                 if not self._pending:
-                    if due <= 0 and len(self.queue) >= self._batch_size:
+                    if not due and len(self.queue) >= self._batch_size:
                         due = self._batch_size
-                    self._pending = self.queue.take(min(self._batch_size, max(due, 0)))
+                    self._pending = self.queue.take(min(self._batch_size, due))
                     due -= len(self._pending)
                 if not self._pending:
                     return written
