@@ -1,6 +1,6 @@
 """The DB thread pools: where every metadata query of the daemon runs.
 
-`DbPool` owns two named `twisted.python.threadpool.ThreadPool`s, a writer pool
+`DbPool` owns two named thread pools (objstore/threads.py), a writer pool
 ("objstore-db-write": one thread for SQLite, which admits one writer at a time anyway; N for
 PostgreSQL) and a reader pool ("objstore-db-read", N threads), and hands results back to the
 reactor as Deferreds. `SyncDbPool` runs the same calls inline, for unit tests without a
@@ -28,11 +28,10 @@ from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorFromThreads
 from twisted.python.failure import Failure
-from twisted.python.threadpool import ThreadPool
 
 from objstore.meta.dialect import thread_counts
 from objstore.meta.group_commit import GroupLimits, GroupStats, Outcome, outcome_of, run_group
-from objstore.threads import NamedPool
+from objstore.threads import NamedPool, WorkerThreads
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -122,11 +121,11 @@ class DbPool(Service):
                    group_commit=group_commit)
 
     @property
-    def write_pool(self) -> ThreadPool:
+    def write_pool(self) -> WorkerThreads:
         return self._writer.threadpool
 
     @property
-    def read_pool(self) -> ThreadPool:
+    def read_pool(self) -> WorkerThreads:
         return self._reader.threadpool
 
     def start(self) -> None:

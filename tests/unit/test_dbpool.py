@@ -1,8 +1,8 @@
 """DB thread pools and the Deferred facade, without a reactor.
 
 `SyncDbPool` runs calls inline, so `MetaStore` is tested with already-fired Deferreds. The
-real `DbPool` is started and its ThreadPools are driven directly with
-`callInThreadWithCallback`; a stand-in for `callFromThread` lets `stop()` run without a
+real `DbPool` is started and its thread pools are driven directly with `callInThread`;
+a stand-in for `callFromThread` lets `stop()` run without a
 reactor.
 """
 
@@ -243,15 +243,19 @@ def test_metastore_offers_every_query_of_the_sync_store() -> None:
 
 
 def run_in(pool: Any, fn: Callable[[], T]) -> T:
-    """Run `fn` on a ThreadPool and wait for it with a threading.Event."""
+    """Run `fn` on a pool's thread and wait for it with a threading.Event."""
     done = threading.Event()
     outcome: list[tuple[bool, Any]] = []
 
-    def on_result(success: bool, result: Any) -> None:
-        outcome.append((success, result))
-        done.set()
+    def call() -> None:
+        try:
+            outcome.append((True, fn()))
+        except BaseException:
+            outcome.append((False, Failure()))
+        finally:
+            done.set()
 
-    pool.callInThreadWithCallback(on_result, fn)
+    pool.callInThread(call)
     assert done.wait(WAIT_SECONDS), "the pool did not run the call"
     success, result = outcome[0]
     if not success:
