@@ -103,24 +103,56 @@ def multi_row_insert(table: sa.Table, columns: tuple[str, ...], count: int
     return found
 
 
+@dataclass(frozen=True)
+class InsertChunk:
+    """One multi-row INSERT of a batch: `statement` for `rows` (a slice of the batch)."""
+
+    statement: sa.ClauseElement
+    columns: tuple[str, ...]
+    rows: Sequence[Mapping[str, Any]]
+
+    def named(self) -> dict[str, Any]:
+        """The values by bind name (`<column>__<row>`)."""
+        return {f"{name}__{row}": each[name]
+                for row, each in enumerate(self.rows) for name in self.columns}
+
+    def flat(self) -> list[Any]:
+        """The values row by row, column by column: the order of the binds in the SQL."""
+        columns = self.columns
+        return [each[name] for each in self.rows for name in columns]
+
+
 def insert_chunks(table: sa.Table, rows: Sequence[Mapping[str, Any]]
-                  ) -> Iterator[tuple[sa.ClauseElement, dict[str, Any]]]:
-    """`rows` (dicts of the same columns) as multi-row INSERT statements and their
-    values: one statement where the driver's executemany runs one per row. That matters
-    on SQLite: its driver gives up and retakes the GIL around every row, and beside a
-    busy reactor each retake waits (docs/ARCHITECTURE.md, "Threads and the GIL";
-    measured: 15 us a row alone, 3.3 ms a row beside a busy thread)."""
+                  ) -> Iterator[InsertChunk]:
+    """`rows` (dicts of the same columns) as multi-row INSERT statements: one statement
+    where the driver's executemany runs one per row. That matters on SQLite: its driver
+    gives up and retakes the GIL around every row, and beside a busy reactor each retake
+    waits (docs/ARCHITECTURE.md, "Threads and the GIL"; measured: 15 us a row alone,
+    3.3 ms a row beside a busy thread)."""
     if not rows:
         return
     columns = tuple(rows[0])
     start = 0
     for size in _INSERT_CHUNKS:
         while len(rows) - start >= size:
-            values = {f"{name}__{row}": each[name]
-                      for row, each in enumerate(rows[start:start + size])
-                      for name in columns}
-            yield multi_row_insert(table, columns, size), values
+            yield InsertChunk(multi_row_insert(table, columns, size), columns,
+                              rows[start:start + size])
             start += size
+
+
+# (dialect, statement) -> whether its positional binds run row by row, column by column
+# (`InsertChunk.flat`'s order): checked once per compiled shape.
+_ROW_MAJOR: dict[tuple[str, int], bool] = {}
+
+
+def _row_major(dialect: sa.Dialect, query: DriverStatement, chunk: InsertChunk) -> bool:
+    key = (dialect.name, id(chunk.statement))
+    found = _ROW_MAJOR.get(key)
+    if found is None:
+        found = query.positions == tuple(f"{name}__{row}" for row in range(len(chunk.rows))
+                                         for name in chunk.columns)
+        _ROW_MAJOR[key] = found
+    return found
 
 
 class RowSource(Protocol):
@@ -230,9 +262,20 @@ class DriverTransaction:
 
     def insert_many(self, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
         """Insert `rows` (dicts of the same columns) with multi-row INSERTs
-        (`insert_chunks`)."""
-        for statement, values in insert_chunks(table, rows):
-            self.execute(statement, values)
+        (`insert_chunks`). On a positional driver (SQLite's qmark) the values go as one
+        flat list, without naming each of them first: naming, then reading back by name,
+        the values of the 256-row chunks of the audit log cost ~10 us a row of the writer
+        thread's Python, with the GIL held that the reactor waits for."""
+        for chunk in insert_chunks(table, rows):
+            query = driver_statement(self._dialect, chunk.statement)
+            if query.positions is not None and _row_major(self._dialect, query, chunk):
+                parameters: Any = chunk.flat()
+            else:
+                parameters = query.parameters(chunk.named())
+            try:
+                self._cursor.execute(query.sql, parameters)
+            except self._dialect.loaded_dbapi.Error as error:
+                raise self._wrap(query.sql, parameters, error) from error
 
     def first(self, statement: sa.ClauseElement, values: Mapping[str, Any]
               ) -> tuple[Any, ...] | None:
