@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, replace
 
 from objstore.convergence.lww import stamp_write
+from objstore.dataclass_replace import fast_replace
 from objstore.meta.records import ObjectRecord
 
 GOVERNANCE = "GOVERNANCE"
@@ -214,8 +215,11 @@ def with_lock(record: ObjectRecord, requested: LockRequest, config: LockConfigur
     """`record` carrying its initial lock state (lock_updated_at stays unset: the lock was
     not changed, it was born with the version)."""
     mode, until, hold = initial_lock(requested, config, now)
-    return replace(record, retention_mode=mode, retain_until_date=until,
-                   legal_hold_status=hold)
+    if (mode, until, hold) == (record.retention_mode, record.retain_until_date,
+                               record.legal_hold_status):
+        return record  # no lock: most writes, which need no copy
+    return fast_replace(record, retention_mode=mode, retain_until_date=until,
+                        legal_hold_status=hold)
 
 
 def with_retention(record: ObjectRecord, new: Retention, now: float) -> ObjectRecord:

@@ -45,6 +45,7 @@ from objstore.crypto.customer_key import (
     CustomerKey,
     etag_of,
 )
+from objstore.dataclass_replace import fast_replace
 from objstore.engine.blob_repair import NO_REPAIR, BlobRepair, repair_after_missing
 from objstore.engine.buckets import require_bucket
 from objstore.engine.changes import Caller, Change, ChangeHook, ChangeKind
@@ -361,8 +362,8 @@ class ObjectService:
         checksums = dict(attrs.checksums)
         record = self._new_record(caller, bucket, key, body.length, body.md5_hex, attrs,
                                   checksums)
-        record = replace(record, version_id=await self._version_for(caller, bucket, key,
-                                                                    record.version_id))
+        record = fast_replace(record, version_id=await self._version_for(
+            caller, bucket, key, record.version_id))
         record = await self._prepare_version(bucket, record, attrs, integrity)
         staged = body.stage_fields(record.bucket, record.key, record.version_id)
         if staged is not None:  # the body's stage plan, recorded (blobs/plan.py)
@@ -418,8 +419,8 @@ class ObjectService:
         blob_id = record.blob_id
         try:
             if self._replication is not None:
-                record = replace(record, replication_status=await self._replication.status(
-                    caller, record))
+                record = fast_replace(record, replication_status=await
+                                      self._replication.status(caller, record))
             note = await note_for(self._outbox, caller, ChangeKind.DELETE_MARKER_WRITTEN
                                   if record.is_delete_marker else ChangeKind.OBJECT_WRITTEN,
                                   record.bucket)
