@@ -29,10 +29,15 @@ def record_to_sidecar(record: ObjectRecord) -> dict[str, Any]:
     return data
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None), bytes})
+
+
 def _plain(value: Any) -> Any:
     """A copy of a field value made of dicts, lists and scalars (as `asdict` copies it);
-    immutable scalars are shared."""
+    immutable scalars are shared (most fields: tested first, without `is_dataclass`)."""
     kind = type(value)
+    if kind in _SCALARS:
+        return value
     if kind is dict:
         return {key: _plain(item) for key, item in value.items()}
     if kind is tuple or kind is list:
