@@ -427,6 +427,21 @@ class LazyPool:
         return self._pool.run(fn, *args, **kwargs)
 
 
+def _pressure_of(request: ObjstoreRequest) -> Callable[[bool], None]:
+    """A spool's `pressure` callback pausing `request`'s connection. It holds the request
+    weakly: the spool is the request's attribute, and a strong reference back made every
+    request's objects (~60 of them) a reference cycle, which only the garbage collector
+    frees, after promoting them through its generations."""
+    alive = weakref.ref(request)
+
+    def pressure(paused: bool) -> None:
+        found = alive()
+        if found is not None:
+            pause_reading(found, paused)
+
+    return pressure
+
+
 class ObjstoreSite(server.Site):
     requestFactory = ObjstoreRequest
     protocol = ObjstoreChannel  # type: ignore[assignment]  # HTTP/1.1 only (no h2 here)
@@ -558,7 +573,7 @@ class ObjstoreSite(server.Site):
             plan=plan,
             customer_key=customer_key,
             # A staged body's pipeline lagging behind the network pauses the connection.
-            pressure=lambda paused: pause_reading(request, paused),
+            pressure=_pressure_of(request),
         )
         request.spool = spool
         return spool
