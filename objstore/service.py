@@ -528,7 +528,8 @@ def notification_parts(config: Config, meta: MetaStore, bucket_config: BucketCon
     configs = NotificationConfigService(bucket_config, {c.name: c.kind for c in checked})
     delivery = NotificationDelivery(meta, built_targets(checked), settings=settings,
                                     clock=clock,
-                                    adhoc=lambda url: webhook(adhoc_settings(url, timeout)))
+                                    adhoc=lambda url: webhook(adhoc_settings(url, timeout)),
+                                    queued=lambda: consumer.queued)
     consumer = NotificationConsumer(meta, configs, region=config.server.region,
                                     node_id=node_id, clock=clock)
     return NotificationParts(configs, consumer, delivery, webhook)

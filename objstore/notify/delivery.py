@@ -13,6 +13,12 @@ stopping there so that a target's events stay in order; FAILED once `max_retries
 have failed too (the rows after it then go on). Delivered and failed rows are purged
 after `event_retention_days`. Figures for the metrics: delivered, failed and retried
 counts and, refreshed each tick, the queue depth and oldest pending age per target.
+
+Rows become pending only in this process: queued by the outbox consumer (whose `queued`
+count the delivery is given) or put back for a retry by a run. So once a tick found no
+pending row and the count has not moved since, the ticks skip the database until it
+moves, or until FIGURES_SECONDS passed (a safety net, and the figures' own refresh): an
+idle node no longer reads the queue four times a second.
 """
 
 from __future__ import annotations
@@ -82,10 +88,16 @@ def event_of(row: NotificationEvent) -> Event:
 class NotificationDelivery:
     def __init__(self, meta: MetaStore, targets: Mapping[str, Target], *,
                  settings: Notifications, clock: Callable[[], float],
-                 adhoc: Callable[[str], Target]) -> None:
+                 adhoc: Callable[[str], Target],
+                 queued: Callable[[], int] | None = None) -> None:
         """`targets`: the configured ones by name; `adhoc(url)`: the webhook of an
-        http(s) URL used as an ARN (built on first use, kept)."""
+        http(s) URL used as an ARN (built on first use, kept); `queued()`: the rows the
+        consumer has queued so far, counted after each commit (None: every tick reads
+        the queue)."""
         self._meta = meta
+        self._queued = queued
+        self._idle_at: int | None = None  # `queued()` when a read found nothing pending
+        self._last_read = float("-inf")
         self._targets = dict(targets)
         self._settings = settings
         self._clock = clock
@@ -108,16 +120,33 @@ class NotificationDelivery:
         return sorted(self._targets)
 
     async def tick(self) -> None:
-        for name in await self._meta.notification_pending_targets():
-            if name not in self._running:  # started, never awaited here
-                self._running.add(name)
-                Deferred.fromCoroutine(self._guarded_run(name))
         now = self._clock()
+        if self._queue_may_have_changed(now):
+            await self._start_runs(now)
+            now = self._clock()
         if now - self._last_figures >= FIGURES_SECONDS:
             self._last_figures = now
             self.figures = await self._meta.notification_queue_figures()
             retention = self._settings.event_retention_days * SECONDS_PER_DAY
             await self._meta.notification_purge(now - retention)
+
+    def _queue_may_have_changed(self, now: float) -> bool:
+        """False while the last read found nothing pending, nothing was queued since,
+        no run is going (a run may put a row back for a retry) and the last read is less
+        than FIGURES_SECONDS old."""
+        return (self._queued is None or self._idle_at is None or bool(self._running)
+                or self._queued() != self._idle_at
+                or now - self._last_read >= FIGURES_SECONDS)
+
+    async def _start_runs(self, now: float) -> None:
+        queued = None if self._queued is None else self._queued()  # before the read
+        self._last_read = now
+        pending = await self._meta.notification_pending_targets()
+        self._idle_at = queued if not pending and not self._running else None
+        for name in pending:
+            if name not in self._running:  # started, never awaited here
+                self._running.add(name)
+                Deferred.fromCoroutine(self._guarded_run(name))
 
     async def _guarded_run(self, name: str) -> None:
         try:

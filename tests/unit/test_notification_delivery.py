@@ -341,3 +341,66 @@ def test_target_tables_are_checked_by_their_kind() -> None:
     no_url = parse_config({"notifications": {"targets": {"h": {"kind": "webhook"}}}})
     with pytest.raises(ConfigError, match=r"\[notifications.targets.h\] url"):
         target_settings(no_url.notifications)
+
+
+class CountingMeta(AsyncMeta):
+    """AsyncMeta that counts the reads of the pending targets."""
+
+    def __init__(self, store: SyncMetaStore) -> None:
+        super().__init__(store)
+        self.pending_reads = 0
+
+    def notification_pending_targets(self) -> Any:
+        self.pending_reads += 1
+        return defer.succeed(self._store.notification_pending_targets())
+
+
+def test_an_idle_queue_is_read_again_only_when_rows_were_queued(
+        store: SyncMetaStore) -> None:
+    clock = Clock(NOW)
+    t1 = Scripted("t1")
+    meta = CountingMeta(store)
+    queued = [0]  # the consumer's count of queued rows
+    work = NotificationDelivery(meta, {"t1": t1},  # type: ignore[arg-type]
+                                settings=Notifications(max_retries=2, retry_base_seconds=1.0),
+                                clock=clock, adhoc=lambda url: Scripted(url),
+                                queued=lambda: queued[0])
+    run(work.tick())
+    assert meta.pending_reads == 1  # nothing pending: idle from now on
+    for step in range(1, 10):
+        clock.now = NOW + step * 0.25
+        run(work.tick())
+    assert meta.pending_reads == 1
+    store.notification_enqueue("notifications", 1, [delivery(1, "t1", key="k1")], clock.now)
+    queued[0] += 1  # counted after the commit, as the consumer counts
+    run(work.tick())
+    assert meta.pending_reads == 2 and [e.key for e in t1.got] == ["k1"]
+    run(work.tick())  # the run finished: one more read finds the queue empty
+    run(work.tick())
+    assert meta.pending_reads == 3
+
+
+def test_a_retry_keeps_the_queue_read_and_the_safety_net_reads_it_anyway(
+        store: SyncMetaStore) -> None:
+    clock = Clock(NOW)
+    t1 = Scripted("t1", ["HTTP 500", None])
+    meta = CountingMeta(store)
+    store.notification_enqueue("notifications", 1, [delivery(1, "t1", key="k1")], NOW)
+    work = NotificationDelivery(meta, {"t1": t1},  # type: ignore[arg-type]
+                                settings=Notifications(max_retries=2, retry_base_seconds=1.0),
+                                clock=clock, adhoc=lambda url: Scripted(url),
+                                queued=lambda: 0)  # rows from before a restart
+    run(work.tick())  # the first attempt fails: the row waits 1 s for its retry
+    clock.now = NOW + 0.5
+    run(work.tick())
+    clock.now = NOW + 1.0
+    run(work.tick())
+    assert [e.key for e in t1.got] == ["k1", "k1"]
+    reads = meta.pending_reads
+    run(work.tick())  # delivered: this read finds nothing, the next ticks skip it
+    clock.now = NOW + 2.0
+    run(work.tick())
+    assert meta.pending_reads == reads + 1
+    clock.now = NOW + 1.0 + 5.0  # FIGURES_SECONDS after the last read
+    run(work.tick())
+    assert meta.pending_reads == reads + 2
