@@ -123,6 +123,7 @@ from objstore.meta.coherence import (
     LocalCounters,
     SharedCounters,
 )
+from objstore.meta.driver_log import route_sqlalchemy_logs
 from objstore.meta.object_cache import ObjectCache, objects_ttl_seconds
 from objstore.meta.pool import DbPool
 from objstore.meta.retry import RetryPolicy
@@ -235,6 +236,7 @@ def build_node(config: Config, reactor: Any = None, *,
 
         reactor = default_reactor
     shift_reactor(reactor)  # tests only: OBJSTORE_TEST_CLOCK_OFFSET_SECONDS
+    route_sqlalchemy_logs()  # its pool's records: one line in our log, not stderr
     storage = config.storage
     opened = open_storage(config, prepare=not role.supervised)
     blobs, control, sync_store, node_id = (opened.blobs, opened.control, opened.sync_store,
