@@ -42,7 +42,9 @@ class Runner(Protocol):
     def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> defer.Deferred[T]: ...
 
 
-def _fire(d: defer.Deferred[Any], ok: bool, value: Any) -> None:
+def fire_result(d: defer.Deferred[Any], ok: bool, value: Any) -> None:
+    """Fire `d` (on the reactor's thread) with a call's result, or with its failure when
+    not `ok` (a Failure, or an exception, which `errback` wraps)."""
     if ok:
         d.callback(value)
     else:
@@ -131,7 +133,7 @@ class WorkerThreads:
                 self._working -= 1
                 self._idle += 1
             if d is not None:
-                reactor.callFromThread(_fire, d, ok, value)
+                reactor.callFromThread(fire_result, d, ok, value)
             elif not ok:
                 log.failure("uncaught error in thread pool {name}", value, name=self.name)
             del call, d, fn, args, kwargs, value  # nothing of a call outlives it

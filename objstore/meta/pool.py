@@ -31,7 +31,7 @@ from twisted.python.failure import Failure
 
 from objstore.meta.dialect import thread_counts
 from objstore.meta.group_commit import GroupLimits, GroupStats, Outcome, outcome_of, run_group
-from objstore.threads import NamedPool, WorkerThreads
+from objstore.threads import NamedPool, WorkerThreads, fire_result
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -212,7 +212,8 @@ class DbPool(Service):
             self._deliver(outcome)
 
     def _deliver(self, outcome: Outcome[_Write]) -> None:
-        self._reactor.callFromThread(_fire, outcome.job.deferred, outcome.ok, outcome.value)
+        self._reactor.callFromThread(fire_result, outcome.job.deferred, outcome.ok,
+                                     outcome.value)
 
     def stats(self) -> dict[str, int]:
         """Thread counts, busy threads and queued calls of each pool, for metrics."""
@@ -264,10 +265,3 @@ def _call_now(fn: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> Defe
     except Exception:
         return defer.fail(Failure())
     return defer.succeed(result)
-
-
-def _fire(d: Deferred[Any], ok: bool, value: Any) -> None:
-    if ok:
-        d.callback(value)
-    else:
-        d.errback(Failure(value))
