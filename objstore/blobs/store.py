@@ -125,6 +125,10 @@ def blob_check(data: bytes) -> dict[str, int]:
     return {"bytes": len(data), "crc32": zlib.crc32(data)}
 
 
+# One body of `BlobStore.commit_bytes_many`: (its bytes, its new blob id, its sidecar).
+SmallCommit = tuple[bytes, str, dict[str, Any]]
+
+
 def is_valid_blob_id(blob_id: str) -> bool:
     """Blob ids become paths: only canonical UUID strings are accepted."""
     return isinstance(blob_id, str) and _CANONICAL_UUID.fullmatch(blob_id) is not None
@@ -308,6 +312,81 @@ class BlobStore:
                 (path + SIDECAR_SUFFIX, self._sidecar_bytes(sidecar, blob_check(data)))])
         except FileExistsError:  # a repeat, or a repair: replace what is there
             self._commit_bytes_renamed(data, blob_id, sidecar)
+
+    def commit_bytes_many(self, items: Sequence[SmallCommit]) -> list[Exception | None]:
+        """`commit_bytes` of several bodies kept in memory, made durable by ONE sync
+        between them (the small PUTs that arrived together, engine/objects.py
+        `BlobFiles`): each item's blob and sidecar are created at their final names, as
+        `commit_bytes` creates them, then one barrier round makes every file's data and
+        every directory's entries durable. A batch of one syncs as `commit_bytes` does.
+
+        Returns one outcome per item, in order: None once its files are durable, else the
+        exception its commit raised. The items fail apart where they can: an item whose
+        files cannot be created (a full disk, an invalid id) has what it created removed
+        and fails alone; an item whose name exists already takes `commit_bytes`' renaming
+        path after the sync; a failed sync fails every item it was to make durable and
+        removes their files, the last created first."""
+        outcomes: list[Exception | None] = [None] * len(items)
+        created: list[list[str]] = [[] for _ in items]
+        fds: list[int] = []
+        fresh: dict[str, None] = {}  # ordered: outermost first, as `_make_dirs` gives
+        directories: dict[str, None] = {}
+        existing: list[int] = []
+        try:
+            try:
+                began = self._begin()
+                for index, (data, blob_id, sidecar) in enumerate(items):
+                    own: list[int] = []
+                    try:
+                        path = self.blob_path(blob_id)
+                        directory = os.path.dirname(path)
+                        fresh.update(dict.fromkeys(self._make_dirs(directory)))
+                        check = blob_check(data)
+                        own.append(self._create(created[index], path, data))
+                        own.append(self._create(created[index], path + SIDECAR_SUFFIX,
+                                                self._sidecar_bytes(sidecar, check)))
+                    except Exception as error:
+                        for fd in own:
+                            os.close(fd)
+                        for name in reversed(created[index]):
+                            unlink_quietly(name)
+                        created[index] = []
+                        if isinstance(error, FileExistsError):
+                            existing.append(index)
+                        else:
+                            outcomes[index] = error
+                        continue
+                    fds.extend(own)
+                    directories[directory] = None
+                if fds:
+                    try:
+                        self._sync(_many_syncs(fds, list(fresh), list(directories)), began,
+                                   whole=len(fds) > 2)  # more than one item's two files
+                    except Exception as error:
+                        for index in range(len(items)):
+                            if created[index]:
+                                outcomes[index] = error
+                        raise
+                    self._dirs_durable(list(fresh))
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        except BaseException as failure:
+            for names in reversed(created):
+                for name in reversed(names):
+                    unlink_quietly(name)
+            if not isinstance(failure, Exception):
+                raise
+            for index in existing:  # not tried: the volume's sync just failed
+                outcomes[index] = failure
+            return outcomes
+        for index in existing:  # a repeat, or a repair: replace what is there
+            data, blob_id, sidecar = items[index]
+            try:
+                self._commit_bytes_renamed(data, blob_id, sidecar)
+            except Exception as error:
+                outcomes[index] = error
+        return outcomes
 
     def _create_in_one_sync(self, directory: str, files: Sequence[tuple[str, bytes]]
                             ) -> None:
@@ -959,6 +1038,20 @@ def _one_sync(fds: Sequence[int], fresh_dirs: Sequence[str], directory: str
             os.fdatasync(fd)
         _fsync_parents_of(fresh_dirs)()
         fsync_dir(directory)
+    return sync
+
+
+def _many_syncs(fds: Sequence[int], fresh_dirs: Sequence[str], directories: Sequence[str]
+                ) -> Callable[[], None]:
+    """The syncs of `commit_bytes_many` without `syncfs` (alone on the barrier, or where
+    it is not trusted): every file's data, the entries of the directories it created, then
+    each directory's entries."""
+    def sync() -> None:
+        for fd in fds:
+            os.fdatasync(fd)
+        _fsync_parents_of(fresh_dirs)()
+        for directory in directories:
+            fsync_dir(directory)
     return sync
 
 

@@ -10,7 +10,9 @@ A call alone runs at once, in a batch of one: nothing waits for company.
 
 `run_batch(items)` is an async function run on the reactor; it returns one outcome per
 item, in order: a result, or the Exception that item's call raises. When it raises, every
-item of the batch fails with that error. State lives on the reactor thread; no timers.
+item of the batch fails with that error. A batch holds at most `max_items` items and, given
+`weigh`, items of at most `max_weight` in all (a heavier item alone still makes a batch).
+State lives on the reactor thread; no timers.
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ BatchRunner = Callable[[list[_I]], Awaitable[Sequence[_R | Exception]]]
 class Coalescer(Generic[_I, _R]):
     """Calls of one step, run as batches of at most `max_items` (module notes)."""
 
-    def __init__(self, run_batch: BatchRunner[_I, _R], *, max_items: int = 1000) -> None:
+    def __init__(self, run_batch: BatchRunner[_I, _R], *, max_items: int = 1000,
+                 weigh: Callable[[_I], int] | None = None, max_weight: int = 0) -> None:
         self._run_batch = run_batch
         self._max_items = max_items
+        self._weigh = weigh
+        self._max_weight = max_weight
         self._waiting: list[tuple[_I, Deferred[_R]]] = []
         self._busy = False
         self.batches = 0  # statistics: batches run, and the items they held
@@ -48,12 +53,25 @@ class Coalescer(Generic[_I, _R]):
 
     def _next(self) -> None:
         while self._waiting and not self._busy:
-            batch = self._waiting[:self._max_items]
-            del self._waiting[:self._max_items]
+            count = self._batch_size()
+            batch = self._waiting[:count]
+            del self._waiting[:count]
             self._busy = True
             self.batches += 1
             self.items += len(batch)
             ensureDeferred(self._run(batch))
+
+    def _batch_size(self) -> int:
+        """How many of the waiting calls the next batch takes (at least one)."""
+        if self._weigh is None:
+            return self._max_items
+        weight = count = 0
+        for item, _ in self._waiting[:self._max_items]:
+            weight += self._weigh(item)
+            if count and weight > self._max_weight:
+                break
+            count += 1
+        return count
 
     async def _run(self, batch: list[tuple[_I, Deferred[_R]]]) -> None:
         outcomes: Sequence[_R | Exception] | Failure

@@ -130,3 +130,23 @@ def test_a_cancelled_call_does_not_stop_the_coalescer() -> None:
     assert steps.batches[-1] == [4]
     steps.finish([40])
     assert outcome(after) == 40
+
+
+def test_a_weight_bound_splits_the_waiting_calls_but_never_refuses_one() -> None:
+    steps = Steps()
+    coalescer: Coalescer[int, Any] = Coalescer(steps.run, max_items=10,
+                                               weigh=lambda item: item, max_weight=10)
+    first = coalescer.submit(1)
+    waiting = [coalescer.submit(item) for item in (4, 5, 2, 30, 3)]
+    assert steps.batches == [[1]]
+    steps.finish(["a"])
+    assert outcome(first) == "a"
+    assert steps.batches[1] == [4, 5]  # 4 + 5 + 2 would weigh 11
+    steps.finish(["b", "c"])
+    assert steps.batches[2] == [2]  # 2 + 30 is over the bound
+    steps.finish(["d"])
+    assert steps.batches[3] == [30]  # heavier than the bound alone: a batch of its own
+    steps.finish(["e"])
+    assert steps.batches[4] == [3]
+    steps.finish(["f"])
+    assert [outcome(d) for d in waiting] == ["b", "c", "d", "e", "f"]

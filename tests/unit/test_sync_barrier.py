@@ -533,3 +533,107 @@ def test_a_failed_sync_leaves_a_new_directory_to_be_synced_again(
         with pytest.raises(OSError):
             store.commit_bytes(b"hello", blob_id, {"key": "k"})
     assert store._make_dirs(leaf) == [os.path.dirname(leaf), leaf]
+
+
+def _store_on(tmp_path: Path, syncfs: FakeVolume | None) -> BlobStore:
+    store = BlobStore(str(tmp_path / "data"))
+    store.prepare()
+    store.barrier = SyncBarrier(store.data_dir, syncfs=syncfs)
+    return store
+
+
+def _read(store: BlobStore, blob_id: str) -> bytes:
+    with store.blob_reader(blob_id) as reader:
+        return reader.read_all()
+
+
+@pytest.mark.parametrize("trusted", [True, False], ids=["syncfs", "own-syncs"])
+def test_small_bodies_committed_together_share_one_sync(
+        tmp_path: Path, trusted: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`commit_bytes_many`: every body of the batch is created at its final name with
+    its checked sidecar, then ONE barrier round makes them durable: one syncfs, or, where
+    syncfs is not trusted, every file's data and every directory's entries."""
+    from objstore.blobs import store as store_module
+
+    volume = FakeVolume() if trusted else None
+    store = _store_on(tmp_path, volume)
+    synced: list[str] = []
+    monkeypatch.setattr(store_module, "fsync_dir", synced.append)
+    datasyncs: list[int] = []
+    real_fdatasync = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (datasyncs.append(fd), real_fdatasync(fd)))
+    items = [(os.urandom(size), new_blob_id(), {"key": f"k{size}"}) for size in (0, 1, 4096)]
+    assert store.commit_bytes_many(items) == [None, None, None]
+    for data, blob_id, sidecar in items:
+        assert _read(store, blob_id) == data
+        document = store.read_sidecar(blob_id)
+        assert document["key"] == sidecar["key"]
+        assert document[BLOB_CHECK] == blob_check(data)
+    assert store.barrier is not None and store.barrier.rounds == 1
+    directories = {os.path.dirname(store.blob_path(blob_id)) for _, blob_id, _ in items}
+    if volume is not None:
+        assert volume.calls == 1 and datasyncs == [] and synced == []
+    else:  # each file's data, the new fan-out directories' parents, each directory
+        assert len(datasyncs) == 6
+        assert directories <= set(synced) and store.blob_root in synced
+
+
+def test_a_batch_of_one_syncs_as_a_lone_commit_does(tmp_path: Path) -> None:
+    volume = FakeVolume()
+    store = _store_on(tmp_path, volume)
+    blob_id = new_blob_id()
+    assert store.commit_bytes_many([(b"alone", blob_id, {"key": "k"})]) == [None]
+    assert _read(store, blob_id) == b"alone"
+    assert volume.calls == 0  # its own fdatasyncs and directory fsyncs, no syncfs
+    assert store.barrier is not None and (store.barrier.rounds, store.barrier.grouped) == (1, 0)
+
+
+def test_the_bodies_of_a_batch_fail_apart(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body that does not fit, and an invalid id, fail alone and leave no file; a name
+    that exists is replaced through the renaming path; the others are durable."""
+    from objstore.blobs import store as store_module
+
+    store = _store_on(tmp_path, FakeVolume())
+    no_room = b"no room for these bytes"
+    real_write_all = store_module.write_all
+
+    def write_all(fd: int, data: bytes) -> None:
+        if data == no_room:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(store_module, "write_all", write_all)
+    existing = new_blob_id()
+    store.commit_bytes(b"old bytes", existing, {"key": "old"})
+    items = [(b"first", new_blob_id(), {}), (no_room, new_blob_id(), {}),
+             (b"bad id", "not-a-blob-id", {}), (b"new bytes", existing, {"key": "new"}),
+             (b"last", new_blob_id(), {})]
+    outcomes = store.commit_bytes_many(items)
+    assert outcomes[0] is None and outcomes[3] is None and outcomes[4] is None
+    assert isinstance(outcomes[1], OSError) and outcomes[1].errno == errno.ENOSPC
+    assert isinstance(outcomes[2], ValueError)
+    failed = items[1][1]
+    assert not os.path.exists(store.blob_path(failed))
+    assert not os.path.exists(store.sidecar_path(failed))
+    assert _read(store, items[0][1]) == b"first" and _read(store, items[4][1]) == b"last"
+    assert _read(store, existing) == b"new bytes"
+    assert store.read_sidecar(existing)["key"] == "new"
+
+
+def test_a_failed_sync_fails_every_body_of_the_batch_and_keeps_none(tmp_path: Path) -> None:
+    volume = FakeVolume()
+    volume.error = OSError(errno.EIO, "Input/output error")
+    store = _store_on(tmp_path, volume)
+    existing = new_blob_id()
+    store.commit_bytes(b"old", existing, {"key": "old"})  # alone: no syncfs, no error
+    items = [(b"a", new_blob_id(), {}), (b"b", new_blob_id(), {}),
+             (b"replacing", existing, {"key": "new"})]
+    outcomes = store.commit_bytes_many(items)
+    assert volume.calls == 1
+    for found in outcomes:
+        assert isinstance(found, OSError) and found.errno == errno.EIO
+    for _, blob_id, _ in items[:2]:
+        assert not os.path.exists(store.blob_path(blob_id))
+        assert not os.path.exists(store.sidecar_path(blob_id))
+    assert _read(store, existing) == b"old"  # not tried after the volume failed
