@@ -36,8 +36,8 @@ from objstore.blobs.plan import IDENTITY, StagePlan, plan_of
 from objstore.blobs.reader import BlobReader, ChunkStream, ReadAheadStream
 from objstore.blobs.segments import Segment, plan_segments
 from objstore.blobs.sidecar import record_to_sidecar, upload_to_record
-from objstore.blobs.store import BlobStore, PartsPin, new_blob_id
-from objstore.blobs.writer import UploadedBody
+from objstore.blobs.store import BlobStore, PartsPin, SmallCommit, new_blob_id
+from objstore.blobs.writer import HeldBytes, UploadedBody
 from objstore.crypto.customer_key import (
     NO_COPY_KEYS,
     SSE_C,
@@ -96,23 +96,45 @@ GUARD_ATTEMPTS = 5
 # Reads this small happen on the calling thread (see `read_bytes`): the size of one chunk
 # of a streamed GET, whose chunks are read on the IO pool.
 INLINE_READ_BYTES = 256 * 1024
+# Bodies kept in memory committed in one batch (`BlobFiles`): at most this many, and at
+# most this many bytes (a body up to 1 MiB is kept in memory, blobs/writer.py).
+SMALL_BATCH_ITEMS = 32
+SMALL_BATCH_BYTES = 4 * 1024 * 1024
 # Delete markers of one DeleteObjects inserted at once (a group commit takes 64 writes).
 MARKER_CONCURRENCY = 64
 
 
 class BlobFiles:
     """The engine's file work on the IO pool: a received body stored as a blob with its
-    sidecar, and blobs a commit made unreachable removed."""
+    sidecar, and blobs a commit made unreachable removed.
+
+    Bodies kept in memory (every small PUT) that arrive while others are being committed
+    are committed together: one hand-off to the pool and one sync for the batch
+    (`BlobStore.commit_bytes_many`), where each used to take a pool thread of its own
+    that then waited on the sync barrier with the others. A body alone is committed at
+    once, as before."""
 
     def __init__(self, blobs: BlobStore, io: Runner) -> None:
         self._blobs = blobs
         self._io = io
         self._removals = RemovalQueue(blobs, io)
+        self._small: Coalescer[SmallCommit, None] = Coalescer(
+            self._commit_small, max_items=SMALL_BATCH_ITEMS,
+            weigh=lambda item: len(item[0]), max_weight=SMALL_BATCH_BYTES)
 
     async def store(self, body: UploadedBody, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make `body` durable as blob `blob_id` (taken from it on this thread, committed
         on the pool: the body may be closed meanwhile)."""
-        await self._io.run(self._blobs.commit, body.detach(), blob_id, sidecar)
+        held = body.detach()
+        if isinstance(held, HeldBytes):
+            await self._small.submit((held.data, blob_id, sidecar))
+        else:
+            await self._io.run(self._blobs.commit, held, blob_id, sidecar)
+
+    async def _commit_small(self, items: list[SmallCommit]) -> list[None | Exception]:
+        outcomes: list[None | Exception] = await self._io.run(
+            self._blobs.commit_bytes_many, items)
+        return outcomes
 
     async def store_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make durable a blob id that holds only a sidecar (a delete marker, a composite

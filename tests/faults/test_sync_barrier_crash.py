@@ -2,11 +2,12 @@
 small PUTs, against the real daemon.
 
 The kill is injected, not timed: the daemon runs with a `sitecustomize` module (on its
-PYTHONPATH only) that SIGKILLs the process when a round of the barrier that groups two or
-more writes is about to sync, on the third such round after the switch file appears (once
-the burst is in full flow). The
-writes of that round have created their blob and sidecar at their final names (a small
-body is made durable in one sync, blobs/store.py `commit_bytes`) and wait for that sync.
+PYTHONPATH only) that SIGKILLs the process when a round of the barrier that covers two or
+more writes is about to sync (two callers, or one caller asking for a whole-volume sync:
+the small bodies that arrived together, committed as one batch by blobs/store.py
+`commit_bytes_many`), on the third such round after the switch file appears (once the
+burst is in full flow). The writes of that round have created their blob and sidecar at
+their final names (a small body is made durable in one sync) and wait for that sync.
 None of them was answered. After the restart:
 
 * every answered PUT reads back exact (bytes by MD5), and every listed key was written
@@ -61,7 +62,8 @@ CRASH_HOOK = textwrap.dedent('''
 
 
     def _crashing_run(self, joined):
-        if len(joined.alone) >= 2 and os.path.exists(_switch):
+        grouped = len(joined.alone) >= 2 or joined.wants_whole
+        if grouped and os.path.exists(_switch):
             _grouped[0] += 1
             if _grouped[0] >= GROUPED_ROUND_TO_DIE_IN:
                 os.kill(os.getpid(), signal.SIGKILL)

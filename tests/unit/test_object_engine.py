@@ -12,14 +12,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred
 
 from objstore.blobs.reader import ChunkStream
 from objstore.blobs.sidecar import record_from_sidecar
-from objstore.blobs.store import BlobStore
+from objstore.blobs.store import BlobStore, new_blob_id
 from objstore.engine.changes import Caller
-from objstore.engine.objects import ObjectAttrs, ObjectService, SourceChanged, VersionVanished
+from objstore.engine.objects import (
+    BlobFiles,
+    ObjectAttrs,
+    ObjectService,
+    SourceChanged,
+    VersionVanished,
+)
 from objstore.errors import S3Error
+from objstore.http.spool import BodySpool
 from objstore.iam.identity import Principal
 from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
 from objstore.meta.store import SyncMetaStore
@@ -287,3 +294,60 @@ def test_a_small_read_goes_to_the_io_pool_only_when_its_bytes_are_not_cached(
     assert run(service.read_bytes(record, 2, 5)) == b"23456" and pool.ran == ["read_all"]
     assert asked == [(2, 5), (2, 5)]
     stores.close()
+
+
+class HeldRunner:
+    """An IO runner whose calls the test finishes by hand, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
+
+    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
+        done: Deferred[Any] = Deferred()
+        self.calls.append((fn, args, done))
+        return done
+
+    def finish(self) -> None:
+        fn, args, done = self.calls.pop(0)
+        done.callback(fn(*args))
+
+
+def test_small_bodies_that_arrive_together_are_committed_in_one_call(tmp_path: Path) -> None:
+    """`BlobFiles.store`: a body kept in memory alone is committed at once; the ones that
+    arrive meanwhile wait and go to the pool together (one call, one sync); a spooled
+    body takes its own call, at once."""
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    runner = HeldRunner()
+    files = BlobFiles(blobs, runner)
+
+    def body(data: bytes, memory_limit: int = 1024) -> BodySpool:
+        spool = BodySpool(blobs.tmp_dir, memory_limit=memory_limit)
+        spool.write(data)
+        return spool
+
+    ids = [new_blob_id() for _ in range(4)]
+    stored = [ensureDeferred(files.store(body(b"small %d" % n), ids[n], {"key": str(n)}))
+              for n in range(3)]
+    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+        (blobs.commit_bytes_many, 1)]
+    runner.finish()
+    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+        (blobs.commit_bytes_many, 2)]
+    stored.append(ensureDeferred(files.store(body(b"spooled" * 10, memory_limit=8),
+                                             ids[3], {"key": "3"})))
+    assert runner.calls[1][0] == blobs.commit
+    runner.finish()
+    runner.finish()
+    assert [outcome(d) for d in stored] == [None] * 4
+    for n, blob_id in enumerate(ids[:3]):
+        assert blobs.blob_reader(blob_id).read_all() == b"small %d" % n
+        assert blobs.read_sidecar(blob_id)["key"] == str(n)
+    assert blobs.blob_reader(ids[3]).read_all() == b"spooled" * 10
+
+
+def outcome(d: Deferred[Any]) -> Any:
+    seen: list[Any] = []
+    d.addBoth(seen.append)
+    assert seen, "not delivered"
+    return seen[0]
