@@ -18,7 +18,9 @@ metadata row. A body kept in memory (`commit_bytes`, every small PUT) keeps that
 promise (after a crash, the old state or the new one, never a torn one) with ONE sync
 instead of three: its blob id is new, so the blob and its sidecar are created at their
 final names, where nothing is replaced, and one barrier makes both files' data and the
-directory's entries durable before the row commits. What renaming protected against is a
+directory's entries durable before the row commits (`commit_bytes_many` does this for
+several such bodies at once, with one sync between them: the small PUTs that arrived
+together). What renaming protected against is a
 sidecar that a crash before that sync left whole beside a torn blob: a write that was
 never answered and has no row, but that `recover` (which reads sidecars) would rebuild.
 Such a sidecar carries the blob's check (`BLOB_CHECK`, the stored bytes' length and
