@@ -27,6 +27,7 @@ from twisted.application.service import Service
 from twisted.internet import defer
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IReactorFromThreads
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from objstore.meta.dialect import thread_counts
@@ -35,6 +36,7 @@ from objstore.threads import NamedPool, WorkerThreads, fire_result
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_log = Logger()
 
 WRITE_POOL_NAME = "objstore-db-write"
 READ_POOL_NAME = "objstore-db-read"
@@ -205,21 +207,29 @@ class DbPool(Service):
         engine = first.engine
         second = None if engine is None else self._take(engine)
         if engine is None or second is None:
-            self._deliver(outcome_of(first, _call))
-            return
-        for outcome in run_group(engine, [first, second], lambda: self._take(engine), _call,
-                                 limits=self._group_limits, stats=self.group_stats):
-            self._deliver(outcome)
-
-    def _deliver(self, outcome: Outcome[_Write]) -> None:
-        self._reactor.callFromThread(fire_result, outcome.job.deferred, outcome.ok,
-                                     outcome.value)
+            outcomes = [outcome_of(first, _call)]
+        else:
+            outcomes = run_group(engine, [first, second], lambda: self._take(engine), _call,
+                                 limits=self._group_limits, stats=self.group_stats)
+        # A group's outcomes reach the reactor in ONE call: one wake-up, not one each.
+        self._reactor.callFromThread(_fire_outcomes, outcomes)
 
     def stats(self) -> dict[str, int]:
         """Thread counts, busy threads and queued calls of each pool, for metrics."""
         return {f"{side}_{key}": value
                 for side, pool in (("write", self._writer), ("read", self._reader))
                 for key, value in pool.stats().items()}
+
+
+def _fire_outcomes(outcomes: list[Outcome[_Write]]) -> None:
+    """(reactor) Fire each write's Deferred with its outcome, in order; one that cannot be
+    fired (never expected: a Deferred keeps its callbacks' errors) is logged, and the
+    others still hear theirs."""
+    for outcome in outcomes:
+        try:
+            fire_result(outcome.job.deferred, outcome.ok, outcome.value)
+        except Exception:  # noqa: BLE001
+            _log.failure("could not deliver the outcome of a database write")
 
 
 class SyncDbPool:

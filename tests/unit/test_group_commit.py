@@ -246,6 +246,30 @@ def test_replicated_applies_that_recompute_the_latest_share_a_group_with_puts(
     assert len(set(seqs)) == 5 and store.max_seq() == before + 6
 
 
+def test_a_groups_outcomes_reach_the_reactor_in_one_call(
+    store: SyncMetaStore, pool_and_reactor: tuple[DbPool, FakeReactor]
+) -> None:
+    pool, reactor = pool_and_reactor
+    meta = MetaStore(store, pool)
+    release = hold_writer(pool)
+    ds = [meta.put_object(record(f"k{i}")) for i in range(5)]
+    ds.append(meta.put_object(record("k0"), WritePrecondition(if_absent=True)))
+    calls: list[Any] = []
+    queue_call = reactor.callFromThread
+
+    def counted(fn: Callable[..., Any], *args: Any) -> None:
+        calls.append(fn)
+        queue_call(fn, *args)
+
+    reactor.callFromThread = counted  # type: ignore[method-assign]
+    release.set()
+    results = outcomes(ds, reactor)
+    assert list(pool.group_stats.sizes) == [6]
+    assert len(calls) == 2  # the held write's outcome, then the whole group's
+    assert [r.record.key for r in results[:5]] == [f"k{i}" for i in range(5)]
+    assert isinstance(results[5], Failure) and results[5].check(PreconditionNotMet)
+
+
 def test_results_are_delivered_after_the_commit(
     store: SyncMetaStore, pool_and_reactor: tuple[DbPool, FakeReactor]
 ) -> None:
