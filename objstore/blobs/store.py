@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import os
@@ -306,30 +307,60 @@ class BlobStore:
         no row), is never rebuilt into a version by `recover` (`torn_blob`). Should a name
         exist already (a peer's blob delivered twice at once, the same bytes; a repair of
         a lost blob whose sidecar stayed), the write takes the renaming path
-        (`_commit_bytes_renamed`), which replaces what is there."""
-        path = self.blob_path(blob_id)
-        try:
-            self._create_in_one_sync(os.path.dirname(path), [
-                (path, data),
-                (path + SIDECAR_SUFFIX, self._sidecar_bytes(sidecar, blob_check(data)))])
-        except FileExistsError:  # a repeat, or a repair: replace what is there
-            self._commit_bytes_renamed(data, blob_id, sidecar)
+        (`_commit_bytes_renamed`), which replaces what is there. A batch of one
+        (`commit_bytes_many`)."""
+        _raise_outcome(self.commit_bytes_many([(data, blob_id, sidecar)]))
 
     def commit_bytes_many(self, items: Sequence[SmallCommit]) -> list[Exception | None]:
         """`commit_bytes` of several bodies kept in memory, made durable by ONE sync
         between them (the small PUTs that arrived together, engine/objects.py
         `BlobFiles`): each item's blob and sidecar are created at their final names, as
         `commit_bytes` creates them, then one barrier round makes every file's data and
-        every directory's entries durable. A batch of one syncs as `commit_bytes` does.
+        every directory's entries durable (`_create_many`, which says how the items fail
+        apart). An item whose name exists already takes `commit_bytes`' renaming path
+        after the sync. Returns one outcome per item, in order: None once its files are
+        durable, else the exception its commit raised."""
+        def files(data: bytes, blob_id: str, sidecar: dict[str, Any]
+                  ) -> Callable[[], list[tuple[str, bytes]]]:
+            def made() -> list[tuple[str, bytes]]:
+                path = self.blob_path(blob_id)
+                return [(path, data),
+                        (path + SIDECAR_SUFFIX, self._sidecar_bytes(sidecar, blob_check(data)))]
+            return made
 
-        Returns one outcome per item, in order: None once its files are durable, else the
-        exception its commit raised. The items fail apart where they can: an item whose
-        files cannot be created (a full disk, an invalid id) has what it created removed
-        and fails alone; an item whose name exists already takes `commit_bytes`' renaming
-        path after the sync; a failed sync fails every item it was to make durable and
-        removes their files, the last created first."""
-        outcomes: list[Exception | None] = [None] * len(items)
-        created: list[list[str]] = [[] for _ in items]
+        return self._create_many(
+            [files(*item) for item in items],
+            [functools.partial(self._commit_bytes_renamed, *item) for item in items])
+
+    def create_sidecars_many(self, items: Sequence[tuple[str, dict[str, Any]]]
+                             ) -> list[Exception | None]:
+        """`create_sidecar` of several blob ids that hold only a sidecar (the delete
+        markers of a DeleteObjects, replicated markers), made durable by ONE sync between
+        them (`_create_many`); a name that exists already is replaced (`write_sidecar`)
+        after the sync. One outcome per item, in order, as `commit_bytes_many`."""
+        def files(blob_id: str, sidecar: dict[str, Any]
+                  ) -> Callable[[], list[tuple[str, bytes]]]:
+            return lambda: [(self.sidecar_path(blob_id), self._sidecar_bytes(sidecar))]
+
+        return self._create_many([files(*item) for item in items],
+                                 [functools.partial(self.write_sidecar, *item)
+                                  for item in items])
+
+    def _create_many(self, files_of: Sequence[Callable[[], Sequence[tuple[str, bytes]]]],
+                     replace: Sequence[Callable[[], None]]) -> list[Exception | None]:
+        """Create the files of each item (`files_of[i]()`: new (path, data) pairs in one
+        directory; it may raise, say for an invalid id) at their final names, then make
+        them all durable in one barrier round: one `syncfs` for two items or more, or
+        each file's data and each directory's entries where syncfs is not trusted; an
+        item alone runs those own syncs of its files and directories, no `syncfs`.
+
+        The items fail apart where they can: an item whose files cannot be created (a
+        full disk, an invalid id) has what it created removed and fails alone; an item
+        whose name exists is left to `replace[i]()` after the sync; a failed sync fails
+        every item (the replacements are not tried) and removes every file created, the
+        last first. Returns one outcome per item, in order: None, or its exception."""
+        outcomes: list[Exception | None] = [None] * len(files_of)
+        created: list[list[str]] = [[] for _ in files_of]
         fds: list[int] = []
         fresh: dict[str, None] = {}  # ordered: outermost first, as `_make_dirs` gives
         directories: dict[str, None] = {}
@@ -337,16 +368,14 @@ class BlobStore:
         try:
             try:
                 began = self._begin()
-                for index, (data, blob_id, sidecar) in enumerate(items):
+                for index, files in enumerate(files_of):
                     own: list[int] = []
                     try:
-                        path = self.blob_path(blob_id)
-                        directory = os.path.dirname(path)
+                        named = files()
+                        directory = os.path.dirname(named[0][0])
                         fresh.update(dict.fromkeys(self._make_dirs(directory)))
-                        check = blob_check(data)
-                        own.append(self._create(created[index], path, data))
-                        own.append(self._create(created[index], path + SIDECAR_SUFFIX,
-                                                self._sidecar_bytes(sidecar, check)))
+                        for path, data in named:
+                            own.append(self._create(created[index], path, data))
                     except Exception as error:
                         for fd in own:
                             os.close(fd)
@@ -360,12 +389,13 @@ class BlobStore:
                         continue
                     fds.extend(own)
                     directories[directory] = None
-                if fds:
+                synced = sum(1 for names in created if names)
+                if synced:
                     try:
                         self._sync(_many_syncs(fds, list(fresh), list(directories)), began,
-                                   whole=len(fds) > 2)  # more than one item's two files
+                                   whole=synced > 1)
                     except Exception as error:
-                        for index in range(len(items)):
+                        for index in range(len(files_of)):
                             if created[index]:
                                 outcomes[index] = error
                         raise
@@ -383,36 +413,11 @@ class BlobStore:
                 outcomes[index] = failure
             return outcomes
         for index in existing:  # a repeat, or a repair: replace what is there
-            data, blob_id, sidecar = items[index]
             try:
-                self._commit_bytes_renamed(data, blob_id, sidecar)
+                replace[index]()
             except Exception as error:
                 outcomes[index] = error
         return outcomes
-
-    def _create_in_one_sync(self, directory: str, files: Sequence[tuple[str, bytes]]
-                            ) -> None:
-        """Create each (path, data) of `files` in `directory` (never over an existing name:
-        FileExistsError), then make their data and the directory's entries (and those of
-        any fan-out directory made on the way) durable in one barrier round. On failure
-        nothing stays: the files created so far are removed, the last first."""
-        created: list[str] = []
-        fds: list[int] = []
-        try:
-            try:
-                began = self._begin()
-                fresh = self._make_dirs(directory)  # their entries go in the same sync
-                for path, data in files:
-                    fds.append(self._create(created, path, data))
-                self._sync(_one_sync(fds, fresh, directory), began)
-                self._dirs_durable(fresh)
-            finally:
-                for fd in fds:
-                    os.close(fd)
-        except BaseException:
-            for name in reversed(created):
-                unlink_quietly(name)
-            raise
 
     def _commit_bytes_renamed(self, data: bytes, blob_id: str, sidecar: dict[str, Any]
                               ) -> None:
@@ -465,13 +470,9 @@ class BlobStore:
         A crash before that sync can leave a torn file, which is not a JSON document and
         which `recover` skips (the write was never answered); a whole one beside no row is
         the unanswered write `write_sidecar` can leave too. A name that exists already (a
-        replicated row's sidecar written again) takes `write_sidecar`'s renaming path."""
-        path = self.sidecar_path(blob_id)
-        try:
-            self._create_in_one_sync(os.path.dirname(path),
-                                     [(path, self._sidecar_bytes(sidecar))])
-        except FileExistsError:  # nothing was created: replace what is there
-            self.write_sidecar(blob_id, sidecar)
+        replicated row's sidecar written again) takes `write_sidecar`'s renaming path.
+        A batch of one (`create_sidecars_many`)."""
+        _raise_outcome(self.create_sidecars_many([(blob_id, sidecar)]))
 
     def write_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Write (or replace) the sidecar of a blob atomically and durably."""
@@ -1030,17 +1031,10 @@ def _fdatasync_all(fds: Sequence[int], fresh_dirs: Sequence[str] = ()
     return sync
 
 
-def _one_sync(fds: Sequence[int], fresh_dirs: Sequence[str], directory: str
-              ) -> Callable[[], None]:
-    """The syncs of a one-sync write alone on the barrier (`commit_bytes`,
-    `create_sidecar`): its files' data, the entries of the directories it created, then
-    its own directory's entries."""
-    def sync() -> None:
-        for fd in fds:
-            os.fdatasync(fd)
-        _fsync_parents_of(fresh_dirs)()
-        fsync_dir(directory)
-    return sync
+def _raise_outcome(outcomes: list[Exception | None]) -> None:
+    """The one outcome of a batch of one, raised when it failed."""
+    if outcomes[0] is not None:
+        raise outcomes[0]
 
 
 def _many_syncs(fds: Sequence[int], fresh_dirs: Sequence[str], directories: Sequence[str]
