@@ -100,6 +100,8 @@ INLINE_READ_BYTES = 256 * 1024
 # most this many bytes (a body up to 1 MiB is kept in memory, blobs/writer.py).
 SMALL_BATCH_ITEMS = 32
 SMALL_BATCH_BYTES = 4 * 1024 * 1024
+# Sidecar-only blob ids (delete markers) created in one batch: at most this many.
+SIDECAR_BATCH_ITEMS = 64
 # Delete markers of one DeleteObjects inserted at once (a group commit takes 64 writes).
 MARKER_CONCURRENCY = 64
 
@@ -111,8 +113,9 @@ class BlobFiles:
     Bodies kept in memory (every small PUT) that arrive while others are being committed
     are committed together: one hand-off to the pool and one sync for the batch
     (`BlobStore.commit_bytes_many`), where each used to take a pool thread of its own
-    that then waited on the sync barrier with the others. A body alone is committed at
-    once, as before."""
+    that then waited on the sync barrier with the others; sidecar-only blob ids (delete
+    markers, completed multipart objects, replicated markers) likewise
+    (`create_sidecars_many`). A body or sidecar alone is committed at once, as before."""
 
     def __init__(self, blobs: BlobStore, io: Runner) -> None:
         self._blobs = blobs
@@ -121,6 +124,8 @@ class BlobFiles:
         self._small: Coalescer[SmallCommit, None] = Coalescer(
             self._commit_small, max_items=SMALL_BATCH_ITEMS,
             weigh=lambda item: len(item[0]), max_weight=SMALL_BATCH_BYTES)
+        self._sidecars: Coalescer[tuple[str, dict[str, Any]], None] = Coalescer(
+            self._create_sidecars, max_items=SIDECAR_BATCH_ITEMS)
 
     async def store(self, body: UploadedBody, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make `body` durable as blob `blob_id` (taken from it on this thread, committed
@@ -138,9 +143,16 @@ class BlobFiles:
 
     async def store_sidecar(self, blob_id: str, sidecar: dict[str, Any]) -> None:
         """Make durable a blob id that holds only a sidecar (a delete marker, a composite
-        object whose bytes are its parts'): one sync for a new id, a replacement of the
-        sidecar for one that has it (a replicated row written again)."""
-        await self._io.run(self._blobs.create_sidecar, blob_id, sidecar)
+        object whose bytes are its parts'): one sync for a new id (shared with the others
+        that arrive meanwhile), a replacement of the sidecar for one that has it (a
+        replicated row written again)."""
+        await self._sidecars.submit((blob_id, sidecar))
+
+    async def _create_sidecars(self, items: list[tuple[str, dict[str, Any]]]
+                               ) -> list[None | Exception]:
+        outcomes: list[None | Exception] = await self._io.run(
+            self._blobs.create_sidecars_many, items)
+        return outcomes
 
     async def restamp(self, written: ObjectRecord, stored: ObjectRecord) -> None:
         """After a commit that raised the version's stamp past what it replaces (the store's

@@ -346,6 +346,28 @@ def test_small_bodies_that_arrive_together_are_committed_in_one_call(tmp_path: P
     assert blobs.blob_reader(ids[3]).read_all() == b"spooled" * 10
 
 
+def test_sidecars_that_arrive_together_are_created_in_one_call(tmp_path: Path) -> None:
+    """`BlobFiles.store_sidecar` (delete markers): one alone at once, the ones that arrive
+    meanwhile together; a sidecar that exists is replaced."""
+    blobs = BlobStore(str(tmp_path / "data"), fsync=False)
+    blobs.prepare()
+    runner = HeldRunner()
+    files = BlobFiles(blobs, runner)
+    ids = [new_blob_id() for _ in range(3)]
+    stored = [ensureDeferred(files.store_sidecar(blob_id, {"key": "first"}))
+              for blob_id in ids]
+    stored.append(ensureDeferred(files.store_sidecar(ids[0], {"key": "again"})))
+    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+        (blobs.create_sidecars_many, 1)]
+    runner.finish()
+    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+        (blobs.create_sidecars_many, 3)]
+    runner.finish()
+    assert [outcome(d) for d in stored] == [None] * 4
+    assert [blobs.read_sidecar(blob_id)["key"] for blob_id in ids] == [
+        "again", "first", "first"]
+
+
 def outcome(d: Deferred[Any]) -> Any:
     seen: list[Any] = []
     d.addBoth(seen.append)
