@@ -31,7 +31,7 @@ from objstore.iam.identity import Principal
 from objstore.meta.records import ObjectRecord, PartRef, WritePrecondition
 from objstore.meta.store import SyncMetaStore
 from objstore.threads import InlinePool
-from tests.unit.conftest import local_stores, run
+from tests.unit.conftest import ManualRunner, local_stores, run
 
 T = TypeVar("T")
 ALICE = Principal("u-alice", "alice", False, "AKALICE")
@@ -296,29 +296,13 @@ def test_a_small_read_goes_to_the_io_pool_only_when_its_bytes_are_not_cached(
     stores.close()
 
 
-class HeldRunner:
-    """An IO runner whose calls the test finishes by hand, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, tuple[Any, ...], Deferred[Any]]] = []
-
-    def run(self, fn: Any, *args: Any) -> Deferred[Any]:
-        done: Deferred[Any] = Deferred()
-        self.calls.append((fn, args, done))
-        return done
-
-    def finish(self) -> None:
-        fn, args, done = self.calls.pop(0)
-        done.callback(fn(*args))
-
-
 def test_small_bodies_that_arrive_together_are_committed_in_one_call(tmp_path: Path) -> None:
     """`BlobFiles.store`: a body kept in memory alone is committed at once; the ones that
     arrive meanwhile wait and go to the pool together (one call, one sync); a spooled
     body takes its own call, at once."""
     blobs = BlobStore(str(tmp_path / "data"), fsync=False)
     blobs.prepare()
-    runner = HeldRunner()
+    runner = ManualRunner()
     files = BlobFiles(blobs, runner)
 
     def body(data: bytes, memory_limit: int = 1024) -> BodySpool:
@@ -329,16 +313,16 @@ def test_small_bodies_that_arrive_together_are_committed_in_one_call(tmp_path: P
     ids = [new_blob_id() for _ in range(4)]
     stored = [ensureDeferred(files.store(body(b"small %d" % n), ids[n], {"key": str(n)}))
               for n in range(3)]
-    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+    assert [(fn, len(args[0])) for fn, args, _ in runner.jobs] == [
         (blobs.commit_bytes_many, 1)]
-    runner.finish()
-    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+    runner.step()
+    assert [(fn, len(args[0])) for fn, args, _ in runner.jobs] == [
         (blobs.commit_bytes_many, 2)]
     stored.append(ensureDeferred(files.store(body(b"spooled" * 10, memory_limit=8),
                                              ids[3], {"key": "3"})))
-    assert runner.calls[1][0] == blobs.commit
-    runner.finish()
-    runner.finish()
+    assert runner.jobs[1][0] == blobs.commit
+    runner.step()
+    runner.step()
     assert [outcome(d) for d in stored] == [None] * 4
     for n, blob_id in enumerate(ids[:3]):
         assert blobs.blob_reader(blob_id).read_all() == b"small %d" % n
@@ -351,18 +335,18 @@ def test_sidecars_that_arrive_together_are_created_in_one_call(tmp_path: Path) -
     meanwhile together; a sidecar that exists is replaced."""
     blobs = BlobStore(str(tmp_path / "data"), fsync=False)
     blobs.prepare()
-    runner = HeldRunner()
+    runner = ManualRunner()
     files = BlobFiles(blobs, runner)
     ids = [new_blob_id() for _ in range(3)]
     stored = [ensureDeferred(files.store_sidecar(blob_id, {"key": "first"}))
               for blob_id in ids]
     stored.append(ensureDeferred(files.store_sidecar(ids[0], {"key": "again"})))
-    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+    assert [(fn, len(args[0])) for fn, args, _ in runner.jobs] == [
         (blobs.create_sidecars_many, 1)]
-    runner.finish()
-    assert [(fn, len(args[0])) for fn, args, _ in runner.calls] == [
+    runner.step()
+    assert [(fn, len(args[0])) for fn, args, _ in runner.jobs] == [
         (blobs.create_sidecars_many, 3)]
-    runner.finish()
+    runner.step()
     assert [outcome(d) for d in stored] == [None] * 4
     assert [blobs.read_sidecar(blob_id)["key"] for blob_id in ids] == [
         "again", "first", "first"]
