@@ -369,25 +369,17 @@ class BlobStore:
             try:
                 began = self._begin()
                 for index, files in enumerate(files_of):
-                    own: list[int] = []
                     try:
                         named = files()
                         directory = os.path.dirname(named[0][0])
                         fresh.update(dict.fromkeys(self._make_dirs(directory)))
-                        for path, data in named:
-                            own.append(self._create(created[index], path, data))
-                    except Exception as error:
-                        for fd in own:
-                            os.close(fd)
-                        for name in reversed(created[index]):
-                            unlink_quietly(name)
-                        created[index] = []
-                        if isinstance(error, FileExistsError):
-                            existing.append(index)
-                        else:
-                            outcomes[index] = error
+                        fds.extend(self._create_all(created[index], named))
+                    except FileExistsError:
+                        existing.append(index)
                         continue
-                    fds.extend(own)
+                    except Exception as error:
+                        outcomes[index] = error
+                        continue
                     directories[directory] = None
                 synced = sum(1 for names in created if names)
                 if synced:
@@ -418,6 +410,24 @@ class BlobStore:
             except Exception as error:
                 outcomes[index] = error
         return outcomes
+
+    def _create_all(self, created: list[str], named: Sequence[tuple[str, bytes]]
+                    ) -> list[int]:
+        """Create each (path, data) of `named` (`_create`; names appended to `created`)
+        and return their open descriptors; on any failure, close and remove what this
+        call created (`created` is emptied) and raise."""
+        fds: list[int] = []
+        try:
+            for path, data in named:
+                fds.append(self._create(created, path, data))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            for name in reversed(created):
+                unlink_quietly(name)
+            created.clear()
+            raise
+        return fds
 
     def _commit_bytes_renamed(self, data: bytes, blob_id: str, sidecar: dict[str, Any]
                               ) -> None:

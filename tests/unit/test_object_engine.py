@@ -323,7 +323,7 @@ def test_small_bodies_that_arrive_together_are_committed_in_one_call(tmp_path: P
     assert runner.jobs[1][0] == blobs.commit
     runner.step()
     runner.step()
-    assert [outcome(d) for d in stored] == [None] * 4
+    assert [run(d) for d in stored] == [None] * 4
     for n, blob_id in enumerate(ids[:3]):
         assert blobs.blob_reader(blob_id).read_all() == b"small %d" % n
         assert blobs.read_sidecar(blob_id)["key"] == str(n)
@@ -347,13 +347,6 @@ def test_sidecars_that_arrive_together_are_created_in_one_call(tmp_path: Path) -
     assert [(fn, len(args[0])) for fn, args, _ in runner.jobs] == [
         (blobs.create_sidecars_many, 3)]
     runner.step()
-    assert [outcome(d) for d in stored] == [None] * 4
+    assert [run(d) for d in stored] == [None] * 4
     assert [blobs.read_sidecar(blob_id)["key"] for blob_id in ids] == [
         "again", "first", "first"]
-
-
-def outcome(d: Deferred[Any]) -> Any:
-    seen: list[Any] = []
-    d.addBoth(seen.append)
-    assert seen, "not delivered"
-    return seen[0]
